@@ -1,0 +1,190 @@
+// sortd::Client: the C++ client library of the sortd service.
+//
+// One Client holds one gRPC channel and is safe to share between threads.
+// Results come back as absl::StatusOr; a failed call carries the server's
+// gRPC status code and message.
+//
+//   auto client = sortd::Client::Create("127.0.0.1:50051");
+//   if (!client.ok()) return client.status();
+//   std::vector<float> keys = {3.5f, -1.0f, 2.0f};
+//   auto sorted = (*client)->Sort<float>(keys, {.descending = true});
+//   if (sorted.ok()) use(sorted->keys, sorted->served_by.path());
+//
+// Targets follow gRPC's naming: "host:port", or "dns:///name:port" to reach
+// every address behind a name with ClientOptions::load_balancing.
+#ifndef SORTD_CLIENT_CLIENT_H_
+#define SORTD_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "grpcpp/grpcpp.h"
+#include "sortd/v1/sortd.grpc.pb.h"
+
+namespace sortd {
+
+struct ClientOptions {
+  // Deadline of each call, counted from its start.
+  absl::Duration timeout = absl::Seconds(60);
+  // Wait for the server to become reachable instead of failing at once
+  // while it is not (still bounded by the timeout).
+  bool wait_for_ready = false;
+  // gRPC load-balancing policy, e.g. "round_robin" with a dns:/// target
+  // that resolves to many replicas. Empty: gRPC's default (pick_first).
+  std::string load_balancing;
+};
+
+struct SortOptions {
+  bool descending = false;
+  bool return_permutation = false;
+};
+
+// The answer to a typed sort. `values` is filled by SortPairs, and
+// `permutation` when it was asked for.
+template <typename K, typename V = uint32_t>
+struct SortResult {
+  std::vector<K> keys;
+  std::vector<V> values;
+  std::vector<uint32_t> permutation;
+  v1::ServedBy served_by;
+};
+
+// Key types the service sorts: uint32_t, int32_t, float, uint64_t, int64_t,
+// double. Value types: uint32_t, uint64_t.
+template <typename K>
+concept SortKey =
+    std::is_same_v<K, uint32_t> || std::is_same_v<K, int32_t> ||
+    std::is_same_v<K, float> || std::is_same_v<K, uint64_t> ||
+    std::is_same_v<K, int64_t> || std::is_same_v<K, double>;
+template <typename V>
+concept SortValue = std::is_same_v<V, uint32_t> || std::is_same_v<V, uint64_t>;
+
+// Little-endian packing of arrays into and out of the wire's bytes fields.
+template <typename T>
+std::string PackArray(absl::Span<const T> items) {
+  return std::string(reinterpret_cast<const char*>(items.data()),
+                     items.size() * sizeof(T));
+}
+template <typename T>
+std::vector<T> UnpackArray(const std::string& bytes) {
+  std::vector<T> items(bytes.size() / sizeof(T));
+  std::memcpy(items.data(), bytes.data(), items.size() * sizeof(T));
+  return items;
+}
+
+// The keys field of a request or response for key type K.
+template <SortKey K>
+std::string* MutableKeysField(v1::SortRequest* r) {
+  if constexpr (std::is_same_v<K, uint32_t>) return r->mutable_u32_keys();
+  if constexpr (std::is_same_v<K, int32_t>) return r->mutable_i32_keys();
+  if constexpr (std::is_same_v<K, float>) return r->mutable_f32_keys();
+  if constexpr (std::is_same_v<K, uint64_t>) return r->mutable_u64_keys();
+  if constexpr (std::is_same_v<K, int64_t>) return r->mutable_i64_keys();
+  if constexpr (std::is_same_v<K, double>) return r->mutable_f64_keys();
+}
+template <SortKey K>
+const std::string& KeysField(const v1::SortResponse& r) {
+  if constexpr (std::is_same_v<K, uint32_t>) return r.u32_keys();
+  if constexpr (std::is_same_v<K, int32_t>) return r.i32_keys();
+  if constexpr (std::is_same_v<K, float>) return r.f32_keys();
+  if constexpr (std::is_same_v<K, uint64_t>) return r.u64_keys();
+  if constexpr (std::is_same_v<K, int64_t>) return r.i64_keys();
+  if constexpr (std::is_same_v<K, double>) return r.f64_keys();
+}
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Create(
+      const std::string& target, const ClientOptions& options = {});
+
+  // The raw RPCs, for callers that build messages themselves.
+  absl::StatusOr<v1::SortResponse> Sort(const v1::SortRequest& request);
+  absl::StatusOr<v1::TransposeResponse> Transpose(
+      const v1::TransposeRequest& request);
+
+  // Sorts keys; stable.
+  template <SortKey K>
+  absl::StatusOr<SortResult<K>> Sort(absl::Span<const K> keys,
+                                     const SortOptions& options = {});
+
+  // Sorts keys with one payload value each; values move with their keys.
+  template <SortKey K, SortValue V>
+  absl::StatusOr<SortResult<K, V>> SortPairs(absl::Span<const K> keys,
+                                             absl::Span<const V> values,
+                                             const SortOptions& options = {});
+
+  // Transposes 32x32 bit matrices given as consecutive runs of 32 rows.
+  absl::StatusOr<std::vector<uint32_t>> Transpose(
+      absl::Span<const uint32_t> rows);
+
+  // grpc.health.v1 Check for `service` ("" is the whole server): OK when
+  // SERVING, UNAVAILABLE with the reported status otherwise.
+  absl::Status CheckHealth(const std::string& service = "");
+
+ private:
+  Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);
+  void Prepare(grpc::ClientContext* context) const;
+
+  template <SortKey K, typename V>
+  absl::StatusOr<SortResult<K, V>> SortTyped(v1::SortRequest& request);
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::SortService::Stub> stub_;
+  ClientOptions options_;
+};
+
+template <SortKey K, typename V>
+absl::StatusOr<SortResult<K, V>> Client::SortTyped(v1::SortRequest& request) {
+  absl::StatusOr<v1::SortResponse> response = Sort(request);
+  if (!response.ok()) return response.status();
+  SortResult<K, V> result;
+  result.keys = UnpackArray<K>(KeysField<K>(*response));
+  if constexpr (std::is_same_v<V, uint64_t>) {
+    result.values = UnpackArray<V>(response->u64_values());
+  } else {
+    result.values = UnpackArray<V>(response->u32_values());
+  }
+  result.permutation = UnpackArray<uint32_t>(response->permutation());
+  result.served_by = response->served_by();
+  return result;
+}
+
+template <SortKey K>
+absl::StatusOr<SortResult<K>> Client::Sort(absl::Span<const K> keys,
+                                           const SortOptions& options) {
+  v1::SortRequest request;
+  *MutableKeysField<K>(&request) = PackArray(keys);
+  request.set_order(options.descending ? v1::ORDER_DESCENDING
+                                       : v1::ORDER_ASCENDING);
+  request.set_return_permutation(options.return_permutation);
+  return SortTyped<K, uint32_t>(request);
+}
+
+template <SortKey K, SortValue V>
+absl::StatusOr<SortResult<K, V>> Client::SortPairs(
+    absl::Span<const K> keys, absl::Span<const V> values,
+    const SortOptions& options) {
+  v1::SortRequest request;
+  *MutableKeysField<K>(&request) = PackArray(keys);
+  if constexpr (std::is_same_v<V, uint64_t>) {
+    *request.mutable_u64_values() = PackArray(values);
+  } else {
+    *request.mutable_u32_values() = PackArray(values);
+  }
+  request.set_order(options.descending ? v1::ORDER_DESCENDING
+                                       : v1::ORDER_ASCENDING);
+  request.set_return_permutation(options.return_permutation);
+  return SortTyped<K, V>(request);
+}
+
+}  // namespace sortd
+
+#endif  // SORTD_CLIENT_CLIENT_H_

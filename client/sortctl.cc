@@ -1,0 +1,442 @@
+// sortctl: the command-line client of sortd.
+//
+//   sortctl [--target HOST:PORT] sort --type f32 --random 1000000 --verify
+//   sortctl sort --type i64 --desc --input keys.txt --output sorted.txt
+//   sortctl transpose --random 1024 --verify --json
+//   sortctl health
+//
+// Exit status: 0 success; 1 the call failed (the gRPC status code and
+// message are printed) or an input could not be read; 2 bad usage; 3 the
+// answer did not match the local reference (--verify).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "client/sortctl_lib.h"
+
+namespace cli = sortd::cli;
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051",
+          "sortd address: host:port, or a gRPC target such as "
+          "dns:///sortd.example:50051");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300),
+          "Deadline of the call");
+ABSL_FLAG(std::string, type, "u32", "sort: key type, u32|i32|f32|u64|i64|f64");
+ABSL_FLAG(bool, desc, false, "sort: descending order (still stable)");
+ABSL_FLAG(std::string, values, "",
+          "sort: attach a payload of this type (u32|u64), one value per key; "
+          "with --random the values are random, with --input the payload is "
+          "each key's input position");
+ABSL_FLAG(bool, permutation, false,
+          "sort: ask for the permutation (argsort indices)");
+ABSL_FLAG(std::string, input, "",
+          "Read whitespace-separated numbers from this file ('-' = stdin): "
+          "keys for sort, uint32 rows (decimal or 0x hex) for transpose");
+ABSL_FLAG(int64_t, random, -1,
+          "Generate this many random keys (sort) or matrices (transpose)");
+ABSL_FLAG(uint64_t, seed, 1, "Seed for --random");
+ABSL_FLAG(std::string, output, "",
+          "Write the answer to this file ('-' = stdout): sort writes one key "
+          "per line, followed by its value and its input index when "
+          "requested; transpose writes one 0x-hex row per line");
+ABSL_FLAG(bool, verify, false,
+          "Check the answer against a local reference; exit 3 on mismatch");
+ABSL_FLAG(bool, json, false, "Print the summary as one JSON object");
+
+namespace {
+
+constexpr int kExitCallFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitMismatch = 3;
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "sortctl: %s\nRun 'sortctl --help' for usage.\n",
+               message.c_str());
+  return kExitUsage;
+}
+
+int Failed(const absl::Status& status) {
+  std::fprintf(stderr, "sortctl: error: %s: %s\n",
+               absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return kExitCallFailed;
+}
+
+// A live status line on stderr while something takes a while, shown only
+// when stderr is a terminal so that scripts and logs stay clean.
+class Progress {
+ public:
+  Progress() : enabled_(isatty(STDERR_FILENO) && !absl::GetFlag(FLAGS_json)) {}
+  ~Progress() { Clear(); }
+
+  // Waits for `future`, redrawing "<what> 1.2 s" every 100 ms after the
+  // first second.
+  template <typename T>
+  T Wait(std::future<T>& future, const std::string& what) {
+    const absl::Time start = absl::Now();
+    while (future.wait_for(std::chrono::milliseconds(100)) !=
+           std::future_status::ready) {
+      const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+      if (enabled_ && elapsed >= 1.0) {
+        std::fprintf(stderr, "\r\033[Ksortctl: %s %.1f s", what.c_str(),
+                     elapsed);
+        shown_ = true;
+      }
+    }
+    Clear();
+    return future.get();
+  }
+
+  void Step(const std::string& what) {
+    if (!enabled_) return;
+    std::fprintf(stderr, "\r\033[Ksortctl: %s", what.c_str());
+    shown_ = true;
+  }
+
+  void Clear() {
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+};
+
+absl::StatusOr<std::string> ReadInput(const std::string& path) {
+  if (path == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::Status WriteOutput(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return absl::OkStatus();
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<sortd::Client>> Connect() {
+  sortd::ClientOptions options;
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  return sortd::Client::Create(absl::GetFlag(FLAGS_target), options);
+}
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> CallWithProgress(Progress& progress, Call call,
+                                          const std::string& what) {
+  std::future<absl::StatusOr<Response>> result =
+      std::async(std::launch::async, call);
+  return progress.Wait(result, what);
+}
+
+const char* PathText(sortd::v1::ExecutionPath p) {
+  switch (p) {
+    case sortd::v1::EXECUTION_PATH_CPU: return "cpu";
+    case sortd::v1::EXECUTION_PATH_GPU: return "gpu";
+    default: return "unknown";
+  }
+}
+
+// The summary fields both output styles share.
+struct Summary {
+  std::string command;
+  std::string description;  // human-readable subject, e.g. "1000 f32 keys"
+  std::vector<std::pair<std::string, std::string>> json_fields;
+  sortd::v1::ServedBy served_by;
+  double wall_ms = 0;
+  bool verified = false;
+};
+
+void PrintSummary(const Summary& s) {
+  const double queue_ms = s.served_by.queue_wait_ns() / 1e6;
+  const double compute_ms = s.served_by.compute_ns() / 1e6;
+  if (absl::GetFlag(FLAGS_json)) {
+    std::string out = absl::StrCat("{\"command\":", cli::JsonString(s.command));
+    for (const auto& [k, v] : s.json_fields) {
+      absl::StrAppend(&out, ",", cli::JsonString(k), ":", v);
+    }
+    absl::StrAppendFormat(
+        &out,
+        ",\"path\":\"%s\",\"device\":%s,\"queue_wait_ms\":%.6f,"
+        "\"compute_ms\":%.6f,\"wall_ms\":%.6f,\"verified\":%s}\n",
+        PathText(s.served_by.path()), cli::JsonString(s.served_by.device()),
+        queue_ms, compute_ms, s.wall_ms, s.verified ? "true" : "false");
+    std::fputs(out.c_str(), stdout);
+    return;
+  }
+  std::printf(
+      "%s %s on %s [%s]: queue %.3f ms, compute %.3f ms, wall %.3f ms%s\n",
+      s.command == "sort" ? "sorted" : "transposed", s.description.c_str(),
+      PathText(s.served_by.path()), s.served_by.device().c_str(), queue_ms,
+      compute_ms, s.wall_ms, s.verified ? "; verified" : "");
+}
+
+absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(Progress& progress) {
+  namespace cli = sortd::cli;
+  const auto type = cli::ParseKeyTypeName(absl::GetFlag(FLAGS_type));
+  const auto value_type = cli::ParseValueTypeName(absl::GetFlag(FLAGS_values));
+  if (!type) return absl::InvalidArgumentError("--type: expected u32|i32|f32|u64|i64|f64");
+  if (!value_type) return absl::InvalidArgumentError("--values: expected u32 or u64");
+
+  absl::StatusOr<std::string> keys;
+  if (!absl::GetFlag(FLAGS_input).empty()) {
+    progress.Step("reading " + absl::GetFlag(FLAGS_input));
+    absl::StatusOr<std::string> text = ReadInput(absl::GetFlag(FLAGS_input));
+    if (!text.ok()) return text.status();
+    progress.Step("parsing keys");
+    keys = cli::ParseKeys(*type, *text);
+  } else {
+    progress.Step("generating keys");
+    keys = cli::RandomKeys(*type, absl::GetFlag(FLAGS_random),
+                           absl::GetFlag(FLAGS_seed));
+  }
+  if (!keys.ok()) return keys.status();
+  const size_t n = keys->size() / sortd::KeySize(*type);
+
+  sortd::v1::SortRequest request;
+  using sortd::KeyType;
+  switch (*type) {
+    case KeyType::kU32: request.set_u32_keys(std::move(*keys)); break;
+    case KeyType::kI32: request.set_i32_keys(std::move(*keys)); break;
+    case KeyType::kF32: request.set_f32_keys(std::move(*keys)); break;
+    case KeyType::kU64: request.set_u64_keys(std::move(*keys)); break;
+    case KeyType::kI64: request.set_i64_keys(std::move(*keys)); break;
+    case KeyType::kF64: request.set_f64_keys(std::move(*keys)); break;
+  }
+  request.set_order(absl::GetFlag(FLAGS_desc) ? sortd::v1::ORDER_DESCENDING
+                                              : sortd::v1::ORDER_ASCENDING);
+  request.set_return_permutation(absl::GetFlag(FLAGS_permutation));
+  if (*value_type != sortd::ValueType::kNone) {
+    std::string values;
+    if (absl::GetFlag(FLAGS_input).empty()) {
+      values = cli::RandomValues(*value_type, n, absl::GetFlag(FLAGS_seed));
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        if (*value_type == sortd::ValueType::kU32) {
+          uint32_t v = static_cast<uint32_t>(i);
+          values.append(reinterpret_cast<const char*>(&v), 4);
+        } else {
+          uint64_t v = i;
+          values.append(reinterpret_cast<const char*>(&v), 8);
+        }
+      }
+    }
+    if (*value_type == sortd::ValueType::kU32) {
+      request.set_u32_values(std::move(values));
+    } else {
+      request.set_u64_values(std::move(values));
+    }
+  }
+  progress.Clear();
+  return request;
+}
+
+std::string SortOutputText(const sortd::v1::SortRequest& request,
+                           const sortd::v1::SortResponse& response) {
+  const std::string* unused;
+  const sortd::KeyType type = sortd::cli::KeysOf(request, &unused);
+  const std::string& keys = sortd::cli::KeysOf(response);
+  const size_t n = keys.size() / sortd::KeySize(type);
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += sortd::cli::FormatKey(type, keys, i);
+    if (response.has_u32_values()) {
+      uint32_t v;
+      std::memcpy(&v, response.u32_values().data() + 4 * i, 4);
+      absl::StrAppend(&out, " ", v);
+    } else if (response.has_u64_values()) {
+      uint64_t v;
+      std::memcpy(&v, response.u64_values().data() + 8 * i, 8);
+      absl::StrAppend(&out, " ", v);
+    }
+    if (!response.permutation().empty()) {
+      uint32_t p;
+      std::memcpy(&p, response.permutation().data() + 4 * i, 4);
+      absl::StrAppend(&out, " ", p);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+int RunSort() {
+  if (absl::GetFlag(FLAGS_input).empty() == (absl::GetFlag(FLAGS_random) < 0)) {
+    return Usage("sort: give exactly one of --input FILE or --random N");
+  }
+  Progress progress;
+  absl::StatusOr<sortd::v1::SortRequest> request = BuildSortRequest(progress);
+  if (!request.ok()) return Failed(request.status());
+  auto client = Connect();
+  if (!client.ok()) return Failed(client.status());
+
+  const std::string* keys;
+  const sortd::KeyType type = sortd::cli::KeysOf(*request, &keys);
+  const size_t n = keys->size() / sortd::KeySize(type);
+  const absl::Time start = absl::Now();
+  auto response = CallWithProgress<sortd::v1::SortResponse>(
+      progress, [&] { return (*client)->Sort(*request); },
+      absl::StrCat("sorting ", n, " keys on ", absl::GetFlag(FLAGS_target)));
+  const double wall_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  if (!response.ok()) return Failed(response.status());
+
+  Summary summary;
+  summary.command = "sort";
+  summary.served_by = response->served_by();
+  summary.wall_ms = wall_ms;
+  const std::string type_name(sortd::KeyTypeName(type));
+  const std::string values = absl::GetFlag(FLAGS_values).empty()
+                                 ? "none" : absl::GetFlag(FLAGS_values);
+  const bool desc = absl::GetFlag(FLAGS_desc);
+  summary.description = absl::StrCat(
+      n, " ", type_name, " keys (", desc ? "descending" : "ascending",
+      values == "none" ? "" : absl::StrCat(", ", values, " values"),
+      absl::GetFlag(FLAGS_permutation) ? ", with permutation" : "", ")");
+  summary.json_fields = {
+      {"keys", absl::StrCat(n)},
+      {"type", sortd::cli::JsonString(type_name)},
+      {"order", desc ? "\"descending\"" : "\"ascending\""},
+      {"values", sortd::cli::JsonString(values)},
+      {"permutation", absl::GetFlag(FLAGS_permutation) ? "true" : "false"}};
+
+  if (absl::GetFlag(FLAGS_verify)) {
+    progress.Step("verifying");
+    absl::Status s = sortd::cli::VerifySort(*request, *response);
+    progress.Clear();
+    if (!s.ok()) {
+      std::fprintf(stderr, "sortctl: verification FAILED: %s\n",
+                   std::string(s.message()).c_str());
+      return kExitMismatch;
+    }
+    summary.verified = true;
+  }
+  if (!absl::GetFlag(FLAGS_output).empty()) {
+    absl::Status s = WriteOutput(absl::GetFlag(FLAGS_output),
+                                 SortOutputText(*request, *response));
+    if (!s.ok()) return Failed(s);
+  }
+  PrintSummary(summary);
+  return 0;
+}
+
+int RunTranspose() {
+  if (absl::GetFlag(FLAGS_input).empty() == (absl::GetFlag(FLAGS_random) < 0)) {
+    return Usage("transpose: give exactly one of --input FILE or --random N");
+  }
+  Progress progress;
+  sortd::v1::TransposeRequest request;
+  if (!absl::GetFlag(FLAGS_input).empty()) {
+    absl::StatusOr<std::string> text = ReadInput(absl::GetFlag(FLAGS_input));
+    if (!text.ok()) return Failed(text.status());
+    absl::StatusOr<std::string> words = sortd::cli::ParseWords(*text);
+    if (!words.ok()) return Failed(words.status());
+    request.set_matrices(std::move(*words));
+  } else {
+    request.set_matrices(sortd::cli::RandomWords(
+        static_cast<size_t>(absl::GetFlag(FLAGS_random)) * 32,
+        absl::GetFlag(FLAGS_seed)));
+  }
+  auto client = Connect();
+  if (!client.ok()) return Failed(client.status());
+  const size_t count = request.matrices().size() / 128;
+  const absl::Time start = absl::Now();
+  auto response = CallWithProgress<sortd::v1::TransposeResponse>(
+      progress, [&] { return (*client)->Transpose(request); },
+      absl::StrCat("transposing ", count, " matrices"));
+  const double wall_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  if (!response.ok()) return Failed(response.status());
+
+  Summary summary{.command = "transpose",
+                  .description = absl::StrCat(count, " 32x32 bit matrices"),
+                  .json_fields = {{"matrices", absl::StrCat(count)}},
+                  .served_by = response->served_by(),
+                  .wall_ms = wall_ms};
+  if (absl::GetFlag(FLAGS_verify)) {
+    absl::Status s =
+        sortd::cli::VerifyTranspose(request.matrices(), response->matrices());
+    if (!s.ok()) {
+      std::fprintf(stderr, "sortctl: verification FAILED: %s\n",
+                   std::string(s.message()).c_str());
+      return kExitMismatch;
+    }
+    summary.verified = true;
+  }
+  if (!absl::GetFlag(FLAGS_output).empty()) {
+    std::string text;
+    const std::string& m = response->matrices();
+    for (size_t i = 0; i < m.size() / 4; ++i) {
+      uint32_t row;
+      std::memcpy(&row, m.data() + 4 * i, 4);
+      absl::StrAppendFormat(&text, "0x%08x\n", row);
+    }
+    absl::Status s = WriteOutput(absl::GetFlag(FLAGS_output), text);
+    if (!s.ok()) return Failed(s);
+  }
+  PrintSummary(summary);
+  return 0;
+}
+
+int RunHealth() {
+  auto client = Connect();
+  if (!client.ok()) return Failed(client.status());
+  absl::Status s = (*client)->CheckHealth();
+  if (!s.ok()) return Failed(s);
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("{\"command\":\"health\",\"status\":\"SERVING\"}\n");
+  } else {
+    std::printf("%s: SERVING\n", absl::GetFlag(FLAGS_target).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "command-line client of sortd.\n\n"
+      "  sortctl [--target HOST:PORT] sort --type u32|i32|f32|u64|i64|f64 "
+      "[--desc] [--values u32|u64]\n"
+      "          [--permutation] (--input FILE | --random N [--seed S]) "
+      "[--output FILE] [--verify] [--json]\n"
+      "  sortctl [--target HOST:PORT] transpose (--input FILE | --random N) "
+      "[--output FILE] [--verify] [--json]\n"
+      "  sortctl [--target HOST:PORT] health [--json]\n\n"
+      "Prints a one-line summary (--json: one JSON object). Exit status: 0 "
+      "success; 1 the call failed\n(gRPC status code and message printed); "
+      "2 bad usage; 3 the answer did not match the local reference.");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    return Usage("expected exactly one command: sort, transpose or health");
+  }
+  const std::string command = args[1];
+  if (command == "sort") return RunSort();
+  if (command == "transpose") return RunTranspose();
+  if (command == "health") return RunHealth();
+  return Usage(absl::StrCat("unknown command '", command, "'"));
+}

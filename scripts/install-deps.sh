@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package sortd needs to build, test and run.
+# The single source of the package list: README, .ci/run and the Dockerfile
+# all call this script. Idempotent: packages already present are skipped, so a
+# second run takes well under a second and needs no network.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake pkg-config git ca-certificates
+  # RPC stack
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  # OpenCL: ICD loader, Khronos C++ bindings, PoCL CPU device, clinfo for diagnostics
+  ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd clinfo
+  # CPU parallelism and metrics
+  libtbb-dev prometheus-cpp-dev
+  # tests and benchmarks
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,227 @@
+#include "server/cpu_sorter.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/info.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "server/transpose.h"
+
+namespace sortd {
+namespace {
+
+constexpr int kDigitBits = 8;
+constexpr size_t kBuckets = size_t{1} << kDigitBits;
+// Below this many keys one block does the whole sort: the per-block
+// histograms and task overhead would cost more than they save.
+constexpr size_t kSerialBelow = size_t{1} << 15;
+// Smallest block worth a task of its own.
+constexpr size_t kMinBlock = size_t{1} << 14;
+// Up to this many keys an insertion sort beats any radix pass.
+constexpr size_t kInsertionUpTo = 32;
+// Grain of the element-wise decode and encode loops.
+constexpr size_t kElementGrain = size_t{1} << 15;
+
+template <typename T>
+T Load(const std::byte* base, size_t i) {
+  T v;
+  std::memcpy(&v, base + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <typename T>
+void Store(std::byte* base, size_t i, T v) {
+  std::memcpy(base + i * sizeof(T), &v, sizeof(T));
+}
+
+template <typename F>
+void ParallelFor(size_t n, size_t grain, F&& f) {
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, grain),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      f(r.begin(), r.end());
+                    });
+}
+
+// Sorts (key, index) pairs by key; stable. `idx` may be null (keys only).
+template <typename U>
+void InsertionSort(U* keys, uint32_t* idx, size_t n) {
+  for (size_t i = 1; i < n; ++i) {
+    U k = keys[i];
+    uint32_t x = idx ? idx[i] : 0;
+    size_t j = i;
+    for (; j > 0 && keys[j - 1] > k; --j) {
+      keys[j] = keys[j - 1];
+      if (idx) idx[j] = idx[j - 1];
+    }
+    keys[j] = k;
+    if (idx) idx[j] = x;
+  }
+}
+
+// LSD radix sort of keys (and their indices when kWithIndex) between two
+// buffer pairs. Returns true when the result ended up in the second pair.
+template <typename U, bool kWithIndex>
+bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b,
+               size_t n, size_t blocks) {
+  using Counts = std::array<uint32_t, kBuckets>;
+  std::vector<Counts> counts(blocks);
+  const size_t block_len = (n + blocks - 1) / blocks;
+  U* src = keys_a;
+  U* dst = keys_b;
+  uint32_t* isrc = idx_a;
+  uint32_t* idst = idx_b;
+  bool in_b = false;
+
+  for (int shift = 0; shift < static_cast<int>(sizeof(U) * 8);
+       shift += kDigitBits) {
+    auto block_range = [&](size_t b) {
+      return std::pair{b * block_len, std::min(n, (b + 1) * block_len)};
+    };
+    tbb::parallel_for(size_t{0}, blocks, [&](size_t b) {
+      Counts& c = counts[b];
+      c.fill(0);
+      auto [lo, hi] = block_range(b);
+      for (size_t i = lo; i < hi; ++i) ++c[(src[i] >> shift) & (kBuckets - 1)];
+    });
+
+    // Digit-major exclusive prefix over (digit, block): block b's keys with
+    // digit d land after every key with a smaller digit and after block
+    // b-1's keys with digit d, which is what makes the scatter stable.
+    uint32_t running = 0;
+    bool single_digit = false;
+    for (size_t d = 0; d < kBuckets; ++d) {
+      uint32_t digit_start = running;
+      for (size_t b = 0; b < blocks; ++b) {
+        uint32_t c = counts[b][d];
+        counts[b][d] = running;
+        running += c;
+      }
+      if (running - digit_start == n) single_digit = true;
+    }
+    if (single_digit) continue;  // Every key has this digit: nothing moves.
+
+    tbb::parallel_for(size_t{0}, blocks, [&](size_t b) {
+      Counts offset = counts[b];
+      auto [lo, hi] = block_range(b);
+      for (size_t i = lo; i < hi; ++i) {
+        uint32_t pos = offset[(src[i] >> shift) & (kBuckets - 1)]++;
+        dst[pos] = src[i];
+        if constexpr (kWithIndex) idst[pos] = isrc[i];
+      }
+    });
+    std::swap(src, dst);
+    std::swap(isrc, idst);
+    in_b = !in_b;
+  }
+  return in_b;
+}
+
+template <KeyType T>
+void SortTyped(const SortJob& job, int threads) {
+  using U = KeyBits<T>;
+  const size_t n = job.count;
+  const bool descending = job.order == Order::kDescending;
+  const bool with_index =
+      job.value_type != ValueType::kNone || job.permutation_out != nullptr;
+
+  auto keys = std::make_unique_for_overwrite<U[]>(2 * n);
+  std::unique_ptr<uint32_t[]> idx;
+  if (with_index) idx = std::make_unique_for_overwrite<uint32_t[]>(2 * n);
+  U* keys_a = keys.get();
+  U* keys_b = keys_a + n;
+  uint32_t* idx_a = idx.get();
+  uint32_t* idx_b = with_index ? idx_a + n : nullptr;
+
+  ParallelFor(n, kElementGrain, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      keys_a[i] = OrderedBits<T>(Load<U>(job.keys, i), descending);
+    }
+    if (with_index) {
+      for (size_t i = lo; i < hi; ++i) idx_a[i] = static_cast<uint32_t>(i);
+    }
+  });
+
+  bool in_b = false;
+  if (n <= kInsertionUpTo) {
+    InsertionSort(keys_a, idx_a, n);
+  } else {
+    size_t blocks = 1;
+    if (n >= kSerialBelow) {
+      blocks = std::clamp<size_t>(n / kMinBlock, 1,
+                                  static_cast<size_t>(threads) * 4);
+    }
+    in_b = with_index
+               ? RadixSort<U, true>(keys_a, idx_a, keys_b, idx_b, n, blocks)
+               : RadixSort<U, false>(keys_a, idx_a, keys_b, idx_b, n, blocks);
+  }
+  const U* sorted = in_b ? keys_b : keys_a;
+  const uint32_t* order = in_b ? idx_b : idx_a;
+
+  ParallelFor(n, kElementGrain, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      Store<U>(job.keys_out, i, RawBits<T>(sorted[i], descending));
+    }
+    if (job.value_type == ValueType::kU32) {
+      for (size_t i = lo; i < hi; ++i) {
+        Store(job.values_out, i, Load<uint32_t>(job.values, order[i]));
+      }
+    } else if (job.value_type == ValueType::kU64) {
+      for (size_t i = lo; i < hi; ++i) {
+        Store(job.values_out, i, Load<uint64_t>(job.values, order[i]));
+      }
+    }
+    if (job.permutation_out != nullptr) {
+      std::memcpy(job.permutation_out + lo * sizeof(uint32_t), order + lo,
+                  (hi - lo) * sizeof(uint32_t));
+    }
+  });
+}
+
+}  // namespace
+
+CpuSorter::CpuSorter(const Options& options)
+    : threads_(options.threads > 0
+                   ? options.threads
+                   : tbb::info::default_concurrency()),
+      arena_(threads_) {}
+
+std::string CpuSorter::device_name() const {
+  return absl::StrCat("cpu (oneTBB, ", threads_, " threads)");
+}
+
+absl::Status CpuSorter::Sort(const SortJob& job) {
+  if (job.count > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot sort ", job.count,
+                     " keys: the CPU path indexes keys with 32 bits"));
+  }
+  if (job.count == 0) return absl::OkStatus();
+  arena_.execute([&] {
+    DispatchKeyType(job.key_type,
+                    [&]<KeyType T>() { SortTyped<T>(job, threads_); });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CpuSorter::Transpose(const TransposeJob& job) {
+  constexpr size_t kMatrixBytes = 32 * sizeof(uint32_t);
+  arena_.execute([&] {
+    ParallelFor(job.count, 4096, [&](size_t lo, size_t hi) {
+      for (size_t m = lo; m < hi; ++m) {
+        uint32_t rows[32];
+        std::memcpy(rows, job.in + m * kMatrixBytes, kMatrixBytes);
+        TransposeBits32(rows);
+        std::memcpy(job.out + m * kMatrixBytes, rows, kMatrixBytes);
+      }
+    });
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace sortd

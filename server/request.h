@@ -1,0 +1,38 @@
+// Validation of wire requests and the bridge from protobuf messages to
+// engine jobs. Everything a client can get wrong is caught here, before any
+// engine work, with a status whose message names the field and the numbers.
+//
+//   absl::StatusOr<SortJob> job = PrepareSort(request, limits, &response);
+//   if (job.ok()) status = sorter->Sort(*job);  // writes into `response`
+#ifndef SORTD_SERVER_REQUEST_H_
+#define SORTD_SERVER_REQUEST_H_
+
+#include <cstddef>
+
+#include "absl/status/statusor.h"
+#include "server/sorter.h"
+#include "sortd/v1/sortd.pb.h"
+
+namespace sortd {
+
+struct RequestLimits {
+  // Largest serialized request accepted, in bytes (--max_request_bytes).
+  size_t max_request_bytes = size_t{64} << 20;
+};
+
+// Checks `request` and sizes the arrays of `response` to receive the
+// answer. The job borrows from both; they must outlive it.
+absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
+                                    const RequestLimits& limits,
+                                    v1::SortResponse* response);
+
+absl::StatusOr<TransposeJob> PrepareTranspose(
+    const v1::TransposeRequest& request, const RequestLimits& limits,
+    v1::TransposeResponse* response);
+
+// The key type of a request whose keys are set (for labels and logs).
+KeyType RequestKeyType(const v1::SortRequest& request);
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_REQUEST_H_

@@ -1,0 +1,76 @@
+// The one interface behind which every sortd engine sits: the oneTBB CPU
+// path (server/cpu_sorter.h) and the OpenCL engine (gpu/). The server only
+// talks to engines through it.
+//
+// Jobs borrow their buffers: inputs point into the request, outputs into the
+// response, so an engine writes its answer where gRPC will send it from.
+// Buffers carry little-endian elements and need not be aligned.
+//
+//   SortJob job;
+//   job.key_type = KeyType::kF32;
+//   job.count = n;
+//   job.keys = request_bytes;
+//   job.keys_out = response_bytes;   // n * KeySize(job.key_type) bytes
+//   absl::Status s = sorter->Sort(job);
+#ifndef SORTD_SERVER_SORTER_H_
+#define SORTD_SERVER_SORTER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/keys.h"
+
+namespace sortd {
+
+// One stable sort. `count` keys of `key_type` at `keys` are written sorted
+// to `keys_out`. If `value_type` is not kNone, `values` holds one value per
+// key and `values_out` receives them in the keys' new order. If
+// `permutation_out` is set it receives, for each output position, the
+// uint32 input index of the key now there.
+struct SortJob {
+  KeyType key_type = KeyType::kU32;
+  Order order = Order::kAscending;
+  size_t count = 0;
+  const std::byte* keys = nullptr;
+  ValueType value_type = ValueType::kNone;
+  const std::byte* values = nullptr;
+
+  std::byte* keys_out = nullptr;
+  std::byte* values_out = nullptr;
+  std::byte* permutation_out = nullptr;
+};
+
+// A batch of `count` 32x32 bit matrices, each 32 uint32 rows, transposed
+// from `in` to `out` (which may not overlap).
+struct TransposeJob {
+  size_t count = 0;
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;
+};
+
+enum class ExecutionPath { kCpu, kGpu };
+
+inline const char* PathName(ExecutionPath p) {
+  return p == ExecutionPath::kCpu ? "cpu" : "gpu";
+}
+
+class Sorter {
+ public:
+  virtual ~Sorter() = default;
+
+  // Which path this engine is, for responses and metrics.
+  virtual ExecutionPath path() const = 0;
+  // Human-readable device description, e.g. "cpu (oneTBB, 8 threads)".
+  virtual std::string device_name() const = 0;
+
+  // Both are safe to call from many threads at once. On error nothing is
+  // guaranteed about the output buffers; the caller must not send them.
+  virtual absl::Status Sort(const SortJob& job) = 0;
+  virtual absl::Status Transpose(const TransposeJob& job) = 0;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SORTER_H_
