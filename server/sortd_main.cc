@@ -173,6 +173,9 @@ int Serve() {
   service.Drain();
   server->Wait();
   std::fprintf(stderr, "sortd: stopped\n");
+  // The process is about to exit. Stopping the metrics endpoint would wait
+  // out civetweb's 2-second poll for nothing, so it is left to the OS.
+  metrics->release();
   return 0;
 }
 

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what is missing and builds sortd (Release) into build/.
+# Incremental: a second run with nothing changed takes a few seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+BUILD_DIR="${SORTD_BUILD_DIR:-build}"
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)"

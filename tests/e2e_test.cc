@@ -1,0 +1,319 @@
+// End to end: the real sortd binary on a free loopback port, driven through
+// the C++ client library and the sortctl binary over the real gRPC stack.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <future>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "tests/reference.h"
+#include "tests/server_process.h"
+
+namespace sortd {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RunCommand;
+using testing::ServerProcess;
+
+std::unique_ptr<Client> Connect(const ServerProcess& server) {
+  auto client = Client::Create(server.address());
+  EXPECT_TRUE(client.ok()) << client.status();
+  return std::move(*client);
+}
+
+// One server shared by the tests that do not stop it.
+class E2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess(
+        {"--device=cpu", "--cpu_threads=2", "--max_request_bytes=1048576",
+         "--metrics_listen=127.0.0.1:0"});
+    ASSERT_TRUE(server_->Start()) << server_->Output();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Terminate(), 0) << server_->Output();
+    delete server_;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = Connect(*server_);
+  }
+
+  static ServerProcess* server_;
+  std::unique_ptr<Client> client_;
+};
+
+ServerProcess* E2ETest::server_ = nullptr;
+
+template <typename K>
+void ExpectSorted(Client& client, size_t n, bool desc) {
+  SCOPED_TRACE(absl::StrCat(sizeof(K), "-byte keys, n=", n, desc ? " desc" : ""));
+  const std::vector<K> keys = testing::Generate<K>(testing::Shape::kSpecial, n, 4);
+  std::vector<uint64_t> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = ~uint64_t{i};
+  auto result = client.SortPairs<K, uint64_t>(
+      keys, values, {.descending = desc, .return_permutation = true});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<uint32_t> perm = testing::RefPermutation(keys, desc);
+  ASSERT_EQ(result->keys.size(), n);
+  ASSERT_EQ(result->permutation, perm);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(0, std::memcmp(&result->keys[i], &keys[perm[i]], sizeof(K)));
+    ASSERT_EQ(result->values[i], values[perm[i]]);
+  }
+  EXPECT_EQ(result->served_by.path(), v1::EXECUTION_PATH_CPU);
+  EXPECT_THAT(result->served_by.device(), HasSubstr("oneTBB"));
+  EXPECT_GE(result->served_by.compute_ns(), 0);
+}
+
+TEST_F(E2ETest, HealthIsServing) {
+  EXPECT_TRUE(client_->CheckHealth().ok());
+  EXPECT_TRUE(client_->CheckHealth("sortd.v1.SortService").ok());
+}
+
+TEST_F(E2ETest, SortsEveryKeyTypeWithPayloadAndPermutation) {
+  for (bool desc : {false, true}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{40'000}}) {
+      ExpectSorted<uint32_t>(*client_, n, desc);
+      ExpectSorted<int32_t>(*client_, n, desc);
+      ExpectSorted<float>(*client_, n, desc);
+      ExpectSorted<uint64_t>(*client_, n, desc);
+      ExpectSorted<int64_t>(*client_, n, desc);
+      ExpectSorted<double>(*client_, n, desc);
+    }
+  }
+}
+
+TEST_F(E2ETest, KeysOnlySortHasNoPayloadOrPermutation) {
+  std::vector<double> keys = {3.0, -0.0, 0.0, -1.0};
+  auto result = client_->Sort<double>(keys);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->values.empty());
+  EXPECT_TRUE(result->permutation.empty());
+  EXPECT_TRUE(std::signbit(result->keys[1]));  // -0.0 before +0.0
+  EXPECT_EQ(result->keys[0], -1.0);
+  EXPECT_EQ(result->keys[3], 3.0);
+}
+
+TEST_F(E2ETest, TransposesMatrices) {
+  std::vector<uint32_t> rows(32 * 100);
+  std::mt19937 rng(3);
+  for (uint32_t& r : rows) r = rng();
+  auto out = client_->Transpose(rows);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), rows.size());
+  for (size_t m = 0; m < 100; ++m)
+    for (int i = 0; i < 32; ++i)
+      for (int j = 0; j < 32; ++j)
+        ASSERT_EQ((rows[m * 32 + i] >> j) & 1, ((*out)[m * 32 + j] >> i) & 1);
+}
+
+// Every bad input gets its status and message, and the server keeps serving.
+TEST_F(E2ETest, BadInputGetsAClearStatusAndTheServerKeepsServing) {
+  struct Case {
+    const char* name;
+    v1::SortRequest request;
+    absl::StatusCode code;
+    const char* message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"no keys", {}, absl::StatusCode::kInvalidArgument,
+                   "no keys set"});
+  {
+    v1::SortRequest r;
+    r.set_u32_keys(std::string(16, 'k'));
+    r.set_u32_values(std::string(12, 'v'));
+    cases.push_back({"payload length", r, absl::StatusCode::kInvalidArgument,
+                     "expected one 4-byte value per key: 4 values"});
+  }
+  {
+    v1::SortRequest r;
+    r.set_f32_keys(std::string(6, 'k'));
+    cases.push_back({"partial key", r, absl::StatusCode::kInvalidArgument,
+                     "not a multiple of the 4-byte key size"});
+  }
+  {
+    v1::SortRequest r;
+    r.set_u32_keys(std::string(16, 'k'));
+    r.set_order(static_cast<v1::Order>(42));
+    cases.push_back({"unknown enum", r, absl::StatusCode::kInvalidArgument,
+                     "order: unknown value 42"});
+  }
+  {
+    v1::SortRequest r;
+    r.set_u64_keys(std::string(1048576 + 8, 'k'));
+    cases.push_back({"oversize", r, absl::StatusCode::kResourceExhausted,
+                     "1048576"});
+  }
+  for (const Case& c : cases) {
+    auto result = client_->Sort(c.request);
+    EXPECT_EQ(result.status().code(), c.code) << c.name << ": " << result.status();
+    EXPECT_THAT(result.status().message(), HasSubstr(c.message)) << c.name;
+  }
+
+  v1::TransposeRequest bad_transpose;
+  bad_transpose.set_matrices(std::string(4 * 33, 'm'));
+  auto t = client_->Transpose(bad_transpose);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status().message(), HasSubstr("33 words"));
+
+  // Empty is valid: an empty answer of the same type.
+  v1::SortRequest empty;
+  empty.set_i64_keys("");
+  auto e = client_->Sort(empty);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_TRUE(e->has_i64_keys());
+  EXPECT_TRUE(e->i64_keys().empty());
+
+  // Still serving, and correctly.
+  EXPECT_TRUE(client_->CheckHealth().ok());
+  ExpectSorted<float>(*client_, 5000, false);
+}
+
+// Minimal HTTP GET on loopback, for the metrics endpoint.
+std::string HttpGet(const std::string& host_port, const std::string& path) {
+  const size_t colon = host_port.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(std::stoi(host_port.substr(colon + 1)));
+  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: x\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string body;
+  char buf[8192];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) body.append(buf, n);
+  close(fd);
+  return body;
+}
+
+TEST_F(E2ETest, MetricsCountRequestsByCodeAndPath) {
+  ASSERT_FALSE(server_->metrics_address().empty()) << server_->Output();
+  ASSERT_TRUE(client_->Sort(v1::SortRequest{}).status().code() ==
+              absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(client_->Sort<uint32_t>(std::vector<uint32_t>{3, 2, 1}).ok());
+  const std::string body = HttpGet(server_->metrics_address(), "/metrics");
+  EXPECT_THAT(body, HasSubstr("sortd_requests_total{code=\"INVALID_ARGUMENT\",method=\"Sort\",path=\"none\"}"));
+  EXPECT_THAT(body, HasSubstr("sortd_requests_total{code=\"OK\",method=\"Sort\",path=\"cpu\"}"));
+  EXPECT_THAT(body, HasSubstr("sortd_keys_sorted_total{dtype=\"u32\",path=\"cpu\"}"));
+  EXPECT_THAT(body, HasSubstr("sortd_build_info{version="));
+}
+
+std::string Sortctl(const ServerProcess& server, const std::string& args) {
+  return absl::StrCat(SORTCTL_BINARY, " --target=", server.address(), " ", args);
+}
+
+TEST_F(E2ETest, SortctlSortsVerifiesAndReportsJson) {
+  auto r = RunCommand(Sortctl(*server_, "sort --type=f32 --random=100000 --verify --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"keys\":100000"));
+  EXPECT_THAT(r.out, HasSubstr("\"verified\":true"));
+  EXPECT_THAT(r.out, HasSubstr("\"path\":\"cpu\""));
+
+  r = RunCommand(Sortctl(*server_, "sort --type=i64 --desc --values=u64 --permutation --random=5000 --seed=9 --verify"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("sorted 5000 i64 keys (descending, u64 values, with permutation) on cpu"));
+  EXPECT_THAT(r.out, HasSubstr("verified"));
+
+  r = RunCommand(Sortctl(*server_, "transpose --random=300 --verify --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"matrices\":300"));
+
+  r = RunCommand(Sortctl(*server_, "health"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("SERVING"));
+}
+
+TEST_F(E2ETest, SortctlReadsAndWritesFiles) {
+  const std::string in = ::testing::TempDir() + "/sortctl_in.txt";
+  const std::string out = ::testing::TempDir() + "/sortctl_out.txt";
+  {
+    FILE* f = fopen(in.c_str(), "w");
+    fputs("5 -3\n5\t0x10 -3 7\n", f);
+    fclose(f);
+  }
+  auto r = RunCommand(Sortctl(*server_, "sort --type=i32 --values=u32 --permutation --input=" + in + " --output=" + out + " --verify"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string text;
+  {
+    FILE* f = fopen(out.c_str(), "r");
+    char buf[256];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+    fclose(f);
+  }
+  // key, value (the input position), input index
+  EXPECT_EQ(text, "-3 1 1\n-3 4 4\n5 0 0\n5 2 2\n7 5 5\n16 3 3\n");
+}
+
+TEST_F(E2ETest, SortctlReportsErrorsWithTheStatusCode) {
+  const std::string in = ::testing::TempDir() + "/sortctl_31_words.txt";
+  {
+    FILE* f = fopen(in.c_str(), "w");
+    for (int i = 0; i < 31; ++i) fprintf(f, "%d\n", i);
+    fclose(f);
+  }
+  auto r = RunCommand(Sortctl(*server_, "transpose --input=" + in));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(r.err, HasSubstr("31 words"));
+
+  r = RunCommand(Sortctl(*server_, "sort --type=u8 --random=3"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--type"));
+
+  r = RunCommand(Sortctl(*server_, "frobnicate"));
+  EXPECT_EQ(r.exit_code, 2);
+
+  r = RunCommand(absl::StrCat(SORTCTL_BINARY,
+                              " --target=127.0.0.1:1 --timeout=5s health"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
+}
+
+// SIGTERM while a sort is running: the sort completes correctly, the
+// server exits 0, and it no longer accepts calls.
+TEST(E2EShutdown, SigtermDrainsInFlightCallsAndExitsZero) {
+  ServerProcess server({"--device=cpu", "--log_requests"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  const size_t n = size_t{6} << 20;
+  const std::vector<uint64_t> keys =
+      testing::Generate<uint64_t>(testing::Shape::kRandom, n, 5);
+  auto pending = std::async(std::launch::async, [&] {
+    return client->Sort<uint64_t>(keys, {.return_permutation = true});
+  });
+  ASSERT_TRUE(server.WaitForLine("sortd: start Sort", std::chrono::seconds(60)))
+      << server.Output();
+  EXPECT_EQ(server.Terminate(SIGTERM), 0) << server.Output();
+  auto result = pending.get();
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->keys.size(), n);
+  EXPECT_TRUE(std::is_sorted(result->keys.begin(), result->keys.end()));
+  EXPECT_THAT(server.Output(), HasSubstr("draining"));
+  EXPECT_THAT(server.Output(), HasSubstr("sortd: end Sort OK"));
+  EXPECT_EQ(client->CheckHealth().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
+  ServerProcess bad_device({"--device=tpu"});
+  EXPECT_FALSE(bad_device.Start());
+  EXPECT_THAT(bad_device.Output(), HasSubstr("--device=tpu"));
+  ServerProcess bad_limit({"--max_request_bytes=0"});
+  EXPECT_FALSE(bad_limit.Start());
+  EXPECT_THAT(bad_limit.Output(), HasSubstr("--max_request_bytes"));
+}
+
+}  // namespace
+}  // namespace sortd
