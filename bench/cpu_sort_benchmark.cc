@@ -27,7 +27,8 @@ std::vector<K> RandomKeys(size_t n) {
   std::vector<K> v(n);
   for (K& k : v) {
     if constexpr (std::is_floating_point_v<K>) {
-      k = static_cast<K>(std::uniform_real_distribution<double>(-1e6, 1e6)(rng));
+      k = static_cast<K>(
+          std::uniform_real_distribution<double>(-1e6, 1e6)(rng));
     } else {
       k = static_cast<K>(rng());
     }
@@ -100,7 +101,9 @@ void Sizes(benchmark::internal::Benchmark* b) {
 void BM_CpuSorterU32(benchmark::State& s) { BM_CpuSorter<uint32_t>(s, false); }
 void BM_CpuSorterU64(benchmark::State& s) { BM_CpuSorter<uint64_t>(s, false); }
 void BM_CpuSorterF32(benchmark::State& s) { BM_CpuSorter<float>(s, false); }
-void BM_CpuSorterF32Argsort(benchmark::State& s) { BM_CpuSorter<float>(s, true); }
+void BM_CpuSorterF32Argsort(benchmark::State& s) {
+  BM_CpuSorter<float>(s, true);
+}
 
 BENCHMARK(BM_CpuSorterU32)->Apply(Sizes);
 BENCHMARK(BM_StdStableSort<uint32_t>)->Apply(Sizes);

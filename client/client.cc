@@ -86,9 +86,8 @@ absl::Status Client::CheckHealth(const std::string& service) {
   if (!s.ok()) return FromGrpcStatus(s);
   if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
     return absl::UnavailableError(absl::StrCat(
-        "health: ",
-        grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-            response.status())));
+        "health: ", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                        response.status())));
   }
   return absl::OkStatus();
 }

@@ -60,8 +60,7 @@ struct SortResult {
 // Key types the service sorts: uint32_t, int32_t, float, uint64_t, int64_t,
 // double. Value types: uint32_t, uint64_t.
 template <typename K>
-concept SortKey =
-    std::is_same_v<K, uint32_t> || std::is_same_v<K, int32_t> ||
+concept SortKey = std::is_same_v<K, uint32_t> || std::is_same_v<K, int32_t> ||
     std::is_same_v<K, float> || std::is_same_v<K, uint64_t> ||
     std::is_same_v<K, int64_t> || std::is_same_v<K, double>;
 template <typename V>
@@ -169,9 +168,9 @@ absl::StatusOr<SortResult<K>> Client::Sort(absl::Span<const K> keys,
 }
 
 template <SortKey K, SortValue V>
-absl::StatusOr<SortResult<K, V>> Client::SortPairs(
-    absl::Span<const K> keys, absl::Span<const V> values,
-    const SortOptions& options) {
+absl::StatusOr<SortResult<K, V>> Client::SortPairs(absl::Span<const K> keys,
+                                                   absl::Span<const V> values,
+                                                   const SortOptions& options) {
   v1::SortRequest request;
   *MutableKeysField<K>(&request) = PackArray(keys);
   if constexpr (std::is_same_v<V, uint64_t>) {

@@ -34,8 +34,7 @@ namespace cli = sortd::cli;
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "sortd address: host:port, or a gRPC target such as "
           "dns:///sortd.example:50051");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300),
-          "Deadline of the call");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of the call");
 ABSL_FLAG(std::string, type, "u32", "sort: key type, u32|i32|f32|u64|i64|f64");
 ABSL_FLAG(bool, desc, false, "sort: descending order (still stable)");
 ABSL_FLAG(std::string, values, "",
@@ -158,9 +157,12 @@ absl::StatusOr<Response> CallWithProgress(Progress& progress, Call call,
 
 const char* PathText(sortd::v1::ExecutionPath p) {
   switch (p) {
-    case sortd::v1::EXECUTION_PATH_CPU: return "cpu";
-    case sortd::v1::EXECUTION_PATH_GPU: return "gpu";
-    default: return "unknown";
+    case sortd::v1::EXECUTION_PATH_CPU:
+      return "cpu";
+    case sortd::v1::EXECUTION_PATH_GPU:
+      return "gpu";
+    default:
+      return "unknown";
   }
 }
 
@@ -202,8 +204,11 @@ absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(Progress& progress) {
   namespace cli = sortd::cli;
   const auto type = cli::ParseKeyTypeName(absl::GetFlag(FLAGS_type));
   const auto value_type = cli::ParseValueTypeName(absl::GetFlag(FLAGS_values));
-  if (!type) return absl::InvalidArgumentError("--type: expected u32|i32|f32|u64|i64|f64");
-  if (!value_type) return absl::InvalidArgumentError("--values: expected u32 or u64");
+  if (!type)
+    return absl::InvalidArgumentError(
+        "--type: expected u32|i32|f32|u64|i64|f64");
+  if (!value_type)
+    return absl::InvalidArgumentError("--values: expected u32 or u64");
 
   absl::StatusOr<std::string> keys;
   if (!absl::GetFlag(FLAGS_input).empty()) {
@@ -223,12 +228,24 @@ absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(Progress& progress) {
   sortd::v1::SortRequest request;
   using sortd::KeyType;
   switch (*type) {
-    case KeyType::kU32: request.set_u32_keys(std::move(*keys)); break;
-    case KeyType::kI32: request.set_i32_keys(std::move(*keys)); break;
-    case KeyType::kF32: request.set_f32_keys(std::move(*keys)); break;
-    case KeyType::kU64: request.set_u64_keys(std::move(*keys)); break;
-    case KeyType::kI64: request.set_i64_keys(std::move(*keys)); break;
-    case KeyType::kF64: request.set_f64_keys(std::move(*keys)); break;
+    case KeyType::kU32:
+      request.set_u32_keys(std::move(*keys));
+      break;
+    case KeyType::kI32:
+      request.set_i32_keys(std::move(*keys));
+      break;
+    case KeyType::kF32:
+      request.set_f32_keys(std::move(*keys));
+      break;
+    case KeyType::kU64:
+      request.set_u64_keys(std::move(*keys));
+      break;
+    case KeyType::kI64:
+      request.set_i64_keys(std::move(*keys));
+      break;
+    case KeyType::kF64:
+      request.set_f64_keys(std::move(*keys));
+      break;
   }
   request.set_order(absl::GetFlag(FLAGS_desc) ? sortd::v1::ORDER_DESCENDING
                                               : sortd::v1::ORDER_ASCENDING);
@@ -312,7 +329,8 @@ int RunSort() {
   summary.wall_ms = wall_ms;
   const std::string type_name(sortd::KeyTypeName(type));
   const std::string values = absl::GetFlag(FLAGS_values).empty()
-                                 ? "none" : absl::GetFlag(FLAGS_values);
+                                 ? "none"
+                                 : absl::GetFlag(FLAGS_values);
   const bool desc = absl::GetFlag(FLAGS_desc);
   summary.description = absl::StrCat(
       n, " ", type_name, " keys (", desc ? "descending" : "ascending",

@@ -34,9 +34,9 @@ using KeyValue = std::conditional_t<
         T == KeyType::kI32, int32_t,
         std::conditional_t<
             T == KeyType::kF32, float,
-            std::conditional_t<T == KeyType::kU64, uint64_t,
-                               std::conditional_t<T == KeyType::kI64, int64_t,
-                                                  double>>>>>;
+            std::conditional_t<
+                T == KeyType::kU64, uint64_t,
+                std::conditional_t<T == KeyType::kI64, int64_t, double>>>>>;
 
 bool IsSpace(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' ||
@@ -146,9 +146,11 @@ absl::Status CheckGathered(const char* what, const std::string& in,
     T want = LoadAt<T>(in, perm[i]);
     T got = LoadAt<T>(out, i);
     if (std::memcmp(&want, &got, sizeof(T)) != 0) {
-      return absl::DataLossError(absl::StrCat(
-          what, " differ at position ", i, ": expected the element from input "
-          "index ", perm[i]));
+      return absl::DataLossError(
+          absl::StrCat(what, " differ at position ", i,
+                       ": expected the element from input "
+                       "index ",
+                       perm[i]));
     }
   }
   return absl::OkStatus();
@@ -171,8 +173,8 @@ std::optional<ValueType> ParseValueTypeName(std::string_view name) {
 }
 
 absl::StatusOr<std::string> ParseKeys(KeyType type, std::string_view text) {
-  return DispatchKeyType(
-      type, [&]<KeyType T>() { return ParseTyped<T>(text); });
+  return DispatchKeyType(type,
+                         [&]<KeyType T>() { return ParseTyped<T>(text); });
 }
 
 absl::StatusOr<std::string> ParseWords(std::string_view text) {
@@ -192,12 +194,24 @@ std::string RandomKeys(KeyType type, size_t count, uint64_t seed) {
         v = LoadAt<V>(out, i - 1 - (r >> 8) % std::min<size_t>(i, 16));
       } else if constexpr (std::is_floating_point_v<V>) {
         switch (r % 97) {
-          case 0: v = std::numeric_limits<V>::quiet_NaN(); break;
-          case 1: v = -std::numeric_limits<V>::quiet_NaN(); break;
-          case 2: v = std::numeric_limits<V>::infinity(); break;
-          case 3: v = -std::numeric_limits<V>::infinity(); break;
-          case 4: v = V(0); break;
-          case 5: v = -V(0); break;
+          case 0:
+            v = std::numeric_limits<V>::quiet_NaN();
+            break;
+          case 1:
+            v = -std::numeric_limits<V>::quiet_NaN();
+            break;
+          case 2:
+            v = std::numeric_limits<V>::infinity();
+            break;
+          case 3:
+            v = -std::numeric_limits<V>::infinity();
+            break;
+          case 4:
+            v = V(0);
+            break;
+          case 5:
+            v = -V(0);
+            break;
           default:
             v = static_cast<V>((static_cast<double>(r >> 11) * 0x1p-53 - 0.5) *
                                2e6);
@@ -233,31 +247,50 @@ std::string RandomWords(size_t count, uint64_t seed) {
 KeyType KeysOf(const v1::SortRequest& r, const std::string** bytes) {
   using R = v1::SortRequest;
   switch (r.keys_case()) {
-    case R::kI32Keys: *bytes = &r.i32_keys(); return KeyType::kI32;
-    case R::kF32Keys: *bytes = &r.f32_keys(); return KeyType::kF32;
-    case R::kU64Keys: *bytes = &r.u64_keys(); return KeyType::kU64;
-    case R::kI64Keys: *bytes = &r.i64_keys(); return KeyType::kI64;
-    case R::kF64Keys: *bytes = &r.f64_keys(); return KeyType::kF64;
-    default: *bytes = &r.u32_keys(); return KeyType::kU32;
+    case R::kI32Keys:
+      *bytes = &r.i32_keys();
+      return KeyType::kI32;
+    case R::kF32Keys:
+      *bytes = &r.f32_keys();
+      return KeyType::kF32;
+    case R::kU64Keys:
+      *bytes = &r.u64_keys();
+      return KeyType::kU64;
+    case R::kI64Keys:
+      *bytes = &r.i64_keys();
+      return KeyType::kI64;
+    case R::kF64Keys:
+      *bytes = &r.f64_keys();
+      return KeyType::kF64;
+    default:
+      *bytes = &r.u32_keys();
+      return KeyType::kU32;
   }
 }
 
 const std::string& KeysOf(const v1::SortResponse& r) {
   using R = v1::SortResponse;
   switch (r.keys_case()) {
-    case R::kI32Keys: return r.i32_keys();
-    case R::kF32Keys: return r.f32_keys();
-    case R::kU64Keys: return r.u64_keys();
-    case R::kI64Keys: return r.i64_keys();
-    case R::kF64Keys: return r.f64_keys();
-    default: return r.u32_keys();
+    case R::kI32Keys:
+      return r.i32_keys();
+    case R::kF32Keys:
+      return r.f32_keys();
+    case R::kU64Keys:
+      return r.u64_keys();
+    case R::kI64Keys:
+      return r.i64_keys();
+    case R::kF64Keys:
+      return r.f64_keys();
+    default:
+      return r.u32_keys();
   }
 }
 
 std::string FormatKey(KeyType type, const std::string& bytes, size_t i) {
   return DispatchKeyType(type, [&]<KeyType T>() {
     char buf[64];
-    auto r = std::to_chars(buf, buf + sizeof(buf), LoadAt<KeyValue<T>>(bytes, i));
+    auto r =
+        std::to_chars(buf, buf + sizeof(buf), LoadAt<KeyValue<T>>(bytes, i));
     return std::string(buf, r.ptr);
   });
 }
@@ -268,7 +301,8 @@ absl::Status VerifySort(const v1::SortRequest& request,
   const KeyType type = KeysOf(request, &keys);
   if (static_cast<int>(response.keys_case()) !=
       static_cast<int>(request.keys_case())) {
-    return absl::DataLossError("the answer's keys are not of the request's type");
+    return absl::DataLossError(
+        "the answer's keys are not of the request's type");
   }
   const bool descending = request.order() == v1::ORDER_DESCENDING;
   const std::vector<uint32_t> perm = DispatchKeyType(type, [&]<KeyType T>() {
@@ -305,8 +339,8 @@ absl::Status VerifySort(const v1::SortRequest& request,
 
 absl::Status VerifyTranspose(const std::string& in, const std::string& out) {
   if (in.size() != out.size()) {
-    return absl::DataLossError(absl::StrCat("expected ", in.size(),
-                                            " bytes, got ", out.size()));
+    return absl::DataLossError(
+        absl::StrCat("expected ", in.size(), " bytes, got ", out.size()));
   }
   for (size_t m = 0; m < in.size() / 128; ++m) {
     for (size_t i = 0; i < 32; ++i) {
@@ -314,9 +348,9 @@ absl::Status VerifyTranspose(const std::string& in, const std::string& out) {
       for (size_t j = 0; j < 32; ++j) {
         const uint32_t bit_out = (LoadAt<uint32_t>(out, m * 32 + j) >> i) & 1;
         if (((row_in >> j) & 1) != bit_out) {
-          return absl::DataLossError(absl::StrCat(
-              "matrix ", m, ": bit ", j, " of row ", i,
-              " is not bit ", i, " of row ", j, " in the answer"));
+          return absl::DataLossError(
+              absl::StrCat("matrix ", m, ": bit ", j, " of row ", i,
+                           " is not bit ", i, " of row ", j, " in the answer"));
         }
       }
     }

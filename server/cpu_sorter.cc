@@ -42,10 +42,9 @@ void Store(std::byte* base, size_t i, T v) {
 
 template <typename F>
 void ParallelFor(size_t n, size_t grain, F&& f) {
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, grain),
-                    [&](const tbb::blocked_range<size_t>& r) {
-                      f(r.begin(), r.end());
-                    });
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, n, grain),
+      [&](const tbb::blocked_range<size_t>& r) { f(r.begin(), r.end()); });
 }
 
 // Sorts (key, index) pairs by key; stable. `idx` may be null (keys only).
@@ -67,8 +66,8 @@ void InsertionSort(U* keys, uint32_t* idx, size_t n) {
 // LSD radix sort of keys (and their indices when kWithIndex) between two
 // buffer pairs. Returns true when the result ended up in the second pair.
 template <typename U, bool kWithIndex>
-bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b,
-               size_t n, size_t blocks) {
+bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
+               size_t blocks) {
   using Counts = std::array<uint32_t, kBuckets>;
   std::vector<Counts> counts(blocks);
   const size_t block_len = (n + blocks - 1) / blocks;
@@ -186,9 +185,8 @@ void SortTyped(const SortJob& job, int threads) {
 }  // namespace
 
 CpuSorter::CpuSorter(const Options& options)
-    : threads_(options.threads > 0
-                   ? options.threads
-                   : tbb::info::default_concurrency()),
+    : threads_(options.threads > 0 ? options.threads
+                                   : tbb::info::default_concurrency()),
       arena_(threads_) {}
 
 std::string CpuSorter::device_name() const {

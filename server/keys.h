@@ -36,7 +36,7 @@ inline constexpr KeyType kAllKeyTypes[] = {KeyType::kU32, KeyType::kI32,
 
 constexpr size_t KeySize(KeyType t) {
   return (t == KeyType::kU32 || t == KeyType::kI32 || t == KeyType::kF32) ? 4
-                                                                           : 8;
+                                                                          : 8;
 }
 
 constexpr size_t ValueSize(ValueType t) {
@@ -46,21 +46,30 @@ constexpr size_t ValueSize(ValueType t) {
 // Short lowercase name as used on the command line and in metrics labels.
 constexpr const char* KeyTypeName(KeyType t) {
   switch (t) {
-    case KeyType::kU32: return "u32";
-    case KeyType::kI32: return "i32";
-    case KeyType::kF32: return "f32";
-    case KeyType::kU64: return "u64";
-    case KeyType::kI64: return "i64";
-    case KeyType::kF64: return "f64";
+    case KeyType::kU32:
+      return "u32";
+    case KeyType::kI32:
+      return "i32";
+    case KeyType::kF32:
+      return "f32";
+    case KeyType::kU64:
+      return "u64";
+    case KeyType::kI64:
+      return "i64";
+    case KeyType::kF64:
+      return "f64";
   }
   return "?";
 }
 
 constexpr const char* ValueTypeName(ValueType t) {
   switch (t) {
-    case ValueType::kNone: return "none";
-    case ValueType::kU32: return "u32";
-    case ValueType::kU64: return "u64";
+    case ValueType::kNone:
+      return "none";
+    case ValueType::kU32:
+      return "u32";
+    case ValueType::kU64:
+      return "u64";
   }
   return "?";
 }
@@ -109,12 +118,18 @@ constexpr KeyBits<T> RawBits(KeyBits<T> ordered, bool descending) {
 template <typename F>
 decltype(auto) DispatchKeyType(KeyType t, F&& f) {
   switch (t) {
-    case KeyType::kU32: return f.template operator()<KeyType::kU32>();
-    case KeyType::kI32: return f.template operator()<KeyType::kI32>();
-    case KeyType::kF32: return f.template operator()<KeyType::kF32>();
-    case KeyType::kU64: return f.template operator()<KeyType::kU64>();
-    case KeyType::kI64: return f.template operator()<KeyType::kI64>();
-    case KeyType::kF64: break;
+    case KeyType::kU32:
+      return f.template operator()<KeyType::kU32>();
+    case KeyType::kI32:
+      return f.template operator()<KeyType::kI32>();
+    case KeyType::kF32:
+      return f.template operator()<KeyType::kF32>();
+    case KeyType::kU64:
+      return f.template operator()<KeyType::kU64>();
+    case KeyType::kI64:
+      return f.template operator()<KeyType::kI64>();
+    case KeyType::kF64:
+      break;
   }
   return f.template operator()<KeyType::kF64>();
 }

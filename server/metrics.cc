@@ -14,9 +14,9 @@ namespace {
 
 // Request latency from 50 us (a tiny CPU sort) to 60 s (the largest sorts).
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
-  return {50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3,
-          50e-3, 100e-3, 250e-3, 500e-3, 1.0,  2.5,    5.0,  10.0,  30.0,
-          60.0};
+  return {50e-6, 100e-6, 250e-6, 500e-6, 1e-3,   2.5e-3, 5e-3,
+          10e-3, 25e-3,  50e-3,  100e-3, 250e-3, 500e-3, 1.0,
+          2.5,   5.0,    10.0,   30.0,   60.0};
 }
 
 }  // namespace
@@ -61,8 +61,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(listen);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve metrics on ", listen, ": ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
   m->exposer_->RegisterCollectable(m->registry_);
   return m;
@@ -87,8 +87,7 @@ void Metrics::RecordRequest(std::string_view method, std::string_view code,
 
 void Metrics::AddKeysSorted(std::string_view path, std::string_view dtype,
                             double keys) {
-  keys_sorted_
-      .Add({{"path", std::string(path)}, {"dtype", std::string(dtype)}})
+  keys_sorted_.Add({{"path", std::string(path)}, {"dtype", std::string(dtype)}})
       .Increment(keys);
 }
 

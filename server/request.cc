@@ -18,25 +18,38 @@ struct KeyField {
 KeyField FindKeys(const v1::SortRequest& r) {
   using R = v1::SortRequest;
   switch (r.keys_case()) {
-    case R::kU32Keys: return {KeyType::kU32, &r.u32_keys()};
-    case R::kI32Keys: return {KeyType::kI32, &r.i32_keys()};
-    case R::kF32Keys: return {KeyType::kF32, &r.f32_keys()};
-    case R::kU64Keys: return {KeyType::kU64, &r.u64_keys()};
-    case R::kI64Keys: return {KeyType::kI64, &r.i64_keys()};
-    case R::kF64Keys: return {KeyType::kF64, &r.f64_keys()};
-    case R::KEYS_NOT_SET: break;
+    case R::kU32Keys:
+      return {KeyType::kU32, &r.u32_keys()};
+    case R::kI32Keys:
+      return {KeyType::kI32, &r.i32_keys()};
+    case R::kF32Keys:
+      return {KeyType::kF32, &r.f32_keys()};
+    case R::kU64Keys:
+      return {KeyType::kU64, &r.u64_keys()};
+    case R::kI64Keys:
+      return {KeyType::kI64, &r.i64_keys()};
+    case R::kF64Keys:
+      return {KeyType::kF64, &r.f64_keys()};
+    case R::KEYS_NOT_SET:
+      break;
   }
   return {KeyType::kU32, nullptr};
 }
 
 std::string* MutableKeys(KeyType t, v1::SortResponse* r) {
   switch (t) {
-    case KeyType::kU32: return r->mutable_u32_keys();
-    case KeyType::kI32: return r->mutable_i32_keys();
-    case KeyType::kF32: return r->mutable_f32_keys();
-    case KeyType::kU64: return r->mutable_u64_keys();
-    case KeyType::kI64: return r->mutable_i64_keys();
-    case KeyType::kF64: return r->mutable_f64_keys();
+    case KeyType::kU32:
+      return r->mutable_u32_keys();
+    case KeyType::kI32:
+      return r->mutable_i32_keys();
+    case KeyType::kF32:
+      return r->mutable_f32_keys();
+    case KeyType::kU64:
+      return r->mutable_u64_keys();
+    case KeyType::kI64:
+      return r->mutable_i64_keys();
+    case KeyType::kF64:
+      return r->mutable_f64_keys();
   }
   return nullptr;
 }
@@ -57,9 +70,9 @@ absl::Status CheckLimit(const google::protobuf::Message& request,
                         const RequestLimits& limits) {
   const size_t bytes = request.ByteSizeLong();
   if (bytes <= limits.max_request_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "request is ", bytes, " bytes; this server accepts at most ",
-      limits.max_request_bytes, " bytes (--max_request_bytes)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("request is ", bytes, " bytes; this server accepts at most ",
+                   limits.max_request_bytes, " bytes (--max_request_bytes)"));
 }
 
 }  // namespace
@@ -83,14 +96,13 @@ absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
   if (keys.data->size() % key_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         key_field, "_keys holds ", keys.data->size(),
-        " bytes, which is not a multiple of the ", key_size,
-        "-byte key size"));
+        " bytes, which is not a multiple of the ", key_size, "-byte key size"));
   }
   if (request.order() != v1::ORDER_ASCENDING &&
       request.order() != v1::ORDER_DESCENDING) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "order: unknown value ", static_cast<int>(request.order()),
-        "; expected ORDER_ASCENDING (0) or ORDER_DESCENDING (1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("order: unknown value ", static_cast<int>(request.order()),
+                     "; expected ORDER_ASCENDING (0) or ORDER_DESCENDING (1)"));
   }
 
   SortJob job;
@@ -126,7 +138,8 @@ absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
         "request holds ", job.count, " keys; at most 2^32-1 are supported"));
   }
 
-  job.keys_out = SizedBuffer(MutableKeys(job.key_type, response), job.count * key_size);
+  job.keys_out =
+      SizedBuffer(MutableKeys(job.key_type, response), job.count * key_size);
   if (job.value_type == ValueType::kU32) {
     job.values_out = SizedBuffer(response->mutable_u32_values(), job.count * 4);
   } else if (job.value_type == ValueType::kU64) {
@@ -145,9 +158,9 @@ absl::StatusOr<TransposeJob> PrepareTranspose(
   constexpr size_t kMatrixBytes = 32 * sizeof(uint32_t);
   const size_t bytes = request.matrices().size();
   if (bytes % sizeof(uint32_t) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "matrices holds ", bytes,
-        " bytes, which is not a whole number of 4-byte rows"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("matrices holds ", bytes,
+                     " bytes, which is not a whole number of 4-byte rows"));
   }
   if (bytes % kMatrixBytes != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -62,10 +62,9 @@ grpc::ServerUnaryReactor* SortServiceImpl::Handle(
     metrics_->RecordRequest(method, code, outcome.path, seconds);
     if (options_.log_requests) {
       std::fprintf(stderr, "sortd: end %.*s %s path=%.*s %.3f ms%s%s\n",
-                   static_cast<int>(method.size()), method.data(),
-                   code.c_str(), static_cast<int>(outcome.path.size()),
-                   outcome.path.data(), seconds * 1e3,
-                   outcome.status.ok() ? "" : ": ",
+                   static_cast<int>(method.size()), method.data(), code.c_str(),
+                   static_cast<int>(outcome.path.size()), outcome.path.data(),
+                   seconds * 1e3, outcome.status.ok() ? "" : ": ",
                    std::string(outcome.status.message()).c_str());
     }
     reactor->Finish(ToGrpcStatus(outcome.status));
@@ -73,14 +72,13 @@ grpc::ServerUnaryReactor* SortServiceImpl::Handle(
   return reactor;
 }
 
-SortServiceImpl::Outcome SortServiceImpl::DoSort(
-    const v1::SortRequest& request, v1::SortResponse* response,
-    absl::Duration queue_wait) {
+SortServiceImpl::Outcome SortServiceImpl::DoSort(const v1::SortRequest& request,
+                                                 v1::SortResponse* response,
+                                                 absl::Duration queue_wait) {
   Sorter* engine = engine_.load();
   if (engine == nullptr) return {NotReady()};
   const absl::Time start = absl::Now();
-  absl::StatusOr<SortJob> job =
-      PrepareSort(request, options_.limits, response);
+  absl::StatusOr<SortJob> job = PrepareSort(request, options_.limits, response);
   if (!job.ok()) return {job.status()};
   Outcome outcome{engine->Sort(*job), PathName(engine->path())};
   if (!outcome.status.ok()) return outcome;

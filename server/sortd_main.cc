@@ -147,16 +147,16 @@ int Serve() {
   health->SetServingStatus(kServiceName, true);
 
   const std::vector<int> metric_ports = (*metrics)->listening_ports();
-  std::fprintf(stderr, "sortd: engine %s\n",
-               (*engine)->device_name().c_str());
-  std::printf("sortd: serving on %s%s\n", BoundAddress(listen, port).c_str(),
-              metric_ports.empty()
-                  ? " (metrics disabled)"
-                  : absl::StrCat(" (metrics on ",
-                                 BoundAddress(absl::GetFlag(FLAGS_metrics_listen),
-                                              metric_ports.front()),
-                                 "/metrics)")
-                        .c_str());
+  std::fprintf(stderr, "sortd: engine %s\n", (*engine)->device_name().c_str());
+  std::printf(
+      "sortd: serving on %s%s\n", BoundAddress(listen, port).c_str(),
+      metric_ports.empty()
+          ? " (metrics disabled)"
+          : absl::StrCat(" (metrics on ",
+                         BoundAddress(absl::GetFlag(FLAGS_metrics_listen),
+                                      metric_ports.front()),
+                         "/metrics)")
+                .c_str());
   std::fflush(stdout);
 
   sigset_t signals;

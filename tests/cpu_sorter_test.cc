@@ -20,10 +20,14 @@ enum class Extra { kNone, kU32Values, kU64ValuesAndPermutation, kPermutation };
 
 const char* ExtraName(Extra e) {
   switch (e) {
-    case Extra::kNone: return "keys";
-    case Extra::kU32Values: return "u32values";
-    case Extra::kU64ValuesAndPermutation: return "u64values_perm";
-    case Extra::kPermutation: return "perm";
+    case Extra::kNone:
+      return "keys";
+    case Extra::kU32Values:
+      return "u32values";
+    case Extra::kU64ValuesAndPermutation:
+      return "u64values_perm";
+    case Extra::kPermutation:
+      return "perm";
   }
   return "?";
 }
@@ -43,13 +47,12 @@ void CheckSort(Sorter& sorter, const std::vector<K>& keys, bool desc,
   std::string vout(n * 8, '\xAB');
   std::string pout(n * 4, '\xAB');
   SortJob job;
-  job.key_type = sizeof(K) == 4
-                     ? (std::is_floating_point_v<K> ? KeyType::kF32
-                        : std::is_signed_v<K>      ? KeyType::kI32
-                                                   : KeyType::kU32)
-                     : (std::is_floating_point_v<K> ? KeyType::kF64
-                        : std::is_signed_v<K>      ? KeyType::kI64
-                                                   : KeyType::kU64);
+  job.key_type = sizeof(K) == 4 ? (std::is_floating_point_v<K> ? KeyType::kF32
+                                   : std::is_signed_v<K>       ? KeyType::kI32
+                                                               : KeyType::kU32)
+                                : (std::is_floating_point_v<K> ? KeyType::kF64
+                                   : std::is_signed_v<K>       ? KeyType::kI64
+                                                               : KeyType::kU64);
   job.order = desc ? Order::kDescending : Order::kAscending;
   job.count = n;
   job.keys = reinterpret_cast<const std::byte*>(in.data());
@@ -63,7 +66,8 @@ void CheckSort(Sorter& sorter, const std::vector<K>& keys, bool desc,
     job.values = reinterpret_cast<const std::byte*>(v64.data());
     job.values_out = reinterpret_cast<std::byte*>(vout.data());
   }
-  if (extra == Extra::kPermutation || extra == Extra::kU64ValuesAndPermutation) {
+  if (extra == Extra::kPermutation ||
+      extra == Extra::kU64ValuesAndPermutation) {
     job.permutation_out = reinterpret_cast<std::byte*>(pout.data());
   }
   ASSERT_TRUE(sorter.Sort(job).ok());
@@ -110,9 +114,9 @@ TEST_P(CpuSorterTest, MatchesStableReferenceOnEveryShapeAndBoundaryLength) {
                     std::conditional_t<T == KeyType::kI64, int64_t, double>>>>>;
     for (Shape shape : testing::kAllShapes) {
       for (size_t n : testing::BoundaryLengths()) {
-        CheckSort(sorter_, testing::Generate<K>(shape, n, 1), desc, extra,
-                  std::string(testing::ShapeName(shape)) + " n=" +
-                      std::to_string(n));
+        CheckSort(
+            sorter_, testing::Generate<K>(shape, n, 1), desc, extra,
+            std::string(testing::ShapeName(shape)) + " n=" + std::to_string(n));
       }
     }
     // Millions of keys, where every block of the parallel sort is busy.
@@ -169,9 +173,9 @@ TEST(CpuSorterFloats, TotalOrderOfSpecialValues) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   // Expected ascending order, given shuffled.
-  const std::vector<float> want = {-nan, -inf, -1.0f, -0.0f, 0.0f,
-                                   1e-45f, 1.0f, inf, nan};
-  const std::vector<float> in = {1.0f, nan, -0.0f, inf, -nan,
+  const std::vector<float> want = {-nan,   -inf, -1.0f, -0.0f, 0.0f,
+                                   1e-45f, 1.0f, inf,   nan};
+  const std::vector<float> in = {1.0f, nan,  -0.0f,  inf,  -nan,
                                  0.0f, -inf, 1e-45f, -1.0f};
   const std::string bytes = testing::Bytes(in);
   std::string out(bytes.size(), 0);

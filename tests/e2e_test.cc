@@ -1,13 +1,12 @@
 // End to end: the real sortd binary on a free loopback port, driven through
 // the C++ client library and the sortctl binary over the real gRPC stack.
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <future>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
@@ -31,9 +30,9 @@ std::unique_ptr<Client> Connect(const ServerProcess& server) {
 class E2ETest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServerProcess(
-        {"--device=cpu", "--cpu_threads=2", "--max_request_bytes=1048576",
-         "--metrics_listen=127.0.0.1:0"});
+    server_ = new ServerProcess({"--device=cpu", "--cpu_threads=2",
+                                 "--max_request_bytes=1048576",
+                                 "--metrics_listen=127.0.0.1:0"});
     ASSERT_TRUE(server_->Start()) << server_->Output();
   }
   static void TearDownTestSuite() {
@@ -53,8 +52,10 @@ ServerProcess* E2ETest::server_ = nullptr;
 
 template <typename K>
 void ExpectSorted(Client& client, size_t n, bool desc) {
-  SCOPED_TRACE(absl::StrCat(sizeof(K), "-byte keys, n=", n, desc ? " desc" : ""));
-  const std::vector<K> keys = testing::Generate<K>(testing::Shape::kSpecial, n, 4);
+  SCOPED_TRACE(
+      absl::StrCat(sizeof(K), "-byte keys, n=", n, desc ? " desc" : ""));
+  const std::vector<K> keys =
+      testing::Generate<K>(testing::Shape::kSpecial, n, 4);
   std::vector<uint64_t> values(n);
   for (size_t i = 0; i < n; ++i) values[i] = ~uint64_t{i};
   auto result = client.SortPairs<K, uint64_t>(
@@ -123,8 +124,8 @@ TEST_F(E2ETest, BadInputGetsAClearStatusAndTheServerKeepsServing) {
     const char* message;
   };
   std::vector<Case> cases;
-  cases.push_back({"no keys", {}, absl::StatusCode::kInvalidArgument,
-                   "no keys set"});
+  cases.push_back(
+      {"no keys", {}, absl::StatusCode::kInvalidArgument, "no keys set"});
   {
     v1::SortRequest r;
     r.set_u32_keys(std::string(16, 'k'));
@@ -148,12 +149,13 @@ TEST_F(E2ETest, BadInputGetsAClearStatusAndTheServerKeepsServing) {
   {
     v1::SortRequest r;
     r.set_u64_keys(std::string(1048576 + 8, 'k'));
-    cases.push_back({"oversize", r, absl::StatusCode::kResourceExhausted,
-                     "1048576"});
+    cases.push_back(
+        {"oversize", r, absl::StatusCode::kResourceExhausted, "1048576"});
   }
   for (const Case& c : cases) {
     auto result = client_->Sort(c.request);
-    EXPECT_EQ(result.status().code(), c.code) << c.name << ": " << result.status();
+    EXPECT_EQ(result.status().code(), c.code)
+        << c.name << ": " << result.status();
     EXPECT_THAT(result.status().message(), HasSubstr(c.message)) << c.name;
   }
 
@@ -204,26 +206,36 @@ TEST_F(E2ETest, MetricsCountRequestsByCodeAndPath) {
               absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(client_->Sort<uint32_t>(std::vector<uint32_t>{3, 2, 1}).ok());
   const std::string body = HttpGet(server_->metrics_address(), "/metrics");
-  EXPECT_THAT(body, HasSubstr("sortd_requests_total{code=\"INVALID_ARGUMENT\",method=\"Sort\",path=\"none\"}"));
-  EXPECT_THAT(body, HasSubstr("sortd_requests_total{code=\"OK\",method=\"Sort\",path=\"cpu\"}"));
-  EXPECT_THAT(body, HasSubstr("sortd_keys_sorted_total{dtype=\"u32\",path=\"cpu\"}"));
+  EXPECT_THAT(body, HasSubstr("sortd_requests_total{code=\"INVALID_ARGUMENT\","
+                              "method=\"Sort\",path=\"none\"}"));
+  EXPECT_THAT(
+      body,
+      HasSubstr(
+          "sortd_requests_total{code=\"OK\",method=\"Sort\",path=\"cpu\"}"));
+  EXPECT_THAT(body,
+              HasSubstr("sortd_keys_sorted_total{dtype=\"u32\",path=\"cpu\"}"));
   EXPECT_THAT(body, HasSubstr("sortd_build_info{version="));
 }
 
 std::string Sortctl(const ServerProcess& server, const std::string& args) {
-  return absl::StrCat(SORTCTL_BINARY, " --target=", server.address(), " ", args);
+  return absl::StrCat(SORTCTL_BINARY, " --target=", server.address(), " ",
+                      args);
 }
 
 TEST_F(E2ETest, SortctlSortsVerifiesAndReportsJson) {
-  auto r = RunCommand(Sortctl(*server_, "sort --type=f32 --random=100000 --verify --json"));
+  auto r = RunCommand(
+      Sortctl(*server_, "sort --type=f32 --random=100000 --verify --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"keys\":100000"));
   EXPECT_THAT(r.out, HasSubstr("\"verified\":true"));
   EXPECT_THAT(r.out, HasSubstr("\"path\":\"cpu\""));
 
-  r = RunCommand(Sortctl(*server_, "sort --type=i64 --desc --values=u64 --permutation --random=5000 --seed=9 --verify"));
+  r = RunCommand(Sortctl(*server_,
+                         "sort --type=i64 --desc --values=u64 --permutation "
+                         "--random=5000 --seed=9 --verify"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("sorted 5000 i64 keys (descending, u64 values, with permutation) on cpu"));
+  EXPECT_THAT(r.out, HasSubstr("sorted 5000 i64 keys (descending, u64 values, "
+                               "with permutation) on cpu"));
   EXPECT_THAT(r.out, HasSubstr("verified"));
 
   r = RunCommand(Sortctl(*server_, "transpose --random=300 --verify --json"));
@@ -243,7 +255,9 @@ TEST_F(E2ETest, SortctlReadsAndWritesFiles) {
     fputs("5 -3\n5\t0x10 -3 7\n", f);
     fclose(f);
   }
-  auto r = RunCommand(Sortctl(*server_, "sort --type=i32 --values=u32 --permutation --input=" + in + " --output=" + out + " --verify"));
+  auto r = RunCommand(Sortctl(
+      *server_, "sort --type=i32 --values=u32 --permutation --input=" + in +
+                    " --output=" + out + " --verify"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string text;
   {

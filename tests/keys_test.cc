@@ -60,7 +60,8 @@ TEST(Transpose, MatchesBitByBitReference) {
   for (int trial = 0; trial < 2000; ++trial) {
     uint32_t in[32], want[32], got[32];
     for (uint32_t& w : in) w = rng();
-    if (trial % 4 == 1) for (uint32_t& w : in) w &= rng();  // sparse
+    if (trial % 4 == 1)
+      for (uint32_t& w : in) w &= rng();  // sparse
     NaiveTranspose(in, want);
     std::copy(in, in + 32, got);
     TransposeBits32(got);

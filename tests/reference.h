@@ -17,22 +17,35 @@
 
 namespace sortd::testing {
 
-enum class Shape { kRandom, kSorted, kReversed, kAllEqual, kFewDistinct, kSpecial };
+enum class Shape {
+  kRandom,
+  kSorted,
+  kReversed,
+  kAllEqual,
+  kFewDistinct,
+  kSpecial
+};
 
 inline const char* ShapeName(Shape s) {
   switch (s) {
-    case Shape::kRandom: return "random";
-    case Shape::kSorted: return "sorted";
-    case Shape::kReversed: return "reversed";
-    case Shape::kAllEqual: return "all_equal";
-    case Shape::kFewDistinct: return "few_distinct";
-    case Shape::kSpecial: return "special";
+    case Shape::kRandom:
+      return "random";
+    case Shape::kSorted:
+      return "sorted";
+    case Shape::kReversed:
+      return "reversed";
+    case Shape::kAllEqual:
+      return "all_equal";
+    case Shape::kFewDistinct:
+      return "few_distinct";
+    case Shape::kSpecial:
+      return "special";
   }
   return "?";
 }
 
-inline constexpr Shape kAllShapes[] = {Shape::kRandom,   Shape::kSorted,
-                                       Shape::kReversed, Shape::kAllEqual,
+inline constexpr Shape kAllShapes[] = {Shape::kRandom,      Shape::kSorted,
+                                       Shape::kReversed,    Shape::kAllEqual,
                                        Shape::kFewDistinct, Shape::kSpecial};
 
 // IEEE-754 totalOrder for floats via the sign-magnitude to two's-complement
@@ -79,7 +92,8 @@ std::vector<K> SpecialValues() {
                        L::min(), K(-1.5), K(0.1)});
     // NaNs with other payloads, both signs.
     v.push_back(std::bit_cast<K>(std::bit_cast<U>(L::quiet_NaN()) | U{1}));
-    v.push_back(std::bit_cast<K>(std::bit_cast<U>(L::quiet_NaN()) | U{1} | kSign));
+    v.push_back(
+        std::bit_cast<K>(std::bit_cast<U>(L::quiet_NaN()) | U{1} | kSign));
   }
   return v;
 }

@@ -42,12 +42,13 @@ TEST(PrepareSort, PartialKeyIsInvalid) {
 
 TEST(PrepareSort, PayloadLengthMustMatchKeyCount) {
   v1::SortRequest req;
-  req.set_u32_keys(std::string(40, 'k'));  // 10 keys
+  req.set_u32_keys(std::string(40, 'k'));    // 10 keys
   req.set_u64_values(std::string(72, 'v'));  // 9 values
   v1::SortResponse resp;
   auto job = PrepareSort(req, kLimits, &resp);
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(job.status().message(), HasSubstr("u64_values holds 72 bytes (9 values)"));
+  EXPECT_THAT(job.status().message(),
+              HasSubstr("u64_values holds 72 bytes (9 values)"));
   EXPECT_THAT(job.status().message(), HasSubstr("10 values, 80 bytes"));
 }
 

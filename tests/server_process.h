@@ -63,8 +63,8 @@ class ServerProcess {
     posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     posix_spawn_file_actions_addclose(&actions, err[0]);
-    int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(),
-                         environ);
+    int rc =
+        posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
     close(err[1]);

@@ -52,12 +52,14 @@ TEST(VerifySort, AcceptsTheStableAnswerAndRejectsOthers) {
   const v1::SortRequest req = MakeRequest({3, 1, 3, -2}, false);
   v1::SortResponse good;
   good.set_i32_keys(testing::Bytes(std::vector<int32_t>{-2, 1, 3, 3}));
-  good.set_u32_values(testing::Bytes(std::vector<uint32_t>{103, 101, 100, 102}));
+  good.set_u32_values(
+      testing::Bytes(std::vector<uint32_t>{103, 101, 100, 102}));
   good.set_permutation(testing::Bytes(std::vector<uint32_t>{3, 1, 0, 2}));
   EXPECT_TRUE(VerifySort(req, good).ok());
 
   v1::SortResponse unstable = good;  // equal keys swapped
-  unstable.set_u32_values(testing::Bytes(std::vector<uint32_t>{103, 101, 102, 100}));
+  unstable.set_u32_values(
+      testing::Bytes(std::vector<uint32_t>{103, 101, 102, 100}));
   unstable.set_permutation(testing::Bytes(std::vector<uint32_t>{3, 1, 2, 0}));
   EXPECT_THAT(VerifySort(req, unstable).message(), HasSubstr("position 2"));
 
@@ -103,8 +105,10 @@ TEST(VerifyTranspose, RejectsAFlippedBit) {
 }
 
 TEST(RandomKeys, DeterministicAndSized) {
-  EXPECT_EQ(RandomKeys(KeyType::kF64, 100, 9), RandomKeys(KeyType::kF64, 100, 9));
-  EXPECT_NE(RandomKeys(KeyType::kF64, 100, 9), RandomKeys(KeyType::kF64, 100, 8));
+  EXPECT_EQ(RandomKeys(KeyType::kF64, 100, 9),
+            RandomKeys(KeyType::kF64, 100, 9));
+  EXPECT_NE(RandomKeys(KeyType::kF64, 100, 9),
+            RandomKeys(KeyType::kF64, 100, 8));
   EXPECT_EQ(RandomKeys(KeyType::kI32, 100, 9).size(), 400u);
 }
 

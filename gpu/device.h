@@ -1,0 +1,48 @@
+// Discovery of OpenCL devices and what sortd needs to know about them.
+//
+//   auto dev = FindDevice(DeviceKind::kGpu);   // NOT_FOUND when none
+//   if (dev.ok()) LOG(dev->info.ToString());
+#ifndef SORTD_GPU_DEVICE_H_
+#define SORTD_GPU_DEVICE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gpu/cl.h"
+
+namespace sortd::gpu {
+
+enum class DeviceKind { kGpu, kCpu };
+
+struct DeviceInfo {
+  std::string platform;
+  std::string platform_version;
+  std::string name;
+  std::string vendor;
+  std::string driver;
+  std::string extensions;
+  bool is_gpu = false;
+  uint32_t compute_units = 0;
+  uint64_t local_mem_bytes = 0;
+  uint64_t global_mem_bytes = 0;
+  uint64_t max_alloc_bytes = 0;
+  size_t max_work_group = 0;
+
+  bool HasExtension(const std::string& ext) const;
+  // "NVIDIA H100 80GB HBM3 (NVIDIA CUDA, driver 580.159.04, 132 CUs)".
+  std::string ToString() const;
+};
+
+struct Device {
+  cl::Platform platform;
+  cl::Device device;
+  DeviceInfo info;
+};
+
+// The first device of `kind` across all platforms.
+absl::StatusOr<Device> FindDevice(DeviceKind kind);
+
+}  // namespace sortd::gpu
+
+#endif  // SORTD_GPU_DEVICE_H_

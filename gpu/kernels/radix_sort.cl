@@ -1,0 +1,273 @@
+// LSD radix sort: encode -> per pass (histogram -> scan -> scatter) -> decode.
+// Portable OpenCL C 1.2: local memory and local atomics only.
+//
+// Build options (-D):
+//   KEY_BITS    32 or 64
+//   RADIX_BITS  digit width (4 or 8)
+//   WG          work-group size of every kernel here
+//   ITEMS       keys per work-item in histogram and scatter; TILE = WG*ITEMS
+//   HAS_INDEX   1: an uint index travels with every key (payload gather and
+//               permutation); 0: keys only
+// Keys are kept in "ordered" form while sorting: unsigned bits whose order
+// is the requested order (see to_ordered), so every pass is the same
+// unsigned, stable, ascending digit sort.
+
+#if KEY_BITS == 64
+typedef ulong key_t;
+#define SIGN_BIT (1UL << 63)
+#else
+typedef uint key_t;
+#define SIGN_BIT (1U << 31)
+#endif
+
+#define RADIX (1 << RADIX_BITS)
+#define DIGIT_MASK (RADIX - 1)
+#define TILE (WG * ITEMS)
+#define PASSES ((KEY_BITS + RADIX_BITS - 1) / RADIX_BITS)
+
+// Key kinds, as passed at run time.
+#define KIND_UNSIGNED 0
+#define KIND_SIGNED 1
+#define KIND_FLOAT 2
+
+inline key_t to_ordered(key_t raw, uint kind, uint descending) {
+  key_t b = raw;
+  if (kind == KIND_SIGNED) {
+    b = raw ^ SIGN_BIT;
+  } else if (kind == KIND_FLOAT) {
+    b = (raw & SIGN_BIT) ? ~raw : (raw | SIGN_BIT);
+  }
+  return descending ? ~b : b;
+}
+
+inline key_t from_ordered(key_t ordered, uint kind, uint descending) {
+  key_t b = descending ? ~ordered : ordered;
+  if (kind == KIND_SIGNED) return b ^ SIGN_BIT;
+  if (kind == KIND_FLOAT) return (b & SIGN_BIT) ? (b & ~SIGN_BIT) : ~b;
+  return b;
+}
+
+inline uint digit_of(key_t k, uint shift) {
+  return (uint)(k >> shift) & DIGIT_MASK;
+}
+
+// Raw keys -> ordered keys (and iota indices), while counting the digits of
+// every pass over the whole array so the host can skip passes in which all
+// keys share a digit.
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_encode(__global const key_t* raw, __global key_t* keys,
+                  __global uint* index, uint n, uint kind, uint descending,
+                  __global uint* digit_totals /* PASSES * RADIX */) {
+  __local uint hist[PASSES * RADIX];
+  const uint lid = get_local_id(0);
+  for (uint i = lid; i < PASSES * RADIX; i += WG) hist[i] = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const size_t base = get_group_id(0) * (size_t)TILE;
+  for (uint j = 0; j < ITEMS; ++j) {
+    const size_t i = base + j * WG + lid;
+    if (i < n) {
+      const key_t k = to_ordered(raw[i], kind, descending);
+      keys[i] = k;
+#if HAS_INDEX
+      index[i] = (uint)i;
+#endif
+      for (uint p = 0; p < PASSES; ++p) {
+        atomic_inc(&hist[p * RADIX + digit_of(k, p * RADIX_BITS)]);
+      }
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint i = lid; i < PASSES * RADIX; i += WG) {
+    if (hist[i] != 0) atomic_add(&digit_totals[i], hist[i]);
+  }
+}
+
+// Digit counts of one tile, written digit-major: counts[d * tiles + tile],
+// so that one exclusive scan over the array yields every tile's offsets.
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_histogram(__global const key_t* keys, uint n, uint shift,
+                     __global uint* counts, uint tiles) {
+  __local uint hist[RADIX];
+  const uint lid = get_local_id(0);
+  for (uint d = lid; d < RADIX; d += WG) hist[d] = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const size_t base = get_group_id(0) * (size_t)TILE;
+  for (uint j = 0; j < ITEMS; ++j) {
+    const size_t i = base + j * WG + lid;
+    if (i < n) atomic_inc(&hist[digit_of(keys[i], shift)]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint d = lid; d < RADIX; d += WG) {
+    counts[d * tiles + get_group_id(0)] = hist[d];
+  }
+}
+
+// Exclusive scan of `total` values in a local array of WG entries; returns
+// this work-item's exclusive prefix and leaves the sum in *sum.
+inline uint work_group_exclusive_scan(uint value, __local uint* tmp,
+                                      uint* sum) {
+  const uint lid = get_local_id(0);
+  tmp[lid] = value;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint offset = 1; offset < WG; offset <<= 1) {
+    const uint add = lid >= offset ? tmp[lid - offset] : 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    tmp[lid] += add;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const uint inclusive = tmp[lid];
+  *sum = tmp[WG - 1];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return inclusive - value;
+}
+
+// One block of WG * ITEMS values scanned in place (exclusive); the block's
+// total goes to block_sums[group] for the next level.
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void scan_blocks(__global uint* data, uint n, __global uint* block_sums) {
+  __local uint tmp[WG];
+  const uint lid = get_local_id(0);
+  const size_t base = get_group_id(0) * (size_t)TILE + lid * ITEMS;
+  uint v[ITEMS];
+  uint sum = 0;
+  for (uint j = 0; j < ITEMS; ++j) {
+    v[j] = base + j < n ? data[base + j] : 0;
+    sum += v[j];
+  }
+  uint total;
+  uint prefix = work_group_exclusive_scan(sum, tmp, &total);
+  for (uint j = 0; j < ITEMS; ++j) {
+    if (base + j < n) data[base + j] = prefix;
+    prefix += v[j];
+  }
+  if (lid == 0) block_sums[get_group_id(0)] = total;
+}
+
+// Adds the scanned block sums to their blocks.
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void scan_add(__global uint* data, uint n, __global const uint* block_sums) {
+  const uint add = block_sums[get_group_id(0)];
+  const size_t base = get_group_id(0) * (size_t)TILE;
+  for (uint j = 0; j < ITEMS; ++j) {
+    const size_t i = base + j * WG + get_local_id(0);
+    if (i < n) data[i] += add;
+  }
+}
+
+// Stable scatter of one tile. The tile is ranked in local memory (each
+// work-item owns ITEMS consecutive keys; counts per digit and work-item,
+// scanned digit-major, give every key its rank), reordered there, and
+// written out in order so that runs of equal digits land in consecutive
+// global addresses.
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
+                   __global const uint* index_in, __global uint* index_out,
+                   uint n, uint shift, __global const uint* offsets,
+                   uint tiles) {
+  __local key_t lkeys[TILE];
+#if HAS_INDEX
+  __local uint lindex[TILE];
+#endif
+  __local ushort counts[RADIX * WG];
+  __local uint digit_start[RADIX];
+  __local uint tmp[WG];
+
+  const uint lid = get_local_id(0);
+  const uint tile = get_group_id(0);
+  const size_t base = tile * (size_t)TILE;
+  const uint count = (uint)min((size_t)TILE, n - base);
+
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint li = j * WG + lid;
+    if (li < count) {
+      lkeys[li] = keys_in[base + li];
+#if HAS_INDEX
+      lindex[li] = index_in[base + li];
+#endif
+    }
+  }
+  for (uint d = 0; d < RADIX; ++d) counts[d * WG + lid] = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  key_t k[ITEMS];
+#if HAS_INDEX
+  uint x[ITEMS];
+#endif
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint li = lid * ITEMS + j;
+    if (li < count) {
+      k[j] = lkeys[li];
+#if HAS_INDEX
+      x[j] = lindex[li];
+#endif
+      counts[digit_of(k[j], shift) * WG + lid] += 1;
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  // Exclusive scan of counts in digit-major order: work-item t scans the
+  // RADIX consecutive entries [t*RADIX, (t+1)*RADIX).
+  uint sum = 0;
+  for (uint e = 0; e < RADIX; ++e) sum += counts[lid * RADIX + e];
+  uint total;
+  uint prefix = work_group_exclusive_scan(sum, tmp, &total);
+  for (uint e = 0; e < RADIX; ++e) {
+    const uint c = counts[lid * RADIX + e];
+    counts[lid * RADIX + e] = (ushort)prefix;
+    prefix += c;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint d = lid; d < RADIX; d += WG) digit_start[d] = counts[d * WG];
+  barrier(CLK_LOCAL_MEM_FENCE);  // digit_start reads column 0 before it moves
+
+  // Reorder the tile in local memory by rank.
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint li = lid * ITEMS + j;
+    if (li < count) {
+      const uint slot = digit_of(k[j], shift) * WG + lid;
+      const uint rank = counts[slot];
+      counts[slot] = (ushort)(rank + 1);
+      lkeys[rank] = k[j];
+#if HAS_INDEX
+      lindex[rank] = x[j];
+#endif
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint li = j * WG + lid;
+    if (li < count) {
+      const key_t key = lkeys[li];
+      const uint d = digit_of(key, shift);
+      const uint dst = offsets[d * tiles + tile] + (li - digit_start[d]);
+      keys_out[dst] = key;
+#if HAS_INDEX
+      index_out[dst] = lindex[li];
+#endif
+    }
+  }
+}
+
+// Ordered keys -> raw keys in the output buffer; with an index, the payload
+// is gathered (value_bytes 4 or 8, 0 for none) and the permutation written.
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_decode(__global const key_t* keys, __global key_t* raw_out,
+                  __global const uint* index, __global const uint* values_in,
+                  __global uint* values_out, __global uint* permutation,
+                  uint n, uint kind, uint descending, uint value_words,
+                  uint write_permutation) {
+  const size_t i = get_global_id(0);
+  if (i >= n) return;
+  raw_out[i] = from_ordered(keys[i], kind, descending);
+#if HAS_INDEX
+  const uint from = index[i];
+  if (value_words == 1) {
+    values_out[i] = values_in[from];
+  } else if (value_words == 2) {
+    values_out[2 * i] = values_in[2 * (size_t)from];
+    values_out[2 * i + 1] = values_in[2 * (size_t)from + 1];
+  }
+  if (write_permutation) permutation[i] = from;
+#endif
+}

@@ -1,0 +1,73 @@
+#include "gpu/policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace sortd::gpu {
+
+size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
+  const size_t tile = Tile(key_bits);
+  const size_t radix = size_t{1} << radix_bits;
+  return tile * (key_bits / 8) + (with_index ? tile * 4 : 0) +
+         radix * work_group * 2 + radix * 4 + work_group * 4;
+}
+
+EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
+  EnginePolicy p;
+  if (!device.is_gpu) {
+    // CPU devices (PoCL): a work-group runs on one core; smaller groups and
+    // tiles keep the per-group local arrays in cache.
+    p.radix = {.radix_bits = 4, .work_group = 64, .items_32 = 16,
+               .items_64 = 16, .scan_items = 16};
+    p.transpose = {.matrices_per_group = 16};
+  } else if (absl::StrContains(device.vendor, "NVIDIA")) {
+    p.radix = {.radix_bits = 4, .work_group = 256, .items_32 = 16,
+               .items_64 = 8, .scan_items = 16};
+    p.transpose = {.matrices_per_group = 64};
+  }
+  // Shrink until the scatter kernel fits the device's local memory and
+  // work-group limits (any vendor we have no entry for starts from the
+  // defaults above).
+  while (p.radix.work_group > 32 &&
+         (static_cast<size_t>(p.radix.work_group) > device.max_work_group ||
+          p.radix.ScatterLocalBytes(64, true) > device.local_mem_bytes)) {
+    p.radix.work_group /= 2;
+  }
+  while (p.radix.items_64 > 1 &&
+         p.radix.ScatterLocalBytes(64, true) > device.local_mem_bytes) {
+    p.radix.items_64 /= 2;
+  }
+  while (p.radix.items_32 > 1 &&
+         p.radix.ScatterLocalBytes(32, true) > device.local_mem_bytes) {
+    p.radix.items_32 /= 2;
+  }
+  p.transpose.matrices_per_group = std::min<int>(
+      p.transpose.matrices_per_group, static_cast<int>(device.max_work_group));
+  return p;
+}
+
+absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
+  for (int bits : {32, 64}) {
+    if (radix.ScatterLocalBytes(bits, true) > device.local_mem_bytes ||
+        static_cast<size_t>(radix.work_group) > device.max_work_group ||
+        radix.Tile(bits) >= 65536) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "radix policy ", ToString(), " does not fit ", device.name,
+          " (local memory ", device.local_mem_bytes, " bytes, work-group <= ",
+          device.max_work_group, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string EnginePolicy::ToString() const {
+  return absl::StrCat("radix{bits=", radix.radix_bits,
+                      " wg=", radix.work_group, " items32=", radix.items_32,
+                      " items64=", radix.items_64, " scan_items=",
+                      radix.scan_items, "} transpose{matrices_per_group=",
+                      transpose.matrices_per_group, "}");
+}
+
+}  // namespace sortd::gpu

@@ -1,0 +1,48 @@
+// Tuning as data: the launch shapes of every kernel, chosen per device.
+// Nothing inside a kernel is a magic number: these values reach the kernels
+// as -D build options.
+//
+//   EnginePolicy p = EnginePolicy::For(device_info);
+//   std::string log_line = p.ToString();
+#ifndef SORTD_GPU_POLICY_H_
+#define SORTD_GPU_POLICY_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "gpu/device.h"
+
+namespace sortd::gpu {
+
+struct RadixSortPolicy {
+  int radix_bits = 4;       // digit width: 4 or 8
+  int work_group = 256;     // work-items per group
+  int items_32 = 16;        // keys per work-item, 32-bit keys
+  int items_64 = 8;         // keys per work-item, 64-bit keys
+  int scan_items = 16;      // values per work-item in the offset scan
+
+  int Items(int key_bits) const { return key_bits == 64 ? items_64 : items_32; }
+  int Tile(int key_bits) const { return work_group * Items(key_bits); }
+  // Local memory of the scatter kernel, the largest user.
+  size_t ScatterLocalBytes(int key_bits, bool with_index) const;
+};
+
+struct TransposePolicy {
+  int matrices_per_group = 64;  // also the work-group size
+};
+
+struct EnginePolicy {
+  RadixSortPolicy radix;
+  TransposePolicy transpose;
+
+  // The policy for a device: by vendor and kind, then fitted to its local
+  // memory and work-group limits.
+  static EnginePolicy For(const DeviceInfo& device);
+  // FAILED_PRECONDITION when the device cannot run this policy.
+  absl::Status CheckFits(const DeviceInfo& device) const;
+  std::string ToString() const;
+};
+
+}  // namespace sortd::gpu
+
+#endif  // SORTD_GPU_POLICY_H_
