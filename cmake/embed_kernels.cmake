@@ -1,5 +1,7 @@
 # Writes a C++ source that embeds OpenCL kernel files as string constants.
-# Invoked at build time: cmake -DOUT=file.cc -DSOURCES="a.cl;b.cl" -P ...
+# Invoked at build time: cmake -DOUT=file.cc -DKERNEL_DIR=gpu/kernels -P ...
+file(GLOB SOURCES ${KERNEL_DIR}/*.cl)
+list(SORT SOURCES)
 set(body "// Generated from gpu/kernels/*.cl by cmake/embed_kernels.cmake.\n")
 string(APPEND body "#include \"gpu/kernel_sources.h\"\n\nnamespace sortd::gpu {\n")
 set(table "")

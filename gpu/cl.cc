@@ -52,8 +52,8 @@ const char* ClErrorName(cl_int err) {
 
 absl::Status ClStatus(cl_int err, const std::string& what) {
   if (err == CL_SUCCESS) return absl::OkStatus();
-  std::string msg = absl::StrCat(what, " failed: ", ClErrorName(err), " (",
-                                 err, ")");
+  std::string msg =
+      absl::StrCat(what, " failed: ", ClErrorName(err), " (", err, ")");
   switch (err) {
     case CL_MEM_OBJECT_ALLOCATION_FAILURE:
     case CL_OUT_OF_RESOURCES:

@@ -11,7 +11,6 @@
 #define CL_HPP_TARGET_OPENCL_VERSION 300
 #define CL_HPP_MINIMUM_OPENCL_VERSION 200
 #include <CL/opencl.hpp>
-
 #include <string>
 
 #include "absl/status/status.h"
@@ -33,10 +32,10 @@ absl::Status ClStatus(cl_int err, const std::string& what);
       return ::sortd::gpu::ClStatus(sortd_cl_err_, (what));        \
   } while (0)
 
-#define SORTD_RETURN_IF_ERROR(expr)                             \
-  do {                                                          \
+#define SORTD_RETURN_IF_ERROR(expr)                               \
+  do {                                                            \
     if (absl::Status sortd_status_ = (expr); !sortd_status_.ok()) \
-      return sortd_status_;                                     \
+      return sortd_status_;                                       \
   } while (0)
 
 #endif  // SORTD_GPU_CL_H_

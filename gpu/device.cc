@@ -60,9 +60,9 @@ absl::StatusOr<Device> FindDevice(DeviceKind kind) {
       return Device{p, d, Describe(p, d)};
     }
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no OpenCL ", kind == DeviceKind::kGpu ? "GPU" : "CPU", " device among ",
-      platforms.size(), " platform(s)"));
+  return absl::NotFoundError(
+      absl::StrCat("no OpenCL ", kind == DeviceKind::kGpu ? "GPU" : "CPU",
+                   " device among ", platforms.size(), " platform(s)"));
 }
 
 }  // namespace sortd::gpu

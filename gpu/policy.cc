@@ -19,12 +19,12 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
   if (!device.is_gpu) {
     // CPU devices (PoCL): a work-group runs on one core; smaller groups and
     // tiles keep the per-group local arrays in cache.
-    p.radix = {.radix_bits = 4, .work_group = 64, .items_32 = 16,
-               .items_64 = 16, .scan_items = 16};
+    p.radix = {
+        .radix_bits = 4, .work_group = 64, .items_32 = 16, .items_64 = 16};
     p.transpose = {.matrices_per_group = 16};
   } else if (absl::StrContains(device.vendor, "NVIDIA")) {
-    p.radix = {.radix_bits = 4, .work_group = 256, .items_32 = 16,
-               .items_64 = 8, .scan_items = 16};
+    p.radix = {
+        .radix_bits = 4, .work_group = 256, .items_32 = 16, .items_64 = 8};
     p.transpose = {.matrices_per_group = 64};
   }
   // Shrink until the scatter kernel fits the device's local memory and
@@ -53,21 +53,20 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
     if (radix.ScatterLocalBytes(bits, true) > device.local_mem_bytes ||
         static_cast<size_t>(radix.work_group) > device.max_work_group ||
         radix.Tile(bits) >= 65536) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "radix policy ", ToString(), " does not fit ", device.name,
-          " (local memory ", device.local_mem_bytes, " bytes, work-group <= ",
-          device.max_work_group, ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("radix policy ", ToString(), " does not fit ",
+                       device.name, " (local memory ", device.local_mem_bytes,
+                       " bytes, work-group <= ", device.max_work_group, ")"));
     }
   }
   return absl::OkStatus();
 }
 
 std::string EnginePolicy::ToString() const {
-  return absl::StrCat("radix{bits=", radix.radix_bits,
-                      " wg=", radix.work_group, " items32=", radix.items_32,
-                      " items64=", radix.items_64, " scan_items=",
-                      radix.scan_items, "} transpose{matrices_per_group=",
-                      transpose.matrices_per_group, "}");
+  return absl::StrCat(
+      "radix{bits=", radix.radix_bits, " wg=", radix.work_group,
+      " items32=", radix.items_32, " items64=", radix.items_64,
+      "} transpose{matrices_per_group=", transpose.matrices_per_group, "}");
 }
 
 }  // namespace sortd::gpu

@@ -15,11 +15,10 @@
 namespace sortd::gpu {
 
 struct RadixSortPolicy {
-  int radix_bits = 4;       // digit width: 4 or 8
-  int work_group = 256;     // work-items per group
-  int items_32 = 16;        // keys per work-item, 32-bit keys
-  int items_64 = 8;         // keys per work-item, 64-bit keys
-  int scan_items = 16;      // values per work-item in the offset scan
+  int radix_bits = 4;    // digit width: 4 or 8
+  int work_group = 256;  // work-items per group
+  int items_32 = 16;     // keys per work-item, 32-bit keys
+  int items_64 = 8;      // keys per work-item, 64-bit keys
 
   int Items(int key_bits) const { return key_bits == 64 ? items_64 : items_32; }
   int Tile(int key_bits) const { return work_group * Items(key_bits); }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,12 +23,26 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "gpu/opencl_engine.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/cpu_sorter.h"
 #include "server/metrics.h"
 #include "server/service.h"
+
+namespace {
+// $XDG_CACHE_HOME/sortd/kernels, else $HOME/.cache/sortd/kernels.
+std::string DefaultKernelCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return absl::StrCat(xdg, "/sortd/kernels");
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return absl::StrCat(home, "/.cache/sortd/kernels");
+  }
+  return "";
+}
+}  // namespace
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "Address for the gRPC service, host:port. Port 0 picks a free "
@@ -50,6 +65,10 @@ ABSL_FLAG(int, request_threads, 0,
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long calls in flight may take to finish "
           "before they are cancelled.");
+ABSL_FLAG(std::string, kernel_cache_dir, DefaultKernelCacheDir(),
+          "Folder for compiled OpenCL program binaries, so that restarts "
+          "skip kernel compilation; a stale or corrupt entry is rebuilt. "
+          "Empty disables the disk cache.");
 ABSL_FLAG(bool, log_requests, false,
           "Log the start and end of every request to stderr.");
 
@@ -57,21 +76,36 @@ namespace {
 
 constexpr char kServiceName[] = "sortd.v1.SortService";
 
-// The engine for --device. The OpenCL engine is not part of this build yet:
-// `auto` falls back to the CPU path and says so; asking for an OpenCL device
-// explicitly is an error rather than a silent substitution.
+// The engine for --device: `auto` takes a GPU, else the OpenCL CPU device,
+// else the CPU path, and logs why it passed over each; an explicit OpenCL
+// device that cannot be brought up is an error, never a silent substitute.
 absl::StatusOr<std::unique_ptr<sortd::Sorter>> CreateEngine(
     const std::string& device, int cpu_threads) {
-  if (device == "gpu" || device == "opencl-cpu") {
-    return absl::UnimplementedError(absl::StrCat(
-        "--device=", device,
-        ": this build of sortd has no OpenCL engine yet; use --device=cpu "
-        "or --device=auto"));
-  }
+  using sortd::gpu::DeviceKind;
+  using sortd::gpu::OpenClEngine;
+  auto opencl =
+      [&](DeviceKind kind) -> absl::StatusOr<std::unique_ptr<sortd::Sorter>> {
+    OpenClEngine::Options options;
+    options.kind = kind;
+    options.cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir);
+    auto engine = OpenClEngine::Create(options);
+    if (!engine.ok()) return engine.status();
+    std::fprintf(stderr, "sortd: OpenCL device %s\nsortd: policy %s\n",
+                 (*engine)->info().ToString().c_str(),
+                 (*engine)->policy().ToString().c_str());
+    return std::unique_ptr<sortd::Sorter>(std::move(*engine));
+  };
+  if (device == "gpu") return opencl(DeviceKind::kGpu);
+  if (device == "opencl-cpu") return opencl(DeviceKind::kCpu);
   if (device == "auto") {
-    std::fprintf(stderr,
-                 "sortd: --device=auto: no OpenCL engine in this build; "
-                 "serving on the CPU path\n");
+    for (DeviceKind kind : {DeviceKind::kGpu, DeviceKind::kCpu}) {
+      auto engine = opencl(kind);
+      if (engine.ok()) return engine;
+      std::fprintf(stderr, "sortd: --device=auto: no OpenCL %s engine: %s\n",
+                   kind == DeviceKind::kGpu ? "GPU" : "CPU",
+                   engine.status().ToString().c_str());
+    }
+    std::fprintf(stderr, "sortd: --device=auto: serving on the CPU path\n");
   } else if (device != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--device=", device, ": expected auto, gpu, opencl-cpu or cpu"));

@@ -18,11 +18,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/keys.h"
 
 namespace sortd {
+
+// Device time of one stage of a run (upload, histogram, scan, scatter,
+// transform, transpose, download), summed over its launches, from OpenCL
+// profiling events. Engines without stages (the CPU path) report none.
+struct StageTime {
+  std::string stage;
+  double seconds = 0;
+};
+using StageTimes = std::vector<StageTime>;
 
 // One stable sort. `count` keys of `key_type` at `keys` are written sorted
 // to `keys_out`. If `value_type` is not kNone, `values` holds one value per
@@ -40,6 +50,9 @@ struct SortJob {
   std::byte* keys_out = nullptr;
   std::byte* values_out = nullptr;
   std::byte* permutation_out = nullptr;
+
+  // When set, the engine appends the time of each stage it ran.
+  StageTimes* stages = nullptr;
 };
 
 // A batch of `count` 32x32 bit matrices, each 32 uint32 rows, transposed
@@ -48,6 +61,7 @@ struct TransposeJob {
   size_t count = 0;
   const std::byte* in = nullptr;
   std::byte* out = nullptr;
+  StageTimes* stages = nullptr;
 };
 
 enum class ExecutionPath { kCpu, kGpu };

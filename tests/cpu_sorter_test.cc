@@ -7,92 +7,16 @@
 
 #include <tuple>
 
-#include "tests/reference.h"
+#include "tests/sort_check.h"
 
 namespace sortd {
 namespace {
 
-using testing::Bytes;
-using testing::FromBytes;
+using testing::CheckSort;
+using testing::Extra;
+using testing::ExtraName;
+using testing::KeyOf;
 using testing::Shape;
-
-enum class Extra { kNone, kU32Values, kU64ValuesAndPermutation, kPermutation };
-
-const char* ExtraName(Extra e) {
-  switch (e) {
-    case Extra::kNone:
-      return "keys";
-    case Extra::kU32Values:
-      return "u32values";
-    case Extra::kU64ValuesAndPermutation:
-      return "u64values_perm";
-    case Extra::kPermutation:
-      return "perm";
-  }
-  return "?";
-}
-
-template <typename K>
-void CheckSort(Sorter& sorter, const std::vector<K>& keys, bool desc,
-               Extra extra, const std::string& what) {
-  SCOPED_TRACE(what);
-  const size_t n = keys.size();
-  const std::string in = Bytes(keys);
-  std::vector<uint64_t> values(n);
-  for (size_t i = 0; i < n; ++i) values[i] = i * 0x9E3779B97F4A7C15ull;
-  std::vector<uint32_t> values32(values.begin(), values.end());
-  const std::string v32 = Bytes(values32), v64 = Bytes(values);
-
-  std::string out(in.size(), '\xAB');
-  std::string vout(n * 8, '\xAB');
-  std::string pout(n * 4, '\xAB');
-  SortJob job;
-  job.key_type = sizeof(K) == 4 ? (std::is_floating_point_v<K> ? KeyType::kF32
-                                   : std::is_signed_v<K>       ? KeyType::kI32
-                                                               : KeyType::kU32)
-                                : (std::is_floating_point_v<K> ? KeyType::kF64
-                                   : std::is_signed_v<K>       ? KeyType::kI64
-                                                               : KeyType::kU64);
-  job.order = desc ? Order::kDescending : Order::kAscending;
-  job.count = n;
-  job.keys = reinterpret_cast<const std::byte*>(in.data());
-  job.keys_out = reinterpret_cast<std::byte*>(out.data());
-  if (extra == Extra::kU32Values) {
-    job.value_type = ValueType::kU32;
-    job.values = reinterpret_cast<const std::byte*>(v32.data());
-    job.values_out = reinterpret_cast<std::byte*>(vout.data());
-  } else if (extra == Extra::kU64ValuesAndPermutation) {
-    job.value_type = ValueType::kU64;
-    job.values = reinterpret_cast<const std::byte*>(v64.data());
-    job.values_out = reinterpret_cast<std::byte*>(vout.data());
-  }
-  if (extra == Extra::kPermutation ||
-      extra == Extra::kU64ValuesAndPermutation) {
-    job.permutation_out = reinterpret_cast<std::byte*>(pout.data());
-  }
-  ASSERT_TRUE(sorter.Sort(job).ok());
-
-  const std::vector<uint32_t> perm = testing::RefPermutation(keys, desc);
-  const std::vector<K> got = FromBytes<K>(out);
-  const std::vector<uint32_t> got_perm = FromBytes<uint32_t>(pout);
-  for (size_t i = 0; i < n; ++i) {
-    // Bit-exact: NaN payloads and the sign of zero must survive.
-    ASSERT_EQ(0, std::memcmp(&got[i], &keys[perm[i]], sizeof(K)))
-        << "key at " << i << " should be input[" << perm[i] << "]";
-    if (extra == Extra::kU32Values) {
-      uint32_t v;
-      std::memcpy(&v, vout.data() + 4 * i, 4);
-      ASSERT_EQ(v, values32[perm[i]]) << "value at " << i;
-    } else if (extra == Extra::kU64ValuesAndPermutation) {
-      uint64_t v;
-      std::memcpy(&v, vout.data() + 8 * i, 8);
-      ASSERT_EQ(v, values[perm[i]]) << "value at " << i;
-    }
-    if (job.permutation_out != nullptr) {
-      ASSERT_EQ(got_perm[i], perm[i]) << "permutation at " << i;
-    }
-  }
-}
 
 class CpuSorterTest
     : public ::testing::TestWithParam<std::tuple<KeyType, bool, Extra>> {
@@ -103,15 +27,7 @@ class CpuSorterTest
 TEST_P(CpuSorterTest, MatchesStableReferenceOnEveryShapeAndBoundaryLength) {
   const auto [type, desc, extra] = GetParam();
   DispatchKeyType(type, [&]<KeyType T>() {
-    using K = std::conditional_t<
-        T == KeyType::kU32, uint32_t,
-        std::conditional_t<
-            T == KeyType::kI32, int32_t,
-            std::conditional_t<
-                T == KeyType::kF32, float,
-                std::conditional_t<
-                    T == KeyType::kU64, uint64_t,
-                    std::conditional_t<T == KeyType::kI64, int64_t, double>>>>>;
+    using K = KeyOf<T>;
     for (Shape shape : testing::kAllShapes) {
       for (size_t n : testing::BoundaryLengths()) {
         CheckSort(

@@ -51,7 +51,8 @@ class E2ETest : public ::testing::Test {
 ServerProcess* E2ETest::server_ = nullptr;
 
 template <typename K>
-void ExpectSorted(Client& client, size_t n, bool desc) {
+void ExpectSorted(Client& client, size_t n, bool desc,
+                  v1::ExecutionPath path = v1::EXECUTION_PATH_CPU) {
   SCOPED_TRACE(
       absl::StrCat(sizeof(K), "-byte keys, n=", n, desc ? " desc" : ""));
   const std::vector<K> keys =
@@ -68,8 +69,10 @@ void ExpectSorted(Client& client, size_t n, bool desc) {
     ASSERT_EQ(0, std::memcmp(&result->keys[i], &keys[perm[i]], sizeof(K)));
     ASSERT_EQ(result->values[i], values[perm[i]]);
   }
-  EXPECT_EQ(result->served_by.path(), v1::EXECUTION_PATH_CPU);
-  EXPECT_THAT(result->served_by.device(), HasSubstr("oneTBB"));
+  EXPECT_EQ(result->served_by.path(), path);
+  if (path == v1::EXECUTION_PATH_CPU) {
+    EXPECT_THAT(result->served_by.device(), HasSubstr("oneTBB"));
+  }
   EXPECT_GE(result->served_by.compute_ns(), 0);
 }
 
@@ -318,6 +321,47 @@ TEST(E2EShutdown, SigtermDrainsInFlightCallsAndExitsZero) {
   EXPECT_THAT(server.Output(), HasSubstr("draining"));
   EXPECT_THAT(server.Output(), HasSubstr("sortd: end Sort OK"));
   EXPECT_EQ(client->CheckHealth().code(), absl::StatusCode::kUnavailable);
+}
+
+// The same service on the OpenCL engine (PoCL's CPU device in CI).
+TEST(E2EOpenCl, ServesEveryRequestKindOnTheOpenClDevice) {
+  ServerProcess server({"--device=opencl-cpu", "--kernel_cache_dir="});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  EXPECT_THAT(server.Output(), HasSubstr("sortd: OpenCL device"));
+  auto client = Connect(server);
+  EXPECT_TRUE(client->CheckHealth().ok());
+  for (bool desc : {false, true}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{777}, size_t{70'001}}) {
+      ExpectSorted<uint32_t>(*client, n, desc, v1::EXECUTION_PATH_GPU);
+      ExpectSorted<int32_t>(*client, n, desc, v1::EXECUTION_PATH_GPU);
+      ExpectSorted<float>(*client, n, desc, v1::EXECUTION_PATH_GPU);
+      ExpectSorted<uint64_t>(*client, n, desc, v1::EXECUTION_PATH_GPU);
+      ExpectSorted<int64_t>(*client, n, desc, v1::EXECUTION_PATH_GPU);
+      ExpectSorted<double>(*client, n, desc, v1::EXECUTION_PATH_GPU);
+    }
+  }
+  auto keys_only = client->Sort<int32_t>(std::vector<int32_t>{5, -1, 3});
+  ASSERT_TRUE(keys_only.ok()) << keys_only.status();
+  EXPECT_EQ(keys_only->keys, (std::vector<int32_t>{-1, 3, 5}));
+  EXPECT_EQ(keys_only->served_by.path(), v1::EXECUTION_PATH_GPU);
+
+  std::vector<uint32_t> rows(32 * 1000);
+  std::mt19937 rng(5);
+  for (uint32_t& r : rows) r = rng();
+  auto t = client->Transpose(rows);
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (size_t m = 0; m < 1000; ++m)
+    for (int i = 0; i < 32; ++i)
+      for (int j = 0; j < 32; ++j)
+        ASSERT_EQ((rows[m * 32 + i] >> j) & 1, ((*t)[m * 32 + j] >> i) & 1);
+
+  auto r = RunCommand(Sortctl(server,
+                              "sort --type=f64 --desc --values=u32 "
+                              "--permutation --random=200000 --verify --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"path\":\"gpu\""));
+  EXPECT_THAT(r.out, HasSubstr("\"verified\":true"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
 TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
