@@ -30,9 +30,12 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
+// The OpenCL CPU device, or a GPU when SORTD_TEST_DEVICE=gpu (to run this
+// suite on a GPU machine).
 OpenClEngine::Options CpuDevice() {
   OpenClEngine::Options o;
-  o.kind = DeviceKind::kCpu;
+  const char* d = std::getenv("SORTD_TEST_DEVICE");
+  o.kind = d && std::string(d) == "gpu" ? DeviceKind::kGpu : DeviceKind::kCpu;
   return o;
 }
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One call on the GPU machine does all of this (the device tool carries
+# .device, made by bench/gpu-compare.sh):
+#   1. the OpenCL kernel test suite on the GPU (SORTD_TEST_DEVICE=gpu)
+#   2. sortd --device=gpu, driven by sortctl --verify for every request kind
+#   3. gpu_sort_benchmark and gpu-anchors.py (CUB, PyTorch, copy bandwidth)
+# Logs and JSON lines go to $OUT.
+set -uo pipefail
+source .device/setup.sh
+OUT=${OUT:-/tmp/sortd-out}
+mkdir -p "$OUT"
+SIZES=${SIZES:-16,20,24,26}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+
+echo "== kernel tests on the GPU"
+SORTD_TEST_DEVICE=gpu timeout 240 opencl_engine_test --gtest_brief=1 \
+  > "$OUT/kernel-tests.log" 2>&1
+echo "kernel tests exit $?"; tail -4 "$OUT/kernel-tests.log"
+
+echo "== sortd --device=gpu with sortctl --verify"
+sortd --device=gpu --listen=127.0.0.1:50051 --metrics_listen=127.0.0.1:9464 \
+  --kernel_cache_dir=/tmp/sortd-kernels > "$OUT/sortd.log" 2>&1 &
+SORTD=$!
+for _ in $(seq 1 120); do
+  sortctl --timeout=1s health >/dev/null 2>&1 && break
+  sleep 0.5
+done
+{
+  for t in u32 i32 f32 u64 i64 f64; do
+    sortctl sort --type $t --random 10000000 --verify
+    sortctl sort --type $t --desc --values u64 --permutation --random 3000001 --verify
+    sortctl sort --type $t --values u32 --random 1000 --verify
+  done
+  sortctl sort --type f32 --random 0 --verify
+  sortctl sort --type u64 --random 1 --verify --json
+  sortctl transpose --random 1000000 --verify
+  sortctl transpose --random 3 --verify --json
+} 2>&1 | tee "$OUT/sortctl-verify.log"
+echo "sortctl failures: $(grep -c -E 'FAILED|error' "$OUT/sortctl-verify.log")"
+kill -TERM $SORTD; wait $SORTD; echo "sortd exit $?"
+cat "$OUT/sortd.log"
+
+echo "== benchmark"
+gpu_sort_benchmark --device=gpu --sizes=$SIZES --reps=7 | tee "$OUT/sortd-bench.jsonl"
+echo "== anchors"
+PYTHONUNBUFFERED=1 python3 .device/gpu-anchors.py --sizes "$(echo $SIZES)" \
+  --json "$OUT/anchors.jsonl" > /dev/null 2>"$OUT/anchors.err"; echo "anchors exit $?"
+tail -3 "$OUT/anchors.err"
+cat "$OUT/anchors.jsonl"

@@ -1,0 +1,188 @@
+// GPU benchmark of the OpenCL engine. Prints one JSON line per figure in the
+// schema of ../shared/tools/gpu-anchors.py (impl, op, dtype, n, segments,
+// ms, gkeys_per_s), so the two can be compared line by line:
+//   ms / gkeys_per_s  device time of the kernels (profiling events), the
+//                     figure comparable with CUB's
+//   e2e_ms            wall time of the whole call: upload from pageable host
+//                     memory, kernels, download
+//   stages            device time per stage
+//
+//   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
+//                      [--reps=5] [--transpose_log2=24]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "gpu/opencl_engine.h"
+
+namespace {
+
+using sortd::KeyType;
+using sortd::gpu::OpenClEngine;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Case {
+  const char* op;  // sort_keys, sort_pairs (u32 payload), argsort
+  KeyType type;
+};
+
+std::vector<uint64_t> RandomWords(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> v(n);
+  for (uint64_t& x : v) x = rng();
+  return v;
+}
+
+void Run(OpenClEngine& engine, const Case& c, int log2n, int reps) {
+  const size_t n = size_t{1} << log2n;
+  const size_t ks = sortd::KeySize(c.type);
+  // Random bits as keys; floats get a uniform value instead, so that the
+  // share of NaNs is realistic.
+  std::vector<uint64_t> words = RandomWords((n * ks + 7) / 8, log2n);
+  if (c.type == KeyType::kF32) {
+    float* f = reinterpret_cast<float*>(words.data());
+    std::mt19937 rng(log2n);
+    std::uniform_real_distribution<float> u(-1e6f, 1e6f);
+    for (size_t i = 0; i < n; ++i) f[i] = u(rng);
+  }
+  std::vector<uint32_t> values(std::string(c.op) == "sort_pairs" ? n : 0, 7);
+  std::vector<char> out(n * ks), vout(values.size() * 4), perm(n * 4);
+  std::vector<double> kernel_ms, e2e_ms;
+  std::map<std::string, std::vector<double>> stage_ms;
+  for (int r = 0; r < reps + 1; ++r) {
+    sortd::StageTimes stages;
+    sortd::SortJob job;
+    job.key_type = c.type;
+    job.count = n;
+    job.keys = reinterpret_cast<const std::byte*>(words.data());
+    job.keys_out = reinterpret_cast<std::byte*>(out.data());
+    if (!values.empty()) {
+      job.value_type = sortd::ValueType::kU32;
+      job.values = reinterpret_cast<const std::byte*>(values.data());
+      job.values_out = reinterpret_cast<std::byte*>(vout.data());
+    }
+    if (std::string(c.op) == "argsort") {
+      job.permutation_out = reinterpret_cast<std::byte*>(perm.data());
+    }
+    job.stages = &stages;
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = engine.Sort(job);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!s.ok()) {
+      std::printf("{\"impl\":\"sortd\",\"op\":\"%s\",\"error\":\"%s\"}\n", c.op,
+                  std::string(s.message()).c_str());
+      return;
+    }
+    if (r == 0) continue;  // warm-up
+    double k = 0;
+    for (const auto& st : stages) {
+      stage_ms[st.stage].push_back(st.seconds * 1e3);
+      if (st.stage != "upload" && st.stage != "download") k += st.seconds * 1e3;
+    }
+    kernel_ms.push_back(k);
+    e2e_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  const double ms = Median(kernel_ms);
+  std::string stages_json;
+  for (auto& [name, v] : stage_ms) {
+    if (!stages_json.empty()) stages_json += ",";
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "\"%s\":%.4f", name.c_str(), Median(v));
+    stages_json += buf;
+  }
+  std::printf(
+      "{\"impl\":\"sortd\",\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%zu,"
+      "\"segments\":1,\"ms\":%.4f,\"gkeys_per_s\":%.3f,\"e2e_ms\":%.3f,"
+      "\"stages\":{%s}}\n",
+      c.op, sortd::KeyTypeName(c.type), n, ms, n / ms / 1e6,
+      Median(e2e_ms), stages_json.c_str());
+  std::fflush(stdout);
+}
+
+void RunTranspose(OpenClEngine& engine, int log2n, int reps) {
+  const size_t count = size_t{1} << log2n;
+  std::vector<uint64_t> in = RandomWords(count * 16, 99);
+  std::vector<uint64_t> out(count * 16);
+  std::vector<double> kernel_ms, e2e_ms;
+  for (int r = 0; r < reps + 1; ++r) {
+    sortd::StageTimes stages;
+    sortd::TransposeJob job{.count = count,
+                            .in = reinterpret_cast<const std::byte*>(in.data()),
+                            .out = reinterpret_cast<std::byte*>(out.data()),
+                            .stages = &stages};
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = engine.Transpose(job);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!s.ok()) {
+      std::printf("{\"impl\":\"sortd\",\"op\":\"transpose32\",\"error\":\"%s\"}\n",
+                  std::string(s.message()).c_str());
+      return;
+    }
+    if (r == 0) continue;
+    for (const auto& st : stages) {
+      if (st.stage == "transpose") kernel_ms.push_back(st.seconds * 1e3);
+    }
+    e2e_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  const double ms = Median(kernel_ms);
+  std::printf(
+      "{\"impl\":\"sortd\",\"op\":\"transpose32\",\"dtype\":\"u32\",\"n\":%zu,"
+      "\"segments\":%zu,\"ms\":%.4f,\"gbytes_per_s\":%.1f,\"e2e_ms\":%.3f}\n",
+      count * 32, count, ms, 2.0 * count * 128 / ms / 1e6, Median(e2e_ms));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device = "gpu";
+  std::vector<int> sizes = {16, 20, 24, 26};
+  int reps = 5;
+  int transpose_log2 = 24;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--device=", 0) == 0) device = a.substr(9);
+    if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
+    if (a.rfind("--transpose_log2=", 0) == 0) transpose_log2 = std::stoi(a.substr(17));
+    if (a.rfind("--sizes=", 0) == 0) {
+      sizes.clear();
+      for (absl::string_view s : absl::StrSplit(a.substr(8), ',')) {
+        int v;
+        if (absl::SimpleAtoi(s, &v)) sizes.push_back(v);
+      }
+    }
+  }
+  OpenClEngine::Options options;
+  options.kind = device == "gpu" ? sortd::gpu::DeviceKind::kGpu
+                                 : sortd::gpu::DeviceKind::kCpu;
+  auto engine = OpenClEngine::Create(options);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "gpu_sort_benchmark: %s\n",
+                 engine.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("{\"impl\":\"sortd\",\"op\":\"info\",\"name\":\"%s\",\"policy\":\"%s\"}\n",
+              (*engine)->info().ToString().c_str(),
+              (*engine)->policy().ToString().c_str());
+  const Case cases[] = {{"sort_keys", KeyType::kU32},
+                        {"sort_keys", KeyType::kU64},
+                        {"argsort", KeyType::kF32},
+                        {"argsort", KeyType::kI32},
+                        {"sort_pairs", KeyType::kU32}};
+  for (int lg : sizes) {
+    for (const Case& c : cases) Run(**engine, c, lg, reps);
+  }
+  if (transpose_log2 > 0) RunTranspose(**engine, transpose_log2, reps);
+  return 0;
+}
