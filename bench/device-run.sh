@@ -17,6 +17,12 @@ SORTD_TEST_DEVICE=gpu timeout 240 opencl_engine_test --gtest_brief=1 \
   > "$OUT/kernel-tests.log" 2>&1
 echo "kernel tests exit $?"; tail -4 "$OUT/kernel-tests.log"
 
+echo "== kernel tests on the machine's PoCL (sub-group shuffles: the sub-group transpose runs)"
+SORTD_TEST_DEVICE=cpu timeout 300 opencl_engine_test --gtest_brief=1 \
+  --gtest_filter='*Transpose*:SegmentedSort.*:Algorithms.*:OpenClSortTest*u64_desc*:OpenClSortTest*f32_asc*' \
+  > "$OUT/kernel-tests-pocl.log" 2>&1
+echo "PoCL kernel tests exit $?"; grep -E "sub-group|PASSED|FAILED" "$OUT/kernel-tests-pocl.log" | head -5
+
 echo "== sortd --device=gpu with sortctl --verify"
 sortd --device=gpu --listen=127.0.0.1:50051 --metrics_listen=127.0.0.1:9464 \
   --kernel_cache_dir=/tmp/sortd-kernels > "$OUT/sortd.log" 2>&1 &

@@ -44,7 +44,8 @@ std::vector<uint64_t> RandomWords(size_t n, uint64_t seed) {
   return v;
 }
 
-void Run(OpenClEngine& engine, const Case& c, int log2n, int reps) {
+void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
+         const char* impl = "sortd") {
   const size_t n = size_t{1} << log2n;
   const size_t ks = sortd::KeySize(c.type);
   // Random bits as keys; floats get a uniform value instead, so that the
@@ -80,8 +81,8 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps) {
     absl::Status s = engine.Sort(job);
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.ok()) {
-      std::printf("{\"impl\":\"sortd\",\"op\":\"%s\",\"error\":\"%s\"}\n", c.op,
-                  std::string(s.message()).c_str());
+      std::printf("{\"impl\":\"%s\",\"op\":\"%s\",\"error\":\"%s\"}\n", impl,
+                  c.op, std::string(s.message()).c_str());
       return;
     }
     if (r == 0) continue;  // warm-up
@@ -102,11 +103,54 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps) {
     stages_json += buf;
   }
   std::printf(
-      "{\"impl\":\"sortd\",\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%zu,"
+      "{\"impl\":\"%s\",\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%zu,"
       "\"segments\":1,\"ms\":%.4f,\"gkeys_per_s\":%.3f,\"e2e_ms\":%.3f,"
       "\"stages\":{%s}}\n",
-      c.op, sortd::KeyTypeName(c.type), n, ms, n / ms / 1e6,
+      impl, c.op, sortd::KeyTypeName(c.type), n, ms, n / ms / 1e6,
       Median(e2e_ms), stages_json.c_str());
+  std::fflush(stdout);
+}
+
+// Segmented sort of `segments` equal segments of random i32 keys (the shape
+// of torch.sort(dim=1) in the anchors).
+void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
+                  int reps) {
+  const size_t n = segments * length;
+  std::vector<uint64_t> words = RandomWords((n + 1) / 2, segments);
+  std::vector<uint32_t> offsets(segments + 1);
+  for (size_t s = 0; s <= segments; ++s) offsets[s] = static_cast<uint32_t>(s * length);
+  std::vector<char> out(n * 4);
+  std::vector<double> kernel_ms, e2e_ms;
+  for (int r = 0; r < reps + 1; ++r) {
+    sortd::StageTimes stages;
+    sortd::SortJob job;
+    job.key_type = KeyType::kI32;
+    job.count = n;
+    job.keys = reinterpret_cast<const std::byte*>(words.data());
+    job.keys_out = reinterpret_cast<std::byte*>(out.data());
+    job.stages = &stages;
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = engine.SortSegments(job, offsets);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!s.ok()) {
+      std::printf("{\"impl\":\"sortd\",\"op\":\"segmented_sort\",\"error\":\"%s\"}\n",
+                  std::string(s.message()).c_str());
+      return;
+    }
+    if (r == 0) continue;
+    double k = 0;
+    for (const auto& st : stages) {
+      if (st.stage != "upload" && st.stage != "download") k += st.seconds * 1e3;
+    }
+    kernel_ms.push_back(k);
+    e2e_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  const double ms = Median(kernel_ms);
+  std::printf(
+      "{\"impl\":\"sortd\",\"op\":\"segmented_sort\",\"dtype\":\"i32\","
+      "\"n\":%zu,\"segments\":%zu,\"ms\":%.4f,\"gkeys_per_s\":%.3f,"
+      "\"e2e_ms\":%.3f}\n",
+      n, segments, ms, n / ms / 1e6, Median(e2e_ms));
   std::fflush(stdout);
 }
 
@@ -183,6 +227,31 @@ int main(int argc, char** argv) {
   for (int lg : sizes) {
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }
+  for (auto [segments, length] : {std::pair<size_t, size_t>{65536, 256},
+                                  {16384, 1024}, {4096, 4096}}) {
+    RunSegmented(**engine, segments, length, reps);
+  }
   if (transpose_log2 > 0) RunTranspose(**engine, transpose_log2, reps);
+
+  // Where bitonic wins: both algorithms forced, small sizes.
+  for (auto [algorithm, impl] :
+       {std::pair{OpenClEngine::Options::Algorithm::kBitonic, "sortd-bitonic"},
+        {OpenClEngine::Options::Algorithm::kRadix, "sortd-radix"}}) {
+    OpenClEngine::Options forced = options;
+    forced.algorithm = algorithm;
+    auto e = OpenClEngine::Create(forced);
+    if (!e.ok()) continue;
+    for (int lg : {8, 10, 11, 12, 13, 14, 16}) {
+      Run(**e, {"sort_keys", KeyType::kU32}, lg, reps, impl);
+      Run(**e, {"argsort", KeyType::kF32}, lg, reps, impl);
+      Run(**e, {"sort_keys", KeyType::kU64}, lg, reps, impl);
+    }
+  }
+  // End to end through pageable memory, for comparison with pinned staging.
+  OpenClEngine::Options pageable = options;
+  pageable.pinned_staging = false;
+  if (auto e = OpenClEngine::Create(pageable); e.ok()) {
+    for (int lg : sizes) Run(**e, {"sort_keys", KeyType::kU32}, lg, reps, "sortd-pageable");
+  }
   return 0;
 }

@@ -15,22 +15,33 @@ namespace {
 
 size_t DivUp(size_t a, size_t b) { return (a + b - 1) / b; }
 
+size_t NextPow2(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
 uint32_t KindCode(KeyType t) {
   switch (t) {
     case KeyType::kI32:
-    case KeyType::kI64:
-      return 1;
+    case KeyType::kI64: return 1;
     case KeyType::kF32:
-    case KeyType::kF64:
-      return 2;
-    default:
-      return 0;
+    case KeyType::kF64: return 2;
+    default: return 0;
   }
 }
 
 long EnvLong(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atol(v) : 0;
+}
+
+bool WithIndex(const SortJob& job) {
+  return job.value_type != ValueType::kNone || job.permutation_out != nullptr;
+}
+
+int KeyBits(const SortJob& job) {
+  return static_cast<int>(KeySize(job.key_type) * 8);
 }
 
 }  // namespace
@@ -61,86 +72,160 @@ absl::Status OpenClEngine::Init() {
   cl_int err = CL_SUCCESS;
   context_ = cl::Context(device_.device, nullptr, nullptr, nullptr, &err);
   SORTD_CL_RETURN_IF(err, "clCreateContext");
-  queue_ = cl::CommandQueue(context_, device_.device, CL_QUEUE_PROFILING_ENABLE,
-                            &err);
+  queue_ = cl::CommandQueue(context_, device_.device,
+                            CL_QUEUE_PROFILING_ENABLE, &err);
   SORTD_CL_RETURN_IF(err, "clCreateCommandQueue");
-  cache_ =
-      std::make_unique<ProgramCache>(context_, device_, options_.cache_dir);
+  cache_ = std::make_unique<ProgramCache>(context_, device_,
+                                          options_.cache_dir);
+  pool_ = std::make_unique<BufferPool>(context_, options_.pool_bytes);
+  if (options_.pinned_staging) {
+    auto ring = StagingRing::Create(context_, queue_, options_.staging);
+    if (!ring.ok()) return ring.status();
+    staging_ = std::move(*ring);
+  }
 
+  auto kernels = [&](const cl::Program& program,
+                     std::initializer_list<std::pair<cl::Kernel*, const char*>>
+                         list) -> absl::Status {
+    for (auto [kernel, name] : list) {
+      cl_int e = CL_SUCCESS;
+      *kernel = cl::Kernel(program, name, &e);
+      SORTD_CL_RETURN_IF(e, absl::StrCat("clCreateKernel(", name, ")"));
+    }
+    return absl::OkStatus();
+  };
   const RadixSortPolicy& r = policy_.radix;
+  const BitonicPolicy& b = policy_.bitonic;
   for (int wide = 0; wide < 2; ++wide) {
     for (int with_index = 0; with_index < 2; ++with_index) {
       const int bits = wide ? 64 : 32;
-      const std::string opts =
+      auto radix = cache_->Get(
+          "radix_sort",
           absl::StrCat("-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
                        " -DWG=", r.work_group, " -DITEMS=", r.Items(bits),
-                       " -DHAS_INDEX=", with_index);
-      absl::StatusOr<cl::Program> program = cache_->Get("radix_sort", opts);
-      if (!program.ok()) return program.status();
+                       " -DHAS_INDEX=", with_index));
+      if (!radix.ok()) return radix.status();
       RadixKernels& k = radix_[wide][with_index];
-      for (auto [kernel, name] : {std::pair{&k.encode, "radix_encode"},
-                                  {&k.histogram, "radix_histogram"},
-                                  {&k.scan_blocks, "scan_blocks"},
-                                  {&k.scan_add, "scan_add"},
-                                  {&k.scatter, "radix_scatter"},
-                                  {&k.decode, "radix_decode"}}) {
-        *kernel = cl::Kernel(*program, name, &err);
-        SORTD_CL_RETURN_IF(err, absl::StrCat("clCreateKernel(", name, ")"));
-      }
+      SORTD_RETURN_IF_ERROR(kernels(*radix, {{&k.encode, "radix_encode"},
+                                             {&k.histogram, "radix_histogram"},
+                                             {&k.scan_blocks, "scan_blocks"},
+                                             {&k.scan_add, "scan_add"},
+                                             {&k.scatter, "radix_scatter"},
+                                             {&k.decode, "radix_decode"}}));
+      auto bitonic = cache_->Get(
+          "bitonic_sort",
+          absl::StrCat("-DKEY_BITS=", bits, " -DHAS_INDEX=", with_index,
+                       " -DBLOCK=", b.Block(bits), " -DBWG=", b.work_group));
+      if (!bitonic.ok()) return bitonic.status();
+      BitonicKernels& bk = bitonic_[wide][with_index];
+      SORTD_RETURN_IF_ERROR(
+          kernels(*bitonic, {{&bk.pad, "bitonic_pad"},
+                             {&bk.sort_blocks, "bitonic_sort_blocks"},
+                             {&bk.merge_global, "bitonic_merge_global"},
+                             {&bk.merge_local, "bitonic_merge_local"},
+                             {&bk.segmented, "segmented_local_sort"}}));
     }
   }
-  absl::StatusOr<cl::Program> t = cache_->Get(
-      "transpose",
-      absl::StrCat("-DMATRICES_PER_WG=", policy_.transpose.matrices_per_group));
-  if (!t.ok()) return t.status();
-  transpose_ = cl::Kernel(*t, "transpose32", &err);
+  return InitTranspose();
+}
+
+// The sub-group kernel needs shuffles and sub-groups of a multiple of 32
+// work-items; anything else takes the portable kernel.
+absl::Status OpenClEngine::InitTranspose() {
+  using T = Options::Transpose;
+  const int per_group = policy_.transpose.matrices_per_group;
+  std::string define;
+  if (device_.info.HasExtension("cl_khr_subgroup_shuffle") &&
+      device_.info.HasExtension("cl_khr_subgroups")) {
+    define = " -DSUBGROUP_KHR=1";
+  } else if (device_.info.HasExtension("cl_intel_subgroups")) {
+    define = " -DSUBGROUP_INTEL=1";
+  }
+  std::string why_not = "the device reports no sub-group shuffle";
+  if (!define.empty() && options_.transpose != T::kPortable) {
+    auto program = cache_->Get(
+        "transpose", absl::StrCat("-DMATRICES_PER_WG=", per_group, define));
+    if (!program.ok()) return program.status();
+    cl_int err = CL_SUCCESS;
+    cl::Kernel k(*program, "transpose32_subgroup", &err);
+    SORTD_CL_RETURN_IF(err, "clCreateKernel(transpose32_subgroup)");
+    size_t sub_group = 0;
+    err = k.getSubGroupInfo(device_.device,
+                            CL_KERNEL_MAX_SUB_GROUP_SIZE_FOR_NDRANGE,
+                            cl::NDRange(per_group * 32), &sub_group);
+    if (err == CL_SUCCESS && sub_group > 0 && sub_group % 32 == 0) {
+      transpose_ = k;
+      transpose_subgroup_ = true;
+      return absl::OkStatus();
+    }
+    why_not = absl::StrCat("its sub-groups hold ", sub_group,
+                           " work-items, not a multiple of 32");
+  }
+  if (options_.transpose == T::kSubgroup) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sub-group transpose requested on ", device_.info.name, ": ", why_not));
+  }
+  auto program = cache_->Get("transpose",
+                             absl::StrCat("-DMATRICES_PER_WG=", per_group));
+  if (!program.ok()) return program.status();
+  cl_int err = CL_SUCCESS;
+  transpose_ = cl::Kernel(*program, "transpose32", &err);
   SORTD_CL_RETURN_IF(err, "clCreateKernel(transpose32)");
+  transpose_subgroup_ = false;
   return absl::OkStatus();
 }
 
-// Runs every kernel variant once on a small input and checks the answers,
-// so that a miscompiling driver is caught before health says SERVING.
+// Runs every kernel once on inputs that cross tile and block boundaries and
+// checks the answers, so that a miscompiling driver is caught before health
+// says SERVING; the larger sorts also fill the buffer pool.
 absl::Status OpenClEngine::WarmUp() {
-  const size_t n = 3 * static_cast<size_t>(policy_.radix.Tile(32)) + 17;
-  std::vector<uint64_t> keys(n);
-  for (size_t i = 0; i < n; ++i)
-    keys[i] = (i * 0x9E3779B97F4A7C15ull) >> (i % 7);
-  for (KeyType type : {KeyType::kU32, KeyType::kI64}) {
-    for (bool with_index : {false, true}) {
-      std::vector<uint64_t> out(n);
-      std::vector<uint32_t> perm(n);
-      SortJob job{
-          .key_type = type,
-          .count = n,
-          .keys = reinterpret_cast<const std::byte*>(keys.data()),
-          .keys_out = reinterpret_cast<std::byte*>(out.data()),
-          .permutation_out =
-              with_index ? reinterpret_cast<std::byte*>(perm.data()) : nullptr};
-      SORTD_RETURN_IF_ERROR(Sort(job));
-      const size_t ks = KeySize(type);
-      for (size_t i = 1; i < n; ++i) {
-        bool ordered = true;
-        if (type == KeyType::kU32) {
-          uint32_t a, b;
-          std::memcpy(&a, reinterpret_cast<char*>(out.data()) + (i - 1) * ks,
-                      4);
-          std::memcpy(&b, reinterpret_cast<char*>(out.data()) + i * ks, 4);
-          ordered = a <= b;
-        } else {
-          ordered =
-              static_cast<int64_t>(out[i - 1]) <= static_cast<int64_t>(out[i]);
-        }
-        if (!ordered) {
-          return absl::InternalError(
-              absl::StrCat("warm-up sort on ", device_.info.name,
-                           " returned unsorted keys at ", i));
+  const size_t small = 3 * static_cast<size_t>(policy_.radix.Tile(32)) + 17;
+  for (size_t n : {size_t{100}, small,
+                   std::max(small, options_.preallocate_keys)}) {
+    std::vector<uint64_t> keys(n);
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = (i * 0x9E3779B97F4A7C15ull) >> (i % 7);
+    }
+    for (KeyType type : {KeyType::kU32, KeyType::kI64}) {
+      for (bool with_index : {false, true}) {
+        std::vector<uint64_t> out(n);
+        std::vector<uint32_t> perm(n);
+        std::vector<uint32_t> offsets = {0, static_cast<uint32_t>(n / 3),
+                                         static_cast<uint32_t>(n)};
+        for (bool segmented : {false, true}) {
+          SortJob job{.key_type = type,
+                      .count = n,
+                      .keys = reinterpret_cast<const std::byte*>(keys.data()),
+                      .keys_out = reinterpret_cast<std::byte*>(out.data()),
+                      .permutation_out =
+                          with_index ? reinterpret_cast<std::byte*>(perm.data())
+                                     : nullptr};
+          SORTD_RETURN_IF_ERROR(segmented ? SortSegments(job, offsets)
+                                          : Sort(job));
+          const size_t ks = KeySize(type);
+          for (size_t i = 1; i < n; ++i) {
+            if (segmented && i == offsets[1]) continue;
+            uint64_t a = 0, b = 0;
+            std::memcpy(&a, reinterpret_cast<char*>(out.data()) + (i - 1) * ks, ks);
+            std::memcpy(&b, reinterpret_cast<char*>(out.data()) + i * ks, ks);
+            const bool ordered =
+                type == KeyType::kU32
+                    ? a <= b
+                    : static_cast<int64_t>(a) <= static_cast<int64_t>(b);
+            if (!ordered) {
+              return absl::InternalError(absl::StrCat(
+                  "warm-up ", segmented ? "segmented " : "", "sort of ", n,
+                  " keys on ", device_.info.name, " is unsorted at ", i));
+            }
+          }
         }
       }
     }
   }
   std::vector<uint32_t> m(32 * 3), t(32 * 3);
-  for (size_t i = 0; i < m.size(); ++i)
+  for (size_t i = 0; i < m.size(); ++i) {
     m[i] = static_cast<uint32_t>(i * 2654435761u);
+  }
   SORTD_RETURN_IF_ERROR(
       Transpose({.count = 3,
                  .in = reinterpret_cast<const std::byte*>(m.data()),
@@ -169,63 +254,78 @@ absl::Status OpenClEngine::InjectedFault(const char* what) {
   return absl::OkStatus();
 }
 
-absl::Status OpenClEngine::Launch(cl::Kernel& kernel, size_t groups,
-                                  size_t group_size, const char* stage,
-                                  Events& events) {
+absl::Status OpenClEngine::Launch(Run& run, cl::Kernel& kernel, size_t groups,
+                                  size_t group_size, const char* stage) {
+  if (groups == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault(stage));
   cl::Event event;
-  cl_int err = queue_.enqueueNDRangeKernel(
-      kernel, cl::NullRange, cl::NDRange(groups * group_size),
-      cl::NDRange(group_size), nullptr, &event);
+  cl_int err = queue_.enqueueNDRangeKernel(kernel, cl::NullRange,
+                                           cl::NDRange(groups * group_size),
+                                           cl::NDRange(group_size), nullptr,
+                                           &event);
   SORTD_CL_RETURN_IF(err, absl::StrCat("enqueue ", stage, " kernel"));
-  events.emplace_back(stage, event);
+  run.events.emplace_back(stage, event);
   return absl::OkStatus();
 }
 
-absl::Status OpenClEngine::Write(cl::Buffer& buffer, size_t bytes,
-                                 const void* src, Events& events) {
+absl::Status OpenClEngine::Write(Run& run, cl::Buffer& buffer, size_t bytes,
+                                 const void* src) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
+  if (staging_) return staging_->Upload(buffer, src, bytes, &run.events);
   cl::Event event;
-  SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes, src,
-                                               nullptr, &event),
+  SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes,
+                                               src, nullptr, &event),
                      "clEnqueueWriteBuffer");
-  events.emplace_back("upload", event);
+  run.events.emplace_back("upload", event);
   return absl::OkStatus();
 }
 
-absl::Status OpenClEngine::Read(cl::Buffer& buffer, size_t bytes, void* dst,
-                                Events& events) {
+absl::Status OpenClEngine::Read(Run& run, cl::Buffer& buffer, size_t bytes,
+                                void* dst) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("download"));
+  if (staging_) return staging_->Download(buffer, dst, bytes, &run.events);
   cl::Event event;
   SORTD_CL_RETURN_IF(queue_.enqueueReadBuffer(buffer, CL_FALSE, 0, bytes, dst,
                                               nullptr, &event),
                      "clEnqueueReadBuffer");
-  events.emplace_back("download", event);
+  run.events.emplace_back("download", event);
   return absl::OkStatus();
 }
 
-absl::StatusOr<cl::Buffer> OpenClEngine::Allocate(size_t bytes,
+absl::Status OpenClEngine::Copy(Run& run, cl::Buffer& src, size_t src_offset,
+                                cl::Buffer& dst, size_t dst_offset,
+                                size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  SORTD_RETURN_IF_ERROR(InjectedFault("copy"));
+  cl::Event event;
+  SORTD_CL_RETURN_IF(queue_.enqueueCopyBuffer(src, dst, src_offset, dst_offset,
+                                              bytes, nullptr, &event),
+                     "clEnqueueCopyBuffer");
+  run.events.emplace_back("copy", event);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cl::Buffer> OpenClEngine::Allocate(Run& run, size_t bytes,
                                                   const char* what) {
   if (bytes > device_.info.max_alloc_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         what, " needs ", bytes, " bytes; ", device_.info.name,
         " allocates at most ", device_.info.max_alloc_bytes, " at once"));
   }
-  cl_int err = CL_SUCCESS;
-  cl::Buffer buffer(context_, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 4),
-                    nullptr, &err);
-  SORTD_CL_RETURN_IF(err, absl::StrCat("clCreateBuffer(", what, ")"));
-  return buffer;
+  absl::StatusOr<PooledBuffer> b = pool_->Acquire(bytes, what);
+  if (!b.ok()) return b.status();
+  run.buffers.push_back(std::move(*b));
+  return run.buffers.back().buffer();
 }
 
-absl::Status OpenClEngine::Finish(Events& events, StageTimes* stages) {
+absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
   SORTD_CL_RETURN_IF(queue_.finish(), "clFinish");
   if (stages == nullptr) return absl::OkStatus();
   std::map<std::string, double> seconds;
   std::vector<std::string> order;
-  for (auto& [stage, event] : events) {
+  for (auto& [stage, event] : run.events) {
     cl_ulong start = 0, end = 0;
     if (event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) !=
             CL_SUCCESS ||
@@ -239,172 +339,365 @@ absl::Status OpenClEngine::Finish(Events& events, StageTimes* stages) {
   return absl::OkStatus();
 }
 
-absl::Status OpenClEngine::ScanInPlace(RadixKernels& k, int key_bits,
-                                       cl::Buffer& data, size_t count,
-                                       Events& events) {
+absl::Status OpenClEngine::ScanInPlace(Run& run, RadixKernels& k, int key_bits,
+                                       cl::Buffer& data, size_t count) {
   const size_t wg = policy_.radix.work_group;
   const size_t blocks = DivUp(count, policy_.radix.Tile(key_bits));
-  absl::StatusOr<cl::Buffer> sums = Allocate(blocks * 4, "scan block sums");
+  absl::StatusOr<cl::Buffer> sums = Allocate(run, blocks * 4, "scan sums");
   if (!sums.ok()) return sums.status();
   const cl_uint n = static_cast<cl_uint>(count);
   k.scan_blocks.setArg(0, data);
   k.scan_blocks.setArg(1, n);
   k.scan_blocks.setArg(2, *sums);
-  SORTD_RETURN_IF_ERROR(Launch(k.scan_blocks, blocks, wg, "scan", events));
+  SORTD_RETURN_IF_ERROR(Launch(run, k.scan_blocks, blocks, wg, "scan"));
   if (blocks == 1) return absl::OkStatus();
-  SORTD_RETURN_IF_ERROR(ScanInPlace(k, key_bits, *sums, blocks, events));
+  SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, key_bits, *sums, blocks));
   k.scan_add.setArg(0, data);
   k.scan_add.setArg(1, n);
   k.scan_add.setArg(2, *sums);
-  return Launch(k.scan_add, blocks, wg, "scan", events);
+  return Launch(run, k.scan_add, blocks, wg, "scan");
+}
+
+// Allocates the sort's arrays (keys and indices for `padded` elements),
+// uploads keys and values, and turns keys into ordered bits with iota
+// indices; with `count_digits` it also counts every pass's digits into
+// `totals`.
+absl::Status OpenClEngine::Upload(Run& run, const SortJob& job, size_t padded,
+                                  bool count_digits, Arrays& a,
+                                  cl::Buffer* totals) {
+  const int bits = KeyBits(job);
+  const bool with_index = WithIndex(job);
+  const size_t n = job.count;
+  const size_t ks = KeySize(job.key_type);
+  const size_t value_bytes = n * ValueSize(job.value_type);
+  const size_t passes = DivUp(bits, policy_.radix.radix_bits);
+  const size_t radix = size_t{1} << policy_.radix.radix_bits;
+  for (auto [buffer, bytes, what] :
+       {std::tuple{&a.raw, n * ks, "raw keys"},
+        {&a.keys[0], padded * ks, "keys"},
+        {&a.keys[1], padded * ks, "keys (alternate)"},
+        {&a.index[0], with_index ? padded * 4 : 0, "indices"},
+        {&a.index[1], with_index ? padded * 4 : 0, "indices (alternate)"},
+        {&a.values, value_bytes, "values"},
+        {&a.values_out, value_bytes, "sorted values"},
+        {totals, passes * radix * 4, "digit totals"}}) {
+    absl::StatusOr<cl::Buffer> b = Allocate(run, bytes, what);
+    if (!b.ok()) return b.status();
+    *buffer = *b;
+  }
+  SORTD_RETURN_IF_ERROR(Write(run, a.raw, n * ks, job.keys));
+  SORTD_RETURN_IF_ERROR(Write(run, a.values, value_bytes, job.values));
+  if (count_digits) {
+    cl::Event e;
+    SORTD_CL_RETURN_IF(
+        queue_.enqueueFillBuffer(*totals, cl_uint{0}, 0, passes * radix * 4,
+                                 nullptr, &e),
+        "clEnqueueFillBuffer");
+    run.events.emplace_back("histogram", e);
+  }
+  RadixKernels& k = radix_[bits == 64][with_index];
+  k.encode.setArg(0, a.raw);
+  k.encode.setArg(1, a.keys[0]);
+  k.encode.setArg(2, a.index[0]);
+  k.encode.setArg(3, static_cast<cl_uint>(n));
+  k.encode.setArg(4, KindCode(job.key_type));
+  k.encode.setArg(5, cl_uint{job.order == Order::kDescending});
+  k.encode.setArg(6, *totals);
+  k.encode.setArg(7, cl_uint{count_digits});
+  a.cur = 0;
+  return Launch(run, k.encode, DivUp(n, policy_.radix.Tile(bits)),
+                policy_.radix.work_group, "transform");
+}
+
+// LSD passes over `count` elements of a.keys[a.cur] (and indices), except
+// the passes marked in `skip`.
+absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
+                                       size_t count, Arrays& a,
+                                       const std::vector<bool>& skip) {
+  const RadixSortPolicy& p = policy_.radix;
+  RadixKernels& k = radix_[key_bits == 64][with_index];
+  const size_t tiles = DivUp(count, p.Tile(key_bits));
+  const size_t radix = size_t{1} << p.radix_bits;
+  absl::StatusOr<cl::Buffer> offsets =
+      Allocate(run, tiles * radix * 4, "tile offsets");
+  if (!offsets.ok()) return offsets.status();
+  const cl_uint n = static_cast<cl_uint>(count);
+  const cl_uint tiles32 = static_cast<cl_uint>(tiles);
+  for (size_t pass = 0; pass < skip.size(); ++pass) {
+    if (skip[pass]) continue;
+    const cl_uint shift = static_cast<cl_uint>(pass * p.radix_bits);
+    k.histogram.setArg(0, a.keys[a.cur]);
+    k.histogram.setArg(1, n);
+    k.histogram.setArg(2, shift);
+    k.histogram.setArg(3, *offsets);
+    k.histogram.setArg(4, tiles32);
+    SORTD_RETURN_IF_ERROR(
+        Launch(run, k.histogram, tiles, p.work_group, "histogram"));
+    SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, key_bits, *offsets, tiles * radix));
+    k.scatter.setArg(0, a.keys[a.cur]);
+    k.scatter.setArg(1, a.keys[1 - a.cur]);
+    k.scatter.setArg(2, a.index[a.cur]);
+    k.scatter.setArg(3, a.index[1 - a.cur]);
+    k.scatter.setArg(4, n);
+    k.scatter.setArg(5, shift);
+    k.scatter.setArg(6, *offsets);
+    k.scatter.setArg(7, tiles32);
+    SORTD_RETURN_IF_ERROR(
+        Launch(run, k.scatter, tiles, p.work_group, "scatter"));
+    a.cur = 1 - a.cur;
+  }
+  return absl::OkStatus();
+}
+
+// Bitonic network over `padded` (a power of two) elements of a.keys[a.cur]:
+// sentinels past the real keys, blocks sorted in local memory, then for each
+// larger stage the strides of at least a block in global memory and the
+// rest in local memory.
+absl::Status OpenClEngine::BitonicSort(Run& run, int key_bits, bool with_index,
+                                       size_t padded, Arrays& a) {
+  const BitonicPolicy& p = policy_.bitonic;
+  BitonicKernels& k = bitonic_[key_bits == 64][with_index];
+  const size_t block = p.Block(key_bits);
+  const size_t wg = p.work_group;
+  cl::Buffer& keys = a.keys[a.cur];
+  cl::Buffer& index = a.index[a.cur];
+  // The caller allocated `padded` elements; bitonic_pad fills [count, padded).
+  (void)padded;
+  const size_t total = std::max(block, padded);
+  k.sort_blocks.setArg(0, keys);
+  k.sort_blocks.setArg(1, index);
+  SORTD_RETURN_IF_ERROR(
+      Launch(run, k.sort_blocks, total / block, wg, "local_sort"));
+  for (size_t stage = 2 * block; stage <= total; stage <<= 1) {
+    for (size_t j = stage / 2; j >= block; j >>= 1) {
+      k.merge_global.setArg(0, keys);
+      k.merge_global.setArg(1, index);
+      k.merge_global.setArg(2, static_cast<cl_uint>(j));
+      k.merge_global.setArg(3, static_cast<cl_uint>(stage));
+      SORTD_RETURN_IF_ERROR(
+          Launch(run, k.merge_global, total / 2 / wg, wg, "merge"));
+    }
+    k.merge_local.setArg(0, keys);
+    k.merge_local.setArg(1, index);
+    k.merge_local.setArg(2, static_cast<cl_uint>(stage));
+    SORTD_RETURN_IF_ERROR(
+        Launch(run, k.merge_local, total / block, wg, "merge"));
+  }
+  return absl::OkStatus();
+}
+
+// Ordered keys back to raw bits, payload gathered, then everything down.
+absl::Status OpenClEngine::Download(Run& run, const SortJob& job, Arrays& a) {
+  const int bits = KeyBits(job);
+  const bool with_index = WithIndex(job);
+  const size_t n = job.count;
+  RadixKernels& k = radix_[bits == 64][with_index];
+  k.decode.setArg(0, a.keys[a.cur]);
+  k.decode.setArg(1, a.raw);
+  k.decode.setArg(2, a.index[a.cur]);
+  k.decode.setArg(3, a.values);
+  k.decode.setArg(4, a.values_out);
+  k.decode.setArg(5, a.index[1 - a.cur]);  // unused: the index is the answer
+  k.decode.setArg(6, static_cast<cl_uint>(n));
+  k.decode.setArg(7, KindCode(job.key_type));
+  k.decode.setArg(8, cl_uint{job.order == Order::kDescending});
+  k.decode.setArg(9, static_cast<cl_uint>(ValueSize(job.value_type) / 4));
+  k.decode.setArg(10, cl_uint{0});
+  const size_t wg = policy_.radix.work_group;
+  SORTD_RETURN_IF_ERROR(Launch(run, k.decode, DivUp(n, wg), wg, "transform"));
+  SORTD_RETURN_IF_ERROR(Read(run, a.raw, n * KeySize(job.key_type),
+                             job.keys_out));
+  SORTD_RETURN_IF_ERROR(Read(run, a.values_out, n * ValueSize(job.value_type),
+                             job.values_out));
+  if (job.permutation_out != nullptr) {
+    SORTD_RETURN_IF_ERROR(
+        Read(run, a.index[a.cur], n * 4, job.permutation_out));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status OpenClEngine::Sort(const SortJob& job) {
   if (job.count == 0) return absl::OkStatus();
-  if (job.count >= (size_t{1} << 32)) {
-    return absl::InvalidArgumentError("the OpenCL engine sorts < 2^32 keys");
+  if (job.count >= (size_t{1} << 31)) {
+    return absl::InvalidArgumentError("the OpenCL engine sorts < 2^31 keys");
   }
   std::lock_guard<std::mutex> lock(mu_);
-  Events events;
-  absl::Status status = SortLocked(job, events);
+  Run run;
+  absl::Status status = SortLocked(run, job);
   // Whatever happened, nothing may still be queued when we return: the
   // caller's buffers are about to be reused or freed.
-  absl::Status finished = Finish(events, status.ok() ? job.stages : nullptr);
+  absl::Status finished = Finish(run, status.ok() ? job.stages : nullptr);
   return status.ok() ? finished : status;
 }
 
-absl::Status OpenClEngine::SortLocked(const SortJob& job, Events& events) {
-  const RadixSortPolicy& policy = policy_.radix;
+absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
+  const int bits = KeyBits(job);
+  const bool with_index = WithIndex(job);
   const size_t n = job.count;
-  const int bits = static_cast<int>(KeySize(job.key_type) * 8);
-  const size_t key_bytes = n * KeySize(job.key_type);
-  const size_t value_bytes = n * ValueSize(job.value_type);
-  const bool with_index =
-      job.value_type != ValueType::kNone || job.permutation_out != nullptr;
-  RadixKernels& k = radix_[bits == 64][with_index];
-  const size_t wg = policy.work_group;
-  const size_t tiles = DivUp(n, policy.Tile(bits));
-  const size_t radix = size_t{1} << policy.radix_bits;
-  const size_t passes = DivUp(bits, policy.radix_bits);
-  const cl_uint n32 = static_cast<cl_uint>(n);
-  const cl_uint kind = KindCode(job.key_type);
-  const cl_uint descending = job.order == Order::kDescending;
+  bool bitonic = n <= policy_.bitonic.max_keys;
+  if (options_.algorithm == Options::Algorithm::kRadix) bitonic = false;
+  if (options_.algorithm == Options::Algorithm::kBitonic) bitonic = true;
 
-  std::vector<cl::Buffer> buf;
-  for (auto [bytes, what] : {std::pair{key_bytes, "raw keys"},
-                             {key_bytes, "keys"},
-                             {key_bytes, "keys (alternate)"},
-                             {with_index ? n * 4 : 0, "indices"},
-                             {with_index ? n * 4 : 0, "indices (alternate)"},
-                             {value_bytes, "values"},
-                             {value_bytes, "sorted values"},
-                             {passes * radix * 4, "digit totals"},
-                             {tiles * radix * 4, "tile offsets"}}) {
-    absl::StatusOr<cl::Buffer> b = Allocate(bytes, what);
-    if (!b.ok()) return b.status();
-    buf.push_back(*b);
+  Arrays a;
+  cl::Buffer totals;
+  if (bitonic) {
+    const size_t padded =
+        std::max<size_t>(NextPow2(n), policy_.bitonic.Block(bits));
+    SORTD_RETURN_IF_ERROR(Upload(run, job, padded, false, a, &totals));
+    BitonicKernels& k = bitonic_[bits == 64][with_index];
+    k.pad.setArg(0, a.keys[0]);
+    k.pad.setArg(1, a.index[0]);
+    k.pad.setArg(2, static_cast<cl_uint>(n));
+    k.pad.setArg(3, static_cast<cl_uint>(padded));
+    const size_t wg = policy_.bitonic.work_group;
+    SORTD_RETURN_IF_ERROR(
+        Launch(run, k.pad, DivUp(padded - n, wg), wg, "local_sort"));
+    SORTD_RETURN_IF_ERROR(BitonicSort(run, bits, with_index, padded, a));
+    return Download(run, job, a);
   }
-  cl::Buffer &d_raw = buf[0], &d_values = buf[5], &d_values_out = buf[6],
-             &d_totals = buf[7], &d_offsets = buf[8];
-  cl::Buffer* keys[2] = {&buf[1], &buf[2]};
-  cl::Buffer* index[2] = {&buf[3], &buf[4]};
 
-  SORTD_RETURN_IF_ERROR(Write(d_raw, key_bytes, job.keys, events));
-  SORTD_RETURN_IF_ERROR(Write(d_values, value_bytes, job.values, events));
-  {
-    cl::Event e;
-    SORTD_CL_RETURN_IF(
-        queue_.enqueueFillBuffer(d_totals, cl_uint{0}, 0, passes * radix * 4,
-                                 nullptr, &e),
-        "clEnqueueFillBuffer");
-    events.emplace_back("transform", e);
-  }
-  k.encode.setArg(0, d_raw);
-  k.encode.setArg(1, *keys[0]);
-  k.encode.setArg(2, *index[0]);
-  k.encode.setArg(3, n32);
-  k.encode.setArg(4, kind);
-  k.encode.setArg(5, descending);
-  k.encode.setArg(6, d_totals);
-  SORTD_RETURN_IF_ERROR(Launch(k.encode, tiles, wg, "transform", events));
-
-  // One small read-back: which passes have a digit shared by every key.
-  std::vector<cl_uint> totals(passes * radix);
+  SORTD_RETURN_IF_ERROR(Upload(run, job, n, true, a, &totals));
+  // One small read-back: passes whose digit every key shares are skipped.
+  const size_t radix = size_t{1} << policy_.radix.radix_bits;
+  const size_t passes = DivUp(bits, policy_.radix.radix_bits);
+  std::vector<cl_uint> counts(passes * radix);
   SORTD_RETURN_IF_ERROR(InjectedFault("download"));
-  SORTD_CL_RETURN_IF(queue_.enqueueReadBuffer(d_totals, CL_TRUE, 0,
-                                              totals.size() * 4, totals.data()),
+  SORTD_CL_RETURN_IF(queue_.enqueueReadBuffer(totals, CL_TRUE, 0,
+                                              counts.size() * 4, counts.data()),
                      "clEnqueueReadBuffer(digit totals)");
+  std::vector<bool> skip(passes);
+  for (size_t p = 0; p < passes; ++p) {
+    const cl_uint* c = counts.data() + p * radix;
+    skip[p] = std::find(c, c + radix, static_cast<cl_uint>(n)) != c + radix;
+  }
+  SORTD_RETURN_IF_ERROR(RadixPasses(run, bits, with_index, n, a, skip));
+  return Download(run, job, a);
+}
 
-  int cur = 0;
-  for (size_t pass = 0; pass < passes; ++pass) {
-    const cl_uint* t = totals.data() + pass * radix;
-    if (std::find(t, t + radix, n32) != t + radix) continue;
-    const cl_uint shift = static_cast<cl_uint>(pass * policy.radix_bits);
-    const cl_uint tiles32 = static_cast<cl_uint>(tiles);
-    k.histogram.setArg(0, *keys[cur]);
-    k.histogram.setArg(1, n32);
-    k.histogram.setArg(2, shift);
-    k.histogram.setArg(3, d_offsets);
-    k.histogram.setArg(4, tiles32);
-    SORTD_RETURN_IF_ERROR(Launch(k.histogram, tiles, wg, "histogram", events));
-    SORTD_RETURN_IF_ERROR(
-        ScanInPlace(k, bits, d_offsets, tiles * radix, events));
-    k.scatter.setArg(0, *keys[cur]);
-    k.scatter.setArg(1, *keys[1 - cur]);
-    k.scatter.setArg(2, *index[cur]);
-    k.scatter.setArg(3, *index[1 - cur]);
-    k.scatter.setArg(4, n32);
-    k.scatter.setArg(5, shift);
-    k.scatter.setArg(6, d_offsets);
-    k.scatter.setArg(7, tiles32);
-    SORTD_RETURN_IF_ERROR(Launch(k.scatter, tiles, wg, "scatter", events));
-    cur = 1 - cur;
+absl::Status OpenClEngine::SortSegments(const SortJob& job,
+                                        absl::Span<const uint32_t> offsets) {
+  SORTD_RETURN_IF_ERROR(CheckSegmentOffsets(job.count, offsets));
+  if (job.count == 0) return absl::OkStatus();
+  if (job.count >= (size_t{1} << 31)) {
+    return absl::InvalidArgumentError("the OpenCL engine sorts < 2^31 keys");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Run run;
+  absl::Status status = SegmentsLocked(run, job, offsets);
+  absl::Status finished = Finish(run, status.ok() ? job.stages : nullptr);
+  return status.ok() ? finished : status;
+}
+
+// Short segments (up to a bitonic block) are sorted by one work-group each
+// in a single launch; longer ones by radix passes on a scratch copy, all
+// enqueued without waiting on the host.
+absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
+                                          absl::Span<const uint32_t> offsets) {
+  const int bits = KeyBits(job);
+  const bool with_index = WithIndex(job);
+  const size_t ks = KeySize(job.key_type);
+  const size_t block = policy_.bitonic.Block(bits);
+  std::vector<uint32_t> short_segments, long_segments;
+  size_t longest = 0;
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const size_t len = offsets[s + 1] - offsets[s];
+    if (len <= 1) continue;
+    if (len <= block) {
+      short_segments.push_back(static_cast<uint32_t>(s));
+    } else {
+      long_segments.push_back(static_cast<uint32_t>(s));
+      longest = std::max(longest, len);
+    }
   }
 
-  k.decode.setArg(0, *keys[cur]);
-  k.decode.setArg(1, d_raw);
-  k.decode.setArg(2, *index[cur]);
-  k.decode.setArg(3, d_values);
-  k.decode.setArg(4, d_values_out);
-  k.decode.setArg(5, *index[1 - cur]);  // unused: permutation is the index
-  k.decode.setArg(6, n32);
-  k.decode.setArg(7, kind);
-  k.decode.setArg(8, descending);
-  k.decode.setArg(9, static_cast<cl_uint>(ValueSize(job.value_type) / 4));
-  k.decode.setArg(10, cl_uint{0});
-  SORTD_RETURN_IF_ERROR(
-      Launch(k.decode, DivUp(n, wg), wg, "transform", events));
-
-  SORTD_RETURN_IF_ERROR(Read(d_raw, key_bytes, job.keys_out, events));
-  SORTD_RETURN_IF_ERROR(
-      Read(d_values_out, value_bytes, job.values_out, events));
-  if (job.permutation_out != nullptr) {
-    SORTD_RETURN_IF_ERROR(
-        Read(*index[cur], n * 4, job.permutation_out, events));
+  Arrays a;
+  cl::Buffer totals;
+  SORTD_RETURN_IF_ERROR(Upload(run, job, job.count, false, a, &totals));
+  if (!short_segments.empty()) {
+    absl::StatusOr<cl::Buffer> d_offsets =
+        Allocate(run, offsets.size() * 4, "segment offsets");
+    if (!d_offsets.ok()) return d_offsets.status();
+    absl::StatusOr<cl::Buffer> d_list =
+        Allocate(run, short_segments.size() * 4, "segment list");
+    if (!d_list.ok()) return d_list.status();
+    // Small arrays go straight from host memory: the queue copies them
+    // before these calls return (blocking writes).
+    SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
+    SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(*d_offsets, CL_TRUE, 0,
+                                                 offsets.size() * 4,
+                                                 offsets.data()),
+                       "clEnqueueWriteBuffer(offsets)");
+    SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(*d_list, CL_TRUE, 0,
+                                                 short_segments.size() * 4,
+                                                 short_segments.data()),
+                       "clEnqueueWriteBuffer(segment list)");
+    BitonicKernels& k = bitonic_[bits == 64][with_index];
+    k.segmented.setArg(0, a.keys[0]);
+    k.segmented.setArg(1, a.index[0]);
+    k.segmented.setArg(2, *d_offsets);
+    k.segmented.setArg(3, *d_list);
+    SORTD_RETURN_IF_ERROR(Launch(run, k.segmented, short_segments.size(),
+                                 policy_.bitonic.work_group, "local_sort"));
   }
-  return absl::OkStatus();
+  if (!long_segments.empty()) {
+    Arrays scratch;
+    for (auto [buffer, bytes, what] :
+         {std::tuple{&scratch.keys[0], longest * ks, "segment keys"},
+          {&scratch.keys[1], longest * ks, "segment keys (alternate)"},
+          {&scratch.index[0], with_index ? longest * 4 : 0, "segment indices"},
+          {&scratch.index[1], with_index ? longest * 4 : 0,
+           "segment indices (alternate)"}}) {
+      absl::StatusOr<cl::Buffer> b = Allocate(run, bytes, what);
+      if (!b.ok()) return b.status();
+      *buffer = *b;
+    }
+    const std::vector<bool> all_passes(DivUp(bits, policy_.radix.radix_bits));
+    for (uint32_t s : long_segments) {
+      const size_t begin = offsets[s];
+      const size_t len = offsets[s + 1] - begin;
+      scratch.cur = 0;
+      SORTD_RETURN_IF_ERROR(
+          Copy(run, a.keys[0], begin * ks, scratch.keys[0], 0, len * ks));
+      if (with_index) {
+        SORTD_RETURN_IF_ERROR(
+            Copy(run, a.index[0], begin * 4, scratch.index[0], 0, len * 4));
+      }
+      SORTD_RETURN_IF_ERROR(
+          RadixPasses(run, bits, with_index, len, scratch, all_passes));
+      SORTD_RETURN_IF_ERROR(Copy(run, scratch.keys[scratch.cur], 0, a.keys[0],
+                                 begin * ks, len * ks));
+      if (with_index) {
+        SORTD_RETURN_IF_ERROR(Copy(run, scratch.index[scratch.cur], 0,
+                                   a.index[0], begin * 4, len * 4));
+      }
+    }
+  }
+  return Download(run, job, a);
 }
 
 absl::Status OpenClEngine::Transpose(const TransposeJob& job) {
   if (job.count == 0) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
-  Events events;
+  Run run;
   absl::Status status = [&]() -> absl::Status {
     const size_t bytes = job.count * 128;
-    absl::StatusOr<cl::Buffer> in = Allocate(bytes, "matrices");
+    absl::StatusOr<cl::Buffer> in = Allocate(run, bytes, "matrices");
     if (!in.ok()) return in.status();
-    absl::StatusOr<cl::Buffer> out = Allocate(bytes, "transposed matrices");
+    absl::StatusOr<cl::Buffer> out = Allocate(run, bytes, "transposed");
     if (!out.ok()) return out.status();
-    SORTD_RETURN_IF_ERROR(Write(*in, bytes, job.in, events));
+    SORTD_RETURN_IF_ERROR(Write(run, *in, bytes, job.in));
     const size_t per_group = policy_.transpose.matrices_per_group;
     transpose_.setArg(0, *in);
     transpose_.setArg(1, *out);
     transpose_.setArg(2, static_cast<cl_uint>(job.count));
-    SORTD_RETURN_IF_ERROR(Launch(transpose_, DivUp(job.count, per_group),
-                                 per_group, "transpose", events));
-    return Read(*out, bytes, job.out, events);
+    // The sub-group kernel runs one work-item per row, the portable one
+    // one per matrix.
+    const size_t group_size = transpose_subgroup_ ? per_group * 32 : per_group;
+    SORTD_RETURN_IF_ERROR(Launch(run, transpose_, DivUp(job.count, per_group),
+                                 group_size, "transpose"));
+    return Read(run, *out, bytes, job.out);
   }();
-  absl::Status finished = Finish(events, status.ok() ? job.stages : nullptr);
+  absl::Status finished = Finish(run, status.ok() ? job.stages : nullptr);
   return status.ok() ? finished : status;
 }
 

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "gpu/buffers.h"
 #include "gpu/cl.h"
 #include "gpu/device.h"
 #include "gpu/policy.h"
@@ -42,6 +44,22 @@ class OpenClEngine final : public Sorter {
     // Launch shapes; unset: EnginePolicy::For(device). Tests use tiny tiles
     // to reach every level of the scan with small inputs.
     std::optional<EnginePolicy> policy;
+    // Which algorithm sorts single arrays: by size (the policy's
+    // bitonic.max_keys), or forced (benchmarks measure both).
+    enum class Algorithm { kAuto, kRadix, kBitonic } algorithm = Algorithm::kAuto;
+    // Transpose kernel: the sub-group shuffle one where the device has
+    // sub-group shuffles of a usable size, else the portable one; or forced
+    // (a forced sub-group kernel the device cannot run is an error).
+    enum class Transpose { kAuto, kPortable, kSubgroup } transpose = Transpose::kAuto;
+    // Transfers through pinned staging buffers (else straight from the
+    // caller's pageable memory).
+    bool pinned_staging = true;
+    StagingRing::Options staging;
+    // Idle device memory kept for reuse between requests.
+    size_t pool_bytes = size_t{4} << 30;
+    // The warm-up also sorts this many keys of each width, so that buffers
+    // for requests up to that size are allocated before serving.
+    size_t preallocate_keys = size_t{1} << 20;
   };
 
   static absl::StatusOr<std::unique_ptr<OpenClEngine>> Create(
@@ -51,33 +69,68 @@ class OpenClEngine final : public Sorter {
   std::string device_name() const override { return device_.info.name; }
   const DeviceInfo& info() const { return device_.info; }
   const EnginePolicy& policy() const { return policy_; }
+  // "subgroup" or "portable": the transpose kernel in use.
+  const char* transpose_kernel() const {
+    return transpose_subgroup_ ? "subgroup" : "portable";
+  }
   ProgramCache::Stats cache_stats() const { return cache_->stats(); }
+  BufferPool::Stats pool_stats() const { return pool_->stats(); }
 
   absl::Status Sort(const SortJob& job) override;
+  absl::Status SortSegments(const SortJob& job,
+                            absl::Span<const uint32_t> offsets) override;
   absl::Status Transpose(const TransposeJob& job) override;
 
  private:
   struct RadixKernels {
     cl::Kernel encode, histogram, scan_blocks, scan_add, scatter, decode;
   };
+  struct BitonicKernels {
+    cl::Kernel pad, sort_blocks, merge_global, merge_local, segmented;
+  };
   using Events = std::vector<std::pair<const char*, cl::Event>>;
+  // One call's enqueued events and the pooled buffers they use; both live
+  // until the queue has finished.
+  struct Run {
+    Events events;
+    std::vector<PooledBuffer> buffers;
+  };
+  // The device arrays of one sort: ordered keys and indices in two
+  // ping-pong halves; `cur` says which half holds the current order.
+  struct Arrays {
+    cl::Buffer raw, keys[2], index[2], values, values_out;
+    int cur = 0;
+  };
 
   OpenClEngine(Device device, const Options& options);
   absl::Status Init();
   absl::Status WarmUp();
 
-  absl::Status SortLocked(const SortJob& job, Events& events);
-  absl::Status ScanInPlace(RadixKernels& k, int key_bits, cl::Buffer& data,
-                           size_t count, Events& events);
-  absl::Status Launch(cl::Kernel& kernel, size_t groups, size_t group_size,
-                      const char* stage, Events& events);
-  absl::Status Write(cl::Buffer& buffer, size_t bytes, const void* src,
-                     Events& events);
-  absl::Status Read(cl::Buffer& buffer, size_t bytes, void* dst,
-                    Events& events);
-  absl::StatusOr<cl::Buffer> Allocate(size_t bytes, const char* what);
+  // The steps every sort is made of.
+  absl::Status Upload(Run& run, const SortJob& job, size_t padded,
+                      bool count_digits, Arrays& a, cl::Buffer* totals);
+  absl::Status RadixPasses(Run& run, int key_bits, bool with_index,
+                           size_t count, Arrays& a,
+                           const std::vector<bool>& skip);
+  absl::Status BitonicSort(Run& run, int key_bits, bool with_index,
+                           size_t padded, Arrays& a);
+  absl::Status Download(Run& run, const SortJob& job, Arrays& a);
+
+  absl::Status SortLocked(Run& run, const SortJob& job);
+  absl::Status SegmentsLocked(Run& run, const SortJob& job,
+                              absl::Span<const uint32_t> offsets);
+  absl::Status ScanInPlace(Run& run, RadixKernels& k, int key_bits,
+                           cl::Buffer& data, size_t count);
+  absl::Status Launch(Run& run, cl::Kernel& kernel, size_t groups,
+                      size_t group_size, const char* stage);
+  absl::Status Write(Run& run, cl::Buffer& buffer, size_t bytes,
+                     const void* src);
+  absl::Status Read(Run& run, cl::Buffer& buffer, size_t bytes, void* dst);
+  absl::Status Copy(Run& run, cl::Buffer& src, size_t src_offset,
+                    cl::Buffer& dst, size_t dst_offset, size_t bytes);
+  absl::StatusOr<cl::Buffer> Allocate(Run& run, size_t bytes, const char* what);
   // Waits for the queue and reports the events' times into `stages`.
-  absl::Status Finish(Events& events, StageTimes* stages);
+  absl::Status Finish(Run& run, StageTimes* stages);
   absl::Status InjectedFault(const char* what);
 
   Device device_;
@@ -86,8 +139,13 @@ class OpenClEngine final : public Sorter {
   cl::Context context_;
   cl::CommandQueue queue_;
   std::unique_ptr<ProgramCache> cache_;
+  std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<StagingRing> staging_;
   RadixKernels radix_[2][2];  // [key_bits == 64][with_index]
+  BitonicKernels bitonic_[2][2];
   cl::Kernel transpose_;
+  bool transpose_subgroup_ = false;
+  absl::Status InitTranspose();
   std::atomic<long> enqueues_{0};
   bool faults_armed_ = false;  // set once warm-up is over
   std::mutex mu_;              // one run at a time on the queue and kernels

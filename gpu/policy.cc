@@ -21,6 +21,8 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
     // tiles keep the per-group local arrays in cache.
     p.radix = {
         .radix_bits = 4, .work_group = 64, .items_32 = 16, .items_64 = 16};
+    p.bitonic = {.block_32 = 2048, .block_64 = 2048, .work_group = 64,
+                 .max_keys = 2048};
     p.transpose = {.matrices_per_group = 16};
   } else if (absl::StrContains(device.vendor, "NVIDIA")) {
     p.radix = {
@@ -43,6 +45,18 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
          p.radix.ScatterLocalBytes(32, true) > device.local_mem_bytes) {
     p.radix.items_32 /= 2;
   }
+  while (p.bitonic.block_32 > 64 &&
+         p.bitonic.LocalBytes(32) > device.local_mem_bytes) {
+    p.bitonic.block_32 /= 2;
+  }
+  while (p.bitonic.block_64 > 64 &&
+         p.bitonic.LocalBytes(64) > device.local_mem_bytes) {
+    p.bitonic.block_64 /= 2;
+  }
+  p.bitonic.work_group = std::min<int>(
+      {p.bitonic.work_group, static_cast<int>(device.max_work_group),
+       p.bitonic.block_64 / 2});
+  p.bitonic.max_keys = std::min<size_t>(p.bitonic.max_keys, p.bitonic.block_64);
   p.transpose.matrices_per_group = std::min<int>(
       p.transpose.matrices_per_group, static_cast<int>(device.max_work_group));
   return p;
@@ -57,6 +71,15 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
           absl::StrCat("radix policy ", ToString(), " does not fit ",
                        device.name, " (local memory ", device.local_mem_bytes,
                        " bytes, work-group <= ", device.max_work_group, ")"));
+    }
+  }
+  for (int bits : {32, 64}) {
+    const int block = bitonic.Block(bits);
+    if (bitonic.LocalBytes(bits) > device.local_mem_bytes ||
+        (block & (block - 1)) != 0 || bitonic.work_group > block / 2 ||
+        static_cast<size_t>(bitonic.work_group) > device.max_work_group) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "bitonic policy ", ToString(), " does not fit ", device.name));
     }
   }
   return absl::OkStatus();

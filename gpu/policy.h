@@ -26,12 +26,27 @@ struct RadixSortPolicy {
   size_t ScatterLocalBytes(int key_bits, bool with_index) const;
 };
 
+struct BitonicPolicy {
+  int block_32 = 4096;  // keys one work-group sorts in local memory
+  int block_64 = 2048;
+  int work_group = 256;
+  // Single arrays of at most this many keys are sorted by the bitonic
+  // network instead of radix: its one launch beats radix's passes there.
+  size_t max_keys = 4096;
+
+  int Block(int key_bits) const { return key_bits == 64 ? block_64 : block_32; }
+  size_t LocalBytes(int key_bits) const {
+    return static_cast<size_t>(Block(key_bits)) * (key_bits / 8 + 4);
+  }
+};
+
 struct TransposePolicy {
   int matrices_per_group = 64;  // also the work-group size
 };
 
 struct EnginePolicy {
   RadixSortPolicy radix;
+  BitonicPolicy bitonic;
   TransposePolicy transpose;
 
   // The policy for a device: by vendor and kind, then fitted to its local

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "server/keys.h"
 
 namespace sortd {
@@ -83,7 +84,19 @@ class Sorter {
   // guaranteed about the output buffers; the caller must not send them.
   virtual absl::Status Sort(const SortJob& job) = 0;
   virtual absl::Status Transpose(const TransposeJob& job) = 0;
+
+  // Segmented sort: `offsets` (S + 1 nondecreasing entries, the first 0 and
+  // the last job.count) cut the job's arrays into S independent segments,
+  // each sorted on its own, stably, in job.order. Permutation entries are
+  // indices into the whole array. The default sorts segment by segment
+  // through Sort(); engines override it with one launch sequence.
+  virtual absl::Status SortSegments(const SortJob& job,
+                                    absl::Span<const uint32_t> offsets);
 };
+
+// INVALID_ARGUMENT unless `offsets` cut `count` elements into segments.
+absl::Status CheckSegmentOffsets(size_t count,
+                                 absl::Span<const uint32_t> offsets);
 
 }  // namespace sortd
 

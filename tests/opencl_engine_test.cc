@@ -11,6 +11,7 @@
 #include <fstream>
 #include <tuple>
 
+#include "server/cpu_sorter.h"
 #include "server/transpose.h"
 #include "tests/sort_check.h"
 
@@ -36,6 +37,7 @@ OpenClEngine::Options CpuDevice() {
   OpenClEngine::Options o;
   const char* d = std::getenv("SORTD_TEST_DEVICE");
   o.kind = d && std::string(d) == "gpu" ? DeviceKind::kGpu : DeviceKind::kCpu;
+  o.preallocate_keys = 0;  // keep each test's warm-up short
   return o;
 }
 
@@ -198,17 +200,57 @@ TEST(OpenClEngine, TransposeMatchesReference) {
   }
 }
 
+// Each transpose kernel the device can run, against the reference; the
+// sub-group one is skipped (and says so) where the device has no sub-group
+// shuffles, as on PoCL 3 in CI.
+TEST(OpenClEngine, EveryTransposeVariantMatchesReference) {
+  using T = OpenClEngine::Options::Transpose;
+  for (T variant : {T::kPortable, T::kSubgroup}) {
+    OpenClEngine::Options options = CpuDevice();
+    options.transpose = variant;
+    auto engine = OpenClEngine::Create(options);
+    if (variant == T::kSubgroup && !engine.ok()) {
+      EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+      std::printf("sub-group transpose not available here: %s\n",
+                  std::string(engine.status().message()).c_str());
+      continue;
+    }
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_STREQ((*engine)->transpose_kernel(),
+                 variant == T::kSubgroup ? "subgroup" : "portable");
+    for (size_t count : {size_t{1}, size_t{2}, size_t{63}, size_t{64},
+                         size_t{65}, size_t{3001}}) {
+      std::vector<uint32_t> in(count * 32), out(count * 32, 0xDEADBEEF);
+      std::mt19937 rng(static_cast<unsigned>(count) + 77);
+      for (uint32_t& w : in) w = rng();
+      ASSERT_TRUE((*engine)
+                      ->Transpose({.count = count,
+                                   .in = reinterpret_cast<const std::byte*>(in.data()),
+                                   .out = reinterpret_cast<std::byte*>(out.data())})
+                      .ok());
+      for (size_t m = 0; m < count; ++m) {
+        uint32_t want[32];
+        std::copy(in.begin() + m * 32, in.begin() + m * 32 + 32, want);
+        TransposeBits32(want);
+        ASSERT_TRUE(std::equal(want, want + 32, out.begin() + m * 32))
+            << (*engine)->transpose_kernel() << " matrix " << m << " of " << count;
+      }
+    }
+  }
+}
+
 TEST(ProgramCache, SecondEngineLoadsBinariesAndCorruptEntriesAreRebuilt) {
   const std::string dir = TempDir("kernel_cache");
   auto first = OpenClEngine::Create(CpuDeviceWithCache(dir));
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ((*first)->cache_stats().built_from_source, 5);
+  const int programs = (*first)->cache_stats().built_from_source;
+  EXPECT_GE(programs, 9);  // radix and bitonic per width and index, transpose
   EXPECT_EQ((*first)->cache_stats().loaded_from_disk, 0);
 
   auto second = OpenClEngine::Create(CpuDeviceWithCache(dir));
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ((*second)->cache_stats().built_from_source, 0);
-  EXPECT_EQ((*second)->cache_stats().loaded_from_disk, 5);
+  EXPECT_EQ((*second)->cache_stats().loaded_from_disk, programs);
 
   // Corrupt every entry in a different way: truncate, flip a byte, garbage.
   int i = 0;
@@ -226,17 +268,17 @@ TEST(ProgramCache, SecondEngineLoadsBinariesAndCorruptEntriesAreRebuilt) {
     }
     ++i;
   }
-  ASSERT_EQ(i, 5);
+  ASSERT_EQ(i, programs);
   auto third = OpenClEngine::Create(CpuDeviceWithCache(dir));
   ASSERT_TRUE(third.ok()) << third.status();
-  EXPECT_EQ((*third)->cache_stats().disk_entries_rejected, 5);
-  EXPECT_EQ((*third)->cache_stats().built_from_source, 5);
+  EXPECT_EQ((*third)->cache_stats().disk_entries_rejected, programs);
+  EXPECT_EQ((*third)->cache_stats().built_from_source, programs);
   // It still sorts correctly, and the rewritten entries load again.
   CheckSort(**third, sortd::testing::Generate<float>(Shape::kSpecial, 3000, 3),
             false, Extra::kPermutation, "after corruption");
   auto fourth = OpenClEngine::Create(CpuDeviceWithCache(dir));
   ASSERT_TRUE(fourth.ok());
-  EXPECT_EQ((*fourth)->cache_stats().loaded_from_disk, 5);
+  EXPECT_EQ((*fourth)->cache_stats().loaded_from_disk, programs);
   std::filesystem::remove_all(dir);
 }
 
@@ -275,6 +317,156 @@ TEST(FaultInjection, EveryEnqueueFailureTravelsAsStatus) {
     EXPECT_TRUE(run(**engine).ok()) << "after fault at " << at;
   }
   EXPECT_GT(failures, 10);
+}
+
+// Segmented sort against the reference applied segment by segment;
+// permutation entries are indices into the whole array.
+template <typename K>
+void CheckSegmented(Sorter& sorter, const std::vector<K>& keys,
+                    const std::vector<uint32_t>& offsets, bool desc,
+                    bool with_payload) {
+  const size_t n = keys.size();
+  std::vector<uint64_t> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = i * 31 + 7;
+  std::vector<K> out(n);
+  std::vector<uint64_t> vout(n);
+  std::vector<uint32_t> perm(n, 0xFFFFFFFF);
+  SortJob job{.key_type = sortd::testing::KeyTypeOf<K>(),
+              .order = desc ? Order::kDescending : Order::kAscending,
+              .count = n,
+              .keys = reinterpret_cast<const std::byte*>(keys.data()),
+              .keys_out = reinterpret_cast<std::byte*>(out.data()),
+              .permutation_out = reinterpret_cast<std::byte*>(perm.data())};
+  if (with_payload) {
+    job.value_type = ValueType::kU64;
+    job.values = reinterpret_cast<const std::byte*>(values.data());
+    job.values_out = reinterpret_cast<std::byte*>(vout.data());
+  }
+  ASSERT_TRUE(sorter.SortSegments(job, offsets).ok());
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const size_t begin = offsets[s], end = offsets[s + 1];
+    std::vector<K> part(keys.begin() + begin, keys.begin() + end);
+    const std::vector<uint32_t> ref = sortd::testing::RefPermutation(part, desc);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_EQ(perm[begin + i], begin + ref[i])
+          << "segment " << s << " [" << begin << "," << end << ") at " << i;
+      ASSERT_EQ(0, std::memcmp(&out[begin + i], &part[ref[i]], sizeof(K)));
+      if (with_payload) {
+        ASSERT_EQ(vout[begin + i], values[begin + ref[i]]);
+      }
+    }
+  }
+}
+
+// Lengths 0 and 1, around the local-sort block, and longer than it (radix).
+std::vector<uint32_t> MixedOffsets(size_t block, uint64_t seed,
+                                   size_t* total) {
+  std::mt19937_64 rng(seed);
+  std::vector<size_t> lengths = {0, 1, 2, 0, 1, 3, 17, block - 1, block,
+                                 block + 1, 2 * block + 5, 5 * block};
+  for (int i = 0; i < 200; ++i) lengths.push_back(rng() % (block + 1));
+  std::shuffle(lengths.begin(), lengths.end(), rng);
+  std::vector<uint32_t> offsets = {0};
+  for (size_t len : lengths) offsets.push_back(offsets.back() + len);
+  *total = offsets.back();
+  return offsets;
+}
+
+TEST(SegmentedSort, MixedLengthsEveryTypeBothOrders) {
+  OpenClEngine& engine = Engine();
+  for (KeyType type : kAllKeyTypes) {
+    DispatchKeyType(type, [&]<KeyType T>() {
+      using K = KeyOf<T>;
+      const size_t block = engine.policy().bitonic.Block(sizeof(K) * 8);
+      for (bool desc : {false, true}) {
+        size_t total;
+        const auto offsets = MixedOffsets(block, desc + 10, &total);
+        const Shape shape = desc ? Shape::kFewDistinct : Shape::kSpecial;
+        SCOPED_TRACE(KeyTypeName(type));
+        CheckSegmented(engine, sortd::testing::Generate<K>(shape, total, 4),
+                       offsets, desc, /*with_payload=*/!desc);
+      }
+    });
+  }
+}
+
+TEST(SegmentedSort, DefaultImplementationOnTheCpuPathAgrees) {
+  CpuSorter cpu({.threads = 2});
+  size_t total;
+  const auto offsets = MixedOffsets(300, 3, &total);
+  CheckSegmented(cpu, sortd::testing::Generate<float>(Shape::kSpecial, total, 5),
+                 offsets, true, true);
+}
+
+TEST(SegmentedSort, RejectsBadOffsets) {
+  std::vector<uint32_t> keys(10);
+  std::vector<uint32_t> out(10);
+  SortJob job{.key_type = KeyType::kU32,
+              .count = 10,
+              .keys = reinterpret_cast<const std::byte*>(keys.data()),
+              .keys_out = reinterpret_cast<std::byte*>(out.data())};
+  std::vector<uint32_t> decreasing = {0, 6, 4, 10};
+  std::vector<uint32_t> short_end = {0, 5, 9};
+  EXPECT_EQ(Engine().SortSegments(job, decreasing).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Engine().SortSegments(job, short_end).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Both algorithms, forced, across the bitonic block and global-merge sizes.
+TEST(Algorithms, BitonicAndRadixBothMatchTheReference) {
+  for (auto algorithm : {OpenClEngine::Options::Algorithm::kBitonic,
+                         OpenClEngine::Options::Algorithm::kRadix}) {
+    OpenClEngine::Options options = CpuDevice();
+    options.algorithm = algorithm;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    const size_t block = (*engine)->policy().bitonic.Block(32);
+    for (size_t n : {size_t{1}, size_t{2}, size_t{5}, block - 1, block,
+                     block + 1, 4 * block + 3, 9 * block}) {
+      CheckSort(**engine, sortd::testing::Generate<int32_t>(Shape::kFewDistinct, n, 2),
+                n % 2, Extra::kU32Values, "i32 n=" + std::to_string(n));
+      CheckSort(**engine, sortd::testing::Generate<double>(Shape::kSpecial, n, 2),
+                !(n % 2), Extra::kPermutation, "f64 n=" + std::to_string(n));
+      CheckSort(**engine, sortd::testing::Generate<uint64_t>(Shape::kReversed, n, 2),
+                false, Extra::kNone, "u64 n=" + std::to_string(n));
+    }
+  }
+}
+
+TEST(Algorithms, EightBitDigits) {
+  OpenClEngine::Options options = CpuDevice();
+  EnginePolicy p = EnginePolicy::For(Engine().info());
+  p.radix = {.radix_bits = 8, .work_group = 64, .items_32 = 8, .items_64 = 8};
+  options.policy = p;
+  options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  for (size_t n : {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
+    CheckSort(**engine, sortd::testing::Generate<float>(Shape::kRandom, n, 3),
+              false, Extra::kU64ValuesAndPermutation, "8-bit f32");
+    CheckSort(**engine, sortd::testing::Generate<int64_t>(Shape::kRandom, n, 3),
+              true, Extra::kPermutation, "8-bit i64");
+  }
+}
+
+TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
+  for (bool pinned : {true, false}) {
+    OpenClEngine::Options options = CpuDevice();
+    options.pinned_staging = pinned;
+    options.staging.chunk_bytes = 4096;  // many chunks through the ring
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    const auto keys = sortd::testing::Generate<uint64_t>(Shape::kRandom, 50'000, 9);
+    CheckSort(**engine, keys, false, Extra::kU64ValuesAndPermutation, "first");
+    const size_t allocations = (*engine)->pool_stats().allocations;
+    for (int i = 0; i < 3; ++i) {
+      CheckSort(**engine, keys, i % 2, Extra::kU64ValuesAndPermutation, "again");
+    }
+    EXPECT_EQ((*engine)->pool_stats().allocations, allocations);
+    EXPECT_GT((*engine)->pool_stats().reuses, 0u);
+    EXPECT_EQ((*engine)->pool_stats().in_use_bytes, 0u);
+  }
 }
 
 TEST(Policy, FitsTheDeviceAndPrints) {

@@ -44,6 +44,16 @@ inline const char* ExtraName(Extra e) {
 }
 
 template <typename K>
+constexpr KeyType KeyTypeOf() {
+  if constexpr (std::is_same_v<K, uint32_t>) return KeyType::kU32;
+  if constexpr (std::is_same_v<K, int32_t>) return KeyType::kI32;
+  if constexpr (std::is_same_v<K, float>) return KeyType::kF32;
+  if constexpr (std::is_same_v<K, uint64_t>) return KeyType::kU64;
+  if constexpr (std::is_same_v<K, int64_t>) return KeyType::kI64;
+  return KeyType::kF64;
+}
+
+template <typename K>
 void CheckSort(Sorter& sorter, const std::vector<K>& keys, bool desc,
                Extra extra, const std::string& what) {
   SCOPED_TRACE(what);
@@ -58,12 +68,7 @@ void CheckSort(Sorter& sorter, const std::vector<K>& keys, bool desc,
   std::string vout(n * 8, '\xAB');
   std::string pout(n * 4, '\xAB');
   SortJob job;
-  job.key_type = sizeof(K) == 4 ? (std::is_floating_point_v<K> ? KeyType::kF32
-                                   : std::is_signed_v<K>       ? KeyType::kI32
-                                                               : KeyType::kU32)
-                                : (std::is_floating_point_v<K> ? KeyType::kF64
-                                   : std::is_signed_v<K>       ? KeyType::kI64
-                                                               : KeyType::kU64);
+  job.key_type = KeyTypeOf<K>();
   job.order = desc ? Order::kDescending : Order::kAscending;
   job.count = n;
   job.keys = reinterpret_cast<const std::byte*>(in.data());

@@ -57,7 +57,8 @@ inline uint digit_of(key_t k, uint shift) {
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_encode(__global const key_t* raw, __global key_t* keys,
                   __global uint* index, uint n, uint kind, uint descending,
-                  __global uint* digit_totals /* PASSES * RADIX */) {
+                  __global uint* digit_totals /* PASSES * RADIX */,
+                  uint count_digits) {
   __local uint hist[PASSES * RADIX];
   const uint lid = get_local_id(0);
   for (uint i = lid; i < PASSES * RADIX; i += WG) hist[i] = 0;
@@ -71,14 +72,18 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
 #if HAS_INDEX
       index[i] = (uint)i;
 #endif
-      for (uint p = 0; p < PASSES; ++p) {
-        atomic_inc(&hist[p * RADIX + digit_of(k, p * RADIX_BITS)]);
+      if (count_digits) {
+        for (uint p = 0; p < PASSES; ++p) {
+          atomic_inc(&hist[p * RADIX + digit_of(k, p * RADIX_BITS)]);
+        }
       }
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint i = lid; i < PASSES * RADIX; i += WG) {
-    if (hist[i] != 0) atomic_add(&digit_totals[i], hist[i]);
+  if (count_digits) {
+    for (uint i = lid; i < PASSES * RADIX; i += WG) {
+      if (hist[i] != 0) atomic_add(&digit_totals[i], hist[i]);
+    }
   }
 }
 

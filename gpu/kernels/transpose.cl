@@ -48,3 +48,44 @@ void transpose32(__global const uint* in, __global uint* out, uint count) {
     out[first * 32 + w] = tile[(w / 32) * STRIDE + w % 32];
   }
 }
+
+// Sub-group variant (Intel GPUs and other devices with cl_khr_subgroup_shuffle
+// or cl_intel_subgroups): work-item i of each aligned run of 32 holds row i
+// of one matrix, and each of the five rounds swaps blocks with the partner
+// row through one shuffle-xor instead of local memory. Loads and stores are
+// one coalesced word per work-item. Needs sub-groups whose size is a
+// multiple of 32 (the host checks before choosing it).
+#if defined(SUBGROUP_KHR) || defined(SUBGROUP_INTEL)
+#if defined(SUBGROUP_KHR)
+#pragma OPENCL EXTENSION cl_khr_subgroups : enable
+#pragma OPENCL EXTENSION cl_khr_subgroup_shuffle : enable
+#define SHUFFLE_XOR(x, m) sub_group_shuffle_xor(x, m)
+#else
+#pragma OPENCL EXTENSION cl_intel_subgroups : enable
+#define SHUFFLE_XOR(x, m) intel_sub_group_shuffle_xor(x, m)
+#endif
+
+#define SHUFFLE_ROUND(w, m)                                  \
+  {                                                          \
+    const uint other = SHUFFLE_XOR(row, (w));                \
+    const bool low = (lane & (w)) == 0;                      \
+    const uint t = ((low ? row : other) >> (w) ^              \
+                    (low ? other : row)) & (m);               \
+    row ^= low ? (t << (w)) : t;                             \
+  }
+
+__kernel __attribute__((reqd_work_group_size(MATRICES_PER_WG * 32, 1, 1)))
+void transpose32_subgroup(__global const uint* in, __global uint* out,
+                          uint count) {
+  const size_t word = get_global_id(0);
+  const uint lane = get_local_id(0) & 31;
+  const bool live = word < (size_t)count * 32;
+  uint row = live ? in[word] : 0;
+  SHUFFLE_ROUND(16, 0x0000FFFFu)
+  SHUFFLE_ROUND(8, 0x00FF00FFu)
+  SHUFFLE_ROUND(4, 0x0F0F0F0Fu)
+  SHUFFLE_ROUND(2, 0x33333333u)
+  SHUFFLE_ROUND(1, 0x55555555u)
+  if (live) out[word] = row;
+}
+#endif

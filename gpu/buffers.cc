@@ -1,0 +1,163 @@
+#include "gpu/buffers.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace sortd::gpu {
+namespace {
+
+constexpr size_t kMinClass = size_t{64} << 10;
+
+size_t SizeClass(size_t bytes) {
+  size_t c = kMinClass;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+}  // namespace
+
+PooledBuffer& PooledBuffer::operator=(PooledBuffer&& o) noexcept {
+  if (this != &o) {
+    if (pool_ != nullptr) pool_->Release(std::move(buffer_), capacity_);
+    pool_ = std::exchange(o.pool_, nullptr);
+    buffer_ = std::move(o.buffer_);
+    capacity_ = std::exchange(o.capacity_, 0);
+  }
+  return *this;
+}
+
+PooledBuffer::~PooledBuffer() {
+  if (pool_ != nullptr) pool_->Release(std::move(buffer_), capacity_);
+}
+
+absl::StatusOr<PooledBuffer> BufferPool::Acquire(size_t bytes,
+                                                 const char* what) {
+  const size_t capacity = SizeClass(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = idle_.find(capacity);
+    if (it != idle_.end() && !it->second.empty()) {
+      cl::Buffer b = std::move(it->second.back());
+      it->second.pop_back();
+      stats_.pooled_bytes -= capacity;
+      stats_.in_use_bytes += capacity;
+      ++stats_.reuses;
+      return PooledBuffer(this, std::move(b), capacity);
+    }
+  }
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(context_, CL_MEM_READ_WRITE, capacity, nullptr, &err);
+  if (err != CL_SUCCESS) {
+    // Idle buffers of other classes may be what stands in the way.
+    Trim();
+    b = cl::Buffer(context_, CL_MEM_READ_WRITE, capacity, nullptr, &err);
+  }
+  if (err != CL_SUCCESS) {
+    return ClStatus(err, absl::StrCat("allocating ", capacity,
+                                      " device bytes for ", what));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.allocations;
+  stats_.in_use_bytes += capacity;
+  return PooledBuffer(this, std::move(b), capacity);
+}
+
+void BufferPool::Release(cl::Buffer buffer, size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.in_use_bytes -= capacity;
+  if (stats_.pooled_bytes + capacity > max_pooled_bytes_) return;  // freed
+  idle_[capacity].push_back(std::move(buffer));
+  stats_.pooled_bytes += capacity;
+}
+
+void BufferPool::Trim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.clear();
+  stats_.pooled_bytes = 0;
+}
+
+BufferPool::Stats BufferPool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+absl::StatusOr<std::unique_ptr<StagingRing>> StagingRing::Create(
+    cl::Context context, cl::CommandQueue queue, const Options& options) {
+  std::unique_ptr<StagingRing> ring(new StagingRing(queue, options));
+  for (int i = 0; i < options.slots; ++i) {
+    cl_int err = CL_SUCCESS;
+    cl::Buffer b(context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
+                 options.chunk_bytes, nullptr, &err);
+    SORTD_CL_RETURN_IF(err, "clCreateBuffer(pinned staging)");
+    void* p = queue.enqueueMapBuffer(b, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                     options.chunk_bytes, nullptr, nullptr,
+                                     &err);
+    SORTD_CL_RETURN_IF(err, "clEnqueueMapBuffer(pinned staging)");
+    ring->buffers_.push_back(b);
+    ring->mapped_.push_back(p);
+    ring->busy_.emplace_back();
+  }
+  return ring;
+}
+
+StagingRing::~StagingRing() {
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    queue_.enqueueUnmapMemObject(buffers_[i], mapped_[i]);
+  }
+  queue_.finish();
+}
+
+absl::Status StagingRing::Upload(cl::Buffer& dst, const void* src,
+                                 size_t bytes, Events* events) {
+  const char* from = static_cast<const char*>(src);
+  size_t chunk = 0;
+  for (size_t off = 0; off < bytes; off += options_.chunk_bytes, ++chunk) {
+    const size_t slot = chunk % buffers_.size();
+    const size_t len = std::min(options_.chunk_bytes, bytes - off);
+    if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
+    std::memcpy(mapped_[slot], from + off, len);
+    cl::Event e;
+    SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(dst, CL_FALSE, off, len,
+                                                 mapped_[slot], nullptr, &e),
+                       "clEnqueueWriteBuffer(staged)");
+    busy_[slot] = e;
+    events->emplace_back("upload", e);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StagingRing::Download(cl::Buffer& src, void* dst, size_t bytes,
+                                   Events* events) {
+  char* to = static_cast<char*>(dst);
+  const size_t slots = buffers_.size();
+  std::vector<std::pair<size_t, size_t>> pending(slots, {0, 0});  // off, len
+  auto drain = [&](size_t slot) -> absl::Status {
+    if (pending[slot].second == 0) return absl::OkStatus();
+    SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
+    std::memcpy(to + pending[slot].first, mapped_[slot], pending[slot].second);
+    pending[slot].second = 0;
+    return absl::OkStatus();
+  };
+  size_t chunk = 0;
+  for (size_t off = 0; off < bytes; off += options_.chunk_bytes, ++chunk) {
+    const size_t slot = chunk % slots;
+    SORTD_RETURN_IF_ERROR(drain(slot));
+    if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
+    const size_t len = std::min(options_.chunk_bytes, bytes - off);
+    cl::Event e;
+    SORTD_CL_RETURN_IF(queue_.enqueueReadBuffer(src, CL_FALSE, off, len,
+                                                mapped_[slot], nullptr, &e),
+                       "clEnqueueReadBuffer(staged)");
+    busy_[slot] = e;
+    pending[slot] = {off, len};
+    events->emplace_back("download", e);
+  }
+  for (size_t i = 0; i < slots; ++i) {
+    SORTD_RETURN_IF_ERROR(drain((chunk + i) % slots));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sortd::gpu

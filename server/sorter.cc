@@ -1,0 +1,57 @@
+#include "server/sorter.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace sortd {
+
+absl::Status CheckSegmentOffsets(size_t count,
+                                 absl::Span<const uint32_t> offsets) {
+  if (offsets.empty() || offsets.front() != 0 || offsets.back() != count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment offsets must start at 0 and end at the key count ", count));
+  }
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    if (offsets[i] < offsets[i - 1]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment offsets decrease at entry ", i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Sorter::SortSegments(const SortJob& job,
+                                  absl::Span<const uint32_t> offsets) {
+  if (absl::Status s = CheckSegmentOffsets(job.count, offsets); !s.ok()) {
+    return s;
+  }
+  const size_t ks = KeySize(job.key_type);
+  const size_t vs = ValueSize(job.value_type);
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const size_t begin = offsets[s];
+    SortJob part = job;
+    part.count = offsets[s + 1] - begin;
+    part.keys = job.keys + begin * ks;
+    part.keys_out = job.keys_out + begin * ks;
+    if (job.value_type != ValueType::kNone) {
+      part.values = job.values + begin * vs;
+      part.values_out = job.values_out + begin * vs;
+    }
+    if (job.permutation_out != nullptr) {
+      part.permutation_out = job.permutation_out + begin * 4;
+    }
+    if (absl::Status st = Sort(part); !st.ok()) return st;
+    if (job.permutation_out != nullptr) {
+      for (size_t i = 0; i < part.count; ++i) {
+        uint32_t p;
+        std::memcpy(&p, part.permutation_out + 4 * i, 4);
+        p += static_cast<uint32_t>(begin);
+        std::memcpy(part.permutation_out + 4 * i, &p, 4);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sortd
