@@ -92,7 +92,8 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
       if (st.stage != "upload" && st.stage != "download") k += st.seconds * 1e3;
     }
     kernel_ms.push_back(k);
-    e2e_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    e2e_ms.push_back(
+        std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   const double ms = Median(kernel_ms);
   std::string stages_json;
@@ -118,7 +119,8 @@ void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
   const size_t n = segments * length;
   std::vector<uint64_t> words = RandomWords((n + 1) / 2, segments);
   std::vector<uint32_t> offsets(segments + 1);
-  for (size_t s = 0; s <= segments; ++s) offsets[s] = static_cast<uint32_t>(s * length);
+  for (size_t s = 0; s <= segments; ++s)
+    offsets[s] = static_cast<uint32_t>(s * length);
   std::vector<char> out(n * 4);
   std::vector<double> kernel_ms, e2e_ms;
   for (int r = 0; r < reps + 1; ++r) {
@@ -133,8 +135,9 @@ void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
     absl::Status s = engine.SortSegments(job, offsets);
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.ok()) {
-      std::printf("{\"impl\":\"sortd\",\"op\":\"segmented_sort\",\"error\":\"%s\"}\n",
-                  std::string(s.message()).c_str());
+      std::printf(
+          "{\"impl\":\"sortd\",\"op\":\"segmented_sort\",\"error\":\"%s\"}\n",
+          std::string(s.message()).c_str());
       return;
     }
     if (r == 0) continue;
@@ -143,7 +146,8 @@ void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
       if (st.stage != "upload" && st.stage != "download") k += st.seconds * 1e3;
     }
     kernel_ms.push_back(k);
-    e2e_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    e2e_ms.push_back(
+        std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   const double ms = Median(kernel_ms);
   std::printf(
@@ -169,15 +173,17 @@ void RunTranspose(OpenClEngine& engine, int log2n, int reps) {
     absl::Status s = engine.Transpose(job);
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.ok()) {
-      std::printf("{\"impl\":\"sortd\",\"op\":\"transpose32\",\"error\":\"%s\"}\n",
-                  std::string(s.message()).c_str());
+      std::printf(
+          "{\"impl\":\"sortd\",\"op\":\"transpose32\",\"error\":\"%s\"}\n",
+          std::string(s.message()).c_str());
       return;
     }
     if (r == 0) continue;
     for (const auto& st : stages) {
       if (st.stage == "transpose") kernel_ms.push_back(st.seconds * 1e3);
     }
-    e2e_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    e2e_ms.push_back(
+        std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   const double ms = Median(kernel_ms);
   std::printf(
@@ -198,7 +204,8 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a.rfind("--device=", 0) == 0) device = a.substr(9);
     if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
-    if (a.rfind("--transpose_log2=", 0) == 0) transpose_log2 = std::stoi(a.substr(17));
+    if (a.rfind("--transpose_log2=", 0) == 0)
+      transpose_log2 = std::stoi(a.substr(17));
     if (a.rfind("--sizes=", 0) == 0) {
       sizes.clear();
       for (absl::string_view s : absl::StrSplit(a.substr(8), ',')) {
@@ -216,9 +223,11 @@ int main(int argc, char** argv) {
                  engine.status().ToString().c_str());
     return 1;
   }
-  std::printf("{\"impl\":\"sortd\",\"op\":\"info\",\"name\":\"%s\",\"policy\":\"%s\"}\n",
-              (*engine)->info().ToString().c_str(),
-              (*engine)->policy().ToString().c_str());
+  std::printf(
+      "{\"impl\":\"sortd\",\"op\":\"info\",\"name\":\"%s\",\"policy\":\"%s\"}"
+      "\n",
+      (*engine)->info().ToString().c_str(),
+      (*engine)->policy().ToString().c_str());
   const Case cases[] = {{"sort_keys", KeyType::kU32},
                         {"sort_keys", KeyType::kU64},
                         {"argsort", KeyType::kF32},
@@ -227,8 +236,8 @@ int main(int argc, char** argv) {
   for (int lg : sizes) {
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }
-  for (auto [segments, length] : {std::pair<size_t, size_t>{65536, 256},
-                                  {16384, 1024}, {4096, 4096}}) {
+  for (auto [segments, length] :
+       {std::pair<size_t, size_t>{65536, 256}, {16384, 1024}, {4096, 4096}}) {
     RunSegmented(**engine, segments, length, reps);
   }
   if (transpose_log2 > 0) RunTranspose(**engine, transpose_log2, reps);
@@ -241,7 +250,7 @@ int main(int argc, char** argv) {
     forced.algorithm = algorithm;
     auto e = OpenClEngine::Create(forced);
     if (!e.ok()) continue;
-    for (int lg : {8, 10, 11, 12, 13, 14, 16}) {
+    for (int lg : {8, 10, 12, 14, 16, 17, 18, 20}) {
       Run(**e, {"sort_keys", KeyType::kU32}, lg, reps, impl);
       Run(**e, {"argsort", KeyType::kF32}, lg, reps, impl);
       Run(**e, {"sort_keys", KeyType::kU64}, lg, reps, impl);
@@ -251,7 +260,8 @@ int main(int argc, char** argv) {
   OpenClEngine::Options pageable = options;
   pageable.pinned_staging = false;
   if (auto e = OpenClEngine::Create(pageable); e.ok()) {
-    for (int lg : sizes) Run(**e, {"sort_keys", KeyType::kU32}, lg, reps, "sortd-pageable");
+    for (int lg : sizes)
+      Run(**e, {"sort_keys", KeyType::kU32}, lg, reps, "sortd-pageable");
   }
   return 0;
 }

@@ -4,9 +4,26 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "oneapi/tbb/parallel_for.h"
 
 namespace sortd::gpu {
 namespace {
+
+// One core copies about 8-10 GB/s, well under what pinned DMA moves
+// (about 55 GB/s on the H100 host), so chunks are copied by several.
+void ParallelCopy(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kPiece = size_t{1} << 20;
+  if (bytes <= kPiece) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  tbb::parallel_for(size_t{0}, (bytes + kPiece - 1) / kPiece, [&](size_t i) {
+    const size_t off = i * kPiece;
+    std::memcpy(static_cast<char*>(dst) + off,
+                static_cast<const char*>(src) + off,
+                std::min(kPiece, bytes - off));
+  });
+}
 
 constexpr size_t kMinClass = size_t{64} << 10;
 
@@ -55,8 +72,8 @@ absl::StatusOr<PooledBuffer> BufferPool::Acquire(size_t bytes,
     b = cl::Buffer(context_, CL_MEM_READ_WRITE, capacity, nullptr, &err);
   }
   if (err != CL_SUCCESS) {
-    return ClStatus(err, absl::StrCat("allocating ", capacity,
-                                      " device bytes for ", what));
+    return ClStatus(
+        err, absl::StrCat("allocating ", capacity, " device bytes for ", what));
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.allocations;
@@ -91,9 +108,9 @@ absl::StatusOr<std::unique_ptr<StagingRing>> StagingRing::Create(
     cl::Buffer b(context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
                  options.chunk_bytes, nullptr, &err);
     SORTD_CL_RETURN_IF(err, "clCreateBuffer(pinned staging)");
-    void* p = queue.enqueueMapBuffer(b, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
-                                     options.chunk_bytes, nullptr, nullptr,
-                                     &err);
+    void* p =
+        queue.enqueueMapBuffer(b, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                               options.chunk_bytes, nullptr, nullptr, &err);
     SORTD_CL_RETURN_IF(err, "clEnqueueMapBuffer(pinned staging)");
     ring->buffers_.push_back(b);
     ring->mapped_.push_back(p);
@@ -109,15 +126,15 @@ StagingRing::~StagingRing() {
   queue_.finish();
 }
 
-absl::Status StagingRing::Upload(cl::Buffer& dst, const void* src,
-                                 size_t bytes, Events* events) {
+absl::Status StagingRing::Upload(cl::Buffer& dst, const void* src, size_t bytes,
+                                 Events* events) {
   const char* from = static_cast<const char*>(src);
   size_t chunk = 0;
   for (size_t off = 0; off < bytes; off += options_.chunk_bytes, ++chunk) {
     const size_t slot = chunk % buffers_.size();
     const size_t len = std::min(options_.chunk_bytes, bytes - off);
     if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
-    std::memcpy(mapped_[slot], from + off, len);
+    ParallelCopy(mapped_[slot], from + off, len);
     cl::Event e;
     SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(dst, CL_FALSE, off, len,
                                                  mapped_[slot], nullptr, &e),
@@ -136,7 +153,7 @@ absl::Status StagingRing::Download(cl::Buffer& src, void* dst, size_t bytes,
   auto drain = [&](size_t slot) -> absl::Status {
     if (pending[slot].second == 0) return absl::OkStatus();
     SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
-    std::memcpy(to + pending[slot].first, mapped_[slot], pending[slot].second);
+    ParallelCopy(to + pending[slot].first, mapped_[slot], pending[slot].second);
     pending[slot].second = 0;
     return absl::OkStatus();
   };

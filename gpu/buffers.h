@@ -53,9 +53,9 @@ class PooledBuffer {
 class BufferPool {
  public:
   struct Stats {
-    size_t allocations = 0;  // buffers created on the device
-    size_t reuses = 0;       // requests served from the pool
-    size_t pooled_bytes = 0; // idle bytes held now
+    size_t allocations = 0;   // buffers created on the device
+    size_t reuses = 0;        // requests served from the pool
+    size_t pooled_bytes = 0;  // idle bytes held now
     size_t in_use_bytes = 0;
   };
 
@@ -83,7 +83,7 @@ class BufferPool {
 class StagingRing {
  public:
   struct Options {
-    size_t chunk_bytes = size_t{8} << 20;
+    size_t chunk_bytes = size_t{16} << 20;
     int slots = 4;
   };
   using Events = std::vector<std::pair<const char*, cl::Event>>;

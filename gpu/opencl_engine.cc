@@ -24,10 +24,13 @@ size_t NextPow2(size_t n) {
 uint32_t KindCode(KeyType t) {
   switch (t) {
     case KeyType::kI32:
-    case KeyType::kI64: return 1;
+    case KeyType::kI64:
+      return 1;
     case KeyType::kF32:
-    case KeyType::kF64: return 2;
-    default: return 0;
+    case KeyType::kF64:
+      return 2;
+    default:
+      return 0;
   }
 }
 
@@ -72,11 +75,11 @@ absl::Status OpenClEngine::Init() {
   cl_int err = CL_SUCCESS;
   context_ = cl::Context(device_.device, nullptr, nullptr, nullptr, &err);
   SORTD_CL_RETURN_IF(err, "clCreateContext");
-  queue_ = cl::CommandQueue(context_, device_.device,
-                            CL_QUEUE_PROFILING_ENABLE, &err);
+  queue_ = cl::CommandQueue(context_, device_.device, CL_QUEUE_PROFILING_ENABLE,
+                            &err);
   SORTD_CL_RETURN_IF(err, "clCreateCommandQueue");
-  cache_ = std::make_unique<ProgramCache>(context_, device_,
-                                          options_.cache_dir);
+  cache_ =
+      std::make_unique<ProgramCache>(context_, device_, options_.cache_dir);
   pool_ = std::make_unique<BufferPool>(context_, options_.pool_bytes);
   if (options_.pinned_staging) {
     auto ring = StagingRing::Create(context_, queue_, options_.staging);
@@ -84,9 +87,10 @@ absl::Status OpenClEngine::Init() {
     staging_ = std::move(*ring);
   }
 
-  auto kernels = [&](const cl::Program& program,
-                     std::initializer_list<std::pair<cl::Kernel*, const char*>>
-                         list) -> absl::Status {
+  auto kernels =
+      [&](const cl::Program& program,
+          std::initializer_list<std::pair<cl::Kernel*, const char*>> list)
+      -> absl::Status {
     for (auto [kernel, name] : list) {
       cl_int e = CL_SUCCESS;
       *kernel = cl::Kernel(program, name, &e);
@@ -165,8 +169,8 @@ absl::Status OpenClEngine::InitTranspose() {
     return absl::FailedPreconditionError(absl::StrCat(
         "sub-group transpose requested on ", device_.info.name, ": ", why_not));
   }
-  auto program = cache_->Get("transpose",
-                             absl::StrCat("-DMATRICES_PER_WG=", per_group));
+  auto program =
+      cache_->Get("transpose", absl::StrCat("-DMATRICES_PER_WG=", per_group));
   if (!program.ok()) return program.status();
   cl_int err = CL_SUCCESS;
   transpose_ = cl::Kernel(*program, "transpose32", &err);
@@ -180,8 +184,8 @@ absl::Status OpenClEngine::InitTranspose() {
 // says SERVING; the larger sorts also fill the buffer pool.
 absl::Status OpenClEngine::WarmUp() {
   const size_t small = 3 * static_cast<size_t>(policy_.radix.Tile(32)) + 17;
-  for (size_t n : {size_t{100}, small,
-                   std::max(small, options_.preallocate_keys)}) {
+  for (size_t n :
+       {size_t{100}, small, std::max(small, options_.preallocate_keys)}) {
     std::vector<uint64_t> keys(n);
     for (size_t i = 0; i < n; ++i) {
       keys[i] = (i * 0x9E3779B97F4A7C15ull) >> (i % 7);
@@ -206,7 +210,8 @@ absl::Status OpenClEngine::WarmUp() {
           for (size_t i = 1; i < n; ++i) {
             if (segmented && i == offsets[1]) continue;
             uint64_t a = 0, b = 0;
-            std::memcpy(&a, reinterpret_cast<char*>(out.data()) + (i - 1) * ks, ks);
+            std::memcpy(&a, reinterpret_cast<char*>(out.data()) + (i - 1) * ks,
+                        ks);
             std::memcpy(&b, reinterpret_cast<char*>(out.data()) + i * ks, ks);
             const bool ordered =
                 type == KeyType::kU32
@@ -259,10 +264,9 @@ absl::Status OpenClEngine::Launch(Run& run, cl::Kernel& kernel, size_t groups,
   if (groups == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault(stage));
   cl::Event event;
-  cl_int err = queue_.enqueueNDRangeKernel(kernel, cl::NullRange,
-                                           cl::NDRange(groups * group_size),
-                                           cl::NDRange(group_size), nullptr,
-                                           &event);
+  cl_int err = queue_.enqueueNDRangeKernel(
+      kernel, cl::NullRange, cl::NDRange(groups * group_size),
+      cl::NDRange(group_size), nullptr, &event);
   SORTD_CL_RETURN_IF(err, absl::StrCat("enqueue ", stage, " kernel"));
   run.events.emplace_back(stage, event);
   return absl::OkStatus();
@@ -274,8 +278,8 @@ absl::Status OpenClEngine::Write(Run& run, cl::Buffer& buffer, size_t bytes,
   SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
   if (staging_) return staging_->Upload(buffer, src, bytes, &run.events);
   cl::Event event;
-  SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes,
-                                               src, nullptr, &event),
+  SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes, src,
+                                               nullptr, &event),
                      "clEnqueueWriteBuffer");
   run.events.emplace_back("upload", event);
   return absl::OkStatus();
@@ -321,7 +325,13 @@ absl::StatusOr<cl::Buffer> OpenClEngine::Allocate(Run& run, size_t bytes,
 }
 
 absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
-  SORTD_CL_RETURN_IF(queue_.finish(), "clFinish");
+  if (cl_int err = queue_.finish(); err != CL_SUCCESS) {
+    // A queue that cannot finish is broken (device lost, kernel fault): the
+    // engine is not to be trusted with more work.
+    healthy_ = false;
+    pool_->Trim();
+    return ClStatus(err, "clFinish");
+  }
   if (stages == nullptr) return absl::OkStatus();
   std::map<std::string, double> seconds;
   std::vector<std::string> order;
@@ -433,7 +443,8 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
     k.histogram.setArg(4, tiles32);
     SORTD_RETURN_IF_ERROR(
         Launch(run, k.histogram, tiles, p.work_group, "histogram"));
-    SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, key_bits, *offsets, tiles * radix));
+    SORTD_RETURN_IF_ERROR(
+        ScanInPlace(run, k, key_bits, *offsets, tiles * radix));
     k.scatter.setArg(0, a.keys[a.cur]);
     k.scatter.setArg(1, a.keys[1 - a.cur]);
     k.scatter.setArg(2, a.index[a.cur]);
@@ -505,10 +516,10 @@ absl::Status OpenClEngine::Download(Run& run, const SortJob& job, Arrays& a) {
   k.decode.setArg(10, cl_uint{0});
   const size_t wg = policy_.radix.work_group;
   SORTD_RETURN_IF_ERROR(Launch(run, k.decode, DivUp(n, wg), wg, "transform"));
-  SORTD_RETURN_IF_ERROR(Read(run, a.raw, n * KeySize(job.key_type),
-                             job.keys_out));
-  SORTD_RETURN_IF_ERROR(Read(run, a.values_out, n * ValueSize(job.value_type),
-                             job.values_out));
+  SORTD_RETURN_IF_ERROR(
+      Read(run, a.raw, n * KeySize(job.key_type), job.keys_out));
+  SORTD_RETURN_IF_ERROR(
+      Read(run, a.values_out, n * ValueSize(job.value_type), job.values_out));
   if (job.permutation_out != nullptr) {
     SORTD_RETURN_IF_ERROR(
         Read(run, a.index[a.cur], n * 4, job.permutation_out));
@@ -623,10 +634,10 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
     // Small arrays go straight from host memory: the queue copies them
     // before these calls return (blocking writes).
     SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
-    SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(*d_offsets, CL_TRUE, 0,
-                                                 offsets.size() * 4,
-                                                 offsets.data()),
-                       "clEnqueueWriteBuffer(offsets)");
+    SORTD_CL_RETURN_IF(
+        queue_.enqueueWriteBuffer(*d_offsets, CL_TRUE, 0, offsets.size() * 4,
+                                  offsets.data()),
+        "clEnqueueWriteBuffer(offsets)");
     SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(*d_list, CL_TRUE, 0,
                                                  short_segments.size() * 4,
                                                  short_segments.data()),

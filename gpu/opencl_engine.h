@@ -46,11 +46,19 @@ class OpenClEngine final : public Sorter {
     std::optional<EnginePolicy> policy;
     // Which algorithm sorts single arrays: by size (the policy's
     // bitonic.max_keys), or forced (benchmarks measure both).
-    enum class Algorithm { kAuto, kRadix, kBitonic } algorithm = Algorithm::kAuto;
+    enum class Algorithm {
+      kAuto,
+      kRadix,
+      kBitonic
+    } algorithm = Algorithm::kAuto;
     // Transpose kernel: the sub-group shuffle one where the device has
     // sub-group shuffles of a usable size, else the portable one; or forced
     // (a forced sub-group kernel the device cannot run is an error).
-    enum class Transpose { kAuto, kPortable, kSubgroup } transpose = Transpose::kAuto;
+    enum class Transpose {
+      kAuto,
+      kPortable,
+      kSubgroup
+    } transpose = Transpose::kAuto;
     // Transfers through pinned staging buffers (else straight from the
     // caller's pageable memory).
     bool pinned_staging = true;
@@ -67,6 +75,7 @@ class OpenClEngine final : public Sorter {
 
   ExecutionPath path() const override { return ExecutionPath::kGpu; }
   std::string device_name() const override { return device_.info.name; }
+  bool healthy() const override { return healthy_.load(); }
   const DeviceInfo& info() const { return device_.info; }
   const EnginePolicy& policy() const { return policy_; }
   // "subgroup" or "portable": the transpose kernel in use.
@@ -148,7 +157,8 @@ class OpenClEngine final : public Sorter {
   absl::Status InitTranspose();
   std::atomic<long> enqueues_{0};
   bool faults_armed_ = false;  // set once warm-up is over
-  std::mutex mu_;              // one run at a time on the queue and kernels
+  std::atomic<bool> healthy_{true};
+  std::mutex mu_;  // one run at a time on the queue and kernels
 };
 
 }  // namespace sortd::gpu

@@ -19,6 +19,12 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
           2.5,   5.0,    10.0,   30.0,   60.0};
 }
 
+// Kernel stages run from a few microseconds to about a second.
+prometheus::Histogram::BucketBoundaries StageBuckets() {
+  return {5e-6,   10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
+          2.5e-3, 5e-3,  10e-3, 25e-3, 50e-3,  100e-3, 250e-3, 1.0};
+}
+
 }  // namespace
 
 Metrics::Metrics()
@@ -45,6 +51,21 @@ Metrics::Metrics()
       request_bytes_(prometheus::BuildCounter()
                          .Name("sortd_request_bytes_total")
                          .Help("Serialized request bytes received, by method")
+                         .Register(*registry_)),
+      stage_duration_(
+          prometheus::BuildHistogram()
+              .Name("sortd_kernel_stage_duration_seconds")
+              .Help("Device time of each stage of an engine run, from "
+                    "OpenCL profiling events, by device, kernel (sort, "
+                    "segmented_sort, transpose) and stage (upload, transform, "
+                    "histogram, scan, scatter, local_sort, merge, copy, "
+                    "transpose, download)")
+              .Register(*registry_)),
+      cpu_fallbacks_(prometheus::BuildCounter()
+                         .Name("sortd_cpu_fallbacks_total")
+                         .Help("Requests the device engine failed and the CPU "
+                               "path answered, by reason (the engine's status "
+                               "code, or engine_unhealthy)")
                          .Register(*registry_)) {
   prometheus::BuildGauge()
       .Name("sortd_build_info")
@@ -93,6 +114,20 @@ void Metrics::AddKeysSorted(std::string_view path, std::string_view dtype,
 
 void Metrics::AddMatricesTransposed(std::string_view path, double matrices) {
   matrices_transposed_.Add({{"path", std::string(path)}}).Increment(matrices);
+}
+
+void Metrics::ObserveStage(std::string_view device, std::string_view kernel,
+                           std::string_view stage, double seconds) {
+  stage_duration_
+      .Add({{"device", std::string(device)},
+            {"kernel", std::string(kernel)},
+            {"stage", std::string(stage)}},
+           StageBuckets())
+      .Observe(seconds);
+}
+
+void Metrics::AddCpuFallback(std::string_view reason) {
+  cpu_fallbacks_.Add({{"reason", std::string(reason)}}).Increment();
 }
 
 void Metrics::AddRequestBytes(std::string_view method, double bytes) {

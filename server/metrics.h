@@ -36,6 +36,11 @@ class Metrics {
                      double keys);
   void AddMatricesTransposed(std::string_view path, double matrices);
   void AddRequestBytes(std::string_view method, double bytes);
+  // Device time of one stage of one engine run (OpenCL profiling events).
+  void ObserveStage(std::string_view device, std::string_view kernel,
+                    std::string_view stage, double seconds);
+  // A request the engine failed and the CPU path answered instead.
+  void AddCpuFallback(std::string_view reason);
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -49,6 +54,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& keys_sorted_;
   prometheus::Family<prometheus::Counter>& matrices_transposed_;
   prometheus::Family<prometheus::Counter>& request_bytes_;
+  prometheus::Family<prometheus::Histogram>& stage_duration_;
+  prometheus::Family<prometheus::Counter>& cpu_fallbacks_;
 };
 
 }  // namespace sortd

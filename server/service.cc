@@ -72,18 +72,51 @@ grpc::ServerUnaryReactor* SortServiceImpl::Handle(
   return reactor;
 }
 
+template <typename Job, typename Call>
+absl::StatusOr<Sorter*> SortServiceImpl::Execute(Job job, const char* kernel,
+                                                 Call call) {
+  Sorter* engine = engine_.load();
+  Sorter* fallback = fallback_.load();
+  if (engine == nullptr) return NotReady();
+  const bool can_fall_back = fallback != nullptr && fallback != engine;
+  std::string reason = "engine_unhealthy";
+  if (engine->healthy() || !can_fall_back) {
+    StageTimes stages;
+    job.stages = &stages;
+    absl::Status status = call(*engine, job);
+    if (status.ok()) {
+      const std::string device = engine->device_name();
+      for (const StageTime& st : stages) {
+        metrics_->ObserveStage(device, kernel, st.stage, st.seconds);
+      }
+      return engine;
+    }
+    if (!can_fall_back || absl::IsInvalidArgument(status)) return status;
+    reason = absl::StatusCodeToString(status.code());
+    std::fprintf(stderr, "sortd: %s failed on %s (%s); answering on %s\n",
+                 kernel, engine->device_name().c_str(),
+                 status.ToString().c_str(), fallback->device_name().c_str());
+  }
+  metrics_->AddCpuFallback(reason);
+  job.stages = nullptr;
+  absl::Status status = call(*fallback, job);
+  if (!status.ok()) return status;
+  return fallback;
+}
+
 SortServiceImpl::Outcome SortServiceImpl::DoSort(const v1::SortRequest& request,
                                                  v1::SortResponse* response,
                                                  absl::Duration queue_wait) {
-  Sorter* engine = engine_.load();
-  if (engine == nullptr) return {NotReady()};
+  if (engine_.load() == nullptr) return {NotReady()};
   const absl::Time start = absl::Now();
   absl::StatusOr<SortJob> job = PrepareSort(request, options_.limits, response);
   if (!job.ok()) return {job.status()};
-  Outcome outcome{engine->Sort(*job), PathName(engine->path())};
-  if (!outcome.status.ok()) return outcome;
-  FillServedBy(*engine, queue_wait, absl::Now() - start,
+  absl::StatusOr<Sorter*> served = Execute(
+      *job, "sort", [](Sorter& s, const SortJob& j) { return s.Sort(j); });
+  if (!served.ok()) return {served.status(), "none"};
+  FillServedBy(**served, queue_wait, absl::Now() - start,
                response->mutable_served_by());
+  Outcome outcome{absl::OkStatus(), PathName((*served)->path())};
   metrics_->AddKeysSorted(outcome.path, KeyTypeName(job->key_type),
                           static_cast<double>(job->count));
   return outcome;
@@ -92,16 +125,18 @@ SortServiceImpl::Outcome SortServiceImpl::DoSort(const v1::SortRequest& request,
 SortServiceImpl::Outcome SortServiceImpl::DoTranspose(
     const v1::TransposeRequest& request, v1::TransposeResponse* response,
     absl::Duration queue_wait) {
-  Sorter* engine = engine_.load();
-  if (engine == nullptr) return {NotReady()};
+  if (engine_.load() == nullptr) return {NotReady()};
   const absl::Time start = absl::Now();
   absl::StatusOr<TransposeJob> job =
       PrepareTranspose(request, options_.limits, response);
   if (!job.ok()) return {job.status()};
-  Outcome outcome{engine->Transpose(*job), PathName(engine->path())};
-  if (!outcome.status.ok()) return outcome;
-  FillServedBy(*engine, queue_wait, absl::Now() - start,
+  absl::StatusOr<Sorter*> served =
+      Execute(*job, "transpose",
+              [](Sorter& s, const TransposeJob& j) { return s.Transpose(j); });
+  if (!served.ok()) return {served.status(), "none"};
+  FillServedBy(**served, queue_wait, absl::Now() - start,
                response->mutable_served_by());
+  Outcome outcome{absl::OkStatus(), PathName((*served)->path())};
   metrics_->AddMatricesTransposed(outcome.path,
                                   static_cast<double>(job->count));
   return outcome;

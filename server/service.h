@@ -6,7 +6,7 @@
 //   SortServiceImpl service(&metrics, options);
 //   builder.RegisterService(&service);
 //   ... start the server, warm the engine up ...
-//   service.SetEngine(&cpu_sorter);   // before this: UNAVAILABLE
+//   service.SetEngine(&gpu_engine, &cpu_sorter);  // before: UNAVAILABLE
 #ifndef SORTD_SERVER_SERVICE_H_
 #define SORTD_SERVER_SERVICE_H_
 
@@ -37,8 +37,13 @@ class SortServiceImpl final : public v1::SortService::CallbackService {
   SortServiceImpl(Metrics* metrics, const Options& options);
   ~SortServiceImpl() override;
 
-  // Makes `engine` serve requests from now on. Not owned.
-  void SetEngine(Sorter* engine) { engine_.store(engine); }
+  // Makes `engine` serve requests from now on; when it fails a request
+  // (or reports itself unhealthy), `fallback` answers instead. Not owned;
+  // `fallback` may be null or the engine itself (no fallback).
+  void SetEngine(Sorter* engine, Sorter* fallback = nullptr) {
+    fallback_.store(fallback);
+    engine_.store(engine);
+  }
 
   // Finishes queued work and stops the work queue; call after the gRPC
   // server has shut down.
@@ -64,6 +69,12 @@ class SortServiceImpl final : public v1::SortService::CallbackService {
                                    const Request* request, Response* response,
                                    Work work);
 
+  // Runs `call` on the engine, or on the fallback when the engine is
+  // unhealthy or fails with an engine-side error; records stage timings.
+  // Returns the sorter whose answer is in the job's outputs.
+  template <typename Job, typename Call>
+  absl::StatusOr<Sorter*> Execute(Job job, const char* kernel, Call call);
+
   Outcome DoSort(const v1::SortRequest& request, v1::SortResponse* response,
                  absl::Duration queue_wait);
   Outcome DoTranspose(const v1::TransposeRequest& request,
@@ -73,6 +84,7 @@ class SortServiceImpl final : public v1::SortService::CallbackService {
   Metrics* metrics_;
   Options options_;
   std::atomic<Sorter*> engine_{nullptr};
+  std::atomic<Sorter*> fallback_{nullptr};
   WorkQueue queue_;
 };
 

@@ -176,7 +176,9 @@ int Serve() {
     server->Shutdown();
     return Fail(engine.status());
   }
-  service.SetEngine(engine->get());
+  // The CPU path answers whatever the device engine fails.
+  sortd::CpuSorter cpu_fallback({.threads = cpu_threads});
+  service.SetEngine(engine->get(), &cpu_fallback);
   health->SetServingStatus(true);
   health->SetServingStatus(kServiceName, true);
 

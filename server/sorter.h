@@ -79,6 +79,9 @@ class Sorter {
   virtual ExecutionPath path() const = 0;
   // Human-readable device description, e.g. "cpu (oneTBB, 8 threads)".
   virtual std::string device_name() const = 0;
+  // False once the engine has seen its device fail (lost, queue broken);
+  // callers then send work elsewhere.
+  virtual bool healthy() const { return true; }
 
   // Both are safe to call from many threads at once. On error nothing is
   // guaranteed about the output buffers; the caller must not send them.

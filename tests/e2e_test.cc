@@ -364,6 +364,27 @@ TEST(E2EOpenCl, ServesEveryRequestKindOnTheOpenClDevice) {
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
+// An engine failure on a request is answered by the CPU path: correct, and
+// saying so; the next request is back on the device.
+TEST(E2EOpenCl, InjectedEngineFaultFallsBackToTheCpuPath) {
+  ServerProcess server({"--device=opencl-cpu",
+                        "--kernel_cache_dir=", "--metrics_listen=127.0.0.1:0"},
+                       {"SORTD_FAULT_ENQUEUE=2"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  ExpectSorted<int64_t>(*client, 5000, true, v1::EXECUTION_PATH_CPU);
+  EXPECT_THAT(server.Output(), HasSubstr("injected fault at enqueue 2"));
+  ExpectSorted<int64_t>(*client, 5000, false, v1::EXECUTION_PATH_GPU);
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  EXPECT_THAT(
+      body,
+      HasSubstr("sortd_cpu_fallbacks_total{reason=\"RESOURCE_EXHAUSTED\"} 1"));
+  EXPECT_THAT(body,
+              HasSubstr("sortd_kernel_stage_duration_seconds_count{device="));
+  EXPECT_THAT(body, HasSubstr("stage=\"scatter\""));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
 TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
   ServerProcess bad_device({"--device=tpu"});
   EXPECT_FALSE(bad_device.Start());

@@ -216,6 +216,8 @@ TEST(OpenClEngine, EveryTransposeVariantMatchesReference) {
       continue;
     }
     ASSERT_TRUE(engine.ok()) << engine.status();
+    std::printf("transpose kernel under test: %s\n",
+                (*engine)->transpose_kernel());
     EXPECT_STREQ((*engine)->transpose_kernel(),
                  variant == T::kSubgroup ? "subgroup" : "portable");
     for (size_t count : {size_t{1}, size_t{2}, size_t{63}, size_t{64},
@@ -223,17 +225,19 @@ TEST(OpenClEngine, EveryTransposeVariantMatchesReference) {
       std::vector<uint32_t> in(count * 32), out(count * 32, 0xDEADBEEF);
       std::mt19937 rng(static_cast<unsigned>(count) + 77);
       for (uint32_t& w : in) w = rng();
-      ASSERT_TRUE((*engine)
-                      ->Transpose({.count = count,
-                                   .in = reinterpret_cast<const std::byte*>(in.data()),
-                                   .out = reinterpret_cast<std::byte*>(out.data())})
-                      .ok());
+      ASSERT_TRUE(
+          (*engine)
+              ->Transpose({.count = count,
+                           .in = reinterpret_cast<const std::byte*>(in.data()),
+                           .out = reinterpret_cast<std::byte*>(out.data())})
+              .ok());
       for (size_t m = 0; m < count; ++m) {
         uint32_t want[32];
         std::copy(in.begin() + m * 32, in.begin() + m * 32 + 32, want);
         TransposeBits32(want);
         ASSERT_TRUE(std::equal(want, want + 32, out.begin() + m * 32))
-            << (*engine)->transpose_kernel() << " matrix " << m << " of " << count;
+            << (*engine)->transpose_kernel() << " matrix " << m << " of "
+            << count;
       }
     }
   }
@@ -346,7 +350,8 @@ void CheckSegmented(Sorter& sorter, const std::vector<K>& keys,
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
     const size_t begin = offsets[s], end = offsets[s + 1];
     std::vector<K> part(keys.begin() + begin, keys.begin() + end);
-    const std::vector<uint32_t> ref = sortd::testing::RefPermutation(part, desc);
+    const std::vector<uint32_t> ref =
+        sortd::testing::RefPermutation(part, desc);
     for (size_t i = 0; i < ref.size(); ++i) {
       ASSERT_EQ(perm[begin + i], begin + ref[i])
           << "segment " << s << " [" << begin << "," << end << ") at " << i;
@@ -359,11 +364,11 @@ void CheckSegmented(Sorter& sorter, const std::vector<K>& keys,
 }
 
 // Lengths 0 and 1, around the local-sort block, and longer than it (radix).
-std::vector<uint32_t> MixedOffsets(size_t block, uint64_t seed,
-                                   size_t* total) {
+std::vector<uint32_t> MixedOffsets(size_t block, uint64_t seed, size_t* total) {
   std::mt19937_64 rng(seed);
-  std::vector<size_t> lengths = {0, 1, 2, 0, 1, 3, 17, block - 1, block,
-                                 block + 1, 2 * block + 5, 5 * block};
+  std::vector<size_t> lengths = {
+      0,        1, 2, 0, 1, 3, 17, block - 1, block, block + 1, 2 * block + 5,
+      5 * block};
   for (int i = 0; i < 200; ++i) lengths.push_back(rng() % (block + 1));
   std::shuffle(lengths.begin(), lengths.end(), rng);
   std::vector<uint32_t> offsets = {0};
@@ -394,7 +399,8 @@ TEST(SegmentedSort, DefaultImplementationOnTheCpuPathAgrees) {
   CpuSorter cpu({.threads = 2});
   size_t total;
   const auto offsets = MixedOffsets(300, 3, &total);
-  CheckSegmented(cpu, sortd::testing::Generate<float>(Shape::kSpecial, total, 5),
+  CheckSegmented(cpu,
+                 sortd::testing::Generate<float>(Shape::kSpecial, total, 5),
                  offsets, true, true);
 }
 
@@ -424,11 +430,14 @@ TEST(Algorithms, BitonicAndRadixBothMatchTheReference) {
     const size_t block = (*engine)->policy().bitonic.Block(32);
     for (size_t n : {size_t{1}, size_t{2}, size_t{5}, block - 1, block,
                      block + 1, 4 * block + 3, 9 * block}) {
-      CheckSort(**engine, sortd::testing::Generate<int32_t>(Shape::kFewDistinct, n, 2),
+      CheckSort(**engine,
+                sortd::testing::Generate<int32_t>(Shape::kFewDistinct, n, 2),
                 n % 2, Extra::kU32Values, "i32 n=" + std::to_string(n));
-      CheckSort(**engine, sortd::testing::Generate<double>(Shape::kSpecial, n, 2),
+      CheckSort(**engine,
+                sortd::testing::Generate<double>(Shape::kSpecial, n, 2),
                 !(n % 2), Extra::kPermutation, "f64 n=" + std::to_string(n));
-      CheckSort(**engine, sortd::testing::Generate<uint64_t>(Shape::kReversed, n, 2),
+      CheckSort(**engine,
+                sortd::testing::Generate<uint64_t>(Shape::kReversed, n, 2),
                 false, Extra::kNone, "u64 n=" + std::to_string(n));
     }
   }
@@ -442,7 +451,8 @@ TEST(Algorithms, EightBitDigits) {
   options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
   auto engine = OpenClEngine::Create(options);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  for (size_t n : {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
+  for (size_t n :
+       {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
     CheckSort(**engine, sortd::testing::Generate<float>(Shape::kRandom, n, 3),
               false, Extra::kU64ValuesAndPermutation, "8-bit f32");
     CheckSort(**engine, sortd::testing::Generate<int64_t>(Shape::kRandom, n, 3),
@@ -457,11 +467,13 @@ TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
     options.staging.chunk_bytes = 4096;  // many chunks through the ring
     auto engine = OpenClEngine::Create(options);
     ASSERT_TRUE(engine.ok()) << engine.status();
-    const auto keys = sortd::testing::Generate<uint64_t>(Shape::kRandom, 50'000, 9);
+    const auto keys =
+        sortd::testing::Generate<uint64_t>(Shape::kRandom, 50'000, 9);
     CheckSort(**engine, keys, false, Extra::kU64ValuesAndPermutation, "first");
     const size_t allocations = (*engine)->pool_stats().allocations;
     for (int i = 0; i < 3; ++i) {
-      CheckSort(**engine, keys, i % 2, Extra::kU64ValuesAndPermutation, "again");
+      CheckSort(**engine, keys, i % 2, Extra::kU64ValuesAndPermutation,
+                "again");
     }
     EXPECT_EQ((*engine)->pool_stats().allocations, allocations);
     EXPECT_GT((*engine)->pool_stats().reuses, 0u);

@@ -29,8 +29,9 @@ namespace sortd::testing {
 
 class ServerProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> extra_args)
-      : args_(std::move(extra_args)) {}
+  explicit ServerProcess(std::vector<std::string> extra_args,
+                         std::vector<std::string> extra_env = {})
+      : args_(std::move(extra_args)), env_(std::move(extra_env)) {}
   ~ServerProcess() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
@@ -63,8 +64,12 @@ class ServerProcess {
     posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     posix_spawn_file_actions_addclose(&actions, err[0]);
-    int rc =
-        posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), environ);
+    std::vector<char*> envp;
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    for (std::string& e : env_) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(),
+                         envp.data());
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
     close(err[1]);
@@ -153,6 +158,7 @@ class ServerProcess {
   }
 
   std::vector<std::string> args_;
+  std::vector<std::string> env_;
   pid_t pid_ = -1;
   std::string address_;
   std::string metrics_address_;
