@@ -27,10 +27,10 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
   } else if (absl::StrContains(device.vendor, "NVIDIA")) {
     p.radix = {
         .radix_bits = 4, .work_group = 256, .items_32 = 16, .items_64 = 8};
-    // Measured on the H100 (bench/results/h100-20261122-run2): bitonic took
-    // 0.13 ms for 2^16 u32 keys where radix took 0.24 ms, and 0.16 against
-    // 0.39 ms for u64 keys.
-    p.bitonic.max_keys = size_t{1} << 16;
+    // Measured on the H100 (bench/results/h100-20261122-run3, kernel ms,
+    // bitonic vs radix): u32 2^16 0.150 vs 0.262, 2^18 0.234 vs 0.245,
+    // 2^20 0.359 vs 0.308; u64 2^18 0.264 vs 0.450, 2^20 0.472 vs 0.751.
+    p.bitonic.max_keys = size_t{1} << 18;
     p.transpose = {.matrices_per_group = 64};
   }
   // Shrink until the scatter kernel fits the device's local memory and

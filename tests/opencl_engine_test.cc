@@ -131,25 +131,36 @@ TEST(OpenClEngine, EveryScanLevelWithTinyTiles) {
   }
 }
 
+// Each algorithm reports its own stages, from profiling events.
 TEST(OpenClEngine, ReportsStageTimes) {
-  std::vector<uint32_t> keys =
-      sortd::testing::Generate<uint32_t>(Shape::kRandom, 10000, 1);
-  std::vector<uint32_t> out(keys.size());
-  StageTimes stages;
-  SortJob job{.key_type = KeyType::kU32,
-              .count = keys.size(),
-              .keys = reinterpret_cast<const std::byte*>(keys.data()),
-              .keys_out = reinterpret_cast<std::byte*>(out.data()),
-              .stages = &stages};
-  ASSERT_TRUE(Engine().Sort(job).ok());
-  std::vector<std::string> names;
-  for (const StageTime& s : stages) {
-    names.push_back(s.stage);
-    EXPECT_GE(s.seconds, 0.0);
+  using A = OpenClEngine::Options::Algorithm;
+  for (auto [algorithm, kernel_stages] :
+       {std::pair{A::kRadix,
+                  std::vector<std::string>{"histogram", "scan", "scatter"}},
+        {A::kBitonic, std::vector<std::string>{"local_sort", "merge"}}}) {
+    OpenClEngine::Options options = CpuDevice();
+    options.algorithm = algorithm;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<uint32_t> keys =
+        sortd::testing::Generate<uint32_t>(Shape::kRandom, 10000, 1);
+    std::vector<uint32_t> out(keys.size());
+    StageTimes stages;
+    SortJob job{.key_type = KeyType::kU32,
+                .count = keys.size(),
+                .keys = reinterpret_cast<const std::byte*>(keys.data()),
+                .keys_out = reinterpret_cast<std::byte*>(out.data()),
+                .stages = &stages};
+    ASSERT_TRUE((*engine)->Sort(job).ok());
+    std::vector<std::string> names;
+    for (const StageTime& st : stages) {
+      names.push_back(st.stage);
+      EXPECT_GE(st.seconds, 0.0);
+    }
+    std::vector<std::string> want = {"upload", "transform", "download"};
+    want.insert(want.end(), kernel_stages.begin(), kernel_stages.end());
+    EXPECT_THAT(names, ::testing::IsSupersetOf(want));
   }
-  EXPECT_THAT(names,
-              ::testing::IsSupersetOf({"upload", "transform", "histogram",
-                                       "scan", "scatter", "download"}));
 }
 
 TEST(OpenClEngine, SkipsPassesWhoseDigitIsShared) {
@@ -284,6 +295,21 @@ TEST(ProgramCache, SecondEngineLoadsBinariesAndCorruptEntriesAreRebuilt) {
   ASSERT_TRUE(fourth.ok());
   EXPECT_EQ((*fourth)->cache_stats().loaded_from_disk, programs);
   std::filesystem::remove_all(dir);
+}
+
+TEST(ProgramCache, BuildFailureCarriesTheBuildLog) {
+  auto device = FindDevice(CpuDevice().kind);
+  ASSERT_TRUE(device.ok()) << device.status();
+  cl::Context context(device->device);
+  ProgramCache cache(context, *device, "");
+  // radix_sort.cl needs RADIX_BITS, WG, ITEMS and HAS_INDEX too.
+  auto program = cache.Get("radix_sort", "-DKEY_BITS=32");
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(program.status().message(), HasSubstr("building radix_sort.cl"));
+  EXPECT_THAT(program.status().message(), HasSubstr("RADIX_BITS"));
+  EXPECT_EQ(cache.Get("no_such_kernel", "").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(FaultInjection, EveryEnqueueFailureTravelsAsStatus) {
