@@ -26,18 +26,6 @@ void Append(std::string* out, T v) {
   out->append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
-// The C++ type that holds a key type's values.
-template <KeyType T>
-using KeyValue = std::conditional_t<
-    T == KeyType::kU32, uint32_t,
-    std::conditional_t<
-        T == KeyType::kI32, int32_t,
-        std::conditional_t<
-            T == KeyType::kF32, float,
-            std::conditional_t<
-                T == KeyType::kU64, uint64_t,
-                std::conditional_t<T == KeyType::kI64, int64_t, double>>>>>;
-
 bool IsSpace(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' ||
          c == '\v';
@@ -98,7 +86,7 @@ template <KeyType T>
 absl::StatusOr<std::string> ParseTyped(std::string_view text) {
   std::string out;
   absl::Status s = ForEachToken(text, [&](std::string_view token) {
-    KeyValue<T> v;
+    KeyCType<T> v;
     if (!ParseOne(token, &v)) return false;
     Append(&out, v);
     return true;
@@ -113,7 +101,7 @@ absl::StatusOr<std::string> ParseTyped(std::string_view text) {
 template <KeyType T>
 std::vector<uint32_t> ReferencePermutation(const std::string& bytes,
                                            bool descending) {
-  using V = KeyValue<T>;
+  using V = KeyCType<T>;
   const size_t n = bytes.size() / sizeof(V);
   std::vector<uint32_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0u);
@@ -186,7 +174,7 @@ std::string RandomKeys(KeyType type, size_t count, uint64_t seed) {
   std::string out;
   out.reserve(count * KeySize(type));
   DispatchKeyType(type, [&]<KeyType T>() {
-    using V = KeyValue<T>;
+    using V = KeyCType<T>;
     for (size_t i = 0; i < count; ++i) {
       uint64_t r = rng();
       V v;
@@ -290,7 +278,7 @@ std::string FormatKey(KeyType type, const std::string& bytes, size_t i) {
   return DispatchKeyType(type, [&]<KeyType T>() {
     char buf[64];
     auto r =
-        std::to_chars(buf, buf + sizeof(buf), LoadAt<KeyValue<T>>(bytes, i));
+        std::to_chars(buf, buf + sizeof(buf), LoadAt<KeyCType<T>>(bytes, i));
     return std::string(buf, r.ptr);
   });
 }
@@ -309,7 +297,7 @@ absl::Status VerifySort(const v1::SortRequest& request,
     return ReferencePermutation<T>(*keys, descending);
   });
   absl::Status s = DispatchKeyType(type, [&]<KeyType T>() {
-    return CheckGathered<KeyValue<T>>("keys", *keys, KeysOf(response), perm);
+    return CheckGathered<KeyCType<T>>("keys", *keys, KeysOf(response), perm);
   });
   if (!s.ok()) return s;
   if (request.has_u32_values()) {

@@ -57,6 +57,9 @@ OpenClEngine::OpenClEngine(Device device, const Options& options)
   if (options_.fail_enqueue == 0) {
     options_.fail_enqueue = EnvLong("SORTD_FAULT_ENQUEUE");
   }
+  if (options_.lose_device_at == 0) {
+    options_.lose_device_at = EnvLong("SORTD_FAULT_DEVICE_LOST");
+  }
 }
 
 absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
@@ -325,7 +328,11 @@ absl::StatusOr<cl::Buffer> OpenClEngine::Allocate(Run& run, size_t bytes,
 }
 
 absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
-  if (cl_int err = queue_.finish(); err != CL_SUCCESS) {
+  cl_int err = queue_.finish();
+  if (faults_armed_ && ++runs_ == options_.lose_device_at) {
+    err = CL_DEVICE_NOT_AVAILABLE;  // injected: the device is gone
+  }
+  if (err != CL_SUCCESS) {
     // A queue that cannot finish is broken (device lost, kernel fault): the
     // engine is not to be trusted with more work.
     healthy_ = false;

@@ -10,7 +10,10 @@
 // Fault injection for tests: with SORTD_FAULT_ENQUEUE=N in the environment
 // (or Options::fail_enqueue = N), the N-th enqueue after start-up fails
 // with CL_OUT_OF_RESOURCES, and every one after it while
-// SORTD_FAULT_ENQUEUE_STICKY=1.
+// SORTD_FAULT_ENQUEUE_STICKY=1. With SORTD_FAULT_DEVICE_LOST=N (or
+// Options::lose_device_at = N) the N-th run after start-up finds its queue
+// unable to finish with CL_DEVICE_NOT_AVAILABLE, as when a device is lost:
+// the engine turns unhealthy.
 #ifndef SORTD_GPU_OPENCL_ENGINE_H_
 #define SORTD_GPU_OPENCL_ENGINE_H_
 
@@ -41,6 +44,8 @@ class OpenClEngine final : public Sorter {
     std::string cache_dir;
     // 0: read SORTD_FAULT_ENQUEUE from the environment.
     long fail_enqueue = 0;
+    // 0: read SORTD_FAULT_DEVICE_LOST from the environment.
+    long lose_device_at = 0;
     // Launch shapes; unset: EnginePolicy::For(device). Tests use tiny tiles
     // to reach every level of the scan with small inputs.
     std::optional<EnginePolicy> policy;
@@ -156,6 +161,7 @@ class OpenClEngine final : public Sorter {
   bool transpose_subgroup_ = false;
   absl::Status InitTranspose();
   std::atomic<long> enqueues_{0};
+  std::atomic<long> runs_{0};
   bool faults_armed_ = false;  // set once warm-up is over
   std::atomic<bool> healthy_{true};
   std::mutex mu_;  // one run at a time on the queue and kernels

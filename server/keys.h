@@ -78,6 +78,18 @@ constexpr const char* ValueTypeName(ValueType t) {
 template <KeyType T>
 using KeyBits = std::conditional_t<KeySize(T) == 4, uint32_t, uint64_t>;
 
+// The C++ type of a key type's values: KeyCType<KeyType::kF32> is float.
+template <KeyType T>
+using KeyCType = std::conditional_t<
+    T == KeyType::kU32, uint32_t,
+    std::conditional_t<
+        T == KeyType::kI32, int32_t,
+        std::conditional_t<
+            T == KeyType::kF32, float,
+            std::conditional_t<
+                T == KeyType::kU64, uint64_t,
+                std::conditional_t<T == KeyType::kI64, int64_t, double>>>>>;
+
 template <KeyType T>
 constexpr bool kIsSigned = T == KeyType::kI32 || T == KeyType::kI64;
 template <KeyType T>

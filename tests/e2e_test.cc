@@ -385,6 +385,27 @@ TEST(E2EOpenCl, InjectedEngineFaultFallsBackToTheCpuPath) {
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
+// A lost device: the request it failed and every later one are answered by
+// the CPU path, and health stays SERVING.
+TEST(E2EOpenCl, LostDeviceSendsEverythingToTheCpuPath) {
+  ServerProcess server({"--device=opencl-cpu",
+                        "--kernel_cache_dir=", "--metrics_listen=127.0.0.1:0"},
+                       {"SORTD_FAULT_DEVICE_LOST=2"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  ExpectSorted<float>(*client, 3000, false, v1::EXECUTION_PATH_GPU);
+  ExpectSorted<float>(*client, 3000, true, v1::EXECUTION_PATH_CPU);
+  ExpectSorted<uint64_t>(*client, 3000, false, v1::EXECUTION_PATH_CPU);
+  EXPECT_TRUE(client->CheckHealth().ok());
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  EXPECT_THAT(body,
+              HasSubstr("sortd_cpu_fallbacks_total{reason=\"UNAVAILABLE\"} 1"));
+  EXPECT_THAT(
+      body,
+      HasSubstr("sortd_cpu_fallbacks_total{reason=\"engine_unhealthy\"} 1"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
 TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
   ServerProcess bad_device({"--device=tpu"});
   EXPECT_FALSE(bad_device.Start());

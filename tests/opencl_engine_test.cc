@@ -507,6 +507,25 @@ TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
   }
 }
 
+TEST(FaultInjection, LostDeviceMakesTheEngineUnhealthy) {
+  OpenClEngine::Options options = CpuDevice();
+  options.lose_device_at = 2;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const auto keys = sortd::testing::Generate<uint32_t>(Shape::kRandom, 3000, 1);
+  CheckSort(**engine, keys, false, Extra::kNone, "before the loss");
+  EXPECT_TRUE((*engine)->healthy());
+  std::vector<uint32_t> out(keys.size());
+  SortJob job{.key_type = KeyType::kU32,
+              .count = keys.size(),
+              .keys = reinterpret_cast<const std::byte*>(keys.data()),
+              .keys_out = reinterpret_cast<std::byte*>(out.data())};
+  absl::Status s = (*engine)->Sort(job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("CL_DEVICE_NOT_AVAILABLE"));
+  EXPECT_FALSE((*engine)->healthy());
+}
+
 TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy& p = Engine().policy();
   EXPECT_TRUE(p.CheckFits(Engine().info()).ok());

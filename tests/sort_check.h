@@ -15,17 +15,8 @@
 
 namespace sortd::testing {
 
-// The C++ type of a key type's values.
 template <KeyType T>
-using KeyOf = std::conditional_t<
-    T == KeyType::kU32, uint32_t,
-    std::conditional_t<
-        T == KeyType::kI32, int32_t,
-        std::conditional_t<
-            T == KeyType::kF32, float,
-            std::conditional_t<
-                T == KeyType::kU64, uint64_t,
-                std::conditional_t<T == KeyType::kI64, int64_t, double>>>>>;
+using KeyOf = KeyCType<T>;
 
 enum class Extra { kNone, kU32Values, kU64ValuesAndPermutation, kPermutation };
 

@@ -66,6 +66,29 @@ inline void sort_local(__local key_t* k, __local uint* x, uint size,
   }
 }
 
+// One BLOCK of keys (and indices) between global and local memory.
+inline void load_block(__global const key_t* keys, __global const uint* index,
+                       size_t base, __local key_t* k, __local uint* x) {
+  for (uint i = get_local_id(0); i < BLOCK; i += BWG) {
+    k[i] = keys[base + i];
+#if HAS_INDEX
+    x[i] = index[base + i];
+#endif
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+inline void store_block(__global key_t* keys, __global uint* index,
+                        size_t base, __local const key_t* k,
+                        __local const uint* x) {
+  for (uint i = get_local_id(0); i < BLOCK; i += BWG) {
+    keys[base + i] = k[i];
+#if HAS_INDEX
+    index[base + i] = x[i];
+#endif
+  }
+}
+
 // Fills [n, padded) with sentinels that sort after every real key.
 __kernel void bitonic_pad(__global key_t* keys, __global uint* index, uint n,
                           uint padded) {
@@ -83,22 +106,10 @@ __kernel __attribute__((reqd_work_group_size(BWG, 1, 1)))
 void bitonic_sort_blocks(__global key_t* keys, __global uint* index) {
   __local key_t k[BLOCK];
   __local uint x[HAS_INDEX ? BLOCK : 1];
-  const uint lid = get_local_id(0);
   const size_t base = get_group_id(0) * (size_t)BLOCK;
-  for (uint i = lid; i < BLOCK; i += BWG) {
-    k[i] = keys[base + i];
-#if HAS_INDEX
-    x[i] = index[base + i];
-#endif
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  load_block(keys, index, base, k, x);
   sort_local(k, x, BLOCK, base);
-  for (uint i = lid; i < BLOCK; i += BWG) {
-    keys[base + i] = k[i];
-#if HAS_INDEX
-    index[base + i] = x[i];
-#endif
-  }
+  store_block(keys, index, base, k, x);
 }
 
 // One global step (distance j >= BLOCK) of stage `stage`.
@@ -131,13 +142,7 @@ void bitonic_merge_local(__global key_t* keys, __global uint* index,
   __local uint x[HAS_INDEX ? BLOCK : 1];
   const uint lid = get_local_id(0);
   const size_t base = get_group_id(0) * (size_t)BLOCK;
-  for (uint i = lid; i < BLOCK; i += BWG) {
-    k[i] = keys[base + i];
-#if HAS_INDEX
-    x[i] = index[base + i];
-#endif
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  load_block(keys, index, base, k, x);
   for (uint j = BLOCK / 2; j > 0; j >>= 1) {
     for (uint p = lid; p < BLOCK / 2; p += BWG) {
       const uint a = pair_low(p, j);
@@ -145,12 +150,7 @@ void bitonic_merge_local(__global key_t* keys, __global uint* index,
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  for (uint i = lid; i < BLOCK; i += BWG) {
-    keys[base + i] = k[i];
-#if HAS_INDEX
-    index[base + i] = x[i];
-#endif
-  }
+  store_block(keys, index, base, k, x);
 }
 
 // Segmented sort of the short segments: work-group g sorts segment
