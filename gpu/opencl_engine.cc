@@ -479,8 +479,6 @@ absl::Status OpenClEngine::BitonicSort(Run& run, int key_bits, bool with_index,
   const size_t wg = p.work_group;
   cl::Buffer& keys = a.keys[a.cur];
   cl::Buffer& index = a.index[a.cur];
-  // The caller allocated `padded` elements; bitonic_pad fills [count, padded).
-  (void)padded;
   const size_t total = std::max(block, padded);
   k.sort_blocks.setArg(0, keys);
   k.sort_blocks.setArg(1, index);
@@ -515,12 +513,10 @@ absl::Status OpenClEngine::Download(Run& run, const SortJob& job, Arrays& a) {
   k.decode.setArg(2, a.index[a.cur]);
   k.decode.setArg(3, a.values);
   k.decode.setArg(4, a.values_out);
-  k.decode.setArg(5, a.index[1 - a.cur]);  // unused: the index is the answer
-  k.decode.setArg(6, static_cast<cl_uint>(n));
-  k.decode.setArg(7, KindCode(job.key_type));
-  k.decode.setArg(8, cl_uint{job.order == Order::kDescending});
-  k.decode.setArg(9, static_cast<cl_uint>(ValueSize(job.value_type) / 4));
-  k.decode.setArg(10, cl_uint{0});
+  k.decode.setArg(5, static_cast<cl_uint>(n));
+  k.decode.setArg(6, KindCode(job.key_type));
+  k.decode.setArg(7, cl_uint{job.order == Order::kDescending});
+  k.decode.setArg(8, static_cast<cl_uint>(ValueSize(job.value_type) / 4));
   const size_t wg = policy_.radix.work_group;
   SORTD_RETURN_IF_ERROR(Launch(run, k.decode, DivUp(n, wg), wg, "transform"));
   SORTD_RETURN_IF_ERROR(

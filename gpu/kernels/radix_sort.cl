@@ -255,13 +255,13 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 }
 
 // Ordered keys -> raw keys in the output buffer; with an index, the payload
-// is gathered (value_bytes 4 or 8, 0 for none) and the permutation written.
+// is gathered (value_words 1 or 2, 0 for none). The permutation needs no
+// kernel: it is the final index array itself.
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_decode(__global const key_t* keys, __global key_t* raw_out,
                   __global const uint* index, __global const uint* values_in,
-                  __global uint* values_out, __global uint* permutation,
-                  uint n, uint kind, uint descending, uint value_words,
-                  uint write_permutation) {
+                  __global uint* values_out, uint n, uint kind,
+                  uint descending, uint value_words) {
   const size_t i = get_global_id(0);
   if (i >= n) return;
   raw_out[i] = from_ordered(keys[i], kind, descending);
@@ -273,6 +273,5 @@ void radix_decode(__global const key_t* keys, __global key_t* raw_out,
     values_out[2 * i] = values_in[2 * (size_t)from];
     values_out[2 * i + 1] = values_in[2 * (size_t)from + 1];
   }
-  if (write_permutation) permutation[i] = from;
 #endif
 }
