@@ -43,7 +43,7 @@ std::string DeviceInfo::ToString() const {
                       compute_units, " CUs)");
 }
 
-absl::StatusOr<Device> FindDevice(DeviceKind kind) {
+absl::StatusOr<std::vector<Device>> FindDevices(DeviceKind kind) {
   std::vector<cl::Platform> platforms;
   cl_int err = cl::Platform::get(&platforms);
   if (err != CL_SUCCESS || platforms.empty()) {
@@ -52,17 +52,32 @@ absl::StatusOr<Device> FindDevice(DeviceKind kind) {
   }
   const cl_device_type type =
       kind == DeviceKind::kGpu ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_CPU;
+  std::vector<Device> found;
   for (const cl::Platform& p : platforms) {
     std::vector<cl::Device> devices;
     if (p.getDevices(type, &devices) != CL_SUCCESS) continue;
     for (const cl::Device& d : devices) {
       if (!d.getInfo<CL_DEVICE_AVAILABLE>()) continue;
-      return Device{p, d, Describe(p, d)};
+      found.push_back(Device{p, d, Describe(p, d)});
     }
   }
-  return absl::NotFoundError(
-      absl::StrCat("no OpenCL ", kind == DeviceKind::kGpu ? "GPU" : "CPU",
-                   " device among ", platforms.size(), " platform(s)"));
+  if (found.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no OpenCL ", kind == DeviceKind::kGpu ? "GPU" : "CPU",
+                     " device among ", platforms.size(), " platform(s)"));
+  }
+  return found;
+}
+
+absl::StatusOr<Device> FindDevice(DeviceKind kind, size_t index) {
+  absl::StatusOr<std::vector<Device>> all = FindDevices(kind);
+  if (!all.ok()) return all.status();
+  if (index >= all->size()) {
+    return absl::NotFoundError(absl::StrCat(
+        "OpenCL ", kind == DeviceKind::kGpu ? "GPU" : "CPU", " device ", index,
+        " asked for; there are ", all->size()));
+  }
+  return std::move((*all)[index]);
 }
 
 }  // namespace sortd::gpu

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpu/cl.h"
@@ -40,8 +41,12 @@ struct Device {
   DeviceInfo info;
 };
 
-// The first device of `kind` across all platforms.
-absl::StatusOr<Device> FindDevice(DeviceKind kind);
+// The available devices of `kind` across all platforms, in platform order
+// (NOT_FOUND when there are none).
+absl::StatusOr<std::vector<Device>> FindDevices(DeviceKind kind);
+
+// The `index`-th of those devices (0: the first).
+absl::StatusOr<Device> FindDevice(DeviceKind kind, size_t index = 0);
 
 }  // namespace sortd::gpu
 

@@ -64,7 +64,7 @@ OpenClEngine::OpenClEngine(Device device, const Options& options)
 
 absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
     const Options& options) {
-  absl::StatusOr<Device> device = FindDevice(options.kind);
+  absl::StatusOr<Device> device = FindDevice(options.kind, options.device_index);
   if (!device.ok()) return device.status();
   std::unique_ptr<OpenClEngine> engine(new OpenClEngine(*device, options));
   SORTD_RETURN_IF_ERROR(engine->Init());

@@ -40,6 +40,8 @@ class OpenClEngine final : public Sorter {
  public:
   struct Options {
     DeviceKind kind = DeviceKind::kGpu;
+    // Which device of that kind (FindDevices order).
+    size_t device_index = 0;
     // Folder of the program-binary cache; empty keeps programs in memory.
     std::string cache_dir;
     // 0: read SORTD_FAULT_ENQUEUE from the environment.
@@ -94,6 +96,9 @@ class OpenClEngine final : public Sorter {
   absl::Status SortSegments(const SortJob& job,
                             absl::Span<const uint32_t> offsets) override;
   absl::Status Transpose(const TransposeJob& job) override;
+  size_t fused_segment_keys(KeyType t) const override {
+    return static_cast<size_t>(policy_.bitonic.Block(KeySize(t) * 8));
+  }
 
  private:
   struct RadixKernels {

@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <exception>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/gauge.h"
@@ -23,6 +24,24 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
 prometheus::Histogram::BucketBoundaries StageBuckets() {
   return {5e-6,   10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
           2.5e-3, 5e-3,  10e-3, 25e-3, 50e-3,  100e-3, 250e-3, 1.0};
+}
+
+// Requests per batch: 1 to 1024.
+prometheus::Histogram::BucketBoundaries BatchRequestBuckets() {
+  return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+}
+
+// Keys per batch: 64 to 16M, by fours.
+prometheus::Histogram::BucketBoundaries BatchKeyBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 64; v <= double(1 << 24); v *= 4) b.push_back(v);
+  return b;
+}
+
+prometheus::Family<prometheus::Gauge>& Gauges(prometheus::Registry& r,
+                                              const char* name,
+                                              const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
 }
 
 }  // namespace
@@ -66,7 +85,51 @@ Metrics::Metrics()
                          .Help("Requests the device engine failed and the CPU "
                                "path answered, by reason (the engine's status "
                                "code, or engine_unhealthy)")
-                         .Register(*registry_)) {
+                         .Register(*registry_)),
+      queue_wait_(prometheus::BuildHistogram()
+                      .Name("sortd_queue_wait_seconds")
+                      .Help("Time from a request's arrival to the start of "
+                            "its run (batching delay and queueing), by method")
+                      .Register(*registry_)),
+      batch_requests_(prometheus::BuildHistogram()
+                          .Name("sortd_batch_requests")
+                          .Help("Requests in each device run the scheduler "
+                                "formed, by operation")
+                          .Register(*registry_)),
+      batch_keys_(prometheus::BuildHistogram()
+                      .Name("sortd_batch_keys")
+                      .Help("Keys in each device run (32 per matrix for "
+                            "transposes), by operation")
+                      .Register(*registry_)),
+      batches_(prometheus::BuildCounter()
+                   .Name("sortd_device_runs_total")
+                   .Help("Device runs (one launch sequence each: a batch or "
+                         "a lone request), by operation and device")
+                   .Register(*registry_)),
+      routed_(prometheus::BuildCounter()
+                  .Name("sortd_routed_requests_total")
+                  .Help("Requests by operation and route: cpu (small), batch, "
+                        "solo (large), spill (devices backed up), failover "
+                        "(no healthy device)")
+                  .Register(*registry_)),
+      thresholds_(Gauges(*registry_, "sortd_router_threshold_keys",
+                         "The router's boundaries in keys (32 per matrix for "
+                         "transposes): sort_cpu_max, sort_solo_min, "
+                         "transpose_cpu_max, transpose_solo_min")),
+      device_up_(Gauges(*registry_, "sortd_device_up",
+                        "1 while a device engine serves, 0 while it is "
+                        "unhealthy and being re-created")),
+      queued_keys_(Gauges(*registry_, "sortd_queued_keys",
+                          "Keys of requests waiting to run (32 per matrix "
+                          "for transposes)")
+                       .Add({})),
+      queued_requests_(Gauges(*registry_, "sortd_queued_requests",
+                              "Requests waiting to run")
+                           .Add({})),
+      inflight_requests_(Gauges(*registry_, "sortd_inflight_requests",
+                                "Requests admitted and not yet answered "
+                                "(queued or running)")
+                             .Add({})) {
   prometheus::BuildGauge()
       .Name("sortd_build_info")
       .Help("Always 1; the label carries the sortd version")
@@ -128,6 +191,55 @@ void Metrics::ObserveStage(std::string_view device, std::string_view kernel,
 
 void Metrics::AddCpuFallback(std::string_view reason) {
   cpu_fallbacks_.Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::ObserveQueueWait(std::string_view method, double seconds) {
+  queue_wait_.Add({{"method", std::string(method)}}, LatencyBuckets())
+      .Observe(seconds);
+}
+
+void Metrics::SetThresholds(const Thresholds& sort,
+                            const Thresholds& transpose) {
+  auto set = [&](const char* boundary, size_t v) {
+    thresholds_.Add({{"boundary", boundary}})
+        .Set(v == SIZE_MAX ? std::numeric_limits<double>::infinity()
+                           : static_cast<double>(v));
+  };
+  set("sort_cpu_max", sort.cpu_max);
+  set("sort_solo_min", sort.solo_min);
+  set("transpose_cpu_max", transpose.cpu_max);
+  set("transpose_solo_min", transpose.solo_min);
+}
+
+void Metrics::OnRoute(Op op, Route route) {
+  routed_.Add({{"op", OpName(op)}, {"route", RouteName(route)}}).Increment();
+}
+
+void Metrics::OnBatch(Op op, const std::string& device, size_t requests,
+                      size_t units) {
+  batches_.Add({{"op", OpName(op)}, {"device", device}}).Increment();
+  batch_requests_.Add({{"op", OpName(op)}}, BatchRequestBuckets())
+      .Observe(static_cast<double>(requests));
+  batch_keys_.Add({{"op", OpName(op)}}, BatchKeyBuckets())
+      .Observe(static_cast<double>(units));
+}
+
+void Metrics::OnStages(const std::string& device, const char* kernel,
+                       const StageTimes& stages) {
+  for (const StageTime& st : stages) {
+    ObserveStage(device, kernel, st.stage, st.seconds);
+  }
+}
+
+void Metrics::OnQueue(size_t queued_units, size_t queued_requests,
+                      size_t inflight_requests) {
+  queued_keys_.Set(static_cast<double>(queued_units));
+  queued_requests_.Set(static_cast<double>(queued_requests));
+  inflight_requests_.Set(static_cast<double>(inflight_requests));
+}
+
+void Metrics::OnDeviceState(const std::string& device, bool up) {
+  device_up_.Add({{"device", device}}).Set(up ? 1 : 0);
 }
 
 void Metrics::AddRequestBytes(std::string_view method, double bytes) {

@@ -16,11 +16,14 @@
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/histogram.h"
+#include "prometheus/gauge.h"
 #include "prometheus/registry.h"
+#include "server/scheduler.h"
 
 namespace sortd {
 
-class Metrics {
+// Also the scheduler's listener: batches, routes, queue depth, devices.
+class Metrics final : public SchedulerListener {
  public:
   // Starts the HTTP exposer on `listen` ("host:port"; port 0 picks a free
   // one); an empty address keeps the metrics in memory only.
@@ -42,6 +45,24 @@ class Metrics {
   // A request the engine failed and the CPU path answered instead.
   void AddCpuFallback(std::string_view reason);
 
+  // Time from arrival to the start of a request's run.
+  void ObserveQueueWait(std::string_view method, double seconds);
+  // The router's thresholds, in keys (32 per matrix for transposes).
+  void SetThresholds(const Thresholds& sort, const Thresholds& transpose);
+
+  // SchedulerListener.
+  void OnRoute(Op op, Route route) override;
+  void OnBatch(Op op, const std::string& device, size_t requests,
+               size_t units) override;
+  void OnStages(const std::string& device, const char* kernel,
+                const StageTimes& stages) override;
+  void OnCpuFallback(std::string_view reason) override {
+    AddCpuFallback(reason);
+  }
+  void OnQueue(size_t queued_units, size_t queued_requests,
+               size_t inflight_requests) override;
+  void OnDeviceState(const std::string& device, bool up) override;
+
   prometheus::Registry& registry() { return *registry_; }
 
  private:
@@ -56,6 +77,16 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& request_bytes_;
   prometheus::Family<prometheus::Histogram>& stage_duration_;
   prometheus::Family<prometheus::Counter>& cpu_fallbacks_;
+  prometheus::Family<prometheus::Histogram>& queue_wait_;
+  prometheus::Family<prometheus::Histogram>& batch_requests_;
+  prometheus::Family<prometheus::Histogram>& batch_keys_;
+  prometheus::Family<prometheus::Counter>& batches_;
+  prometheus::Family<prometheus::Counter>& routed_;
+  prometheus::Family<prometheus::Gauge>& thresholds_;
+  prometheus::Family<prometheus::Gauge>& device_up_;
+  prometheus::Gauge& queued_keys_;
+  prometheus::Gauge& queued_requests_;
+  prometheus::Gauge& inflight_requests_;
 };
 
 }  // namespace sortd

@@ -77,6 +77,15 @@ absl::Status CheckLimit(const google::protobuf::Message& request,
 
 }  // namespace
 
+size_t SortRequestUnits(const v1::SortRequest& request) {
+  const KeyField keys = FindKeys(request);
+  return keys.data == nullptr ? 0 : keys.data->size() / KeySize(keys.type);
+}
+
+size_t TransposeRequestUnits(const v1::TransposeRequest& request) {
+  return request.matrices().size() / sizeof(uint32_t);
+}
+
 KeyType RequestKeyType(const v1::SortRequest& request) {
   return FindKeys(request).type;
 }

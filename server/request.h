@@ -30,6 +30,11 @@ absl::StatusOr<TransposeJob> PrepareTranspose(
     const v1::TransposeRequest& request, const RequestLimits& limits,
     v1::TransposeResponse* response);
 
+// Scheduler units of a request, known before validation: its keys (whole
+// ones), or for transposes its 32-bit rows (32 per matrix).
+size_t SortRequestUnits(const v1::SortRequest& request);
+size_t TransposeRequestUnits(const v1::TransposeRequest& request);
+
 // The key type of a request whose keys are set (for labels and logs).
 KeyType RequestKeyType(const v1::SortRequest& request);
 

@@ -15,19 +15,27 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "absl/time/time.h"
 #include "gpu/opencl_engine.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/calibrate.h"
 #include "server/cpu_sorter.h"
+#include "server/scheduler.h"
 #include "server/metrics.h"
 #include "server/service.h"
 
@@ -51,8 +59,11 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Address for Prometheus metrics (HTTP, path /metrics), host:port. "
           "Port 0 picks a free port. Empty disables the endpoint.");
 ABSL_FLAG(std::string, device, "auto",
-          "Engine: auto (a GPU if there is one, else the OpenCL CPU device, "
-          "else the CPU path), gpu, opencl-cpu, or cpu (oneTBB).");
+          "Devices, comma-separated: auto (every GPU; without one the OpenCL "
+          "CPU device; without that only the CPU path), gpu (every GPU), "
+          "gpu:N (the N-th), opencl-cpu[:N] (an OpenCL CPU device), or cpu "
+          "(the oneTBB CPU path only). Each entry gets its own worker; an "
+          "entry may repeat (a second worker on the same device).");
 ABSL_FLAG(int64_t, max_request_bytes, int64_t{256} << 20,
           "Largest serialized request accepted, in bytes; larger requests "
           "get RESOURCE_EXHAUSTED. gRPC's maximum receive size is set to "
@@ -60,8 +71,43 @@ ABSL_FLAG(int64_t, max_request_bytes, int64_t{256} << 20,
 ABSL_FLAG(int, cpu_threads, 0,
           "Threads of the oneTBB CPU path (0: one per hardware thread).");
 ABSL_FLAG(int, request_threads, 0,
-          "Threads that run requests concurrently (0: as many as "
+          "Threads that run CPU-path requests concurrently (0: as many as "
           "--cpu_threads, at least 2).");
+ABSL_FLAG(absl::Duration, max_batch_delay, absl::Microseconds(200),
+          "Longest a GPU-bound request waits for others to join its batch.");
+ABSL_FLAG(int64_t, max_batch_keys, int64_t{1} << 22,
+          "A batch closes at this many keys (32 per matrix for transposes).");
+ABSL_FLAG(int, max_batch_requests, 256,
+          "A batch closes at this many requests.");
+ABSL_FLAG(int64_t, max_queued_keys, int64_t{1} << 28,
+          "Keys (32 per matrix) admitted and not yet answered, at most; "
+          "beyond, new requests get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_queued_requests, 4096,
+          "Requests admitted and not yet answered, at most; beyond, new "
+          "requests get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, cpu_max_keys, -1,
+          "Sorts of at most this many keys run on the CPU path without "
+          "batching (-1: calibrated at startup).");
+ABSL_FLAG(int64_t, solo_min_keys, -1,
+          "Sorts of at least this many keys run alone on a device, not "
+          "batched (-1: calibrated at startup).");
+ABSL_FLAG(int64_t, transpose_cpu_max_matrices, -1,
+          "Transposes of at most this many matrices run on the CPU path "
+          "(-1: calibrated at startup).");
+ABSL_FLAG(int64_t, transpose_solo_min_matrices, -1,
+          "Transposes of at least this many matrices run alone on a device "
+          "(-1: calibrated at startup).");
+ABSL_FLAG(bool, spill_to_cpu, true,
+          "Send a GPU-bound request to the CPU path when the devices' "
+          "backlog would answer it later than the CPU (calibrated costs).");
+ABSL_FLAG(int, pipeline_depth, 2,
+          "Batches in flight per device: while one runs, the next is "
+          "gathered and packed.");
+ABSL_FLAG(absl::Duration, reinit_backoff, absl::Seconds(1),
+          "Wait before re-creating a failed device engine; doubles on each "
+          "failed attempt, up to a minute.");
+ABSL_FLAG(int64_t, calibrate_max_keys, int64_t{1} << 20,
+          "Largest sort timed by the startup calibration.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long calls in flight may take to finish "
           "before they are cancelled.");
@@ -76,42 +122,114 @@ namespace {
 
 constexpr char kServiceName[] = "sortd.v1.SortService";
 
-// The engine for --device: `auto` takes a GPU, else the OpenCL CPU device,
-// else the CPU path, and logs why it passed over each; an explicit OpenCL
-// device that cannot be brought up is an error, never a silent substitute.
-absl::StatusOr<std::unique_ptr<sortd::Sorter>> CreateEngine(
-    const std::string& device, int cpu_threads) {
+// One OpenCL engine per --device entry, each with a factory that re-creates
+// it after a failure. `auto` takes every GPU, else the OpenCL CPU device,
+// else none (the CPU path serves alone), and logs why it passed over each;
+// an explicit device that cannot be brought up is an error, never a silent
+// substitute.
+absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
+    const std::string& flag) {
   using sortd::gpu::DeviceKind;
   using sortd::gpu::OpenClEngine;
-  auto opencl =
-      [&](DeviceKind kind) -> absl::StatusOr<std::unique_ptr<sortd::Sorter>> {
+  struct Spec {
+    DeviceKind kind;
+    size_t index;
+  };
+  std::vector<Spec> specs;
+  bool auto_mode = false;
+  for (absl::string_view item : absl::StrSplit(flag, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    std::string_view name(item.data(), item.size());
+    size_t index = 0;
+    bool indexed = false;
+    if (size_t colon = name.find(':'); colon != std::string_view::npos) {
+      if (!absl::SimpleAtoi(absl::string_view(name.data() + colon + 1,
+                                              name.size() - colon - 1),
+                            &index)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--device: bad index in '", std::string(name), "'"));
+      }
+      name = name.substr(0, colon);
+      indexed = true;
+    }
+    if (name == "cpu" && !indexed) {
+      if (flag != "cpu") {
+        return absl::InvalidArgumentError(
+            "--device=cpu serves on the CPU path alone; it combines with no "
+            "other device");
+      }
+      return std::vector<sortd::DeviceSlot>{};
+    }
+    if (name == "auto" && !indexed) {
+      auto_mode = true;
+    } else if (name == "gpu") {
+      if (indexed) {
+        specs.push_back({DeviceKind::kGpu, index});
+      } else {
+        auto all = sortd::gpu::FindDevices(DeviceKind::kGpu);
+        if (!all.ok()) return all.status();
+        for (size_t d = 0; d < all->size(); ++d) {
+          specs.push_back({DeviceKind::kGpu, d});
+        }
+      }
+    } else if (name == "opencl-cpu") {
+      specs.push_back({DeviceKind::kCpu, index});
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--device: unknown entry '", std::string(item.data(), item.size()),
+          "'; expected auto, gpu, gpu:N, opencl-cpu, opencl-cpu:N or cpu"));
+    }
+  }
+  if (auto_mode) {
+    if (specs.size() > 0) {
+      return absl::InvalidArgumentError(
+          "--device=auto combines with no other entry");
+    }
+    auto gpus = sortd::gpu::FindDevices(DeviceKind::kGpu);
+    if (gpus.ok()) {
+      for (size_t d = 0; d < gpus->size(); ++d) {
+        specs.push_back({DeviceKind::kGpu, d});
+      }
+    } else {
+      std::fprintf(stderr, "sortd: --device=auto: %s\n",
+                   gpus.status().ToString().c_str());
+      specs.push_back({DeviceKind::kCpu, 0});
+    }
+  }
+  std::vector<sortd::DeviceSlot> slots;
+  for (const Spec& spec : specs) {
     OpenClEngine::Options options;
-    options.kind = kind;
+    options.kind = spec.kind;
+    options.device_index = spec.index;
     options.cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir);
+    sortd::EngineFactory factory =
+        [options]() -> absl::StatusOr<std::unique_ptr<sortd::Sorter>> {
+      auto engine = OpenClEngine::Create(options);
+      if (!engine.ok()) return engine.status();
+      return std::unique_ptr<sortd::Sorter>(std::move(*engine));
+    };
     auto engine = OpenClEngine::Create(options);
-    if (!engine.ok()) return engine.status();
+    if (!engine.ok()) {
+      if (auto_mode) {
+        std::fprintf(stderr,
+                     "sortd: --device=auto: passing over an OpenCL %s "
+                     "device: %s\n",
+                     spec.kind == DeviceKind::kGpu ? "GPU" : "CPU",
+                     engine.status().ToString().c_str());
+        continue;
+      }
+      return engine.status();
+    }
     std::fprintf(stderr, "sortd: OpenCL device %s\nsortd: policy %s\n",
                  (*engine)->info().ToString().c_str(),
                  (*engine)->policy().ToString().c_str());
-    return std::unique_ptr<sortd::Sorter>(std::move(*engine));
-  };
-  if (device == "gpu") return opencl(DeviceKind::kGpu);
-  if (device == "opencl-cpu") return opencl(DeviceKind::kCpu);
-  if (device == "auto") {
-    for (DeviceKind kind : {DeviceKind::kGpu, DeviceKind::kCpu}) {
-      auto engine = opencl(kind);
-      if (engine.ok()) return engine;
-      std::fprintf(stderr, "sortd: --device=auto: no OpenCL %s engine: %s\n",
-                   kind == DeviceKind::kGpu ? "GPU" : "CPU",
-                   engine.status().ToString().c_str());
-    }
-    std::fprintf(stderr, "sortd: --device=auto: serving on the CPU path\n");
-  } else if (device != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device=", device, ": expected auto, gpu, opencl-cpu or cpu"));
+    slots.push_back({std::unique_ptr<sortd::Sorter>(std::move(*engine)),
+                     std::move(factory)});
   }
-  return std::make_unique<sortd::CpuSorter>(
-      sortd::CpuSorter::Options{.threads = cpu_threads});
+  if (slots.empty()) {
+    std::fprintf(stderr, "sortd: no OpenCL device: serving on the CPU path\n");
+  }
+  return slots;
 }
 
 absl::Status CheckFlags() {
@@ -125,12 +243,91 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(
         "--cpu_threads and --request_threads must not be negative");
   }
+  if (absl::GetFlag(FLAGS_max_batch_keys) < 1 ||
+      absl::GetFlag(FLAGS_max_batch_keys) > (int64_t{1} << 31) ||
+      absl::GetFlag(FLAGS_max_batch_requests) < 1 ||
+      absl::GetFlag(FLAGS_max_queued_keys) < 1 ||
+      absl::GetFlag(FLAGS_max_queued_requests) < 1 ||
+      absl::GetFlag(FLAGS_pipeline_depth) < 1) {
+    return absl::InvalidArgumentError(
+        "--max_batch_keys (1 to 2^31), --max_batch_requests, "
+        "--max_queued_keys, --max_queued_requests and --pipeline_depth must "
+        "be positive");
+  }
+  if (absl::GetFlag(FLAGS_max_batch_delay) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--max_batch_delay must not be negative");
+  }
   return absl::OkStatus();
 }
 
 // host:port with the port replaced by the one gRPC bound.
 std::string BoundAddress(const std::string& listen, int port) {
   return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+}
+
+sortd::Scheduler::Options SchedulerOptions(int cpu_workers) {
+  sortd::Scheduler::Options o;
+  o.max_batch_delay = absl::GetFlag(FLAGS_max_batch_delay);
+  o.max_batch_units = static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_keys));
+  o.max_batch_requests =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_requests));
+  o.max_queued_units =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_keys));
+  o.max_queued_requests =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
+  o.spill = absl::GetFlag(FLAGS_spill_to_cpu);
+  o.cpu_workers = cpu_workers;
+  o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
+  o.reinit_backoff = absl::GetFlag(FLAGS_reinit_backoff);
+  return o;
+}
+
+// Router thresholds: calibrated on the first device unless every one is
+// pinned by a flag; pinned ones override calibrated ones. Without a
+// calibration (it failed) the defaults are conservative: small sorts on
+// the CPU, sorts beyond the device's fused segment alone.
+void Route(sortd::Sorter& cpu, sortd::Sorter& device,
+           sortd::Scheduler::Options* o) {
+  const int64_t pins[4] = {absl::GetFlag(FLAGS_cpu_max_keys),
+                           absl::GetFlag(FLAGS_solo_min_keys),
+                           absl::GetFlag(FLAGS_transpose_cpu_max_matrices),
+                           absl::GetFlag(FLAGS_transpose_solo_min_matrices)};
+  o->sort = {.cpu_max = 4096,
+             .solo_min = device.fused_segment_keys(sortd::KeyType::kU32) + 1};
+  o->transpose = {.cpu_max = 256 * 32, .solo_min = size_t{1} << 20};
+  if (std::any_of(pins, pins + 4, [](int64_t v) { return v < 0; })) {
+    sortd::CalibrationOptions copts;
+    copts.max_keys =
+        static_cast<size_t>(std::max<int64_t>(absl::GetFlag(FLAGS_calibrate_max_keys), 1024));
+    const absl::Time start = absl::Now();
+    absl::StatusOr<sortd::Calibration> c = sortd::Calibrate(cpu, device, copts);
+    if (c.ok()) {
+      std::fputs(c->report.c_str(), stderr);
+      std::fprintf(stderr, "sortd: calibration took %s\n",
+                   absl::FormatDuration(absl::Now() - start).c_str());
+      o->sort = c->sort;
+      o->transpose = c->transpose;
+      o->cpu_sort = c->cpu_sort;
+      o->gpu_sort = c->gpu_sort;
+      o->cpu_transpose = c->cpu_transpose;
+      o->gpu_transpose = c->gpu_transpose;
+    } else {
+      std::fprintf(stderr,
+                   "sortd: calibration failed (%s); default thresholds\n",
+                   c.status().ToString().c_str());
+    }
+  }
+  if (pins[0] >= 0) o->sort.cpu_max = static_cast<size_t>(pins[0]);
+  if (pins[1] >= 0) o->sort.solo_min = static_cast<size_t>(pins[1]);
+  if (pins[2] >= 0) o->transpose.cpu_max = static_cast<size_t>(pins[2]) * 32;
+  if (pins[3] >= 0) o->transpose.solo_min = static_cast<size_t>(pins[3]) * 32;
+  std::fprintf(stderr,
+               "sortd: router: sorts of <= %zu keys on the CPU path, >= %zu "
+               "alone on a device; transposes of <= %zu matrices on the CPU "
+               "path, >= %zu alone; batches in between (--max_batch_delay=%s)\n",
+               o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
+               o->transpose.solo_min / 32,
+               absl::FormatDuration(o->max_batch_delay).c_str());
 }
 
 int Fail(const absl::Status& status) {
@@ -151,7 +348,6 @@ int Serve() {
   sortd::SortServiceImpl service(
       metrics->get(),
       {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes)},
-       .workers = request_threads,
        .log_requests = absl::GetFlag(FLAGS_log_requests)});
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -171,19 +367,28 @@ int Serve() {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
 
-  auto engine = CreateEngine(absl::GetFlag(FLAGS_device), cpu_threads);
-  if (!engine.ok()) {
+  auto engines = CreateEngines(absl::GetFlag(FLAGS_device));
+  if (!engines.ok()) {
     server->Shutdown();
-    return Fail(engine.status());
+    return Fail(engines.status());
   }
-  // The CPU path answers whatever the device engine fails.
-  sortd::CpuSorter cpu_fallback({.threads = cpu_threads});
-  service.SetEngine(engine->get(), &cpu_fallback);
+  // The CPU path serves small requests, spills and failovers.
+  sortd::CpuSorter cpu({.threads = cpu_threads});
+  sortd::Scheduler::Options options = SchedulerOptions(request_threads);
+  if (!engines->empty()) Route(cpu, *engines->front().engine, &options);
+  (*metrics)->SetThresholds(options.sort, options.transpose);
+  std::fprintf(stderr, "sortd: engines: %s", cpu.device_name().c_str());
+  for (const sortd::DeviceSlot& slot : *engines) {
+    std::fprintf(stderr, ", %s", slot.engine->device_name().c_str());
+  }
+  std::fprintf(stderr, "\n");
+  sortd::Scheduler scheduler(options, &cpu, std::move(*engines),
+                             metrics->get());
+  service.SetScheduler(&scheduler);
   health->SetServingStatus(true);
   health->SetServingStatus(kServiceName, true);
 
   const std::vector<int> metric_ports = (*metrics)->listening_ports();
-  std::fprintf(stderr, "sortd: engine %s\n", (*engine)->device_name().c_str());
   std::printf(
       "sortd: serving on %s%s\n", BoundAddress(listen, port).c_str(),
       metric_ports.empty()
@@ -204,9 +409,16 @@ int Serve() {
 
   std::fprintf(stderr, "sortd: %s: draining\n", strsignal(signal_number));
   health->Shutdown();  // NOT_SERVING for all, and stays so
-  const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
-  server->Shutdown(absl::ToChronoTime(absl::Now() + drain));
-  service.Drain();
+  // gRPC refuses new calls at once and waits for those in flight; the
+  // scheduler runs what is queued (batches no longer wait to fill) until
+  // the drain deadline, then answers what never started UNAVAILABLE.
+  const absl::Time deadline =
+      absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
+  std::thread shutdown([&] {
+    server->Shutdown(absl::ToChronoTime(deadline + absl::Seconds(1)));
+  });
+  scheduler.Drain(deadline);
+  shutdown.join();
   server->Wait();
   std::fprintf(stderr, "sortd: stopped\n");
   // The process is about to exit. Stopping the metrics endpoint would wait

@@ -95,6 +95,10 @@ class Sorter {
   // through Sort(); engines override it with one launch sequence.
   virtual absl::Status SortSegments(const SortJob& job,
                                     absl::Span<const uint32_t> offsets);
+
+  // The longest segment SortSegments sorts inside its shared launches;
+  // longer ones cost launches of their own. 0: no such bound.
+  virtual size_t fused_segment_keys(KeyType) const { return 0; }
 };
 
 // INVALID_ARGUMENT unless `offsets` cut `count` elements into segments.

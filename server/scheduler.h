@@ -1,0 +1,255 @@
+// Scheduler: sortd's core. Every admitted request becomes a Task; the
+// scheduler routes it by size, gathers concurrent GPU-bound requests into
+// batches, runs batches on the least loaded device, fails them over to the
+// CPU path when a device errs, and answers every task exactly once.
+//
+//   tiny  (<= cpu_max units)        -> oneTBB CPU path, no batching delay
+//   medium                          -> joins a batch of its class: one
+//                                      segmented sort / one transpose launch
+//   large (>= solo_min units)       -> runs alone on a device
+//   any, when the devices' backlog would finish it later than the CPU path
+//                                   -> CPU ("spill")
+//
+// Units are keys for sorts and 32-bit rows (32 per matrix) for transposes.
+// A batch closes when it holds max_batch_requests or max_batch_keys units,
+// or when its oldest request has waited max_batch_delay. Sorts batch with
+// sorts of the same key type, order, payload type and permutation request.
+//
+// Each device has `pipeline_depth` runner threads: while one runner's batch
+// is on the device, the next runner gathers and packs the following batch,
+// so the device is not idle while the host packs. A runner takes a batch
+// only when its device has no more batches in flight than the least loaded
+// healthy device. An engine error on a batch re-runs its requests on the
+// CPU path; a device that reports itself unhealthy is re-created through its
+// factory after a back-off, the CPU path answering meanwhile.
+//
+//   Scheduler sched(options, &cpu, std::move(devices), &listener);
+//   auto task = std::make_shared<Task>();
+//   task->prepare = [&] { ... fill task->sort ...; return absl::OkStatus(); };
+//   task->done = [](const TaskResult& r) { ... };
+//   sched.Submit(task);            // done() runs exactly once, maybe inline
+//   sched.Drain(absl::Now() + absl::Seconds(30));
+#ifndef SORTD_SERVER_SCHEDULER_H_
+#define SORTD_SERVER_SCHEDULER_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/sorter.h"
+#include "server/work_queue.h"
+
+namespace sortd {
+
+enum class Op { kSort, kTranspose };
+inline const char* OpName(Op op) {
+  return op == Op::kSort ? "sort" : "transpose";
+}
+
+// How a task was (or will be) routed.
+enum class Route { kCpu, kBatch, kSolo, kSpill, kFailover };
+const char* RouteName(Route route);
+
+struct TaskResult {
+  absl::Status status;
+  // Valid when status is OK.
+  ExecutionPath path = ExecutionPath::kCpu;
+  std::string device;
+  Route route = Route::kCpu;
+  absl::Duration queue_wait;  // from Submit to the start of its run
+  absl::Duration compute;     // its run (the whole batch's, when batched)
+  int batch_requests = 0;     // requests in the run that answered it
+};
+
+struct Task {
+  Op op = Op::kSort;
+  // Called once by Submit, after admission: validates the request and fills
+  // `sort` or `transpose` (sizing the outputs). An error answers the task.
+  std::function<absl::Status()> prepare;
+  // Called exactly once with the outcome. It may run on any thread,
+  // including inline in Submit.
+  std::function<void(const TaskResult&)> done;
+  // Checked before any work: a cancelled task, or one past its deadline, is
+  // answered CANCELLED or DEADLINE_EXCEEDED and never reaches a device.
+  std::function<bool()> cancelled;
+  absl::Time deadline = absl::InfiniteFuture();
+  // Units the task will hold (keys, or 32 rows per matrix), known before
+  // prepare() for admission control.
+  size_t units = 0;
+
+  SortJob sort;
+  TransposeJob transpose;
+
+  // Set by the scheduler.
+  absl::Time enqueued;
+  Route route = Route::kCpu;
+};
+
+// Where requests of one operation go, in units.
+struct Thresholds {
+  size_t cpu_max = 0;                // at most: the CPU path
+  size_t solo_min = SIZE_MAX;        // at least: alone on a device
+};
+
+// Time of one run of n units: fixed + n * per_unit seconds.
+struct CostModel {
+  double fixed = 0;
+  double per_unit = 0;
+  bool known() const { return per_unit > 0; }
+  double Seconds(double units) const { return fixed + units * per_unit; }
+};
+
+// Events for metrics and logs; every method may be called from any thread.
+class SchedulerListener {
+ public:
+  virtual ~SchedulerListener() = default;
+  virtual void OnRoute(Op /*op*/, Route /*route*/) {}
+  // One device run: a batch, or a request alone.
+  virtual void OnBatch(Op /*op*/, const std::string& /*device*/,
+                       size_t /*requests*/, size_t /*units*/) {}
+  // `kernel`: sort, segmented_sort (a batch of sorts) or transpose.
+  virtual void OnStages(const std::string& /*device*/, const char* /*kernel*/,
+                        const StageTimes& /*stages*/) {}
+  virtual void OnCpuFallback(std::string_view /*reason*/) {}
+  virtual void OnQueue(size_t /*queued_units*/, size_t /*queued_requests*/,
+                       size_t /*inflight_requests*/) {}
+  virtual void OnDeviceState(const std::string& /*device*/, bool /*up*/) {}
+};
+
+using EngineFactory = std::function<absl::StatusOr<std::unique_ptr<Sorter>>()>;
+
+struct DeviceSlot {
+  std::unique_ptr<Sorter> engine;
+  // Re-creates the engine after it turned unhealthy; empty: never.
+  EngineFactory factory;
+};
+
+class Scheduler {
+ public:
+  struct Options {
+    absl::Duration max_batch_delay = absl::Microseconds(200);
+    size_t max_batch_units = size_t{1} << 22;
+    size_t max_batch_requests = 256;
+    // Admission bounds over every task not yet answered.
+    size_t max_queued_units = size_t{1} << 28;
+    size_t max_queued_requests = 4096;
+    Thresholds sort, transpose;
+    // Calibrated costs; spilling needs both of an operation's models.
+    CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;
+    bool spill = true;
+    int cpu_workers = 2;
+    int pipeline_depth = 2;
+    absl::Duration reinit_backoff = absl::Seconds(1);
+    absl::Duration max_reinit_backoff = absl::Seconds(60);
+  };
+
+  struct Stats {
+    uint64_t submitted = 0, rejected = 0, answered = 0;
+    uint64_t cpu_runs = 0;       // tasks the CPU path ran
+    uint64_t gpu_runs = 0;       // engine calls for batches or solo tasks
+    uint64_t gpu_tasks = 0;      // tasks answered by a device
+    uint64_t spilled = 0, failovers = 0, reinits = 0, dropped = 0;
+    size_t largest_batch = 0;
+  };
+
+  // `cpu` is not owned and must outlive the scheduler; `listener` may be
+  // null. With no devices every task runs on the CPU path.
+  Scheduler(const Options& options, Sorter* cpu,
+            std::vector<DeviceSlot> devices,
+            SchedulerListener* listener = nullptr);
+  ~Scheduler();
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  void Submit(std::shared_ptr<Task> task);
+
+  // Stops batching delays and new submissions (UNAVAILABLE), runs what is
+  // queued until `deadline`, then answers whatever has not started
+  // UNAVAILABLE, waits for running work and stops every thread.
+  void Drain(absl::Time deadline);
+
+  Stats stats() const;
+  int healthy_devices() const;
+  const Options& options() const { return options_; }
+
+ private:
+  // Sorts batch together only within one class.
+  using ClassKey = std::tuple<int, int, int, int, int>;
+  struct Pending {
+    std::deque<std::shared_ptr<Task>> tasks;
+    size_t units = 0;
+  };
+  struct Device {
+    std::unique_ptr<Sorter> engine;
+    EngineFactory factory;
+    std::string name;
+    bool up = true;
+    bool reinit_running = false;
+    int inflight = 0;
+    size_t inflight_units = 0;
+    absl::Duration backoff;
+    absl::Time next_attempt;
+    std::vector<std::thread> runners;
+  };
+  using Batch = std::vector<std::shared_ptr<Task>>;
+
+  static ClassKey ClassOf(const Task& task);
+  const Thresholds& ThresholdsFor(Op op) const;
+  Route RouteLocked(const Task& task) const;
+  void EnqueueCpu(std::shared_ptr<Task> task, Route route);
+  void RunCpu(const std::shared_ptr<Task>& task);
+  void RunnerLoop(size_t device_index);
+  // The class whose batch is ready, oldest first; else when one will be.
+  bool TakeReadyLocked(absl::Time now, Batch* batch, absl::Time* wake_at);
+  bool MayTakeLocked(size_t device_index) const;
+  void RunBatch(size_t device_index, Batch& batch,
+                std::vector<std::byte>* pack);
+  absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
+                           std::vector<std::byte>* pack);
+  void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
+  void MoveAllPendingToCpuLocked(std::unique_lock<std::mutex>& lock);
+  void MarkDownLocked(Device& dev, std::unique_lock<std::mutex>& lock);
+  // Answers a task and releases its admission.
+  void Answer(const std::shared_ptr<Task>& task, TaskResult result);
+  // CANCELLED / DEADLINE_EXCEEDED when the task must not run.
+  static absl::Status Expired(const Task& task, absl::Time now);
+  void ReportQueueLocked();
+
+  Options options_;
+  Sorter* cpu_;
+  SchedulerListener* listener_;
+  SchedulerListener null_listener_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;          // runners: work, state changes
+  std::condition_variable idle_cv_;     // Drain: tasks answered
+  std::map<ClassKey, Pending> pending_;
+  std::deque<std::shared_ptr<Task>> solo_;
+  size_t pending_units_ = 0, pending_requests_ = 0;
+  size_t admitted_units_ = 0, admitted_requests_ = 0;
+  size_t cpu_queued_units_ = 0, cpu_queued_requests_ = 0;
+  bool draining_ = false;     // no delays, no new tasks
+  bool abandoning_ = false;   // drain deadline passed: unstarted -> error
+  bool stopping_ = false;     // runners exit
+  std::vector<std::unique_ptr<Device>> devices_;
+  Stats stats_;
+  WorkQueue cpu_queue_;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SCHEDULER_H_

@@ -1,0 +1,697 @@
+// The scheduler against fake devices that the tests can hold, fail and
+// count: batching, routing, backpressure, deadlines, cancellation, failover,
+// re-creation, least-loaded placement, spill and drain. Every wait is on an
+// event (a notification or a counter under a condition variable), never on
+// a sleep.
+#include "server/scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "reference.h"
+#include "server/cpu_sorter.h"
+#include "server/transpose.h"
+
+namespace sortd {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Shared by fake devices: counts runs that entered any of them and holds
+// them at the door while closed.
+class Gate {
+ public:
+  void Close() {
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = false;
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  void Enter() {
+    std::unique_lock<std::mutex> l(mu_);
+    ++entered_;
+    cv_.notify_all();
+    cv_.wait(l, [this] { return open_; });
+  }
+  // Blocks until `n` runs have entered in all.
+  void WaitEntered(int n) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return entered_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  int entered_ = 0;
+};
+
+// A "device" that computes on the CPU path, one run at a time like the
+// OpenCL engine, and can be held, failed, or made to report itself lost.
+class FakeDevice final : public Sorter {
+ public:
+  FakeDevice(std::string name, Gate* gate)
+      : name_(std::move(name)), gate_(gate), cpu_({.threads = 1}) {}
+
+  ExecutionPath path() const override { return ExecutionPath::kGpu; }
+  std::string device_name() const override { return name_; }
+  bool healthy() const override { return healthy_; }
+  size_t fused_segment_keys(KeyType) const override { return 4096; }
+
+  absl::Status Sort(const SortJob& job) override {
+    return Run(1, [&] { return cpu_.Sort(job); });
+  }
+  absl::Status SortSegments(const SortJob& job,
+                            absl::Span<const uint32_t> offsets) override {
+    return Run(offsets.size() - 1,
+               [&] { return cpu_.SortSegments(job, offsets); });
+  }
+  absl::Status Transpose(const TransposeJob& job) override {
+    return Run(1, [&] { return cpu_.Transpose(job); });
+  }
+
+  int runs() const { return runs_; }
+  std::atomic<int> fail_next{0};
+  bool lose_on_failure = false;
+
+ private:
+  template <typename F>
+  absl::Status Run(size_t segments, F work) {
+    if (gate_ != nullptr) gate_->Enter();
+    std::lock_guard<std::mutex> l(mu_);
+    ++runs_;
+    last_segments_ = segments;
+    if (fail_next > 0) {
+      --fail_next;
+      if (lose_on_failure) {
+        healthy_ = false;
+        return absl::UnavailableError("fake device lost");
+      }
+      return absl::ResourceExhaustedError("fake device out of memory");
+    }
+    return work();
+  }
+
+  std::string name_;
+  Gate* gate_;
+  CpuSorter cpu_;
+  std::mutex mu_;
+  std::atomic<int> runs_{0};
+  size_t last_segments_ = 0;
+  std::atomic<bool> healthy_{true};
+};
+
+// One sort call: inputs, outputs, the task and what it was answered.
+struct SortCall {
+  KeyType type = KeyType::kU32;
+  bool desc = false;
+  bool values = false, perm = false;
+  std::string keys, vals;  // little-endian arrays
+  size_t n = 0;
+  std::string out, vout, pout;
+  std::shared_ptr<Task> task;
+  std::function<void()> verify;
+  TaskResult result;
+  std::atomic<int> answers{0};
+  absl::Notification done;
+  std::atomic<bool> cancel{false};
+
+  void Wait() {
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  }
+};
+
+template <typename K>
+std::shared_ptr<SortCall> MakeSort(size_t n, bool desc, bool values, bool perm,
+                                   uint64_t seed) {
+  auto c = std::make_shared<SortCall>();
+  const std::vector<K> keys =
+      testing::Generate<K>(testing::Shape::kSpecial, n, seed);
+  std::vector<uint64_t> vals(n);
+  for (size_t i = 0; i < n; ++i) vals[i] = seed * 1000003 + i;
+  c->type = []() {
+    if constexpr (std::is_same_v<K, uint32_t>) return KeyType::kU32;
+    if constexpr (std::is_same_v<K, int32_t>) return KeyType::kI32;
+    if constexpr (std::is_same_v<K, float>) return KeyType::kF32;
+    if constexpr (std::is_same_v<K, uint64_t>) return KeyType::kU64;
+    if constexpr (std::is_same_v<K, int64_t>) return KeyType::kI64;
+    return KeyType::kF64;
+  }();
+  c->desc = desc;
+  c->values = values;
+  c->perm = perm;
+  c->n = n;
+  c->keys = testing::Bytes(keys);
+  c->vals = testing::Bytes(vals);
+  c->out.assign(c->keys.size(), '\xAB');
+  c->vout.assign(n * 8, '\xAB');
+  c->pout.assign(n * 4, '\xAB');
+  SortCall* raw = c.get();
+  c->verify = [raw, keys, vals] {
+    ASSERT_TRUE(raw->result.status.ok()) << raw->result.status;
+    const std::vector<uint32_t> want = testing::RefPermutation(keys, raw->desc);
+    const std::vector<K> got = testing::FromBytes<K>(raw->out);
+    ASSERT_EQ(got.size(), keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_EQ(0, std::memcmp(&got[i], &keys[want[i]], sizeof(K))) << i;
+    }
+    if (raw->values) {
+      const std::vector<uint64_t> v = testing::FromBytes<uint64_t>(raw->vout);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        ASSERT_EQ(v[i], vals[want[i]]) << i;
+      }
+    }
+    if (raw->perm) {
+      ASSERT_EQ(testing::FromBytes<uint32_t>(raw->pout), want);
+    }
+  };
+  auto task = std::make_shared<Task>();
+  task->op = Op::kSort;
+  task->units = n;
+  task->cancelled = [raw] { return raw->cancel.load(); };
+  task->prepare = [raw, t = task.get()] {
+    SortJob& j = t->sort;
+    j.key_type = raw->type;
+    j.order = raw->desc ? Order::kDescending : Order::kAscending;
+    j.count = raw->n;
+    j.keys = reinterpret_cast<const std::byte*>(raw->keys.data());
+    j.keys_out = reinterpret_cast<std::byte*>(raw->out.data());
+    if (raw->values) {
+      j.value_type = ValueType::kU64;
+      j.values = reinterpret_cast<const std::byte*>(raw->vals.data());
+      j.values_out = reinterpret_cast<std::byte*>(raw->vout.data());
+    }
+    if (raw->perm) j.permutation_out = reinterpret_cast<std::byte*>(raw->pout.data());
+    return absl::OkStatus();
+  };
+  task->done = [raw](const TaskResult& r) {
+    raw->result = r;
+    if (raw->answers.fetch_add(1) == 0) raw->done.Notify();
+  };
+  c->task = task;
+  return c;
+}
+
+std::shared_ptr<SortCall> U32(size_t n, uint64_t seed = 1) {
+  return MakeSort<uint32_t>(n, false, false, false, seed);
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  SchedulerTest() : cpu_({.threads = 2}) {}
+
+  // A scheduler over `count` fake devices sharing gate_.
+  std::unique_ptr<Scheduler> Make(const Scheduler::Options& options,
+                                  int count = 1,
+                                  SchedulerListener* listener = nullptr,
+                                  EngineFactory factory = nullptr) {
+    std::vector<DeviceSlot> slots;
+    for (int d = 0; d < count; ++d) {
+      auto dev = std::make_unique<FakeDevice>(absl::StrCat("fake", d), &gate_);
+      devices_.push_back(dev.get());
+      slots.push_back({std::move(dev), factory});
+    }
+    return std::make_unique<Scheduler>(options, &cpu_, std::move(slots),
+                                       listener);
+  }
+
+  // Everything batched (nothing on the CPU path by size), nothing solo.
+  static Scheduler::Options BatchAll() {
+    Scheduler::Options o;
+    o.sort = {.cpu_max = 0, .solo_min = SIZE_MAX};
+    o.transpose = {.cpu_max = 0, .solo_min = SIZE_MAX};
+    o.spill = false;
+    return o;
+  }
+
+  CpuSorter cpu_;
+  Gate gate_;
+  std::vector<FakeDevice*> devices_;
+};
+
+// The headline: concurrent small requests become one device run.
+TEST_F(SchedulerTest, ConcurrentSmallRequestsRunAsOneBatch) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 8;
+  o.max_batch_delay = absl::Hours(1);  // the batch closes on its count
+  auto sched = Make(o);
+  std::vector<std::shared_ptr<SortCall>> calls;
+  for (int i = 0; i < 8; ++i) {
+    calls.push_back(MakeSort<float>(100 + 37 * i, /*desc=*/true,
+                                    /*values=*/true, /*perm=*/true, i));
+  }
+  std::vector<std::thread> clients;
+  for (auto& c : calls) {
+    clients.emplace_back([&sched, c] { sched->Submit(c->task); });
+  }
+  for (auto& t : clients) t.join();
+  for (auto& c : calls) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->answers, 1);
+    EXPECT_EQ(c->result.path, ExecutionPath::kGpu);
+    EXPECT_EQ(c->result.route, Route::kBatch);
+    EXPECT_EQ(c->result.batch_requests, 8);
+  }
+  EXPECT_EQ(devices_[0]->runs(), 1);
+  EXPECT_EQ(sched->stats().gpu_runs, 1u);
+  EXPECT_EQ(sched->stats().gpu_tasks, 8u);
+}
+
+TEST_F(SchedulerTest, TransposesBatchIntoOneLaunch) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 5;
+  o.max_batch_delay = absl::Hours(1);
+  auto sched = Make(o);
+  struct Call {
+    std::vector<uint32_t> in, out;
+    TaskResult result;
+    absl::Notification done;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  std::mt19937 rng(3);
+  for (int i = 0; i < 5; ++i) {
+    auto c = std::make_unique<Call>();
+    c->in.resize(32 * (i + 1));
+    for (uint32_t& r : c->in) r = rng();
+    c->out.assign(c->in.size(), 0);
+    auto task = std::make_shared<Task>();
+    task->op = Op::kTranspose;
+    task->units = c->in.size();
+    Call* raw = c.get();
+    task->prepare = [raw, t = task.get()] {
+      t->transpose.count = raw->in.size() / 32;
+      t->transpose.in = reinterpret_cast<const std::byte*>(raw->in.data());
+      t->transpose.out = reinterpret_cast<std::byte*>(raw->out.data());
+      return absl::OkStatus();
+    };
+    task->done = [raw](const TaskResult& r) {
+      raw->result = r;
+      raw->done.Notify();
+    };
+    sched->Submit(task);
+    calls.push_back(std::move(c));
+  }
+  for (auto& c : calls) {
+    ASSERT_TRUE(c->done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    ASSERT_TRUE(c->result.status.ok()) << c->result.status;
+    EXPECT_EQ(c->result.batch_requests, 5);
+    for (size_t m = 0; m < c->in.size() / 32; ++m) {
+      uint32_t want[32];
+      std::memcpy(want, &c->in[m * 32], sizeof(want));
+      TransposeBits32(want);
+      ASSERT_EQ(0, std::memcmp(want, &c->out[m * 32], sizeof(want))) << m;
+    }
+  }
+  EXPECT_EQ(devices_[0]->runs(), 1);
+}
+
+// Many client threads mixing sizes, key types, orders and payloads over two
+// devices and the CPU path: every answer correct, each answered once.
+TEST_F(SchedulerTest, MixedConcurrentLoadIsAnsweredCorrectlyOnce) {
+  Scheduler::Options o;
+  o.sort = {.cpu_max = 16, .solo_min = 20000};
+  o.max_batch_delay = absl::Microseconds(300);
+  o.max_batch_requests = 16;
+  auto sched = Make(o, 2);
+  constexpr int kThreads = 8, kPerThread = 30;
+  std::vector<std::vector<std::shared_ptr<SortCall>>> per(kThreads);
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      const size_t sizes[] = {0, 1, 5, 100, 1000, 4096, 5000, 30000};
+      for (int i = 0; i < kPerThread; ++i) {
+        const size_t n = sizes[rng() % 8];
+        const bool desc = rng() % 2, values = rng() % 2, perm = rng() % 3 == 0;
+        const uint64_t seed = t * 1000 + i;
+        std::shared_ptr<SortCall> c;
+        switch (rng() % 6) {
+          case 0: c = MakeSort<uint32_t>(n, desc, values, perm, seed); break;
+          case 1: c = MakeSort<int32_t>(n, desc, values, perm, seed); break;
+          case 2: c = MakeSort<float>(n, desc, values, perm, seed); break;
+          case 3: c = MakeSort<uint64_t>(n, desc, values, perm, seed); break;
+          case 4: c = MakeSort<int64_t>(n, desc, values, perm, seed); break;
+          default: c = MakeSort<double>(n, desc, values, perm, seed); break;
+        }
+        sched->Submit(c->task);
+        per[t].push_back(c);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  size_t answered = 0;
+  for (auto& calls : per) {
+    for (auto& c : calls) {
+      c->Wait();
+      c->verify();
+      EXPECT_EQ(c->answers, 1);
+      ++answered;
+    }
+  }
+  EXPECT_EQ(answered, size_t{kThreads * kPerThread});
+  const Scheduler::Stats s = sched->stats();
+  EXPECT_EQ(s.answered, answered);
+  EXPECT_GT(s.cpu_runs, 0u);
+  EXPECT_GT(s.gpu_tasks, 0u);
+}
+
+TEST_F(SchedulerTest, RoutesBySize) {
+  Scheduler::Options o;
+  o.sort = {.cpu_max = 100, .solo_min = 1000};
+  o.max_batch_delay = absl::ZeroDuration();
+  o.spill = false;
+  auto sched = Make(o);
+  auto tiny = U32(50), medium = U32(500), large = U32(5000);
+  for (auto* c : {&tiny, &medium, &large}) {
+    sched->Submit((*c)->task);
+    (*c)->Wait();
+    (*c)->verify();
+  }
+  EXPECT_EQ(tiny->result.route, Route::kCpu);
+  EXPECT_EQ(tiny->result.path, ExecutionPath::kCpu);
+  EXPECT_EQ(medium->result.route, Route::kBatch);
+  EXPECT_EQ(medium->result.path, ExecutionPath::kGpu);
+  EXPECT_EQ(large->result.route, Route::kSolo);
+  EXPECT_EQ(large->result.path, ExecutionPath::kGpu);
+  EXPECT_EQ(devices_[0]->runs(), 2);
+}
+
+TEST_F(SchedulerTest, OverloadIsRefusedWithResourceExhausted) {
+  Scheduler::Options o = BatchAll();
+  o.sort.solo_min = 1;  // every sort alone: one runs, the rest queue
+  o.pipeline_depth = 1;
+  o.max_queued_requests = 3;
+  o.max_queued_units = 10000;
+  auto sched = Make(o);
+  gate_.Close();
+  auto a = U32(100, 1), b = U32(100, 2), c = U32(100, 3), d = U32(100, 4);
+  sched->Submit(a->task);
+  gate_.WaitEntered(1);  // a holds the device
+  sched->Submit(b->task);
+  sched->Submit(c->task);
+  sched->Submit(d->task);  // the fourth: refused at once
+  ASSERT_TRUE(d->done.HasBeenNotified());
+  EXPECT_EQ(d->result.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(d->result.status.message(), HasSubstr("--max_queued_requests"));
+  gate_.Open();
+  for (auto* x : {&a, &b, &c}) {
+    (*x)->Wait();
+    (*x)->verify();
+  }
+  // By keys: 6000 running, 6000 more would pass the 10000 bound.
+  gate_.Close();
+  auto e = U32(6000, 5), f = U32(6000, 6);
+  sched->Submit(e->task);
+  gate_.WaitEntered(4);
+  sched->Submit(f->task);
+  ASSERT_TRUE(f->done.HasBeenNotified());
+  EXPECT_EQ(f->result.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(f->result.status.message(), HasSubstr("--max_queued_keys"));
+  gate_.Open();
+  e->Wait();
+  e->verify();
+  EXPECT_EQ(sched->stats().rejected, 2u);
+}
+
+TEST_F(SchedulerTest, ExpiredAndCancelledTasksNeverReachTheDevice) {
+  Scheduler::Options o = BatchAll();
+  o.sort.solo_min = 5000;
+  o.pipeline_depth = 1;
+  o.max_batch_requests = 3;
+  o.max_batch_delay = absl::Hours(1);
+  auto sched = Make(o);
+  gate_.Close();
+  auto blocker = U32(6000, 1);
+  sched->Submit(blocker->task);
+  gate_.WaitEntered(1);
+  auto late = U32(100, 2), cancelled = U32(100, 3), fine = U32(100, 4);
+  late->task->deadline = absl::Now() - absl::Seconds(1);
+  cancelled->cancel = true;
+  sched->Submit(late->task);
+  sched->Submit(cancelled->task);
+  sched->Submit(fine->task);
+  gate_.Open();
+  blocker->Wait();
+  late->Wait();
+  cancelled->Wait();
+  fine->Wait();
+  EXPECT_EQ(late->result.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(cancelled->result.status.code(), absl::StatusCode::kCancelled);
+  fine->verify();
+  EXPECT_EQ(fine->result.batch_requests, 1);  // its mates were dropped
+  EXPECT_EQ(devices_[0]->runs(), 2);
+  EXPECT_EQ(sched->stats().dropped, 2u);
+}
+
+TEST_F(SchedulerTest, FailedBatchIsAnsweredOnTheCpuPath) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 4;
+  o.max_batch_delay = absl::Hours(1);
+  auto sched = Make(o);
+  devices_[0]->fail_next = 1;
+  std::vector<std::shared_ptr<SortCall>> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.push_back(MakeSort<int64_t>(300 + i, true, true, true, i));
+    sched->Submit(calls.back()->task);
+  }
+  for (auto& c : calls) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->answers, 1);
+    EXPECT_EQ(c->result.route, Route::kFailover);
+    EXPECT_EQ(c->result.path, ExecutionPath::kCpu);
+  }
+  EXPECT_EQ(sched->stats().failovers, 4u);
+  // The device is still healthy: the next batch runs there.
+  std::vector<std::shared_ptr<SortCall>> next;
+  for (int i = 0; i < 4; ++i) {
+    next.push_back(U32(100, 10 + i));
+    sched->Submit(next.back()->task);
+  }
+  for (auto& c : next) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->result.path, ExecutionPath::kGpu);
+  }
+}
+
+// Records device state changes; tests wait on them.
+class StateListener : public SchedulerListener {
+ public:
+  void OnDeviceState(const std::string&, bool up) override {
+    std::lock_guard<std::mutex> l(mu_);
+    (up ? ups_ : downs_)++;
+    cv_.notify_all();
+  }
+  void WaitUps(int n) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return ups_ >= n; });
+  }
+  int downs() {
+    std::lock_guard<std::mutex> l(mu_);
+    return downs_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int ups_ = 0, downs_ = 0;
+};
+
+TEST_F(SchedulerTest, LostDeviceSendsWorkToTheCpuUntilRecreated) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_delay = absl::ZeroDuration();
+  o.reinit_backoff = absl::Hours(1);  // stays down for this test
+  StateListener listener;
+  std::atomic<int> created{0};
+  auto sched = Make(o, 1, &listener, [&]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+    ++created;
+    return std::unique_ptr<Sorter>(new FakeDevice("fake0", nullptr));
+  });
+  devices_[0]->fail_next = 1;
+  devices_[0]->lose_on_failure = true;
+  auto first = U32(1000, 1);
+  sched->Submit(first->task);
+  first->Wait();
+  first->verify();
+  EXPECT_EQ(first->result.route, Route::kFailover);
+  EXPECT_EQ(sched->healthy_devices(), 0);
+  EXPECT_EQ(listener.downs(), 1);
+  auto second = U32(1000, 2);
+  sched->Submit(second->task);
+  second->Wait();
+  second->verify();
+  EXPECT_EQ(second->result.route, Route::kFailover);
+  EXPECT_EQ(second->result.path, ExecutionPath::kCpu);
+  EXPECT_EQ(created, 0);
+}
+
+TEST_F(SchedulerTest, LostDeviceIsRecreatedAfterTheBackoff) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_delay = absl::ZeroDuration();
+  o.reinit_backoff = absl::Milliseconds(1);
+  StateListener listener;
+  std::atomic<int> created{0};
+  auto sched = Make(o, 1, &listener, [&]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+    // The first attempt fails (the device is still gone), the second works.
+    if (++created == 1) return absl::UnavailableError("still gone");
+    return std::unique_ptr<Sorter>(new FakeDevice("fake0", nullptr));
+  });
+  devices_[0]->fail_next = 1;
+  devices_[0]->lose_on_failure = true;
+  auto first = U32(1000, 1);
+  sched->Submit(first->task);
+  first->Wait();
+  first->verify();
+  EXPECT_EQ(first->result.route, Route::kFailover);
+  listener.WaitUps(2);  // initial up, then back after re-creation
+  EXPECT_EQ(created, 2);
+  EXPECT_EQ(sched->stats().reinits, 1u);
+  auto again = U32(1000, 2);
+  sched->Submit(again->task);
+  again->Wait();
+  again->verify();
+  EXPECT_EQ(again->result.path, ExecutionPath::kGpu);
+}
+
+TEST_F(SchedulerTest, NextBatchGoesToTheLeastLoadedDevice) {
+  Scheduler::Options o = BatchAll();
+  o.sort.solo_min = 1;
+  auto sched = Make(o, 2);
+  gate_.Close();
+  auto a = U32(100, 1), b = U32(100, 2);
+  sched->Submit(a->task);
+  gate_.WaitEntered(1);
+  sched->Submit(b->task);
+  gate_.WaitEntered(2);
+  EXPECT_EQ(devices_[0]->runs() + devices_[1]->runs(), 0);  // both held
+  gate_.Open();
+  a->Wait();
+  b->Wait();
+  a->verify();
+  b->verify();
+  EXPECT_EQ(devices_[0]->runs(), 1);
+  EXPECT_EQ(devices_[1]->runs(), 1);
+  EXPECT_NE(a->result.device, b->result.device);
+}
+
+TEST_F(SchedulerTest, SpillsToTheCpuWhenTheDeviceIsBackedUp) {
+  Scheduler::Options o = BatchAll();
+  o.sort.solo_min = 1;
+  o.pipeline_depth = 1;
+  o.spill = true;
+  o.gpu_sort = {.fixed = 1e-3, .per_unit = 1e-6};
+  o.cpu_sort = {.fixed = 0, .per_unit = 2e-6};
+  auto sched = Make(o);
+  // Idle device: the router's thresholds decide (device).
+  auto idle = U32(1000, 1);
+  sched->Submit(idle->task);
+  idle->Wait();
+  EXPECT_EQ(idle->result.route, Route::kSolo);
+  gate_.Close();
+  auto big = U32(20000, 2);
+  sched->Submit(big->task);
+  gate_.WaitEntered(2);
+  // 20000 keys ahead on the device: 1 ms + 21 ms there, 2 ms on the CPU.
+  auto small = U32(1000, 3);
+  sched->Submit(small->task);
+  small->Wait();  // answered while the device is still held
+  small->verify();
+  EXPECT_EQ(small->result.route, Route::kSpill);
+  EXPECT_EQ(small->result.path, ExecutionPath::kCpu);
+  gate_.Open();
+  big->Wait();
+  big->verify();
+  EXPECT_EQ(sched->stats().spilled, 1u);
+}
+
+TEST_F(SchedulerTest, DrainRunsWaitingBatchesAtOnceThenRefuses) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_delay = absl::Hours(1);
+  o.max_batch_requests = 100;
+  auto sched = Make(o);
+  std::vector<std::shared_ptr<SortCall>> calls;
+  for (int i = 0; i < 3; ++i) {
+    calls.push_back(U32(200, i));
+    sched->Submit(calls.back()->task);
+  }
+  sched->Drain(absl::Now() + absl::Seconds(60));
+  for (auto& c : calls) {
+    ASSERT_TRUE(c->done.HasBeenNotified());
+    c->verify();
+    EXPECT_EQ(c->result.batch_requests, 3);
+  }
+  auto late = U32(10, 9);
+  sched->Submit(late->task);
+  ASSERT_TRUE(late->done.HasBeenNotified());
+  EXPECT_EQ(late->result.status.code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SchedulerTest, DrainTimeoutAnswersUnstartedRequestsUnavailable) {
+  Scheduler::Options o = BatchAll();
+  o.sort.solo_min = 1;
+  o.pipeline_depth = 1;
+  auto sched = Make(o);
+  gate_.Close();
+  auto running = U32(100, 1), queued1 = U32(100, 2), queued2 = U32(100, 3);
+  sched->Submit(running->task);
+  gate_.WaitEntered(1);
+  sched->Submit(queued1->task);
+  sched->Submit(queued2->task);
+  std::thread drain(
+      [&] { sched->Drain(absl::Now() + absl::Milliseconds(50)); });
+  queued1->Wait();
+  queued2->Wait();
+  EXPECT_EQ(queued1->result.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(queued2->result.status.message(), HasSubstr("--drain_timeout"));
+  EXPECT_FALSE(running->done.HasBeenNotified());
+  gate_.Open();  // the running batch still finishes, correctly
+  drain.join();
+  ASSERT_TRUE(running->done.HasBeenNotified());
+  running->verify();
+}
+
+TEST_F(SchedulerTest, WithoutDevicesEverythingRunsOnTheCpuPath) {
+  Scheduler sched(Scheduler::Options{}, &cpu_, {});
+  auto c = MakeSort<double>(5000, true, true, true, 7);
+  sched.Submit(c->task);
+  c->Wait();
+  c->verify();
+  EXPECT_EQ(c->result.path, ExecutionPath::kCpu);
+  EXPECT_EQ(c->result.route, Route::kCpu);
+}
+
+TEST_F(SchedulerTest, PrepareErrorsAreAnsweredAndReleaseTheirAdmission) {
+  Scheduler::Options o = BatchAll();
+  o.max_queued_requests = 1;
+  auto sched = Make(o);
+  for (int i = 0; i < 3; ++i) {
+    auto bad = U32(10, i);
+    bad->task->prepare = [] { return absl::InvalidArgumentError("bad"); };
+    sched->Submit(bad->task);
+    ASSERT_TRUE(bad->done.HasBeenNotified());
+    EXPECT_EQ(bad->result.status.code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(sched->stats().rejected, 0u);
+}
+
+}  // namespace
+}  // namespace sortd
