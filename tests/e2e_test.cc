@@ -6,10 +6,15 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <atomic>
 #include <future>
+#include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "server/transpose.h"
 #include "tests/reference.h"
 #include "tests/server_process.h"
 
@@ -17,6 +22,7 @@ namespace sortd {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RunCommand;
 using testing::ServerProcess;
 
@@ -74,6 +80,23 @@ void ExpectSorted(Client& client, size_t n, bool desc,
     EXPECT_THAT(result->served_by.device(), HasSubstr("oneTBB"));
   }
   EXPECT_GE(result->served_by.compute_ns(), 0);
+}
+
+// An OpenCL-device server with the router pinned (so no calibration runs):
+// every non-empty request batched on the device, nothing spilled.
+std::vector<std::string> OpenClArgs(std::vector<std::string> extra) {
+  std::vector<std::string> args = {
+      "--device=opencl-cpu",          "--kernel_cache_dir=",
+      "--cpu_max_keys=0",             "--solo_min_keys=1000000",
+      "--transpose_cpu_max_matrices=0", "--transpose_solo_min_matrices=1000000",
+      "--spill_to_cpu=false"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Where the mixed-load server sends an n-key sort.
+v1::ExecutionPath ExpectedPath(size_t n) {
+  return n <= 64 ? v1::EXECUTION_PATH_CPU : v1::EXECUTION_PATH_GPU;
 }
 
 TEST_F(E2ETest, HealthIsServing) {
@@ -325,19 +348,22 @@ TEST(E2EShutdown, SigtermDrainsInFlightCallsAndExitsZero) {
 
 // The same service on the OpenCL engine (PoCL's CPU device in CI).
 TEST(E2EOpenCl, ServesEveryRequestKindOnTheOpenClDevice) {
-  ServerProcess server({"--device=opencl-cpu", "--kernel_cache_dir="});
+  ServerProcess server(OpenClArgs({}));
   ASSERT_TRUE(server.Start()) << server.Output();
   EXPECT_THAT(server.Output(), HasSubstr("sortd: OpenCL device"));
   auto client = Connect(server);
   EXPECT_TRUE(client->CheckHealth().ok());
   for (bool desc : {false, true}) {
     for (size_t n : {size_t{0}, size_t{1}, size_t{777}, size_t{70'001}}) {
-      ExpectSorted<uint32_t>(*client, n, desc, v1::EXECUTION_PATH_GPU);
-      ExpectSorted<int32_t>(*client, n, desc, v1::EXECUTION_PATH_GPU);
-      ExpectSorted<float>(*client, n, desc, v1::EXECUTION_PATH_GPU);
-      ExpectSorted<uint64_t>(*client, n, desc, v1::EXECUTION_PATH_GPU);
-      ExpectSorted<int64_t>(*client, n, desc, v1::EXECUTION_PATH_GPU);
-      ExpectSorted<double>(*client, n, desc, v1::EXECUTION_PATH_GPU);
+      // An empty request needs no device: the router keeps it on the CPU.
+      const v1::ExecutionPath path =
+          n == 0 ? v1::EXECUTION_PATH_CPU : v1::EXECUTION_PATH_GPU;
+      ExpectSorted<uint32_t>(*client, n, desc, path);
+      ExpectSorted<int32_t>(*client, n, desc, path);
+      ExpectSorted<float>(*client, n, desc, path);
+      ExpectSorted<uint64_t>(*client, n, desc, path);
+      ExpectSorted<int64_t>(*client, n, desc, path);
+      ExpectSorted<double>(*client, n, desc, path);
     }
   }
   auto keys_only = client->Sort<int32_t>(std::vector<int32_t>{5, -1, 3});
@@ -367,8 +393,7 @@ TEST(E2EOpenCl, ServesEveryRequestKindOnTheOpenClDevice) {
 // An engine failure on a request is answered by the CPU path: correct, and
 // saying so; the next request is back on the device.
 TEST(E2EOpenCl, InjectedEngineFaultFallsBackToTheCpuPath) {
-  ServerProcess server({"--device=opencl-cpu",
-                        "--kernel_cache_dir=", "--metrics_listen=127.0.0.1:0"},
+  ServerProcess server(OpenClArgs({"--metrics_listen=127.0.0.1:0"}),
                        {"SORTD_FAULT_ENQUEUE=2"});
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
@@ -386,10 +411,10 @@ TEST(E2EOpenCl, InjectedEngineFaultFallsBackToTheCpuPath) {
 }
 
 // A lost device: the request it failed and every later one are answered by
-// the CPU path, and health stays SERVING.
+// the CPU path while it is down, and health stays SERVING.
 TEST(E2EOpenCl, LostDeviceSendsEverythingToTheCpuPath) {
-  ServerProcess server({"--device=opencl-cpu",
-                        "--kernel_cache_dir=", "--metrics_listen=127.0.0.1:0"},
+  ServerProcess server(OpenClArgs({"--metrics_listen=127.0.0.1:0",
+                                   "--reinit_backoff=1h"}),
                        {"SORTD_FAULT_DEVICE_LOST=2"});
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
@@ -402,14 +427,206 @@ TEST(E2EOpenCl, LostDeviceSendsEverythingToTheCpuPath) {
               HasSubstr("sortd_cpu_fallbacks_total{reason=\"UNAVAILABLE\"} 1"));
   EXPECT_THAT(
       body,
-      HasSubstr("sortd_cpu_fallbacks_total{reason=\"engine_unhealthy\"} 1"));
+      HasSubstr("sortd_cpu_fallbacks_total{reason=\"no_healthy_device\"} 1"));
+  EXPECT_THAT(body, HasSubstr("sortd_device_up{device="));
+  EXPECT_THAT(body, HasSubstr("} 0\n"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+// After the back-off the lost device is re-created and serves again.
+TEST(E2EOpenCl, LostDeviceIsRecreatedAndServesAgain) {
+  ServerProcess server(OpenClArgs({"--reinit_backoff=0"}),
+                       {"SORTD_FAULT_DEVICE_LOST=2"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  ExpectSorted<uint32_t>(*client, 3000, false, v1::EXECUTION_PATH_GPU);
+  ExpectSorted<uint32_t>(*client, 3000, false, v1::EXECUTION_PATH_CPU);
+  ASSERT_TRUE(server.WaitForLine("re-created; it serves again",
+                                 std::chrono::seconds(120)))
+      << server.Output();
+  ExpectSorted<uint32_t>(*client, 3000, true, v1::EXECUTION_PATH_GPU);
+  EXPECT_TRUE(client->CheckHealth().ok());
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+// Sends `count` u32 sorts of distinct sizes at once, one thread each, and
+// checks every answer; returns them.
+std::vector<absl::StatusOr<SortResult<uint32_t>>> ConcurrentSorts(
+    Client& client, int count) {
+  std::vector<std::vector<uint32_t>> inputs(count);
+  std::vector<absl::StatusOr<SortResult<uint32_t>>> results(
+      count, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < count; ++i) {
+    inputs[i] = testing::Generate<uint32_t>(testing::Shape::kRandom,
+                                            300 + 17 * i, i);
+    threads.emplace_back([&, i] {
+      results[i] = client.Sort<uint32_t>(inputs[i], {.descending = true});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < count; ++i) {
+    if (!results[i].ok()) continue;
+    std::vector<uint32_t> want = inputs[i];
+    std::sort(want.rbegin(), want.rend());
+    EXPECT_EQ(results[i]->keys, want) << i;
+  }
+  return results;
+}
+
+// Concurrent small requests ran as fewer device runs than requests: with
+// the batch closing at 8 requests (and no deadline to close it sooner),
+// 8 concurrent sorts are one run, as the answers and the metrics say.
+TEST(E2EBatching, ConcurrentSmallRequestsRunAsOneDeviceRun) {
+  ServerProcess server(OpenClArgs({"--metrics_listen=127.0.0.1:0",
+                                   "--max_batch_requests=8",
+                                   "--max_batch_delay=1h"}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  for (auto& r : ConcurrentSorts(*client, 8)) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->served_by.path(), v1::EXECUTION_PATH_GPU);
+    EXPECT_EQ(r->served_by.batch_requests(), 8);
+    EXPECT_EQ(r->served_by.route(), "batch");
+  }
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  EXPECT_THAT(body, HasSubstr("sortd_batch_requests_count{op=\"sort\"} 1\n"));
+  EXPECT_THAT(body, HasSubstr("sortd_batch_requests_sum{op=\"sort\"} 8\n"));
+  EXPECT_THAT(body, HasSubstr("sortd_routed_requests_total{op=\"sort\",route=\"batch\"} 8\n"));
+  EXPECT_THAT(body, HasSubstr("kernel=\"segmented_sort\""));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+// An injected device fault in the middle of a batch: every request of the
+// batch is still answered, correctly, by the CPU path.
+TEST(E2EBatching, FaultInABatchLosesNothing) {
+  ServerProcess server(OpenClArgs({"--max_batch_requests=8",
+                                   "--max_batch_delay=1h"}),
+                       {"SORTD_FAULT_ENQUEUE=3"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  for (auto& r : ConcurrentSorts(*client, 8)) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->served_by.path(), v1::EXECUTION_PATH_CPU);
+    EXPECT_EQ(r->served_by.route(), "failover");
+  }
+  EXPECT_THAT(server.Output(), HasSubstr("injected fault at enqueue 3"));
+  // The device is still in service for the next batch.
+  for (auto& r : ConcurrentSorts(*client, 8)) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->served_by.path(), v1::EXECUTION_PATH_GPU);
+  }
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+// Waits until a scrape of the metrics contains `text` (polls; each scrape
+// is an event, not a guess at how long something takes).
+bool WaitForMetric(const ServerProcess& server, const std::string& text) {
+  for (int i = 0; i < 6000; ++i) {
+    if (HttpGet(server.metrics_address(), "/metrics").find(text) !=
+        std::string::npos) {
+      return true;
+    }
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+// Overload is refused with RESOURCE_EXHAUSTED, never queued without bound;
+// SIGTERM then runs the waiting batch at once and every admitted request
+// gets its answer before the server exits 0.
+TEST(E2EBatching, OverloadIsRefusedAndDrainAnswersTheQueue) {
+  ServerProcess server(OpenClArgs({"--metrics_listen=127.0.0.1:0",
+                                   "--max_batch_requests=100",
+                                   "--max_batch_delay=1h",
+                                   "--max_queued_requests=3"}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  std::vector<std::vector<uint32_t>> inputs;
+  std::vector<std::future<absl::StatusOr<SortResult<uint32_t>>>> pending;
+  for (int i = 0; i < 3; ++i) {
+    inputs.push_back(testing::Generate<uint32_t>(testing::Shape::kRandom,
+                                                 1000, i));
+  }
+  for (int i = 0; i < 3; ++i) {
+    pending.push_back(std::async(std::launch::async, [&, i] {
+      return client->Sort<uint32_t>(inputs[i]);
+    }));
+  }
+  ASSERT_TRUE(WaitForMetric(server, "sortd_queued_requests 3\n"))
+      << server.Output();
+  auto refused = client->Sort<uint32_t>(std::vector<uint32_t>(1000, 1));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max_queued_requests"));
+  EXPECT_EQ(server.Terminate(SIGTERM), 0) << server.Output();
+  for (int i = 0; i < 3; ++i) {
+    auto r = pending[i].get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<uint32_t> want = inputs[i];
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(r->keys, want);
+    EXPECT_EQ(r->served_by.batch_requests(), 3);
+  }
+}
+
+// The done-when of the scheduler: many client threads mixing sizes, key
+// types, orders, payloads, sorts and transposes against two workers on the
+// OpenCL device and the CPU path; every answer checked.
+TEST(E2EBatching, MixedConcurrentLoadOnTwoDeviceWorkers) {
+  ServerProcess server({"--device=opencl-cpu,opencl-cpu", "--kernel_cache_dir=",
+                        "--cpu_max_keys=64", "--solo_min_keys=2049",
+                        "--transpose_cpu_max_matrices=2",
+                        "--transpose_solo_min_matrices=5000",
+                        "--max_batch_delay=5ms", "--spill_to_cpu=false",
+                        "--metrics_listen=127.0.0.1:0"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  std::vector<std::thread> threads;
+  std::atomic<int> answered{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      const size_t sizes[] = {1, 40, 300, 1000, 2048, 3000, 20000};
+      for (int i = 0; i < 12; ++i) {
+        const size_t n = sizes[rng() % 7];
+        const bool desc = rng() % 2;
+        switch (rng() % 4) {
+          case 0: ExpectSorted<uint32_t>(*client, n, desc, ExpectedPath(n)); break;
+          case 1: ExpectSorted<float>(*client, n, desc, ExpectedPath(n)); break;
+          case 2: ExpectSorted<int64_t>(*client, n, desc, ExpectedPath(n)); break;
+          default: {
+            std::vector<uint32_t> rows(32 * (1 + rng() % 50));
+            for (uint32_t& r : rows) r = rng();
+            auto got = client->Transpose(rows);
+            ASSERT_TRUE(got.ok()) << got.status();
+            for (size_t m = 0; m < rows.size() / 32; ++m) {
+              uint32_t want[32];
+              std::memcpy(want, &rows[m * 32], sizeof(want));
+              TransposeBits32(want);
+              ASSERT_EQ(0, std::memcmp(want, &(*got)[m * 32], sizeof(want)));
+            }
+          }
+        }
+        ++answered;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(answered, 8 * 12);
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  EXPECT_THAT(body, HasSubstr("#2\""));  // the second worker has a name
+  EXPECT_THAT(body, Not(HasSubstr("code=\"INTERNAL\"")));
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
 TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
   ServerProcess bad_device({"--device=tpu"});
   EXPECT_FALSE(bad_device.Start());
-  EXPECT_THAT(bad_device.Output(), HasSubstr("--device=tpu"));
+  EXPECT_THAT(bad_device.Output(), HasSubstr("unknown entry 'tpu'"));
+  ServerProcess bad_batch({"--max_batch_requests=0"});
+  EXPECT_FALSE(bad_batch.Start());
+  EXPECT_THAT(bad_batch.Output(), HasSubstr("--max_batch_requests"));
   ServerProcess bad_limit({"--max_request_bytes=0"});
   EXPECT_FALSE(bad_limit.Start());
   EXPECT_THAT(bad_limit.Output(), HasSubstr("--max_request_bytes"));
