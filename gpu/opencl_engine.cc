@@ -78,17 +78,22 @@ absl::Status OpenClEngine::Init() {
   cl_int err = CL_SUCCESS;
   context_ = cl::Context(device_.device, nullptr, nullptr, nullptr, &err);
   SORTD_CL_RETURN_IF(err, "clCreateContext");
-  queue_ = cl::CommandQueue(context_, device_.device, CL_QUEUE_PROFILING_ENABLE,
-                            &err);
-  SORTD_CL_RETURN_IF(err, "clCreateCommandQueue");
   cache_ =
       std::make_unique<ProgramCache>(context_, device_, options_.cache_dir);
   pool_ = std::make_unique<BufferPool>(context_, options_.pool_bytes);
-  if (options_.pinned_staging) {
-    auto ring = StagingRing::Create(context_, queue_, options_.staging);
-    if (!ring.ok()) return ring.status();
-    staging_ = std::move(*ring);
+  for (int l = 0; l < std::max(1, options_.lanes); ++l) {
+    auto lane = std::make_unique<Lane>();
+    lane->queue = cl::CommandQueue(context_, device_.device,
+                                   CL_QUEUE_PROFILING_ENABLE, &err);
+    SORTD_CL_RETURN_IF(err, "clCreateCommandQueue");
+    if (options_.pinned_staging) {
+      auto ring = StagingRing::Create(context_, lane->queue, options_.staging);
+      if (!ring.ok()) return ring.status();
+      lane->staging = std::move(*ring);
+    }
+    lanes_.push_back(std::move(lane));
   }
+  for (auto& lane : lanes_) free_lanes_.push_back(lane.get());
 
   auto kernels =
       [&](const cl::Program& program,
@@ -112,25 +117,29 @@ absl::Status OpenClEngine::Init() {
                        " -DWG=", r.work_group, " -DITEMS=", r.Items(bits),
                        " -DHAS_INDEX=", with_index));
       if (!radix.ok()) return radix.status();
-      RadixKernels& k = radix_[wide][with_index];
-      SORTD_RETURN_IF_ERROR(kernels(*radix, {{&k.encode, "radix_encode"},
-                                             {&k.histogram, "radix_histogram"},
-                                             {&k.scan_blocks, "scan_blocks"},
-                                             {&k.scan_add, "scan_add"},
-                                             {&k.scatter, "radix_scatter"},
-                                             {&k.decode, "radix_decode"}}));
       auto bitonic = cache_->Get(
           "bitonic_sort",
           absl::StrCat("-DKEY_BITS=", bits, " -DHAS_INDEX=", with_index,
                        " -DBLOCK=", b.Block(bits), " -DBWG=", b.work_group));
       if (!bitonic.ok()) return bitonic.status();
-      BitonicKernels& bk = bitonic_[wide][with_index];
-      SORTD_RETURN_IF_ERROR(
-          kernels(*bitonic, {{&bk.pad, "bitonic_pad"},
-                             {&bk.sort_blocks, "bitonic_sort_blocks"},
-                             {&bk.merge_global, "bitonic_merge_global"},
-                             {&bk.merge_local, "bitonic_merge_local"},
-                             {&bk.segmented, "segmented_local_sort"}}));
+      // Kernel objects hold their arguments: each lane has its own.
+      for (auto& lane : lanes_) {
+        RadixKernels& k = lane->radix[wide][with_index];
+        SORTD_RETURN_IF_ERROR(
+            kernels(*radix, {{&k.encode, "radix_encode"},
+                             {&k.histogram, "radix_histogram"},
+                             {&k.scan_blocks, "scan_blocks"},
+                             {&k.scan_add, "scan_add"},
+                             {&k.scatter, "radix_scatter"},
+                             {&k.decode, "radix_decode"}}));
+        BitonicKernels& bk = lane->bitonic[wide][with_index];
+        SORTD_RETURN_IF_ERROR(
+            kernels(*bitonic, {{&bk.pad, "bitonic_pad"},
+                               {&bk.sort_blocks, "bitonic_sort_blocks"},
+                               {&bk.merge_global, "bitonic_merge_global"},
+                               {&bk.merge_local, "bitonic_merge_local"},
+                               {&bk.segmented, "segmented_local_sort"}}));
+      }
     }
   }
   return InitTranspose();
@@ -161,8 +170,11 @@ absl::Status OpenClEngine::InitTranspose() {
                             CL_KERNEL_MAX_SUB_GROUP_SIZE_FOR_NDRANGE,
                             cl::NDRange(per_group * 32), &sub_group);
     if (err == CL_SUCCESS && sub_group > 0 && sub_group % 32 == 0) {
-      transpose_ = k;
       transpose_subgroup_ = true;
+      for (auto& lane : lanes_) {
+        lane->transpose = cl::Kernel(*program, "transpose32_subgroup", &err);
+        SORTD_CL_RETURN_IF(err, "clCreateKernel(transpose32_subgroup)");
+      }
       return absl::OkStatus();
     }
     why_not = absl::StrCat("its sub-groups hold ", sub_group,
@@ -176,8 +188,10 @@ absl::Status OpenClEngine::InitTranspose() {
       cache_->Get("transpose", absl::StrCat("-DMATRICES_PER_WG=", per_group));
   if (!program.ok()) return program.status();
   cl_int err = CL_SUCCESS;
-  transpose_ = cl::Kernel(*program, "transpose32", &err);
-  SORTD_CL_RETURN_IF(err, "clCreateKernel(transpose32)");
+  for (auto& lane : lanes_) {
+    lane->transpose = cl::Kernel(*program, "transpose32", &err);
+    SORTD_CL_RETURN_IF(err, "clCreateKernel(transpose32)");
+  }
   transpose_subgroup_ = false;
   return absl::OkStatus();
 }
@@ -267,7 +281,7 @@ absl::Status OpenClEngine::Launch(Run& run, cl::Kernel& kernel, size_t groups,
   if (groups == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault(stage));
   cl::Event event;
-  cl_int err = queue_.enqueueNDRangeKernel(
+  cl_int err = run.lane->queue.enqueueNDRangeKernel(
       kernel, cl::NullRange, cl::NDRange(groups * group_size),
       cl::NDRange(group_size), nullptr, &event);
   SORTD_CL_RETURN_IF(err, absl::StrCat("enqueue ", stage, " kernel"));
@@ -279,9 +293,9 @@ absl::Status OpenClEngine::Write(Run& run, cl::Buffer& buffer, size_t bytes,
                                  const void* src) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
-  if (staging_) return staging_->Upload(buffer, src, bytes, &run.events);
+  if (run.lane->staging) return run.lane->staging->Upload(buffer, src, bytes, &run.events);
   cl::Event event;
-  SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes, src,
+  SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes, src,
                                                nullptr, &event),
                      "clEnqueueWriteBuffer");
   run.events.emplace_back("upload", event);
@@ -292,9 +306,9 @@ absl::Status OpenClEngine::Read(Run& run, cl::Buffer& buffer, size_t bytes,
                                 void* dst) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("download"));
-  if (staging_) return staging_->Download(buffer, dst, bytes, &run.events);
+  if (run.lane->staging) return run.lane->staging->Download(buffer, dst, bytes, &run.events);
   cl::Event event;
-  SORTD_CL_RETURN_IF(queue_.enqueueReadBuffer(buffer, CL_FALSE, 0, bytes, dst,
+  SORTD_CL_RETURN_IF(run.lane->queue.enqueueReadBuffer(buffer, CL_FALSE, 0, bytes, dst,
                                               nullptr, &event),
                      "clEnqueueReadBuffer");
   run.events.emplace_back("download", event);
@@ -307,7 +321,7 @@ absl::Status OpenClEngine::Copy(Run& run, cl::Buffer& src, size_t src_offset,
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("copy"));
   cl::Event event;
-  SORTD_CL_RETURN_IF(queue_.enqueueCopyBuffer(src, dst, src_offset, dst_offset,
+  SORTD_CL_RETURN_IF(run.lane->queue.enqueueCopyBuffer(src, dst, src_offset, dst_offset,
                                               bytes, nullptr, &event),
                      "clEnqueueCopyBuffer");
   run.events.emplace_back("copy", event);
@@ -328,7 +342,7 @@ absl::StatusOr<cl::Buffer> OpenClEngine::Allocate(Run& run, size_t bytes,
 }
 
 absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
-  cl_int err = queue_.finish();
+  cl_int err = run.lane->queue.finish();
   if (faults_armed_ && ++runs_ == options_.lose_device_at) {
     err = CL_DEVICE_NOT_AVAILABLE;  // injected: the device is gone
   }
@@ -407,12 +421,12 @@ absl::Status OpenClEngine::Upload(Run& run, const SortJob& job, size_t padded,
   if (count_digits) {
     cl::Event e;
     SORTD_CL_RETURN_IF(
-        queue_.enqueueFillBuffer(*totals, cl_uint{0}, 0, passes * radix * 4,
+        run.lane->queue.enqueueFillBuffer(*totals, cl_uint{0}, 0, passes * radix * 4,
                                  nullptr, &e),
         "clEnqueueFillBuffer");
     run.events.emplace_back("histogram", e);
   }
-  RadixKernels& k = radix_[bits == 64][with_index];
+  RadixKernels& k = run.lane->radix[bits == 64][with_index];
   k.encode.setArg(0, a.raw);
   k.encode.setArg(1, a.keys[0]);
   k.encode.setArg(2, a.index[0]);
@@ -432,7 +446,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
                                        size_t count, Arrays& a,
                                        const std::vector<bool>& skip) {
   const RadixSortPolicy& p = policy_.radix;
-  RadixKernels& k = radix_[key_bits == 64][with_index];
+  RadixKernels& k = run.lane->radix[key_bits == 64][with_index];
   const size_t tiles = DivUp(count, p.Tile(key_bits));
   const size_t radix = size_t{1} << p.radix_bits;
   absl::StatusOr<cl::Buffer> offsets =
@@ -474,7 +488,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
 absl::Status OpenClEngine::BitonicSort(Run& run, int key_bits, bool with_index,
                                        size_t padded, Arrays& a) {
   const BitonicPolicy& p = policy_.bitonic;
-  BitonicKernels& k = bitonic_[key_bits == 64][with_index];
+  BitonicKernels& k = run.lane->bitonic[key_bits == 64][with_index];
   const size_t block = p.Block(key_bits);
   const size_t wg = p.work_group;
   cl::Buffer& keys = a.keys[a.cur];
@@ -507,7 +521,7 @@ absl::Status OpenClEngine::Download(Run& run, const SortJob& job, Arrays& a) {
   const int bits = KeyBits(job);
   const bool with_index = WithIndex(job);
   const size_t n = job.count;
-  RadixKernels& k = radix_[bits == 64][with_index];
+  RadixKernels& k = run.lane->radix[bits == 64][with_index];
   k.decode.setArg(0, a.keys[a.cur]);
   k.decode.setArg(1, a.raw);
   k.decode.setArg(2, a.index[a.cur]);
@@ -535,8 +549,9 @@ absl::Status OpenClEngine::Sort(const SortJob& job) {
   if (job.count >= (size_t{1} << 31)) {
     return absl::InvalidArgumentError("the OpenCL engine sorts < 2^31 keys");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  LaneLease lease(this);
   Run run;
+  run.lane = lease.lane;
   absl::Status status = SortLocked(run, job);
   // Whatever happened, nothing may still be queued when we return: the
   // caller's buffers are about to be reused or freed.
@@ -558,7 +573,7 @@ absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
     const size_t padded =
         std::max<size_t>(NextPow2(n), policy_.bitonic.Block(bits));
     SORTD_RETURN_IF_ERROR(Upload(run, job, padded, false, a, &totals));
-    BitonicKernels& k = bitonic_[bits == 64][with_index];
+    BitonicKernels& k = run.lane->bitonic[bits == 64][with_index];
     k.pad.setArg(0, a.keys[0]);
     k.pad.setArg(1, a.index[0]);
     k.pad.setArg(2, static_cast<cl_uint>(n));
@@ -576,7 +591,7 @@ absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
   const size_t passes = DivUp(bits, policy_.radix.radix_bits);
   std::vector<cl_uint> counts(passes * radix);
   SORTD_RETURN_IF_ERROR(InjectedFault("download"));
-  SORTD_CL_RETURN_IF(queue_.enqueueReadBuffer(totals, CL_TRUE, 0,
+  SORTD_CL_RETURN_IF(run.lane->queue.enqueueReadBuffer(totals, CL_TRUE, 0,
                                               counts.size() * 4, counts.data()),
                      "clEnqueueReadBuffer(digit totals)");
   std::vector<bool> skip(passes);
@@ -595,8 +610,9 @@ absl::Status OpenClEngine::SortSegments(const SortJob& job,
   if (job.count >= (size_t{1} << 31)) {
     return absl::InvalidArgumentError("the OpenCL engine sorts < 2^31 keys");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  LaneLease lease(this);
   Run run;
+  run.lane = lease.lane;
   absl::Status status = SegmentsLocked(run, job, offsets);
   absl::Status finished = Finish(run, status.ok() ? job.stages : nullptr);
   return status.ok() ? finished : status;
@@ -638,14 +654,14 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
     // before these calls return (blocking writes).
     SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
     SORTD_CL_RETURN_IF(
-        queue_.enqueueWriteBuffer(*d_offsets, CL_TRUE, 0, offsets.size() * 4,
+        run.lane->queue.enqueueWriteBuffer(*d_offsets, CL_TRUE, 0, offsets.size() * 4,
                                   offsets.data()),
         "clEnqueueWriteBuffer(offsets)");
-    SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(*d_list, CL_TRUE, 0,
+    SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(*d_list, CL_TRUE, 0,
                                                  short_segments.size() * 4,
                                                  short_segments.data()),
                        "clEnqueueWriteBuffer(segment list)");
-    BitonicKernels& k = bitonic_[bits == 64][with_index];
+    BitonicKernels& k = run.lane->bitonic[bits == 64][with_index];
     k.segmented.setArg(0, a.keys[0]);
     k.segmented.setArg(1, a.index[0]);
     k.segmented.setArg(2, *d_offsets);
@@ -691,8 +707,9 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
 
 absl::Status OpenClEngine::Transpose(const TransposeJob& job) {
   if (job.count == 0) return absl::OkStatus();
-  std::lock_guard<std::mutex> lock(mu_);
+  LaneLease lease(this);
   Run run;
+  run.lane = lease.lane;
   absl::Status status = [&]() -> absl::Status {
     const size_t bytes = job.count * 128;
     absl::StatusOr<cl::Buffer> in = Allocate(run, bytes, "matrices");
@@ -701,13 +718,13 @@ absl::Status OpenClEngine::Transpose(const TransposeJob& job) {
     if (!out.ok()) return out.status();
     SORTD_RETURN_IF_ERROR(Write(run, *in, bytes, job.in));
     const size_t per_group = policy_.transpose.matrices_per_group;
-    transpose_.setArg(0, *in);
-    transpose_.setArg(1, *out);
-    transpose_.setArg(2, static_cast<cl_uint>(job.count));
+    run.lane->transpose.setArg(0, *in);
+    run.lane->transpose.setArg(1, *out);
+    run.lane->transpose.setArg(2, static_cast<cl_uint>(job.count));
     // The sub-group kernel runs one work-item per row, the portable one
     // one per matrix.
     const size_t group_size = transpose_subgroup_ ? per_group * 32 : per_group;
-    SORTD_RETURN_IF_ERROR(Launch(run, transpose_, DivUp(job.count, per_group),
+    SORTD_RETURN_IF_ERROR(Launch(run, run.lane->transpose, DivUp(job.count, per_group),
                                  group_size, "transpose"));
     return Read(run, *out, bytes, job.out);
   }();

@@ -1,6 +1,7 @@
 // OpenClEngine: sortd's OpenCL engine, behind the same Sorter interface as
-// the CPU path. It owns one device's context, an in-order profiling queue
-// and every compiled kernel; Create() builds (or loads from the binary
+// the CPU path. It owns one device's context, a few in-order profiling
+// queues ("lanes", so that concurrent runs overlap) and every compiled
+// kernel; Create() builds (or loads from the binary
 // cache) all programs and runs a verified warm-up before it returns, so a
 // created engine never compiles while serving.
 //
@@ -18,6 +19,7 @@
 #define SORTD_GPU_OPENCL_ENGINE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +72,10 @@ class OpenClEngine final : public Sorter {
     // caller's pageable memory).
     bool pinned_staging = true;
     StagingRing::Options staging;
+    // Command queues, each with its own staging ring and kernel objects:
+    // this many runs proceed at once (the scheduler keeps as many batches
+    // in flight per device), overlapping transfers with kernels.
+    int lanes = 2;
     // Idle device memory kept for reuse between requests.
     size_t pool_bytes = size_t{4} << 30;
     // The warm-up also sorts this many keys of each width, so that buffers
@@ -108,9 +114,39 @@ class OpenClEngine final : public Sorter {
     cl::Kernel pad, sort_blocks, merge_global, merge_local, segmented;
   };
   using Events = std::vector<std::pair<const char*, cl::Event>>;
-  // One call's enqueued events and the pooled buffers they use; both live
-  // until the queue has finished.
+  // A command queue with its own staging ring and kernel objects (kernels
+  // hold their arguments). A run takes a lane for its whole length; runs
+  // on different lanes proceed at once, so one run's transfers overlap
+  // another's kernels.
+  struct Lane {
+    cl::CommandQueue queue;
+    std::unique_ptr<StagingRing> staging;
+    RadixKernels radix[2][2];  // [key_bits == 64][with_index]
+    BitonicKernels bitonic[2][2];
+    cl::Kernel transpose;
+  };
+  // Holds a free lane for its lifetime.
+  struct LaneLease {
+    explicit LaneLease(OpenClEngine* e) : engine(e) {
+      std::unique_lock<std::mutex> lock(e->lanes_mu_);
+      e->lanes_cv_.wait(lock, [e] { return !e->free_lanes_.empty(); });
+      lane = e->free_lanes_.back();
+      e->free_lanes_.pop_back();
+    }
+    ~LaneLease() {
+      {
+        std::lock_guard<std::mutex> lock(engine->lanes_mu_);
+        engine->free_lanes_.push_back(lane);
+      }
+      engine->lanes_cv_.notify_one();
+    }
+    OpenClEngine* engine;
+    Lane* lane;
+  };
+  // One call's lane, its enqueued events and the pooled buffers they use;
+  // the events and buffers live until the lane's queue has finished.
   struct Run {
+    Lane* lane = nullptr;
     Events events;
     std::vector<PooledBuffer> buffers;
   };
@@ -156,20 +192,18 @@ class OpenClEngine final : public Sorter {
   Options options_;
   EnginePolicy policy_;
   cl::Context context_;
-  cl::CommandQueue queue_;
   std::unique_ptr<ProgramCache> cache_;
   std::unique_ptr<BufferPool> pool_;
-  std::unique_ptr<StagingRing> staging_;
-  RadixKernels radix_[2][2];  // [key_bits == 64][with_index]
-  BitonicKernels bitonic_[2][2];
-  cl::Kernel transpose_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
   bool transpose_subgroup_ = false;
   absl::Status InitTranspose();
   std::atomic<long> enqueues_{0};
   std::atomic<long> runs_{0};
   bool faults_armed_ = false;  // set once warm-up is over
   std::atomic<bool> healthy_{true};
-  std::mutex mu_;  // one run at a time on the queue and kernels
+  std::mutex lanes_mu_;
+  std::condition_variable lanes_cv_;
+  std::vector<Lane*> free_lanes_;
 };
 
 }  // namespace sortd::gpu

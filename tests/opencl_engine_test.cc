@@ -403,6 +403,34 @@ std::vector<uint32_t> MixedOffsets(size_t block, uint64_t seed, size_t* total) {
   return offsets;
 }
 
+// Runs from several threads at once share the engine's lanes (queues,
+// staging rings, kernel objects): every answer is still right.
+TEST(OpenClEngine, ConcurrentRunsOnSeveralLanesAreIndependent) {
+  OpenClEngine::Options options = CpuDevice();
+  options.lanes = 3;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 4; ++i) {
+        const size_t n = 1000 + 3001 * ((t + i) % 4);
+        const auto keys =
+            testing::Generate<float>(testing::Shape::kRandom, n, t * 10 + i);
+        CheckSort(**engine, keys, (t + i) % 2, Extra::kU64ValuesAndPermutation,
+                  absl::StrCat("thread ", t, " run ", i));
+        const auto wide =
+            testing::Generate<int64_t>(testing::Shape::kFewDistinct, n, t + i);
+        CheckSegmented(**engine, wide,
+                       {0, static_cast<uint32_t>(n / 5),
+                        static_cast<uint32_t>(n / 2), static_cast<uint32_t>(n)},
+                       t % 2, true);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 TEST(SegmentedSort, MixedLengthsEveryTypeBothOrders) {
   OpenClEngine& engine = Engine();
   for (KeyType type : kAllKeyTypes) {
