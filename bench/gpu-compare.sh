@@ -10,5 +10,6 @@ mkdir -p .git/info
 grep -qx "/.device/" .git/info/exclude 2>/dev/null || echo /.device/ >> .git/info/exclude
 rm -rf .device
 ../shared/tools/device-bundle .device build/sortd build/sortctl \
-  build/bench/gpu_sort_benchmark build/tests/opencl_engine_test
+  build/bench/gpu_sort_benchmark build/bench/batching_benchmark \
+  build/tests/opencl_engine_test
 cp ../shared/tools/gpu-anchors.py .device/

@@ -199,11 +199,27 @@ Route Scheduler::RouteLocked(const Task& task) const {
   }
   if (up == 0) return devices_.empty() ? Route::kCpu : Route::kFailover;
   const Thresholds& th = ThresholdsFor(task.op);
-  if (task.units <= th.cpu_max) return Route::kCpu;
   const CostModel& gpu =
       task.op == Op::kSort ? options_.gpu_sort : options_.gpu_transpose;
   const CostModel& cpu =
       task.op == Op::kSort ? options_.cpu_sort : options_.cpu_transpose;
+  if (task.units <= th.cpu_max) {
+    // Small requests belong to the CPU path, unless its own backlog would
+    // answer this one later than a device batch would (overflow).
+    if (options_.spill && task.units > 0 && cpu_queued_units_ > 0 &&
+        gpu.known() && cpu.known()) {
+      const double cpu_eta =
+          cpu.Seconds(static_cast<double>(task.units)) +
+          static_cast<double>(cpu_queued_units_) * cpu.per_unit;
+      const double gpu_eta = absl::ToDoubleSeconds(options_.max_batch_delay) +
+                             gpu.Seconds(static_cast<double>(task.units)) +
+                             static_cast<double>(backlog) * gpu.per_unit / up;
+      if (gpu_eta < cpu_eta) {
+        return task.units >= th.solo_min ? Route::kSolo : Route::kBatch;
+      }
+    }
+    return Route::kCpu;
+  }
   // Spill only when the devices have a backlog: on idle devices the
   // calibrated thresholds (or the operator's pinned ones) decide.
   if (options_.spill && backlog > 0 && gpu.known() && cpu.known()) {

@@ -9,6 +9,8 @@
 //   large (>= solo_min units)       -> runs alone on a device
 //   any, when the devices' backlog would finish it later than the CPU path
 //                                   -> CPU ("spill")
+//   tiny, when the CPU path's backlog would finish it later than a device
+//                                   -> a device batch (overflow)
 //
 // Units are keys for sorts and 32-bit rows (32 per matrix) for transposes.
 // A batch closes when it holds max_batch_requests or max_batch_keys units,
@@ -140,7 +142,7 @@ struct DeviceSlot {
 class Scheduler {
  public:
   struct Options {
-    absl::Duration max_batch_delay = absl::Microseconds(200);
+    absl::Duration max_batch_delay = absl::Microseconds(100);
     size_t max_batch_units = size_t{1} << 22;
     size_t max_batch_requests = 256;
     // Admission bounds over every task not yet answered.

@@ -73,8 +73,11 @@ ABSL_FLAG(int, cpu_threads, 0,
 ABSL_FLAG(int, request_threads, 0,
           "Threads that run CPU-path requests concurrently (0: as many as "
           "--cpu_threads, at least 2).");
-ABSL_FLAG(absl::Duration, max_batch_delay, absl::Microseconds(200),
-          "Longest a GPU-bound request waits for others to join its batch.");
+ABSL_FLAG(absl::Duration, max_batch_delay, absl::Microseconds(100),
+          "Longest a GPU-bound request waits for others to join its batch "
+          "(100us: the best or near-best throughput and p99 for 256- to "
+          "4096-key sorts at 16 and 64 clients on an H100; "
+          "docs/PERFORMANCE.md).");
 ABSL_FLAG(int64_t, max_batch_keys, int64_t{1} << 22,
           "A batch closes at this many keys (32 per matrix for transposes).");
 ABSL_FLAG(int, max_batch_requests, 256,
@@ -99,7 +102,9 @@ ABSL_FLAG(int64_t, transpose_solo_min_matrices, -1,
           "(-1: calibrated at startup).");
 ABSL_FLAG(bool, spill_to_cpu, true,
           "Send a GPU-bound request to the CPU path when the devices' "
-          "backlog would answer it later than the CPU (calibrated costs).");
+          "backlog would answer it later than the CPU, and a small request "
+          "to a device batch when the CPU path's backlog would answer it "
+          "later (calibrated costs; needs calibration).");
 ABSL_FLAG(int, pipeline_depth, 2,
           "Batches in flight per device: while one runs, the next is "
           "gathered and packed.");

@@ -623,6 +623,37 @@ TEST_F(SchedulerTest, SpillsToTheCpuWhenTheDeviceIsBackedUp) {
   EXPECT_EQ(sched->stats().spilled, 1u);
 }
 
+TEST_F(SchedulerTest, SmallRequestsOverflowToTheDeviceWhenTheCpuIsBackedUp) {
+  Gate cpu_gate;
+  FakeDevice slow_cpu("held cpu", &cpu_gate);
+  Scheduler::Options o;
+  o.sort = {.cpu_max = 10000, .solo_min = SIZE_MAX};
+  o.max_batch_delay = absl::ZeroDuration();
+  o.cpu_workers = 1;
+  o.cpu_sort = {.fixed = 1e-3, .per_unit = 1e-6};
+  o.gpu_sort = {.fixed = 1e-4, .per_unit = 1e-7};
+  std::vector<DeviceSlot> slots;
+  slots.push_back({std::make_unique<FakeDevice>("fake0", nullptr), nullptr});
+  Scheduler sched(o, &slow_cpu, std::move(slots));
+  cpu_gate.Close();
+  auto first = U32(100, 1), queued = U32(5000, 2), small = U32(1000, 3);
+  sched.Submit(first->task);
+  cpu_gate.WaitEntered(1);  // the CPU worker is busy
+  sched.Submit(queued->task);  // waits for it: 5000 keys of CPU backlog
+  // Here: 1 ms + 1 ms + 5 ms on the CPU, 0.2 ms on the device.
+  sched.Submit(small->task);
+  small->Wait();
+  small->verify();
+  EXPECT_EQ(small->result.path, ExecutionPath::kGpu);
+  EXPECT_EQ(small->result.route, Route::kBatch);
+  cpu_gate.Open();
+  first->Wait();
+  queued->Wait();
+  first->verify();
+  queued->verify();
+  EXPECT_EQ(queued->result.route, Route::kCpu);
+}
+
 TEST_F(SchedulerTest, DrainRunsWaitingBatchesAtOnceThenRefuses) {
   Scheduler::Options o = BatchAll();
   o.max_batch_delay = absl::Hours(1);

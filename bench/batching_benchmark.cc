@@ -1,0 +1,188 @@
+// The scheduler under closed-loop load, in process (no gRPC): C client
+// threads each keep one sort of N u32 keys in flight against the real
+// engines for a fixed time, for each batching delay, and for the unbatched
+// baseline (--max_batch_requests=1 equivalent) and the CPU path alone.
+// One JSON line per configuration:
+//
+//   batching_benchmark --device=gpu --keys=1024,4096 --concurrency=16,64
+//
+// {"bench":"batching","device":...,"keys":1024,"concurrency":64,
+//  "mode":"batched","delay_us":200,"requests_per_s":...,"keys_per_s":...,
+//  "p50_ms":...,"p99_ms":...,"mean_batch":...}
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gpu/opencl_engine.h"
+#include "server/cpu_sorter.h"
+#include "server/scheduler.h"
+
+ABSL_FLAG(std::string, device, "gpu", "gpu or opencl-cpu");
+ABSL_FLAG(std::string, keys, "256,1024,4096", "Keys per request");
+ABSL_FLAG(std::string, concurrency, "16,64", "Client threads");
+ABSL_FLAG(std::string, delays_us, "0,50,100,200,500,1000,2000",
+          "Batching delays to try, microseconds");
+ABSL_FLAG(double, seconds, 1.0, "Measured time per configuration");
+ABSL_FLAG(int, pipeline_depth, 2, "Batches in flight per device");
+
+namespace {
+
+std::vector<size_t> Parse(const std::string& list) {
+  std::vector<size_t> out;
+  for (absl::string_view s : absl::StrSplit(list, ',')) {
+    size_t v = 0;
+    if (absl::SimpleAtoi(s, &v)) out.push_back(v);
+  }
+  return out;
+}
+
+struct Result {
+  double requests_per_s = 0, p50_ms = 0, p99_ms = 0, mean_batch = 0;
+};
+
+Result Load(sortd::Scheduler& sched, size_t keys, size_t clients,
+            double seconds) {
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<double> latencies;
+  std::atomic<size_t> done_count{0};
+  std::vector<std::thread> threads;
+  const sortd::Scheduler::Stats before = sched.stats();
+  for (size_t c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      std::mt19937 rng(static_cast<uint32_t>(c));
+      std::vector<uint32_t> in(keys), out(keys);
+      for (uint32_t& k : in) k = rng();
+      std::vector<double> mine;
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto task = std::make_shared<sortd::Task>();
+        task->op = sortd::Op::kSort;
+        task->units = keys;
+        task->sort.count = keys;
+        task->sort.keys = reinterpret_cast<const std::byte*>(in.data());
+        task->sort.keys_out = reinterpret_cast<std::byte*>(out.data());
+        absl::Notification done;
+        bool ok = false;
+        task->done = [&](const sortd::TaskResult& r) {
+          ok = r.status.ok();
+          done.Notify();
+        };
+        const absl::Time start = absl::Now();
+        sched.Submit(task);
+        done.WaitForNotification();
+        if (!ok) std::abort();
+        mine.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+        done_count.fetch_add(1, std::memory_order_relaxed);
+      }
+      std::lock_guard<std::mutex> l(mu);
+      latencies.insert(latencies.end(), mine.begin(), mine.end());
+    });
+  }
+  // Warm for a fifth of the time, then measure.
+  absl::SleepFor(absl::Seconds(seconds / 5));
+  const size_t start_count = done_count.load();
+  const absl::Time start = absl::Now();
+  absl::SleepFor(absl::Seconds(seconds));
+  const size_t end_count = done_count.load();
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  const sortd::Scheduler::Stats after = sched.stats();
+  Result r;
+  r.requests_per_s = (end_count - start_count) / elapsed;
+  std::sort(latencies.begin(), latencies.end());
+  if (!latencies.empty()) {
+    r.p50_ms = latencies[latencies.size() / 2];
+    r.p99_ms = latencies[latencies.size() * 99 / 100];
+  }
+  const double runs = static_cast<double>(after.gpu_runs - before.gpu_runs);
+  r.mean_batch =
+      runs > 0 ? static_cast<double>(after.gpu_tasks - before.gpu_tasks) / runs
+               : 1.0;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  sortd::CpuSorter cpu({});
+  sortd::gpu::OpenClEngine::Options eo;
+  eo.kind = absl::GetFlag(FLAGS_device) == "gpu" ? sortd::gpu::DeviceKind::kGpu
+                                                 : sortd::gpu::DeviceKind::kCpu;
+  eo.lanes = absl::GetFlag(FLAGS_pipeline_depth);
+  auto engine = sortd::gpu::OpenClEngine::Create(eo);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
+    return 1;
+  }
+  const std::string device = (*engine)->device_name();
+  std::unique_ptr<sortd::Sorter> shared(std::move(*engine));
+  // The engine is handed to each scheduler in turn through a thin owner.
+  struct Borrowed final : sortd::Sorter {
+    sortd::Sorter* e;
+    explicit Borrowed(sortd::Sorter* s) : e(s) {}
+    sortd::ExecutionPath path() const override { return e->path(); }
+    std::string device_name() const override { return e->device_name(); }
+    absl::Status Sort(const sortd::SortJob& j) override { return e->Sort(j); }
+    absl::Status SortSegments(const sortd::SortJob& j,
+                              absl::Span<const uint32_t> o) override {
+      return e->SortSegments(j, o);
+    }
+    absl::Status Transpose(const sortd::TransposeJob& j) override {
+      return e->Transpose(j);
+    }
+  };
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  for (size_t keys : Parse(absl::GetFlag(FLAGS_keys))) {
+    for (size_t clients : Parse(absl::GetFlag(FLAGS_concurrency))) {
+      struct Mode {
+        const char* name;
+        long delay_us;
+        size_t max_requests;
+        bool device;
+      };
+      std::vector<Mode> modes = {{"cpu_path", 0, 1, false},
+                                 {"unbatched", 0, 1, true}};
+      for (size_t d : Parse(absl::GetFlag(FLAGS_delays_us))) {
+        modes.push_back({"batched", static_cast<long>(d), 256, true});
+      }
+      for (const Mode& m : modes) {
+        sortd::Scheduler::Options o;
+        o.max_batch_delay = absl::Microseconds(m.delay_us);
+        o.max_batch_requests = m.max_requests;
+        o.sort = {.cpu_max = m.device ? 0 : SIZE_MAX, .solo_min = SIZE_MAX};
+        o.spill = false;
+        o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
+        o.cpu_workers = static_cast<int>(std::thread::hardware_concurrency());
+        std::vector<sortd::DeviceSlot> slots;
+        slots.push_back({std::make_unique<Borrowed>(shared.get()), nullptr});
+        sortd::Scheduler sched(o, &cpu, std::move(slots));
+        const Result r = Load(sched, keys, clients, seconds);
+        sched.Drain(absl::Now() + absl::Seconds(30));
+        std::printf(
+            "{\"bench\":\"batching\",\"device\":\"%s\",\"keys\":%zu,"
+            "\"concurrency\":%zu,\"mode\":\"%s\",\"delay_us\":%ld,"
+            "\"requests_per_s\":%.1f,\"keys_per_s\":%.4g,\"p50_ms\":%.4f,"
+            "\"p99_ms\":%.4f,\"mean_batch\":%.2f}\n",
+            device.c_str(), keys, clients, m.name, m.delay_us,
+            r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
+            m.device ? r.mean_batch : 1.0);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
