@@ -186,18 +186,27 @@ void PrintSummary(const Summary& s) {
     }
     absl::StrAppendFormat(
         &out,
-        ",\"path\":\"%s\",\"device\":%s,\"queue_wait_ms\":%.6f,"
-        "\"compute_ms\":%.6f,\"wall_ms\":%.6f,\"verified\":%s}\n",
+        ",\"path\":\"%s\",\"device\":%s,\"route\":%s,\"batch_requests\":%d,"
+        "\"queue_wait_ms\":%.6f,\"compute_ms\":%.6f,\"wall_ms\":%.6f,"
+        "\"verified\":%s}\n",
         PathText(s.served_by.path()), cli::JsonString(s.served_by.device()),
+        cli::JsonString(s.served_by.route()), s.served_by.batch_requests(),
         queue_ms, compute_ms, s.wall_ms, s.verified ? "true" : "false");
     std::fputs(out.c_str(), stdout);
     return;
   }
+  const std::string batch =
+      s.served_by.batch_requests() > 1
+          ? absl::StrCat(", batched with ", s.served_by.batch_requests() - 1,
+                         " other request(s)")
+          : "";
   std::printf(
-      "%s %s on %s [%s]: queue %.3f ms, compute %.3f ms, wall %.3f ms%s\n",
+      "%s %s on %s [%s], route %s%s: queue %.3f ms, compute %.3f ms, wall "
+      "%.3f ms%s\n",
       s.command == "sort" ? "sorted" : "transposed", s.description.c_str(),
-      PathText(s.served_by.path()), s.served_by.device().c_str(), queue_ms,
-      compute_ms, s.wall_ms, s.verified ? "; verified" : "");
+      PathText(s.served_by.path()), s.served_by.device().c_str(),
+      s.served_by.route().c_str(), batch.c_str(), queue_ms, compute_ms,
+      s.wall_ms, s.verified ? "; verified" : "");
 }
 
 absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(Progress& progress) {

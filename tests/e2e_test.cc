@@ -433,6 +433,27 @@ TEST(E2EOpenCl, LostDeviceSendsEverythingToTheCpuPath) {
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
+// Without pinned thresholds the router is calibrated at startup by timing
+// both paths; the thresholds are logged and exported, and requests follow
+// them (PoCL on two cores: the CPU path wins at every measured size).
+TEST(E2EOpenCl, CalibratesTheRouterAtStartup) {
+  ServerProcess server({"--device=opencl-cpu", "--kernel_cache_dir=",
+                        "--calibrate_max_keys=65536",
+                        "--metrics_listen=127.0.0.1:0"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  EXPECT_THAT(server.Output(), HasSubstr("sortd: calibrate sort"));
+  EXPECT_THAT(server.Output(), HasSubstr("sortd: router sort: CPU path up to"));
+  EXPECT_THAT(server.Output(), HasSubstr("sortd: router transpose:"));
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary=\"sort_cpu_max\"}"));
+  EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary=\"transpose_solo_min\"}"));
+  auto r = RunCommand(Sortctl(server, "sort --random=100 --verify"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("on cpu"));
+  EXPECT_THAT(r.out, HasSubstr("route cpu"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
 // After the back-off the lost device is re-created and serves again.
 TEST(E2EOpenCl, LostDeviceIsRecreatedAndServesAgain) {
   ServerProcess server(OpenClArgs({"--reinit_backoff=0"}),
