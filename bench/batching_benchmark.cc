@@ -36,6 +36,11 @@ ABSL_FLAG(std::string, delays_us, "0,50,100,200,500,1000,2000",
           "Batching delays to try, microseconds");
 ABSL_FLAG(double, seconds, 1.0, "Measured time per configuration");
 ABSL_FLAG(int, pipeline_depth, 2, "Batches in flight per device");
+ABSL_FLAG(std::string, classes, "1",
+          "Batch classes the clients spread over (client c uses class c % "
+          "k: key types u32, f32, u64, i32, i64, f64, each ascending and "
+          "descending), comma-separated values of k");
+ABSL_FLAG(bool, baselines, true, "Also measure the CPU path and unbatched");
 
 namespace {
 
@@ -53,7 +58,7 @@ struct Result {
 };
 
 Result Load(sortd::Scheduler& sched, size_t keys, size_t clients,
-            double seconds) {
+            double seconds, size_t classes) {
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::vector<double> latencies;
@@ -63,14 +68,22 @@ Result Load(sortd::Scheduler& sched, size_t keys, size_t clients,
   for (size_t c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       std::mt19937 rng(static_cast<uint32_t>(c));
-      std::vector<uint32_t> in(keys), out(keys);
-      for (uint32_t& k : in) k = rng();
+      // Random bits are valid keys of every type (NaNs included).
+      std::vector<uint64_t> in(keys), out(keys);
+      for (uint64_t& k : in) k = (uint64_t{rng()} << 32) | rng();
+      constexpr sortd::KeyType kTypes[] = {
+          sortd::KeyType::kU32, sortd::KeyType::kF32, sortd::KeyType::kU64,
+          sortd::KeyType::kI32, sortd::KeyType::kI64, sortd::KeyType::kF64};
+      const size_t cls = c % std::max<size_t>(classes, 1);
       std::vector<double> mine;
       while (!stop.load(std::memory_order_relaxed)) {
         auto task = std::make_shared<sortd::Task>();
         task->op = sortd::Op::kSort;
         task->units = keys;
         task->sort.count = keys;
+        task->sort.key_type = kTypes[(cls / 2) % 6];
+        task->sort.order =
+            cls % 2 ? sortd::Order::kDescending : sortd::Order::kAscending;
         task->sort.keys = reinterpret_cast<const std::byte*>(in.data());
         task->sort.keys_out = reinterpret_cast<std::byte*>(out.data());
         absl::Notification done;
@@ -146,6 +159,7 @@ int main(int argc, char** argv) {
     }
   };
   const double seconds = absl::GetFlag(FLAGS_seconds);
+  for (size_t classes : Parse(absl::GetFlag(FLAGS_classes))) {
   for (size_t keys : Parse(absl::GetFlag(FLAGS_keys))) {
     for (size_t clients : Parse(absl::GetFlag(FLAGS_concurrency))) {
       struct Mode {
@@ -154,8 +168,10 @@ int main(int argc, char** argv) {
         size_t max_requests;
         bool device;
       };
-      std::vector<Mode> modes = {{"cpu_path", 0, 1, false},
-                                 {"unbatched", 0, 1, true}};
+      std::vector<Mode> modes;
+      if (absl::GetFlag(FLAGS_baselines)) {
+        modes = {{"cpu_path", 0, 1, false}, {"unbatched", 0, 1, true}};
+      }
       for (size_t d : Parse(absl::GetFlag(FLAGS_delays_us))) {
         modes.push_back({"batched", static_cast<long>(d), 256, true});
       }
@@ -170,19 +186,22 @@ int main(int argc, char** argv) {
         std::vector<sortd::DeviceSlot> slots;
         slots.push_back({std::make_unique<Borrowed>(shared.get()), nullptr});
         sortd::Scheduler sched(o, &cpu, std::move(slots));
-        const Result r = Load(sched, keys, clients, seconds);
+        const Result r = Load(sched, keys, clients, seconds, classes);
         sched.Drain(absl::Now() + absl::Seconds(30));
         std::printf(
             "{\"bench\":\"batching\",\"device\":\"%s\",\"keys\":%zu,"
             "\"concurrency\":%zu,\"mode\":\"%s\",\"delay_us\":%ld,"
             "\"requests_per_s\":%.1f,\"keys_per_s\":%.4g,\"p50_ms\":%.4f,"
-            "\"p99_ms\":%.4f,\"mean_batch\":%.2f}\n",
+            "\"p99_ms\":%.4f,\"mean_batch\":%.2f,\"classes\":%zu,"
+            "\"pipeline_depth\":%d}\n",
             device.c_str(), keys, clients, m.name, m.delay_us,
             r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
-            m.device ? r.mean_batch : 1.0);
+            m.device ? r.mean_batch : 1.0, classes,
+            absl::GetFlag(FLAGS_pipeline_depth));
         std::fflush(stdout);
       }
     }
+  }
   }
   return 0;
 }

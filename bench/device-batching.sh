@@ -6,18 +6,21 @@
 #      sortctl runs of mixed sizes, every answer verified
 #   3. sortd --device=gpu,opencl-cpu: two workers (the CPU device standing
 #      in for a second GPU); concurrent load; runs per device from /metrics
-#   4. batching_benchmark: delays, unbatched and CPU-path baselines
+#   4. batching_benchmark: delays, unbatched and CPU-path baselines; then
+#      batch classes (1, 2, 12) and pipeline depth (1, 2)
 #   5. gpu-anchors.py at 2^16 keys (CUB's small-sort latency, for context)
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
 mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+# (few files: the device tool brings back a handful)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/summary.txt"
 
 echo "== kernel tests on the GPU"
 SORTD_TEST_DEVICE=gpu timeout 240 opencl_engine_test --gtest_brief=1 \
-  > "$OUT/kernel-tests.log" 2>&1
-echo "kernel tests exit $?"; tail -3 "$OUT/kernel-tests.log"
+  > /tmp/kernel-tests.log 2>&1
+echo "kernel tests exit $?" | tee -a "$OUT/summary.txt"
+tail -3 /tmp/kernel-tests.log | tee -a "$OUT/summary.txt"
 
 load() {  # 64 concurrent verified sorts and transposes of mixed sizes
   local fails=0 pids=()
@@ -32,7 +35,8 @@ load() {  # 64 concurrent verified sorts and transposes of mixed sizes
   done
   for p in "${pids[@]}"; do wait $p || fails=$((fails + 1)); done
   cat "$1".* > "$1"; rm -f "$1".*
-  echo "load: 64 calls, $fails failed, $(grep -c '"verified":true' "$1") verified"
+  echo "load: 64 calls, $fails failed, $(grep -c '"verified":true' "$1") verified" \
+    | tee -a "$OUT/summary.txt"
 }
 
 serve() {  # serve DEVICE LOG
@@ -47,28 +51,37 @@ serve() {  # serve DEVICE LOG
 }
 
 echo "== sortd --device=gpu"
-serve gpu "$OUT/sortd-gpu.log" && {
+METRICS="import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9464/metrics').read().decode())"
+serve gpu /tmp/sortd-gpu.log && {
   load "$OUT/load-gpu.jsonl"
-  python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9464/metrics').read().decode())" > "$OUT/metrics-gpu.txt"
+  python3 -c "$METRICS" > /tmp/metrics-gpu.txt
   kill -TERM $SORTD; wait $SORTD; echo "sortd exit $?"
-  grep -E "calibrat|router|engines" "$OUT/sortd-gpu.log"
-  grep -E "^sortd_(batch_requests_(sum|count)|device_runs_total|routed_requests_total)" "$OUT/metrics-gpu.txt"
+  grep -E "calibrat|router|engines" /tmp/sortd-gpu.log
+  grep -E "^sortd_(batch_requests_(sum|count)|device_runs_total|routed_requests_total|router)" /tmp/metrics-gpu.txt
 }
 
 echo "== sortd --device=gpu,opencl-cpu (two workers)"
-serve gpu,opencl-cpu "$OUT/sortd-two.log" && {
+serve gpu,opencl-cpu /tmp/sortd-two.log && {
   load "$OUT/load-two.jsonl"
-  python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9464/metrics').read().decode())" > "$OUT/metrics-two.txt"
+  python3 -c "$METRICS" > /tmp/metrics-two.txt
   kill -TERM $SORTD; wait $SORTD; echo "sortd exit $?"
-  grep -E "router|engines" "$OUT/sortd-two.log"
-  grep -E "^sortd_device_runs_total" "$OUT/metrics-two.txt"
+  grep -E "router|engines" /tmp/sortd-two.log
+  grep -E "^sortd_device_runs_total" /tmp/metrics-two.txt
 }
+cat /tmp/sortd-gpu.log /tmp/sortd-two.log > "$OUT/sortd.log"
+cat /tmp/metrics-gpu.txt /tmp/metrics-two.txt > "$OUT/metrics.txt"
 
 echo "== batching benchmark"
 timeout 300 batching_benchmark --device=gpu --keys=256,1024,4096,16384 \
   --concurrency=16,64 --delays_us=0,50,100,200,500,1000 --seconds=1 \
   | tee "$OUT/batching.jsonl"
+echo "== batch classes and pipeline depth"
+for depth in 1 2; do
+  timeout 120 batching_benchmark --device=gpu --keys=1024,4096 --concurrency=64 \
+    --delays_us=100 --classes=1,2,12 --seconds=1 --baselines=false \
+    --pipeline_depth=$depth
+done | tee "$OUT/batching-classes-depth.jsonl"
 echo "== anchors (2^16)"
 PYTHONUNBUFFERED=1 timeout 200 python3 .device/gpu-anchors.py --sizes 16 \
-  --json "$OUT/anchors.jsonl" > /dev/null 2>"$OUT/anchors.err"; echo "anchors exit $?"
+  --json "$OUT/anchors.jsonl" > /dev/null 2>/tmp/anchors.err; echo "anchors exit $?"
 cat "$OUT/anchors.jsonl"

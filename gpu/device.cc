@@ -1,5 +1,6 @@
 #include "gpu/device.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -67,6 +68,46 @@ absl::StatusOr<std::vector<Device>> FindDevices(DeviceKind kind) {
                      " device among ", platforms.size(), " platform(s)"));
   }
   return found;
+}
+
+std::vector<Device> SplitDevice(const Device& device, bool by_affinity,
+                                unsigned units) {
+  std::vector<cl_device_partition_property> kinds;
+  if (device.device.getInfo(CL_DEVICE_PARTITION_PROPERTIES, &kinds) !=
+      CL_SUCCESS) {
+    return {device};
+  }
+  auto supports = [&](cl_device_partition_property p) {
+    return std::find(kinds.begin(), kinds.end(), p) != kinds.end();
+  };
+  cl::Device whole = device.device;  // createSubDevices is not const
+  std::vector<cl::Device> parts;
+  if (by_affinity && supports(CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN)) {
+    const cl_device_partition_property props[] = {
+        CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN,
+        CL_DEVICE_AFFINITY_DOMAIN_NEXT_PARTITIONABLE, 0};
+    if (whole.createSubDevices(props, &parts) != CL_SUCCESS) {
+      parts.clear();
+    }
+  }
+  if (parts.empty() && units > 0 && units < device.info.compute_units &&
+      supports(CL_DEVICE_PARTITION_EQUALLY)) {
+    const cl_device_partition_property props[] = {
+        CL_DEVICE_PARTITION_EQUALLY,
+        static_cast<cl_device_partition_property>(units), 0};
+    if (whole.createSubDevices(props, &parts) != CL_SUCCESS) {
+      parts.clear();
+    }
+  }
+  if (parts.size() < 2) return {device};
+  std::vector<Device> out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Device d{device.platform, parts[i], Describe(device.platform, parts[i])};
+    d.info.name = absl::StrCat(d.info.name, " [part ", i + 1, "/",
+                               parts.size(), "]");
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 absl::StatusOr<Device> FindDevice(DeviceKind kind, size_t index) {

@@ -48,6 +48,15 @@ absl::StatusOr<std::vector<Device>> FindDevices(DeviceKind kind);
 // The `index`-th of those devices (0: the first).
 absl::StatusOr<Device> FindDevice(DeviceKind kind, size_t index = 0);
 
+// The parts of `device` that each get a worker. With `by_affinity`, a device
+// that partitions by affinity domain (Intel's multi-tile GPUs: one
+// sub-device per tile) is split that way; with `units` > 0, a device that
+// partitions equally is split into sub-devices of that many compute units.
+// Otherwise, or when the device cannot be split so, the whole device.
+// Parts are named "<name> [part i/n]".
+std::vector<Device> SplitDevice(const Device& device, bool by_affinity,
+                                unsigned units);
+
 }  // namespace sortd::gpu
 
 #endif  // SORTD_GPU_DEVICE_H_

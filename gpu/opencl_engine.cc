@@ -64,7 +64,9 @@ OpenClEngine::OpenClEngine(Device device, const Options& options)
 
 absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
     const Options& options) {
-  absl::StatusOr<Device> device = FindDevice(options.kind, options.device_index);
+  absl::StatusOr<Device> device =
+      options.device ? *options.device
+                     : FindDevice(options.kind, options.device_index);
   if (!device.ok()) return device.status();
   std::unique_ptr<OpenClEngine> engine(new OpenClEngine(*device, options));
   SORTD_RETURN_IF_ERROR(engine->Init());

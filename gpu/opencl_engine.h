@@ -44,6 +44,8 @@ class OpenClEngine final : public Sorter {
     DeviceKind kind = DeviceKind::kGpu;
     // Which device of that kind (FindDevices order).
     size_t device_index = 0;
+    // Set: this exact device (a sub-device from SplitDevice), instead.
+    std::optional<Device> device;
     // Folder of the program-binary cache; empty keeps programs in memory.
     std::string cache_dir;
     // 0: read SORTD_FAULT_ENQUEUE from the environment.

@@ -111,6 +111,13 @@ ABSL_FLAG(int, pipeline_depth, 2,
 ABSL_FLAG(absl::Duration, reinit_backoff, absl::Seconds(1),
           "Wait before re-creating a failed device engine; doubles on each "
           "failed attempt, up to a minute.");
+ABSL_FLAG(bool, sub_devices, true,
+          "Give each sub-device of a GPU that partitions by affinity domain "
+          "(the tiles of Intel's multi-tile GPUs) its own worker.");
+ABSL_FLAG(int, sub_device_units, 0,
+          "Split each OpenCL device that partitions equally into sub-devices "
+          "of this many compute units, one worker each (0: no; for tests "
+          "and for sharing a CPU device).");
 ABSL_FLAG(int64_t, calibrate_max_keys, int64_t{1} << 20,
           "Largest sort timed by the startup calibration.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
@@ -201,12 +208,36 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
       specs.push_back({DeviceKind::kCpu, 0});
     }
   }
-  std::vector<sortd::DeviceSlot> slots;
+  // Each device, or each of its parts (sub-devices), gets a worker.
+  struct Part {
+    DeviceKind kind;
+    sortd::gpu::Device device;
+  };
+  std::vector<Part> parts;
   for (const Spec& spec : specs) {
+    auto found = sortd::gpu::FindDevice(spec.kind, spec.index);
+    if (!found.ok()) {
+      if (auto_mode) {
+        std::fprintf(stderr, "sortd: --device=auto: %s\n",
+                     found.status().ToString().c_str());
+        continue;
+      }
+      return found.status();
+    }
+    for (sortd::gpu::Device& d : sortd::gpu::SplitDevice(
+             *found,
+             spec.kind == DeviceKind::kGpu && absl::GetFlag(FLAGS_sub_devices),
+             static_cast<unsigned>(absl::GetFlag(FLAGS_sub_device_units)))) {
+      parts.push_back({spec.kind, std::move(d)});
+    }
+  }
+  std::vector<sortd::DeviceSlot> slots;
+  for (const Part& spec : parts) {
     OpenClEngine::Options options;
     options.kind = spec.kind;
-    options.device_index = spec.index;
+    options.device = spec.device;
     options.cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir);
+    options.lanes = absl::GetFlag(FLAGS_pipeline_depth);
     sortd::EngineFactory factory =
         [options]() -> absl::StatusOr<std::unique_ptr<sortd::Sorter>> {
       auto engine = OpenClEngine::Create(options);

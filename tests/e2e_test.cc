@@ -591,6 +591,26 @@ TEST(E2EBatching, OverloadIsRefusedAndDrainAnswersTheQueue) {
   }
 }
 
+// A device split into sub-devices (PoCL partitions equally; Intel's
+// multi-tile GPUs by affinity domain): one worker per part, both serving.
+TEST(E2EBatching, EachSubDeviceGetsAWorker) {
+  ServerProcess server(OpenClArgs({"--sub_device_units=1",
+                                   "--metrics_listen=127.0.0.1:0"}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  EXPECT_THAT(server.Output(), HasSubstr("[part 1/2]"));
+  EXPECT_THAT(server.Output(), HasSubstr("[part 2/2]"));
+  auto client = Connect(server);
+  for (auto& r : ConcurrentSorts(*client, 6)) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->served_by.path(), v1::EXECUTION_PATH_GPU);
+    EXPECT_THAT(r->served_by.device(), HasSubstr("[part "));
+  }
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  EXPECT_THAT(body, HasSubstr("[part 1/2]\"} 1\n"));
+  EXPECT_THAT(body, HasSubstr("[part 2/2]\"} 1\n"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
 // The done-when of the scheduler: many client threads mixing sizes, key
 // types, orders, payloads, sorts and transposes against two workers on the
 // OpenCL device and the CPU path; every answer checked.
