@@ -98,13 +98,15 @@ void Report(std::string* out, const char* op, const char* unit,
                           op, b.units / per_unit_divisor, unit, b.solo * 1e3,
                           b.share * 1e3);
   }
-  auto fmt = [&](size_t v) -> std::string {
-    return v == SIZE_MAX ? std::string("never")
-                         : absl::StrCat(v / per_unit_divisor);
+  auto fmt = [&](size_t v, bool up) -> std::string {
+    if (v == SIZE_MAX) return "never";
+    return absl::StrCat((v + (up ? per_unit_divisor - 1 : 0)) /
+                        per_unit_divisor);
   };
   absl::StrAppend(out, "sortd: router ", op, ": CPU path up to ",
-                  fmt(t.cpu_max), " ", unit, ", alone on a device from ",
-                  fmt(t.solo_min), " ", unit, ", batched between\n");
+                  fmt(t.cpu_max, false), " ", unit,
+                  ", alone on a device from ", fmt(t.solo_min, true), " ",
+                  unit, ", batched between\n");
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
+#include "server/keys.h"
 
 namespace sortd {
 namespace {
@@ -61,6 +63,15 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
     dev->backoff = options_.reinit_backoff;
     devices_.push_back(std::move(dev));
   }
+  // The longest segment every device sorts inside a batch's shared
+  // launches, per key width; longer sorts run alone.
+  for (const auto& dev : devices_) {
+    for (int w = 0; w < 2; ++w) {
+      const size_t f =
+          dev->engine->fused_segment_keys(w ? KeyType::kU64 : KeyType::kU32);
+      if (f > 0 && (fused_[w] == 0 || f < fused_[w])) fused_[w] = f;
+    }
+  }
   for (size_t d = 0; d < devices_.size(); ++d) {
     listener_->OnDeviceState(devices_[d]->name, true);
     for (int r = 0; r < options_.pipeline_depth; ++r) {
@@ -75,10 +86,14 @@ const Thresholds& Scheduler::ThresholdsFor(Op op) const {
   return op == Op::kSort ? options_.sort : options_.transpose;
 }
 
+// Sorts of every key type and order batch together by key width: packing
+// maps each request's keys to their order-preserving unsigned bits (the
+// complement for descending, which keeps equal keys in input order), and
+// the batch sorts those ascending.
 Scheduler::ClassKey Scheduler::ClassOf(const Task& task) {
   if (task.op == Op::kTranspose) return {1, 0, 0, 0, 0};
   const SortJob& j = task.sort;
-  return {0, static_cast<int>(j.key_type), static_cast<int>(j.order),
+  return {0, static_cast<int>(KeySize(j.key_type)), 0,
           static_cast<int>(j.value_type), j.permutation_out != nullptr};
 }
 
@@ -118,7 +133,10 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.submitted;
-    if (draining_) {
+    // While draining, calls that reached the handler before gRPC stopped
+    // taking new ones are still served; after the drain deadline (or once
+    // drained) nothing is.
+    if (abandoning_ || stopping_) {
       rejected = absl::UnavailableError(
           "sortd is shutting down and takes no new requests; retry on "
           "another replica");
@@ -231,6 +249,10 @@ Route Scheduler::RouteLocked(const Task& task) const {
     if (cpu_eta < gpu_eta) return Route::kSpill;
   }
   if (task.units >= th.solo_min) return Route::kSolo;
+  if (task.op == Op::kSort) {
+    const size_t fused = fused_[KeySize(task.sort.key_type) == 8];
+    if (fused > 0 && task.units > fused) return Route::kSolo;
+  }
   return Route::kBatch;
 }
 
@@ -552,6 +574,31 @@ void Copy(std::byte* dst, const std::byte* src, size_t bytes) {
   });
 }
 
+// Copies n keys of type t from src to dst, mapped to their ordered bits
+// (encode) or back; large arrays are spread over the oneTBB pool.
+void ToOrderedBits(KeyType t, bool descending, bool encode,
+                   const std::byte* src, std::byte* dst, size_t n) {
+  DispatchKeyType(t, [&]<KeyType T>() {
+    using U = KeyBits<T>;
+    auto body = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        U v;
+        std::memcpy(&v, src + i * sizeof(U), sizeof(U));
+        v = encode ? OrderedBits<T>(v, descending) : RawBits<T>(v, descending);
+        std::memcpy(dst + i * sizeof(U), &v, sizeof(U));
+      }
+    };
+    if (n * sizeof(U) < kParallelCopyBytes) {
+      body(0, n);
+    } else {
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
+                        [&](const tbb::blocked_range<size_t>& r) {
+                          body(r.begin(), r.end());
+                        });
+    }
+  });
+}
+
 }  // namespace
 
 absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
@@ -619,12 +666,13 @@ absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
   std::byte* perm_out = values_out + values_bytes;
   for (size_t i = 0; i < batch.size(); ++i) {
     const SortJob& j = batch[i]->sort;
-    Copy(keys_in + offsets[i] * ks, j.keys, j.count * ks);
+    ToOrderedBits(j.key_type, j.order == Order::kDescending, true, j.keys,
+                  keys_in + offsets[i] * ks, j.count);
     if (vs > 0) Copy(values_in + offsets[i] * vs, j.values, j.count * vs);
   }
   SortJob job;
-  job.key_type = first.key_type;
-  job.order = first.order;
+  job.key_type = ks == 4 ? KeyType::kU32 : KeyType::kU64;
+  job.order = Order::kAscending;
   job.count = total;
   job.keys = keys_in;
   job.value_type = first.value_type;
@@ -636,7 +684,8 @@ absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
   if (absl::Status s = engine.SortSegments(job, offsets); !s.ok()) return s;
   for (size_t i = 0; i < batch.size(); ++i) {
     const SortJob& j = batch[i]->sort;
-    Copy(j.keys_out, keys_out + offsets[i] * ks, j.count * ks);
+    ToOrderedBits(j.key_type, j.order == Order::kDescending, false,
+                  keys_out + offsets[i] * ks, j.keys_out, j.count);
     if (vs > 0) Copy(j.values_out, values_out + offsets[i] * vs, j.count * vs);
     if (perm) {
       // The engine's indices are into the whole batch; the caller's are

@@ -15,7 +15,10 @@
 // Units are keys for sorts and 32-bit rows (32 per matrix) for transposes.
 // A batch closes when it holds max_batch_requests or max_batch_keys units,
 // or when its oldest request has waited max_batch_delay. Sorts batch with
-// sorts of the same key type, order, payload type and permutation request.
+// sorts of the same key width, payload type and permutation request: key
+// types and orders are normalised to ordered unsigned bits while packing.
+// Sorts longer than the devices' fused segment (for their key width) run
+// alone: in a batch they would cost launches of their own.
 //
 // Each device has `pipeline_depth` runner threads: while one runner's batch
 // is on the device, the next runner gathers and packs the following batch,
@@ -179,9 +182,10 @@ class Scheduler {
 
   void Submit(std::shared_ptr<Task> task);
 
-  // Stops batching delays and new submissions (UNAVAILABLE), runs what is
-  // queued until `deadline`, then answers whatever has not started
-  // UNAVAILABLE, waits for running work and stops every thread.
+  // Stops batching delays, runs what is queued (and what is submitted
+  // meanwhile: calls already accepted by gRPC) until `deadline`, then
+  // answers whatever has not started UNAVAILABLE, waits for running work
+  // and stops every thread; later submissions get UNAVAILABLE.
   void Drain(absl::Time deadline);
 
   Stats stats() const;
@@ -244,10 +248,11 @@ class Scheduler {
   size_t pending_units_ = 0, pending_requests_ = 0;
   size_t admitted_units_ = 0, admitted_requests_ = 0;
   size_t cpu_queued_units_ = 0, cpu_queued_requests_ = 0;
-  bool draining_ = false;     // no delays, no new tasks
+  bool draining_ = false;     // batches close at once
   bool abandoning_ = false;   // drain deadline passed: unstarted -> error
   bool stopping_ = false;     // runners exit
   std::vector<std::unique_ptr<Device>> devices_;
+  size_t fused_[2] = {0, 0};  // by key width: 32, 64 bits
   Stats stats_;
   WorkQueue cpu_queue_;
 };

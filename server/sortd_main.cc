@@ -362,7 +362,9 @@ void Route(sortd::Sorter& cpu, sortd::Sorter& device,
                "alone on a device; transposes of <= %zu matrices on the CPU "
                "path, >= %zu alone; batches in between (--max_batch_delay=%s)\n",
                o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
-               o->transpose.solo_min / 32,
+               o->transpose.solo_min == SIZE_MAX
+                   ? SIZE_MAX
+                   : (o->transpose.solo_min + 31) / 32,
                absl::FormatDuration(o->max_batch_delay).c_str());
 }
 

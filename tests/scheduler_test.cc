@@ -275,6 +275,55 @@ TEST_F(SchedulerTest, ConcurrentSmallRequestsRunAsOneBatch) {
   EXPECT_EQ(sched->stats().gpu_tasks, 8u);
 }
 
+// Key types and orders of one width share a batch: packing maps them to
+// ordered unsigned bits and back, keeping every sort stable.
+TEST_F(SchedulerTest, KeyTypesAndOrdersOfOneWidthShareABatch) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 6;
+  o.max_batch_delay = absl::Hours(1);
+  auto sched = Make(o);
+  for (int wide = 0; wide < 2; ++wide) {
+    std::vector<std::shared_ptr<SortCall>> calls;
+    for (int i = 0; i < 6; ++i) {
+      const bool desc = i % 2;
+      const size_t n = 500 + 101 * i;
+      switch (i / 2) {
+        case 0:
+          calls.push_back(wide ? MakeSort<uint64_t>(n, desc, true, true, i)
+                               : MakeSort<uint32_t>(n, desc, true, true, i));
+          break;
+        case 1:
+          calls.push_back(wide ? MakeSort<int64_t>(n, desc, true, true, i)
+                               : MakeSort<int32_t>(n, desc, true, true, i));
+          break;
+        default:
+          calls.push_back(wide ? MakeSort<double>(n, desc, true, true, i)
+                               : MakeSort<float>(n, desc, true, true, i));
+      }
+      sched->Submit(calls.back()->task);
+    }
+    for (auto& c : calls) {
+      c->Wait();
+      c->verify();
+      EXPECT_EQ(c->result.batch_requests, 6);
+    }
+    EXPECT_EQ(devices_[0]->runs(), wide + 1);
+  }
+}
+
+// A sort longer than the device's fused segment would cost launches of its
+// own inside a batch: it runs alone.
+TEST_F(SchedulerTest, SortsLongerThanTheFusedSegmentRunAlone) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_delay = absl::Hours(1);
+  auto sched = Make(o);  // fake devices fuse segments of up to 4096 keys
+  auto c = MakeSort<int64_t>(5000, false, false, false, 1);
+  sched->Submit(c->task);
+  c->Wait();
+  c->verify();
+  EXPECT_EQ(c->result.route, Route::kSolo);
+}
+
 TEST_F(SchedulerTest, TransposesBatchIntoOneLaunch) {
   Scheduler::Options o = BatchAll();
   o.max_batch_requests = 5;
