@@ -703,44 +703,58 @@ absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
   return absl::OkStatus();
 }
 
+void Scheduler::StartDrain() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::AbandonQueued() {
+  Batch abandoned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abandoning_ = true;
+    for (auto& [key, p] : pending_) {
+      for (auto& t : p.tasks) abandoned.push_back(std::move(t));
+    }
+    pending_.clear();
+    for (auto& t : solo_) abandoned.push_back(std::move(t));
+    solo_.clear();
+    pending_units_ = 0;
+    pending_requests_ = 0;
+  }
+  if (!abandoned.empty()) {
+    std::fprintf(stderr,
+                 "sortd: drain timeout: answering %zu queued request(s) "
+                 "UNAVAILABLE\n",
+                 abandoned.size());
+  }
+  // CPU-path tasks not yet started answer UNAVAILABLE themselves.
+  for (auto& t : abandoned) {
+    TaskResult result;
+    result.status = absl::UnavailableError(
+        "sortd shut down before this request ran (--drain_timeout passed); "
+        "retry on another replica");
+    Answer(t, std::move(result));
+  }
+}
+
 void Scheduler::Drain(absl::Time deadline) {
+  StartDrain();
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) return;
-    draining_ = true;
-    cv_.notify_all();
     while (admitted_requests_ > 0 && Now() < deadline) {
       idle_cv_.wait_until(lock, absl::ToChronoTime(deadline));
     }
-    if (admitted_requests_ > 0) {
-      // Out of time: what has not started is answered, not dropped.
-      abandoning_ = true;
-      Batch abandoned;
-      for (auto& [key, p] : pending_) {
-        for (auto& t : p.tasks) abandoned.push_back(std::move(t));
-      }
-      pending_.clear();
-      for (auto& t : solo_) abandoned.push_back(std::move(t));
-      solo_.clear();
-      pending_units_ = 0;
-      pending_requests_ = 0;
-      lock.unlock();
-      std::fprintf(stderr,
-                   "sortd: drain timeout: answering %zu queued request(s) "
-                   "UNAVAILABLE\n",
-                   abandoned.size());
-      for (auto& t : abandoned) {
-        TaskResult result;
-        result.status = absl::UnavailableError(
-            "sortd shut down before this request ran (--drain_timeout "
-            "passed); retry on another replica");
-        Answer(t, std::move(result));
-      }
-      lock.lock();
-      // Running work finishes; CPU tasks not yet started answer
-      // UNAVAILABLE themselves.
-      idle_cv_.wait(lock, [this] { return admitted_requests_ == 0; });
-    }
+  }
+  AbandonQueued();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Running work finishes.
+    idle_cv_.wait(lock, [this] { return admitted_requests_ == 0; });
     stopping_ = true;
   }
   cv_.notify_all();

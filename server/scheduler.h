@@ -188,6 +188,13 @@ class Scheduler {
   // and stops every thread; later submissions get UNAVAILABLE.
   void Drain(absl::Time deadline);
 
+  // The parts of Drain, for a server that must also wait for gRPC's own
+  // shutdown: StartDrain closes batches at once (submissions are still
+  // served); AbandonQueued answers every task not yet started UNAVAILABLE
+  // and refuses later submissions.
+  void StartDrain();
+  void AbandonQueued();
+
   Stats stats() const;
   int healthy_devices() const;
   const Options& options() const { return options_; }

@@ -28,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gpu/opencl_engine.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -447,17 +448,24 @@ int Serve() {
 
   std::fprintf(stderr, "sortd: %s: draining\n", strsignal(signal_number));
   health->Shutdown();  // NOT_SERVING for all, and stays so
-  // gRPC refuses new calls at once and waits for those in flight; the
-  // scheduler runs what is queued (batches no longer wait to fill) until
-  // the drain deadline, then answers what never started UNAVAILABLE.
+  // gRPC refuses new calls at once and waits for those in flight, which the
+  // scheduler runs (batches no longer wait to fill). If they are not all
+  // answered by the drain deadline, what never started gets UNAVAILABLE
+  // (gRPC's own deadline is a second later, so that answer goes out first).
   const absl::Time deadline =
       absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
+  scheduler.StartDrain();
+  absl::Notification shut_down;
   std::thread shutdown([&] {
     server->Shutdown(absl::ToChronoTime(deadline + absl::Seconds(1)));
+    shut_down.Notify();
   });
-  scheduler.Drain(deadline);
+  if (!shut_down.WaitForNotificationWithDeadline(deadline)) {
+    scheduler.AbandonQueued();
+  }
   shutdown.join();
   server->Wait();
+  scheduler.Drain(absl::Now());
   std::fprintf(stderr, "sortd: stopped\n");
   // The process is about to exit. Stopping the metrics endpoint would wait
   // out civetweb's 2-second poll for nothing, so it is left to the OS.
