@@ -9,6 +9,7 @@
 #   4. batching_benchmark: delays, unbatched and CPU-path baselines; then
 #      batch classes (1, 2, 12) and pipeline depth (1, 2)
 #   5. gpu-anchors.py at 2^16 keys (CUB's small-sort latency, for context)
+# QUICK=1 skips the delay sweep of step 4.
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
@@ -72,7 +73,7 @@ cat /tmp/sortd-gpu.log /tmp/sortd-two.log > "$OUT/sortd.log"
 cat /tmp/metrics-gpu.txt /tmp/metrics-two.txt > "$OUT/metrics.txt"
 
 echo "== batching benchmark"
-timeout 300 batching_benchmark --device=gpu --keys=256,1024,4096,16384 \
+[ "${QUICK:-0}" = 1 ] || timeout 300 batching_benchmark --device=gpu --keys=256,1024,4096,16384 \
   --concurrency=16,64 --delays_us=0,50,100,200,500,1000 --seconds=1 \
   | tee "$OUT/batching.jsonl"
 echo "== batch classes and pipeline depth"
