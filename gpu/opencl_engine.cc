@@ -266,6 +266,20 @@ absl::Status OpenClEngine::WarmUp() {
   return absl::OkStatus();
 }
 
+std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes()
+    const {
+  const BufferPool::Stats pool = pool_->stats();
+  double pinned = 0;
+  if (options_.pinned_staging) {
+    pinned = static_cast<double>(lanes_.size()) * options_.staging.slots *
+             static_cast<double>(options_.staging.chunk_bytes);
+  }
+  return {{"total", static_cast<double>(device_.info.global_mem_bytes)},
+          {"in_use", static_cast<double>(pool.in_use_bytes)},
+          {"pooled", static_cast<double>(pool.pooled_bytes)},
+          {"pinned_staging", pinned}};
+}
+
 absl::Status OpenClEngine::InjectedFault(const char* what) {
   if (!faults_armed_) return absl::OkStatus();
   const long n = ++enqueues_;

@@ -104,6 +104,10 @@ class OpenClEngine final : public Sorter {
   absl::Status SortSegments(const SortJob& job,
                             absl::Span<const uint32_t> offsets) override;
   absl::Status Transpose(const TransposeJob& job) override;
+  std::vector<std::pair<std::string, double>> memory_bytes() const override;
+  std::pair<std::string, std::string> vendor_driver() const override {
+    return {device_.info.vendor, device_.info.driver};
+  }
   size_t fused_segment_keys(KeyType t) const override {
     return static_cast<size_t>(policy_.bitonic.Block(KeySize(t) * 8));
   }

@@ -14,8 +14,9 @@ PACKAGES=(
   ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd clinfo
   # CPU parallelism and metrics
   libtbb-dev prometheus-cpp-dev
-  # tests and benchmarks
-  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks; Prometheus (promtool too) and python3 for the
+  # metrics test that runs the dashboard's queries against a real Prometheus
+  googletest libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
 )
 
 missing=()

@@ -26,6 +26,13 @@ prometheus::Histogram::BucketBoundaries StageBuckets() {
           2.5e-3, 5e-3,  10e-3, 25e-3, 50e-3,  100e-3, 250e-3, 1.0};
 }
 
+// Queue waits run from a few microseconds (an idle CPU path) to seconds.
+prometheus::Histogram::BucketBoundaries QueueBuckets() {
+  return {5e-6,  10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3,
+          5e-3,  10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,  2.5,
+          10.0};
+}
+
 // Requests per batch: 1 to 1024.
 prometheus::Histogram::BucketBoundaries BatchRequestBuckets() {
   return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
@@ -82,9 +89,9 @@ Metrics::Metrics()
               .Register(*registry_)),
       cpu_fallbacks_(prometheus::BuildCounter()
                          .Name("sortd_cpu_fallbacks_total")
-                         .Help("Requests the device engine failed and the CPU "
-                               "path answered, by reason (the engine's status "
-                               "code, or engine_unhealthy)")
+                         .Help("Requests the CPU path answered instead of a "
+                               "device, by reason: the device's status code "
+                               "when it failed a batch, or no_healthy_device")
                          .Register(*registry_)),
       queue_wait_(prometheus::BuildHistogram()
                       .Name("sortd_queue_wait_seconds")
@@ -119,6 +126,13 @@ Metrics::Metrics()
       device_up_(Gauges(*registry_, "sortd_device_up",
                         "1 while a device engine serves, 0 while it is "
                         "unhealthy and being re-created")),
+      device_info_(Gauges(*registry_, "sortd_device_info",
+                          "Always 1 per device worker; labels: device name, "
+                          "vendor, driver version")),
+      device_memory_(Gauges(*registry_, "sortd_device_memory_bytes",
+                            "Device memory by kind: total (the device's), "
+                            "in_use (buffers of running work), pooled (idle, "
+                            "kept for reuse), pinned_staging (host staging)")),
       queued_keys_(Gauges(*registry_, "sortd_queued_keys",
                           "Keys of requests waiting to run (32 per matrix "
                           "for transposes)")
@@ -194,7 +208,7 @@ void Metrics::AddCpuFallback(std::string_view reason) {
 }
 
 void Metrics::ObserveQueueWait(std::string_view method, double seconds) {
-  queue_wait_.Add({{"method", std::string(method)}}, LatencyBuckets())
+  queue_wait_.Add({{"method", std::string(method)}}, QueueBuckets())
       .Observe(seconds);
 }
 
@@ -240,6 +254,20 @@ void Metrics::OnQueue(size_t queued_units, size_t queued_requests,
 
 void Metrics::OnDeviceState(const std::string& device, bool up) {
   device_up_.Add({{"device", device}}).Set(up ? 1 : 0);
+}
+
+void Metrics::OnDeviceInfo(const std::string& device, const std::string& vendor,
+                           const std::string& driver) {
+  device_info_.Add({{"device", device}, {"vendor", vendor}, {"driver", driver}})
+      .Set(1);
+}
+
+void Metrics::OnDeviceMemory(
+    const std::string& device,
+    const std::vector<std::pair<std::string, double>>& bytes) {
+  for (const auto& [kind, value] : bytes) {
+    device_memory_.Add({{"device", device}, {"kind", kind}}).Set(value);
+  }
 }
 
 void Metrics::AddRequestBytes(std::string_view method, double bytes) {

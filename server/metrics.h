@@ -62,6 +62,11 @@ class Metrics final : public SchedulerListener {
   void OnQueue(size_t queued_units, size_t queued_requests,
                size_t inflight_requests) override;
   void OnDeviceState(const std::string& device, bool up) override;
+  void OnDeviceInfo(const std::string& device, const std::string& vendor,
+                    const std::string& driver) override;
+  void OnDeviceMemory(
+      const std::string& device,
+      const std::vector<std::pair<std::string, double>>& bytes) override;
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -84,6 +89,8 @@ class Metrics final : public SchedulerListener {
   prometheus::Family<prometheus::Counter>& routed_;
   prometheus::Family<prometheus::Gauge>& thresholds_;
   prometheus::Family<prometheus::Gauge>& device_up_;
+  prometheus::Family<prometheus::Gauge>& device_info_;
+  prometheus::Family<prometheus::Gauge>& device_memory_;
   prometheus::Gauge& queued_keys_;
   prometheus::Gauge& queued_requests_;
   prometheus::Gauge& inflight_requests_;

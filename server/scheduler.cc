@@ -73,6 +73,10 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
     }
   }
   for (size_t d = 0; d < devices_.size(); ++d) {
+    const auto [vendor, driver] = devices_[d]->engine->vendor_driver();
+    listener_->OnDeviceInfo(devices_[d]->name, vendor, driver);
+    listener_->OnDeviceMemory(devices_[d]->name,
+                              devices_[d]->engine->memory_bytes());
     listener_->OnDeviceState(devices_[d]->name, true);
     for (int r = 0; r < options_.pipeline_depth; ++r) {
       devices_[d]->runners.emplace_back([this, d] { RunnerLoop(d); });
@@ -476,6 +480,8 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
     ++stats_.reinits;
     std::fprintf(stderr, "sortd: device %s re-created; it serves again\n",
                  dev.name.c_str());
+    const auto [vendor, driver] = dev.engine->vendor_driver();
+    listener_->OnDeviceInfo(dev.name, vendor, driver);
     listener_->OnDeviceState(dev.name, true);
   } else {
     dev.backoff = std::min(dev.backoff * 2, options_.max_reinit_backoff);
@@ -542,6 +548,7 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
                                            : "sort",
                       stages);
   listener_->OnBatch(op, dev.name, live.size(), units);
+  listener_->OnDeviceMemory(dev.name, dev.engine->memory_bytes());
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.gpu_runs;

@@ -132,6 +132,14 @@ class SchedulerListener {
   virtual void OnQueue(size_t /*queued_units*/, size_t /*queued_requests*/,
                        size_t /*inflight_requests*/) {}
   virtual void OnDeviceState(const std::string& /*device*/, bool /*up*/) {}
+  // When a device engine is (re-)created.
+  virtual void OnDeviceInfo(const std::string& /*device*/,
+                            const std::string& /*vendor*/,
+                            const std::string& /*driver*/) {}
+  // After each device run.
+  virtual void OnDeviceMemory(
+      const std::string& /*device*/,
+      const std::vector<std::pair<std::string, double>>& /*bytes*/) {}
 };
 
 using EngineFactory = std::function<absl::StatusOr<std::unique_ptr<Sorter>>()>;

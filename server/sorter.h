@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -95,6 +96,16 @@ class Sorter {
   // through Sort(); engines override it with one launch sequence.
   virtual absl::Status SortSegments(const SortJob& job,
                                     absl::Span<const uint32_t> offsets);
+
+  // Device memory in bytes by kind (total, in_use, pooled, pinned_staging);
+  // empty for engines without a device.
+  virtual std::vector<std::pair<std::string, double>> memory_bytes() const {
+    return {};
+  }
+  // Vendor and driver version, for the device_info metric.
+  virtual std::pair<std::string, std::string> vendor_driver() const {
+    return {"", ""};
+  }
 
   // The longest segment SortSegments sorts inside its shared launches;
   // longer ones cost launches of their own. 0: no such bound.
