@@ -35,6 +35,9 @@ ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "sortd address: host:port, or a gRPC target such as "
           "dns:///sortd.example:50051");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of the call");
+ABSL_FLAG(std::string, lb, "",
+          "gRPC load-balancing policy, e.g. round_robin with a dns:/// target "
+          "that names many replicas (a Kubernetes headless Service)");
 ABSL_FLAG(std::string, type, "u32", "sort: key type, u32|i32|f32|u64|i64|f64");
 ABSL_FLAG(bool, desc, false, "sort: descending order (still stable)");
 ABSL_FLAG(std::string, values, "",
@@ -144,6 +147,7 @@ absl::Status WriteOutput(const std::string& path, const std::string& text) {
 absl::StatusOr<std::unique_ptr<sortd::Client>> Connect() {
   sortd::ClientOptions options;
   options.timeout = absl::GetFlag(FLAGS_timeout);
+  options.load_balancing = absl::GetFlag(FLAGS_lb);
   return sortd::Client::Create(absl::GetFlag(FLAGS_target), options);
 }
 

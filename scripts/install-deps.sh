@@ -17,7 +17,15 @@ PACKAGES=(
   # tests and benchmarks; Prometheus (promtool too) and python3 for the
   # metrics test that runs the dashboard's queries against a real Prometheus
   googletest libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
+  # static checks of deploy/: YAML lint, YAML parsing (kubectl: below)
+  yamllint python3-yaml
 )
+# `kubectl kustomize` renders deploy/k8s offline. Debian's kubectl is in
+# kubernetes-client; a machine that already has a kubectl (from another
+# package, e.g. Google's) keeps it, since the two packages conflict.
+if ! command -v kubectl >/dev/null 2>&1; then
+  PACKAGES+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

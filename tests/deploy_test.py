@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Static checks of the deployment files (no container engine runs here).
+
+  * yamllint --strict on every YAML file of the repository;
+  * `kubectl kustomize deploy/k8s` renders, and the rendered objects carry
+    what a production deployment needs (GPU resource, gRPC probes, security
+    context, scrape annotations, services for round_robin, PDB, HPA);
+  * every flag in the ConfigMap's flagfile is one sortd knows;
+  * the Dockerfile's build stage runs the same install and build scripts as
+    README's commands and .ci/run, and its runtime stage carries the Intel
+    GPU runtime, PoCL, a non-root user, the health check and the cache volume;
+  * the compose stack's services, ports, volumes and mounted files;
+  * promtool check config / check rules.
+
+Usage: deploy_test.py --repo DIR --sortd PATH
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def run(cmd, cwd=None):
+    return subprocess.run(cmd, cwd=cwd, text=True, capture_output=True)
+
+
+def flagfile_names(text):
+    return [m.group(1) for m in re.finditer(r"^--([a-z_]+)=", text, re.M)]
+
+
+def check_k8s(repo, sortd):
+    if shutil.which("kubectl") is None:
+        check(False, "kubectl is not installed: run scripts/install-deps.sh")
+        return
+    r = run(["kubectl", "kustomize", os.path.join(repo, "deploy", "k8s")])
+    if not check(r.returncode == 0, "kubectl kustomize failed: " + r.stderr):
+        return
+    objs = [o for o in yaml.safe_load_all(r.stdout) if o]
+    by_kind = {}
+    for o in objs:
+        by_kind.setdefault(o["kind"], []).append(o)
+        check(o["metadata"].get("namespace") == "sortd" or
+              o["kind"] == "Namespace",
+              "%s/%s is not in namespace sortd" % (o["kind"],
+                                                  o["metadata"]["name"]))
+    for kind in ("Namespace", "ConfigMap", "Deployment", "Service",
+                 "PodDisruptionBudget", "HorizontalPodAutoscaler"):
+        check(kind in by_kind, "rendered manifests lack a " + kind)
+    if "Deployment" not in by_kind:
+        return
+    dep = by_kind["Deployment"][0]
+    spec = dep["spec"]
+    pod = spec["template"]["spec"]
+    labels = spec["template"]["metadata"]["labels"]
+    check(all(labels.get(k) == v
+              for k, v in spec["selector"]["matchLabels"].items()),
+          "Deployment selector does not match its pod labels")
+    c = pod["containers"][0]
+    res = c.get("resources", {})
+    check(res.get("requests", {}).get("gpu.intel.com/i915") == 1 and
+          res.get("limits", {}).get("gpu.intel.com/i915") == 1,
+          "container does not request and limit gpu.intel.com/i915: 1")
+    check("cpu" in res.get("requests", {}) and
+          "memory" in res.get("requests", {}) and
+          "memory" in res.get("limits", {}),
+          "container lacks cpu/memory requests or a memory limit")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        g = c.get(probe, {}).get("grpc", {})
+        check(g.get("port") == 50051, probe + " is not a gRPC probe on 50051")
+    check(c["readinessProbe"]["grpc"].get("service") == "sortd.v1.SortService",
+          "readiness does not probe the sortd.v1.SortService health")
+    psc, csc = pod.get("securityContext", {}), c.get("securityContext", {})
+    check(psc.get("runAsNonRoot") is True, "pod does not run as non-root")
+    check(psc.get("seccompProfile", {}).get("type") == "RuntimeDefault",
+          "pod has no RuntimeDefault seccomp profile")
+    check(psc.get("supplementalGroups"),
+          "pod has no supplementalGroups for the GPU render node")
+    check(csc.get("allowPrivilegeEscalation") is False and
+          csc.get("readOnlyRootFilesystem") is True and
+          csc.get("capabilities", {}).get("drop") == ["ALL"],
+          "container securityContext is not restrictive")
+    ann = spec["template"]["metadata"].get("annotations", {})
+    check(ann.get("prometheus.io/scrape") == "true" and
+          ann.get("prometheus.io/port") == "9464",
+          "pod lacks Prometheus scrape annotations for port 9464")
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    check(ports == {"grpc": 50051, "metrics": 9464},
+          "container ports are not grpc 50051 and metrics 9464")
+    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+    check("/etc/sortd" in mounts and "/var/cache/sortd" in mounts,
+          "flags or kernel-cache volume not mounted")
+    check("--flagfile=/etc/sortd/sortd.flags" in c.get("args", []),
+          "sortd is not started with the ConfigMap's flagfile")
+    cm = by_kind.get("ConfigMap", [{}])[0]
+    flags = cm.get("data", {}).get("sortd.flags", "")
+    names = flagfile_names(flags)
+    check(names, "the flagfile holds no flags")
+    helpfull = run([sortd, "--helpfull"])
+    known = set(re.findall(r"--([a-z_]+) \(", helpfull.stdout +
+                           helpfull.stderr))
+    for n in names:
+        check(n in known, "flagfile flag --%s is not a sortd flag" % n)
+    m = re.search(r"^--drain_timeout=(\d+)s$", flags, re.M)
+    check(m and pod.get("terminationGracePeriodSeconds", 30) >
+          int(m.group(1)),
+          "terminationGracePeriodSeconds does not exceed --drain_timeout")
+    services = {s["metadata"]["name"]: s for s in by_kind.get("Service", [])}
+    heads = [s for s in services.values()
+             if s["spec"].get("clusterIP") == "None"]
+    cips = [s for s in services.values()
+            if s["spec"].get("type") == "ClusterIP"]
+    check(len(heads) == 1, "no headless Service for round_robin")
+    check(len(cips) == 1, "no ClusterIP Service")
+    for s in services.values():
+        check(any(p["port"] == 50051 for p in s["spec"]["ports"]),
+              "Service %s does not serve gRPC on 50051" %
+              s["metadata"]["name"])
+        check(all(labels.get(k) == v
+                  for k, v in s["spec"]["selector"].items()),
+              "Service %s selects no sortd pod" % s["metadata"]["name"])
+    hpa = by_kind.get("HorizontalPodAutoscaler", [{}])[0]
+    check(hpa.get("spec", {}).get("scaleTargetRef", {}).get("name") ==
+          dep["metadata"]["name"], "HPA does not scale the Deployment")
+    pdb = by_kind.get("PodDisruptionBudget", [{}])[0]
+    check(all(labels.get(k) == v for k, v in
+              pdb.get("spec", {}).get("selector", {})
+              .get("matchLabels", {}).items()),
+          "PDB selects no sortd pod")
+
+
+def dockerfile_stages(text):
+    stages = re.split(r"^FROM ", text, flags=re.M)[1:]
+    return ["FROM " + s for s in stages]
+
+
+def check_docker(repo):
+    with open(os.path.join(repo, "Dockerfile")) as f:
+        text = f.read()
+    # Continuation lines joined, comments dropped.
+    text = re.sub(r"\\\n", " ", "\n".join(
+        l for l in text.splitlines() if not l.lstrip().startswith("#")))
+    stages = dockerfile_stages(text)
+    if not check(len(stages) == 2, "Dockerfile is not a two-stage build"):
+        return
+    build, runtime = stages
+    check(build.startswith("FROM debian:bookworm"), "build stage base")
+    check(runtime.startswith("FROM debian:bookworm"), "runtime stage base")
+    check(re.search(r"^RUN bash scripts/install-deps\.sh\s*$", build, re.M),
+          "build stage does not run scripts/install-deps.sh")
+    check(re.search(r"^RUN .*bash scripts/build\.sh", build, re.M),
+          "build stage does not run scripts/build.sh")
+    # README's commands and CI go through the same scripts: run.sh and
+    # test.sh call build.sh, which calls install-deps.sh.
+    for script in ("run.sh", "test.sh"):
+        with open(os.path.join(repo, "scripts", script)) as f:
+            check("bash scripts/build.sh" in f.read(),
+                  "scripts/%s does not call build.sh" % script)
+    with open(os.path.join(repo, "scripts", "build.sh")) as f:
+        check("bash scripts/install-deps.sh" in f.read(),
+              "scripts/build.sh does not call install-deps.sh")
+    with open(os.path.join(repo, "README.md")) as f:
+        readme = f.read()
+    check("bash scripts/run.sh" in readme and "bash scripts/test.sh" in readme,
+          "README's two commands are not scripts/run.sh and scripts/test.sh")
+    with open(os.path.join(repo, ".ci", "run")) as f:
+        check("scripts/test.sh" in f.read(), ".ci/run does not call test.sh")
+    for pkg in ("intel-opencl-icd", "ocl-icd-libopencl1", "pocl-opencl-icd"):
+        check(pkg in runtime, "runtime stage lacks " + pkg)
+    check(re.search(r"^USER (?!root)\S+", runtime, re.M),
+          "runtime stage does not switch to a non-root user")
+    check(re.search(r"^HEALTHCHECK .*sortctl.*health", runtime, re.M),
+          "no HEALTHCHECK through sortctl health")
+    check(re.search(r"^EXPOSE 50051 9464", runtime, re.M), "EXPOSE 50051 9464")
+    check(re.search(r"^VOLUME /var/cache/sortd", runtime, re.M),
+          "no volume for the kernel cache")
+    check("--kernel_cache_dir=/var/cache/sortd" in runtime,
+          "sortd does not use the cache volume")
+    check("sortctl" in runtime.split("COPY --from=build", 1)[-1],
+          "sortctl is not in the image")
+    # Every package that ships a library sortd links is in the runtime list.
+    if shutil.which("dpkg") and shutil.which("ldd"):
+        ldd = run(["ldd", SORTD]).stdout
+        libs = set(re.findall(r"^\s*(\S+\.so\S*) =>", ldd, re.M))
+        pkgs = set()
+        for lib in libs:
+            r = run(["dpkg", "-S", "*/" + lib])
+            if r.returncode == 0:
+                pkgs.add(r.stdout.split(":")[0])
+        base = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g", "libc6-i386",
+                "libssl3", "libre2-9", "libc-ares2"}  # base or gRPC's deps
+        for p in sorted(pkgs - base):
+            check(p in runtime, "runtime stage lacks %s (sortd links it)" % p)
+
+
+def check_compose(repo):
+    d = os.path.join(repo, "deploy")
+    with open(os.path.join(d, "compose.yaml")) as f:
+        compose = yaml.safe_load(f)
+    svcs = compose.get("services", {})
+    for name in ("sortd", "prometheus", "grafana"):
+        check(name in svcs, "compose lacks service " + name)
+    if "sortd" in svcs:
+        s = svcs["sortd"]
+        check({"50051:50051", "9464:9464"} <= set(s.get("ports", [])),
+              "compose sortd does not publish 50051 and 9464")
+        ctx = os.path.normpath(os.path.join(d, s["build"]["context"]))
+        check(os.path.exists(os.path.join(ctx, s["build"]["dockerfile"])),
+              "compose build context has no Dockerfile")
+        check(any(v.endswith(":/var/cache/sortd") for v in s.get("volumes", [])),
+              "compose sortd keeps no kernel cache volume")
+    named = set(compose.get("volumes", {}) or {})
+    for name, s in svcs.items():
+        for v in s.get("volumes", []):
+            src = v.split(":")[0]
+            if src.startswith("."):
+                check(os.path.exists(os.path.join(d, src)),
+                      "compose %s mounts missing %s" % (name, src))
+            else:
+                check(src in named, "compose %s uses undeclared volume %s" %
+                      (name, src))
+    if "prometheus" in svcs:
+        check("9090:9090" in svcs["prometheus"].get("ports", []),
+              "compose prometheus does not publish 9090")
+    if "grafana" in svcs:
+        mounts = svcs["grafana"].get("volumes", [])
+        check(any("/etc/grafana/provisioning" in m for m in mounts) and
+              any("/var/lib/grafana/dashboards" in m for m in mounts),
+              "compose grafana lacks provisioning or dashboards")
+    with open(os.path.join(d, "prometheus", "prometheus.yml")) as f:
+        prom = yaml.safe_load(f)
+    targets = [t for sc in prom["scrape_configs"]
+               for st in sc.get("static_configs", []) for t in st["targets"]]
+    check("sortd:9464" in targets, "Prometheus does not scrape sortd:9464")
+    with open(os.path.join(d, "compose.gpu.yaml")) as f:
+        gpu = yaml.safe_load(f)
+    check("/dev/dri:/dev/dri" in gpu["services"]["sortd"].get("devices", []),
+          "compose.gpu.yaml does not pass /dev/dri")
+
+
+def main():
+    global SORTD
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--sortd", required=True)
+    a = ap.parse_args()
+    repo = os.path.abspath(a.repo)
+    SORTD = a.sortd
+    r = run(["yamllint", "--strict", "."], cwd=repo)
+    check(r.returncode == 0, "yamllint:\n" + r.stdout + r.stderr)
+    check_k8s(repo, a.sortd)
+    check_docker(repo)
+    check_compose(repo)
+    prom = os.path.join(repo, "deploy", "prometheus")
+    for args in (["check", "config", os.path.join(prom, "prometheus.yml")],
+                 ["check", "rules", os.path.join(prom, "sortd-rules.yml")]):
+        r = run(["promtool"] + args)
+        check(r.returncode == 0, "promtool %s: %s" % (args[1], r.stdout +
+                                                     r.stderr))
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
+        sys.exit(1)
+    print("OK: deploy/ and Dockerfile pass every static check")
+
+
+if __name__ == "__main__":
+    main()
