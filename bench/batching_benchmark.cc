@@ -160,48 +160,48 @@ int main(int argc, char** argv) {
   };
   const double seconds = absl::GetFlag(FLAGS_seconds);
   for (size_t classes : Parse(absl::GetFlag(FLAGS_classes))) {
-  for (size_t keys : Parse(absl::GetFlag(FLAGS_keys))) {
-    for (size_t clients : Parse(absl::GetFlag(FLAGS_concurrency))) {
-      struct Mode {
-        const char* name;
-        long delay_us;
-        size_t max_requests;
-        bool device;
-      };
-      std::vector<Mode> modes;
-      if (absl::GetFlag(FLAGS_baselines)) {
-        modes = {{"cpu_path", 0, 1, false}, {"unbatched", 0, 1, true}};
-      }
-      for (size_t d : Parse(absl::GetFlag(FLAGS_delays_us))) {
-        modes.push_back({"batched", static_cast<long>(d), 256, true});
-      }
-      for (const Mode& m : modes) {
-        sortd::Scheduler::Options o;
-        o.max_batch_delay = absl::Microseconds(m.delay_us);
-        o.max_batch_requests = m.max_requests;
-        o.sort = {.cpu_max = m.device ? 0 : SIZE_MAX, .solo_min = SIZE_MAX};
-        o.spill = false;
-        o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
-        o.cpu_workers = static_cast<int>(std::thread::hardware_concurrency());
-        std::vector<sortd::DeviceSlot> slots;
-        slots.push_back({std::make_unique<Borrowed>(shared.get()), nullptr});
-        sortd::Scheduler sched(o, &cpu, std::move(slots));
-        const Result r = Load(sched, keys, clients, seconds, classes);
-        sched.Drain(absl::Now() + absl::Seconds(30));
-        std::printf(
-            "{\"bench\":\"batching\",\"device\":\"%s\",\"keys\":%zu,"
-            "\"concurrency\":%zu,\"mode\":\"%s\",\"delay_us\":%ld,"
-            "\"requests_per_s\":%.1f,\"keys_per_s\":%.4g,\"p50_ms\":%.4f,"
-            "\"p99_ms\":%.4f,\"mean_batch\":%.2f,\"classes\":%zu,"
-            "\"pipeline_depth\":%d}\n",
-            device.c_str(), keys, clients, m.name, m.delay_us,
-            r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
-            m.device ? r.mean_batch : 1.0, classes,
-            absl::GetFlag(FLAGS_pipeline_depth));
-        std::fflush(stdout);
+    for (size_t keys : Parse(absl::GetFlag(FLAGS_keys))) {
+      for (size_t clients : Parse(absl::GetFlag(FLAGS_concurrency))) {
+        struct Mode {
+          const char* name;
+          long delay_us;
+          size_t max_requests;
+          bool device;
+        };
+        std::vector<Mode> modes;
+        if (absl::GetFlag(FLAGS_baselines)) {
+          modes = {{"cpu_path", 0, 1, false}, {"unbatched", 0, 1, true}};
+        }
+        for (size_t d : Parse(absl::GetFlag(FLAGS_delays_us))) {
+          modes.push_back({"batched", static_cast<long>(d), 256, true});
+        }
+        for (const Mode& m : modes) {
+          sortd::Scheduler::Options o;
+          o.max_batch_delay = absl::Microseconds(m.delay_us);
+          o.max_batch_requests = m.max_requests;
+          o.sort = {.cpu_max = m.device ? 0 : SIZE_MAX, .solo_min = SIZE_MAX};
+          o.spill = false;
+          o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
+          o.cpu_workers = static_cast<int>(std::thread::hardware_concurrency());
+          std::vector<sortd::DeviceSlot> slots;
+          slots.push_back({std::make_unique<Borrowed>(shared.get()), nullptr});
+          sortd::Scheduler sched(o, &cpu, std::move(slots));
+          const Result r = Load(sched, keys, clients, seconds, classes);
+          sched.Drain(absl::Now() + absl::Seconds(30));
+          std::printf(
+              "{\"bench\":\"batching\",\"device\":\"%s\",\"keys\":%zu,"
+              "\"concurrency\":%zu,\"mode\":\"%s\",\"delay_us\":%ld,"
+              "\"requests_per_s\":%.1f,\"keys_per_s\":%.4g,\"p50_ms\":%.4f,"
+              "\"p99_ms\":%.4f,\"mean_batch\":%.2f,\"classes\":%zu,"
+              "\"pipeline_depth\":%d}\n",
+              device.c_str(), keys, clients, m.name, m.delay_us,
+              r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
+              m.device ? r.mean_batch : 1.0, classes,
+              absl::GetFlag(FLAGS_pipeline_depth));
+          std::fflush(stdout);
+        }
       }
     }
-  }
   }
   return 0;
 }

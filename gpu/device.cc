@@ -103,8 +103,8 @@ std::vector<Device> SplitDevice(const Device& device, bool by_affinity,
   std::vector<Device> out;
   for (size_t i = 0; i < parts.size(); ++i) {
     Device d{device.platform, parts[i], Describe(device.platform, parts[i])};
-    d.info.name = absl::StrCat(d.info.name, " [part ", i + 1, "/",
-                               parts.size(), "]");
+    d.info.name =
+        absl::StrCat(d.info.name, " [part ", i + 1, "/", parts.size(), "]");
     out.push_back(std::move(d));
   }
   return out;
@@ -114,9 +114,9 @@ absl::StatusOr<Device> FindDevice(DeviceKind kind, size_t index) {
   absl::StatusOr<std::vector<Device>> all = FindDevices(kind);
   if (!all.ok()) return all.status();
   if (index >= all->size()) {
-    return absl::NotFoundError(absl::StrCat(
-        "OpenCL ", kind == DeviceKind::kGpu ? "GPU" : "CPU", " device ", index,
-        " asked for; there are ", all->size()));
+    return absl::NotFoundError(
+        absl::StrCat("OpenCL ", kind == DeviceKind::kGpu ? "GPU" : "CPU",
+                     " device ", index, " asked for; there are ", all->size()));
   }
   return std::move((*all)[index]);
 }

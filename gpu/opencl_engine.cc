@@ -266,8 +266,7 @@ absl::Status OpenClEngine::WarmUp() {
   return absl::OkStatus();
 }
 
-std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes()
-    const {
+std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes() const {
   const BufferPool::Stats pool = pool_->stats();
   double pinned = 0;
   if (options_.pinned_staging) {
@@ -309,10 +308,11 @@ absl::Status OpenClEngine::Write(Run& run, cl::Buffer& buffer, size_t bytes,
                                  const void* src) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
-  if (run.lane->staging) return run.lane->staging->Upload(buffer, src, bytes, &run.events);
+  if (run.lane->staging)
+    return run.lane->staging->Upload(buffer, src, bytes, &run.events);
   cl::Event event;
-  SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes, src,
-                                               nullptr, &event),
+  SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(
+                         buffer, CL_FALSE, 0, bytes, src, nullptr, &event),
                      "clEnqueueWriteBuffer");
   run.events.emplace_back("upload", event);
   return absl::OkStatus();
@@ -322,10 +322,11 @@ absl::Status OpenClEngine::Read(Run& run, cl::Buffer& buffer, size_t bytes,
                                 void* dst) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("download"));
-  if (run.lane->staging) return run.lane->staging->Download(buffer, dst, bytes, &run.events);
+  if (run.lane->staging)
+    return run.lane->staging->Download(buffer, dst, bytes, &run.events);
   cl::Event event;
-  SORTD_CL_RETURN_IF(run.lane->queue.enqueueReadBuffer(buffer, CL_FALSE, 0, bytes, dst,
-                                              nullptr, &event),
+  SORTD_CL_RETURN_IF(run.lane->queue.enqueueReadBuffer(
+                         buffer, CL_FALSE, 0, bytes, dst, nullptr, &event),
                      "clEnqueueReadBuffer");
   run.events.emplace_back("download", event);
   return absl::OkStatus();
@@ -337,9 +338,10 @@ absl::Status OpenClEngine::Copy(Run& run, cl::Buffer& src, size_t src_offset,
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("copy"));
   cl::Event event;
-  SORTD_CL_RETURN_IF(run.lane->queue.enqueueCopyBuffer(src, dst, src_offset, dst_offset,
-                                              bytes, nullptr, &event),
-                     "clEnqueueCopyBuffer");
+  SORTD_CL_RETURN_IF(
+      run.lane->queue.enqueueCopyBuffer(src, dst, src_offset, dst_offset, bytes,
+                                        nullptr, &event),
+      "clEnqueueCopyBuffer");
   run.events.emplace_back("copy", event);
   return absl::OkStatus();
 }
@@ -437,8 +439,8 @@ absl::Status OpenClEngine::Upload(Run& run, const SortJob& job, size_t padded,
   if (count_digits) {
     cl::Event e;
     SORTD_CL_RETURN_IF(
-        run.lane->queue.enqueueFillBuffer(*totals, cl_uint{0}, 0, passes * radix * 4,
-                                 nullptr, &e),
+        run.lane->queue.enqueueFillBuffer(*totals, cl_uint{0}, 0,
+                                          passes * radix * 4, nullptr, &e),
         "clEnqueueFillBuffer");
     run.events.emplace_back("histogram", e);
   }
@@ -607,8 +609,8 @@ absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
   const size_t passes = DivUp(bits, policy_.radix.radix_bits);
   std::vector<cl_uint> counts(passes * radix);
   SORTD_RETURN_IF_ERROR(InjectedFault("download"));
-  SORTD_CL_RETURN_IF(run.lane->queue.enqueueReadBuffer(totals, CL_TRUE, 0,
-                                              counts.size() * 4, counts.data()),
+  SORTD_CL_RETURN_IF(run.lane->queue.enqueueReadBuffer(
+                         totals, CL_TRUE, 0, counts.size() * 4, counts.data()),
                      "clEnqueueReadBuffer(digit totals)");
   std::vector<bool> skip(passes);
   for (size_t p = 0; p < passes; ++p) {
@@ -670,12 +672,12 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
     // before these calls return (blocking writes).
     SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
     SORTD_CL_RETURN_IF(
-        run.lane->queue.enqueueWriteBuffer(*d_offsets, CL_TRUE, 0, offsets.size() * 4,
-                                  offsets.data()),
+        run.lane->queue.enqueueWriteBuffer(*d_offsets, CL_TRUE, 0,
+                                           offsets.size() * 4, offsets.data()),
         "clEnqueueWriteBuffer(offsets)");
-    SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(*d_list, CL_TRUE, 0,
-                                                 short_segments.size() * 4,
-                                                 short_segments.data()),
+    SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(
+                           *d_list, CL_TRUE, 0, short_segments.size() * 4,
+                           short_segments.data()),
                        "clEnqueueWriteBuffer(segment list)");
     BitonicKernels& k = run.lane->bitonic[bits == 64][with_index];
     k.segmented.setArg(0, a.keys[0]);
@@ -740,8 +742,9 @@ absl::Status OpenClEngine::Transpose(const TransposeJob& job) {
     // The sub-group kernel runs one work-item per row, the portable one
     // one per matrix.
     const size_t group_size = transpose_subgroup_ ? per_group * 32 : per_group;
-    SORTD_RETURN_IF_ERROR(Launch(run, run.lane->transpose, DivUp(job.count, per_group),
-                                 group_size, "transpose"));
+    SORTD_RETURN_IF_ERROR(Launch(run, run.lane->transpose,
+                                 DivUp(job.count, per_group), group_size,
+                                 "transpose"));
     return Read(run, *out, bytes, job.out);
   }();
   absl::Status finished = Finish(run, status.ok() ? job.stages : nullptr);

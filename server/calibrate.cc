@@ -33,9 +33,9 @@ struct Point {
 };
 
 struct BatchPoint {
-  size_t units = 0;   // of one request
-  double solo = 0;    // that request alone on the device
-  double share = 0;   // its share of a batch of like requests
+  size_t units = 0;  // of one request
+  double solo = 0;   // that request alone on the device
+  double share = 0;  // its share of a batch of like requests
 };
 
 // fixed + n * per_unit through the two largest points (the slope) and the
@@ -45,10 +45,10 @@ CostModel Fit(const std::vector<Point>& points, double Point::*field) {
   if (points.size() < 2) return m;
   const Point& a = points[points.size() - 2];
   const Point& b = points.back();
-  m.per_unit = std::max(1e-12, (b.*field - a.*field) /
-                                   static_cast<double>(b.units - a.units));
-  m.fixed = std::max(0.0, points.front().*field -
-                              m.per_unit * points.front().units);
+  m.per_unit = std::max(
+      1e-12, (b.*field - a.*field) / static_cast<double>(b.units - a.units));
+  m.fixed =
+      std::max(0.0, points.front().*field - m.per_unit * points.front().units);
   return m;
 }
 
@@ -68,8 +68,9 @@ Thresholds Choose(const std::vector<Point>& points,
       t.cpu_max = i + 1 < points.size() ? points[i].units * 2 : points[i].units;
     }
   }
-  t.solo_min = tile > 0 ? tile + 1
-                        : (batched.empty() ? SIZE_MAX : batched.back().units * 4);
+  t.solo_min = tile > 0
+                   ? tile + 1
+                   : (batched.empty() ? SIZE_MAX : batched.back().units * 4);
   for (const BatchPoint& b : batched) {
     if (b.solo <= gain * b.share) {
       t.solo_min = std::min(t.solo_min, b.units);
@@ -104,9 +105,8 @@ void Report(std::string* out, const char* op, const char* unit,
                         per_unit_divisor);
   };
   absl::StrAppend(out, "sortd: router ", op, ": CPU path up to ",
-                  fmt(t.cpu_max, false), " ", unit,
-                  ", alone on a device from ", fmt(t.solo_min, true), " ",
-                  unit, ", batched between\n");
+                  fmt(t.cpu_max, false), " ", unit, ", alone on a device from ",
+                  fmt(t.solo_min, true), " ", unit, ", batched between\n");
 }
 
 }  // namespace
@@ -131,10 +131,11 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
   for (size_t n = 64; n <= max_keys; n *= 4) {
     Point p;
     p.units = n;
-    auto c_s = MedianSeconds(options.repeats, [&] { return cpu.Sort(sort_job(n)); });
+    auto c_s =
+        MedianSeconds(options.repeats, [&] { return cpu.Sort(sort_job(n)); });
     if (!c_s.ok()) return c_s.status();
-    auto g_s =
-        MedianSeconds(options.repeats, [&] { return device.Sort(sort_job(n)); });
+    auto g_s = MedianSeconds(options.repeats,
+                             [&] { return device.Sort(sort_job(n)); });
     if (!g_s.ok()) return g_s.status();
     p.cpu = *c_s;
     p.gpu = *g_s;
@@ -148,7 +149,8 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
     const size_t k = std::clamp<size_t>(batch_keys / p.units, 0, 256);
     if (k < 4) break;
     std::vector<uint32_t> offsets(k + 1);
-    for (size_t i = 0; i <= k; ++i) offsets[i] = static_cast<uint32_t>(i * p.units);
+    for (size_t i = 0; i <= k; ++i)
+      offsets[i] = static_cast<uint32_t>(i * p.units);
     auto t = MedianSeconds(options.repeats, [&] {
       return device.SortSegments(sort_job(k * p.units), offsets);
     });
@@ -178,8 +180,8 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
     auto c_s = MedianSeconds(options.repeats,
                              [&] { return cpu.Transpose(transpose_job(m)); });
     if (!c_s.ok()) return c_s.status();
-    auto g_s = MedianSeconds(options.repeats,
-                             [&] { return device.Transpose(transpose_job(m)); });
+    auto g_s = MedianSeconds(
+        options.repeats, [&] { return device.Transpose(transpose_job(m)); });
     if (!g_s.ok()) return g_s.status();
     p.cpu = *c_s;
     p.gpu = *g_s;

@@ -28,9 +28,9 @@ prometheus::Histogram::BucketBoundaries StageBuckets() {
 
 // Queue waits run from a few microseconds (an idle CPU path) to seconds.
 prometheus::Histogram::BucketBoundaries QueueBuckets() {
-  return {5e-6,  10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3,
-          5e-3,  10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,  2.5,
-          10.0};
+  return {5e-6,   10e-6,  25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+          1e-3,   2.5e-3, 5e-3,  10e-3, 25e-3,  50e-3,  100e-3,
+          250e-3, 500e-3, 1.0,   2.5,   10.0};
 }
 
 // Requests per batch: 1 to 1024.
@@ -137,9 +137,9 @@ Metrics::Metrics()
                           "Keys of requests waiting to run (32 per matrix "
                           "for transposes)")
                        .Add({})),
-      queued_requests_(Gauges(*registry_, "sortd_queued_requests",
-                              "Requests waiting to run")
-                           .Add({})),
+      queued_requests_(
+          Gauges(*registry_, "sortd_queued_requests", "Requests waiting to run")
+              .Add({})),
       inflight_requests_(Gauges(*registry_, "sortd_inflight_requests",
                                 "Requests admitted and not yet answered "
                                 "(queued or running)")

@@ -45,7 +45,8 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
       cpu_queue_(std::max(1, options.cpu_workers)) {
   options_.max_batch_units =
       std::clamp<size_t>(options_.max_batch_units, 1, size_t{1} << 31);
-  options_.max_batch_requests = std::max<size_t>(options_.max_batch_requests, 1);
+  options_.max_batch_requests =
+      std::max<size_t>(options_.max_batch_requests, 1);
   options_.pipeline_depth = std::max(1, options_.pipeline_depth);
   for (DeviceSlot& slot : devices) {
     if (slot.engine == nullptr) continue;
@@ -145,11 +146,11 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
           "sortd is shutting down and takes no new requests; retry on "
           "another replica");
     } else if (admitted_requests_ + 1 > options_.max_queued_requests) {
-      rejected = absl::ResourceExhaustedError(absl::StrCat(
-          "sortd is overloaded: ", admitted_requests_,
-          " requests are queued or running, the limit is ",
-          options_.max_queued_requests,
-          " (--max_queued_requests); retry with back-off"));
+      rejected = absl::ResourceExhaustedError(
+          absl::StrCat("sortd is overloaded: ", admitted_requests_,
+                       " requests are queued or running, the limit is ",
+                       options_.max_queued_requests,
+                       " (--max_queued_requests); retry with back-off"));
     } else if (admitted_requests_ > 0 &&
                admitted_units_ + task->units > options_.max_queued_units) {
       // A lone request is always admitted: its size is bounded by
@@ -442,16 +443,21 @@ void Scheduler::MarkDownLocked(Device& dev,
   cv_.notify_all();
 }
 
-void Scheduler::MoveAllPendingToCpuLocked(std::unique_lock<std::mutex>& lock) {
-  Batch moved;
+Scheduler::Batch Scheduler::TakeAllPendingLocked() {
+  Batch all;
   for (auto& [key, p] : pending_) {
-    for (auto& t : p.tasks) moved.push_back(std::move(t));
+    for (auto& t : p.tasks) all.push_back(std::move(t));
   }
   pending_.clear();
-  for (auto& t : solo_) moved.push_back(std::move(t));
+  for (auto& t : solo_) all.push_back(std::move(t));
   solo_.clear();
   pending_units_ = 0;
   pending_requests_ = 0;
+  return all;
+}
+
+void Scheduler::MoveAllPendingToCpuLocked(std::unique_lock<std::mutex>& lock) {
+  Batch moved = TakeAllPendingLocked();
   lock.unlock();
   for (auto& t : moved) EnqueueCpu(t, Route::kFailover);
   lock.lock();
@@ -489,8 +495,7 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
     std::fprintf(stderr,
                  "sortd: re-creating device %s failed (%s); next try in %s\n",
                  dev.name.c_str(),
-                 engine.ok() ? "no engine"
-                             : engine.status().ToString().c_str(),
+                 engine.ok() ? "no engine" : engine.status().ToString().c_str(),
                  absl::FormatDuration(dev.backoff).c_str());
   }
   cv_.notify_all();
@@ -723,14 +728,7 @@ void Scheduler::AbandonQueued() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     abandoning_ = true;
-    for (auto& [key, p] : pending_) {
-      for (auto& t : p.tasks) abandoned.push_back(std::move(t));
-    }
-    pending_.clear();
-    for (auto& t : solo_) abandoned.push_back(std::move(t));
-    solo_.clear();
-    pending_units_ = 0;
-    pending_requests_ = 0;
+    abandoned = TakeAllPendingLocked();
   }
   if (!abandoned.empty()) {
     std::fprintf(stderr,

@@ -105,8 +105,8 @@ struct Task {
 
 // Where requests of one operation go, in units.
 struct Thresholds {
-  size_t cpu_max = 0;                // at most: the CPU path
-  size_t solo_min = SIZE_MAX;        // at least: alone on a device
+  size_t cpu_max = 0;          // at most: the CPU path
+  size_t solo_min = SIZE_MAX;  // at least: alone on a device
 };
 
 // Time of one run of n units: fixed + n * per_unit seconds.
@@ -171,9 +171,9 @@ class Scheduler {
 
   struct Stats {
     uint64_t submitted = 0, rejected = 0, answered = 0;
-    uint64_t cpu_runs = 0;       // tasks the CPU path ran
-    uint64_t gpu_runs = 0;       // engine calls for batches or solo tasks
-    uint64_t gpu_tasks = 0;      // tasks answered by a device
+    uint64_t cpu_runs = 0;   // tasks the CPU path ran
+    uint64_t gpu_runs = 0;   // engine calls for batches or solo tasks
+    uint64_t gpu_tasks = 0;  // tasks answered by a device
     uint64_t spilled = 0, failovers = 0, reinits = 0, dropped = 0;
     size_t largest_batch = 0;
   };
@@ -242,6 +242,8 @@ class Scheduler {
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
                            std::vector<std::byte>* pack);
   void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
+  // Empties the batching queues.
+  Batch TakeAllPendingLocked();
   void MoveAllPendingToCpuLocked(std::unique_lock<std::mutex>& lock);
   void MarkDownLocked(Device& dev, std::unique_lock<std::mutex>& lock);
   // Answers a task and releases its admission.
@@ -256,16 +258,16 @@ class Scheduler {
   SchedulerListener null_listener_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;          // runners: work, state changes
-  std::condition_variable idle_cv_;     // Drain: tasks answered
+  std::condition_variable cv_;       // runners: work, state changes
+  std::condition_variable idle_cv_;  // Drain: tasks answered
   std::map<ClassKey, Pending> pending_;
   std::deque<std::shared_ptr<Task>> solo_;
   size_t pending_units_ = 0, pending_requests_ = 0;
   size_t admitted_units_ = 0, admitted_requests_ = 0;
   size_t cpu_queued_units_ = 0, cpu_queued_requests_ = 0;
-  bool draining_ = false;     // batches close at once
-  bool abandoning_ = false;   // drain deadline passed: unstarted -> error
-  bool stopping_ = false;     // runners exit
+  bool draining_ = false;    // batches close at once
+  bool abandoning_ = false;  // drain deadline passed: unstarted -> error
+  bool stopping_ = false;    // runners exit
   std::vector<std::unique_ptr<Device>> devices_;
   size_t fused_[2] = {0, 0};  // by key width: 32, 64 bits
   Stats stats_;

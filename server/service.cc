@@ -31,7 +31,8 @@ grpc::ServerUnaryReactor* SortServiceImpl::Handle(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time received = absl::Now();
   const char* method = op == Op::kSort ? "Sort" : "Transpose";
-  metrics_->AddRequestBytes(method, static_cast<double>(request->ByteSizeLong()));
+  metrics_->AddRequestBytes(method,
+                            static_cast<double>(request->ByteSizeLong()));
   if (options_.log_requests) {
     std::fprintf(stderr, "sortd: start %s from %s\n", method,
                  context->peer().c_str());
@@ -58,11 +59,11 @@ grpc::ServerUnaryReactor* SortServiceImpl::Handle(
     const std::string code = absl::StatusCodeToString(result.status.code());
     metrics_->RecordRequest(method, code, path, seconds);
     if (options_.log_requests) {
-      std::fprintf(stderr, "sortd: end %s %s path=%s route=%s batch=%d %.3f ms%s%s\n",
-                   method, code.c_str(), path.c_str(), RouteName(result.route),
-                   result.batch_requests, seconds * 1e3,
-                   result.status.ok() ? "" : ": ",
-                   std::string(result.status.message()).c_str());
+      std::fprintf(
+          stderr, "sortd: end %s %s path=%s route=%s batch=%d %.3f ms%s%s\n",
+          method, code.c_str(), path.c_str(), RouteName(result.route),
+          result.batch_requests, seconds * 1e3, result.status.ok() ? "" : ": ",
+          std::string(result.status.message()).c_str());
     }
     reactor->Finish(ToGrpcStatus(result.status));
   };

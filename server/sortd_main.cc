@@ -23,11 +23,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gpu/opencl_engine.h"
@@ -36,8 +36,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/calibrate.h"
 #include "server/cpu_sorter.h"
-#include "server/scheduler.h"
 #include "server/metrics.h"
+#include "server/scheduler.h"
 #include "server/service.h"
 
 namespace {
@@ -159,8 +159,8 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
       if (!absl::SimpleAtoi(absl::string_view(name.data() + colon + 1,
                                               name.size() - colon - 1),
                             &index)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--device: bad index in '", std::string(name), "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--device: bad index in '", std::string(name), "'"));
       }
       name = name.substr(0, colon);
       indexed = true;
@@ -334,8 +334,8 @@ void Route(sortd::Sorter& cpu, sortd::Sorter& device,
   o->transpose = {.cpu_max = 256 * 32, .solo_min = size_t{1} << 20};
   if (std::any_of(pins, pins + 4, [](int64_t v) { return v < 0; })) {
     sortd::CalibrationOptions copts;
-    copts.max_keys =
-        static_cast<size_t>(std::max<int64_t>(absl::GetFlag(FLAGS_calibrate_max_keys), 1024));
+    copts.max_keys = static_cast<size_t>(
+        std::max<int64_t>(absl::GetFlag(FLAGS_calibrate_max_keys), 1024));
     const absl::Time start = absl::Now();
     absl::StatusOr<sortd::Calibration> c = sortd::Calibrate(cpu, device, copts);
     if (c.ok()) {
@@ -358,15 +358,15 @@ void Route(sortd::Sorter& cpu, sortd::Sorter& device,
   if (pins[1] >= 0) o->sort.solo_min = static_cast<size_t>(pins[1]);
   if (pins[2] >= 0) o->transpose.cpu_max = static_cast<size_t>(pins[2]) * 32;
   if (pins[3] >= 0) o->transpose.solo_min = static_cast<size_t>(pins[3]) * 32;
-  std::fprintf(stderr,
-               "sortd: router: sorts of <= %zu keys on the CPU path, >= %zu "
-               "alone on a device; transposes of <= %zu matrices on the CPU "
-               "path, >= %zu alone; batches in between (--max_batch_delay=%s)\n",
-               o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
-               o->transpose.solo_min == SIZE_MAX
-                   ? SIZE_MAX
-                   : (o->transpose.solo_min + 31) / 32,
-               absl::FormatDuration(o->max_batch_delay).c_str());
+  std::fprintf(
+      stderr,
+      "sortd: router: sorts of <= %zu keys on the CPU path, >= %zu "
+      "alone on a device; transposes of <= %zu matrices on the CPU "
+      "path, >= %zu alone; batches in between (--max_batch_delay=%s)\n",
+      o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
+      o->transpose.solo_min == SIZE_MAX ? SIZE_MAX
+                                        : (o->transpose.solo_min + 31) / 32,
+      absl::FormatDuration(o->max_batch_delay).c_str());
 }
 
 int Fail(const absl::Status& status) {
@@ -452,8 +452,7 @@ int Serve() {
   // scheduler runs (batches no longer wait to fill). If they are not all
   // answered by the drain deadline, what never started gets UNAVAILABLE
   // (gRPC's own deadline is a second later, so that answer goes out first).
-  const absl::Time deadline =
-      absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
+  const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
   scheduler.StartDrain();
   absl::Notification shut_down;
   std::thread shutdown([&] {

@@ -85,11 +85,13 @@ void ExpectSorted(Client& client, size_t n, bool desc,
 // An OpenCL-device server with the router pinned (so no calibration runs):
 // every non-empty request batched on the device, nothing spilled.
 std::vector<std::string> OpenClArgs(std::vector<std::string> extra) {
-  std::vector<std::string> args = {
-      "--device=opencl-cpu",          "--kernel_cache_dir=",
-      "--cpu_max_keys=0",             "--solo_min_keys=1000000",
-      "--transpose_cpu_max_matrices=0", "--transpose_solo_min_matrices=1000000",
-      "--spill_to_cpu=false"};
+  std::vector<std::string> args = {"--device=opencl-cpu",
+                                   "--kernel_cache_dir=",
+                                   "--cpu_max_keys=0",
+                                   "--solo_min_keys=1000000",
+                                   "--transpose_cpu_max_matrices=0",
+                                   "--transpose_solo_min_matrices=1000000",
+                                   "--spill_to_cpu=false"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -413,9 +415,9 @@ TEST(E2EOpenCl, InjectedEngineFaultFallsBackToTheCpuPath) {
 // A lost device: the request it failed and every later one are answered by
 // the CPU path while it is down, and health stays SERVING.
 TEST(E2EOpenCl, LostDeviceSendsEverythingToTheCpuPath) {
-  ServerProcess server(OpenClArgs({"--metrics_listen=127.0.0.1:0",
-                                   "--reinit_backoff=1h"}),
-                       {"SORTD_FAULT_DEVICE_LOST=2"});
+  ServerProcess server(
+      OpenClArgs({"--metrics_listen=127.0.0.1:0", "--reinit_backoff=1h"}),
+      {"SORTD_FAULT_DEVICE_LOST=2"});
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   ExpectSorted<float>(*client, 3000, false, v1::EXECUTION_PATH_GPU);
@@ -437,16 +439,21 @@ TEST(E2EOpenCl, LostDeviceSendsEverythingToTheCpuPath) {
 // both paths; the thresholds are logged and exported, and requests follow
 // them (PoCL on two cores: the CPU path wins at every measured size).
 TEST(E2EOpenCl, CalibratesTheRouterAtStartup) {
-  ServerProcess server({"--device=opencl-cpu", "--kernel_cache_dir=",
-                        "--calibrate_max_keys=65536",
+  ServerProcess server({"--device=opencl-cpu",
+                        "--kernel_cache_dir=", "--calibrate_max_keys=65536",
                         "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(server.Start()) << server.Output();
   EXPECT_THAT(server.Output(), HasSubstr("sortd: calibrate sort"));
   EXPECT_THAT(server.Output(), HasSubstr("sortd: router sort: CPU path up to"));
   EXPECT_THAT(server.Output(), HasSubstr("sortd: router transpose:"));
   const std::string body = HttpGet(server.metrics_address(), "/metrics");
-  EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary=\"sort_cpu_max\"}"));
-  EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary=\"transpose_solo_min\"}"));
+  EXPECT_THAT(
+      body,
+      HasSubstr("sortd_router_threshold_keys{boundary=\"sort_cpu_max\"}"));
+  EXPECT_THAT(
+      body,
+      HasSubstr(
+          "sortd_router_threshold_keys{boundary=\"transpose_solo_min\"}"));
   auto r = RunCommand(Sortctl(server, "sort --random=100 --verify"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("on cpu"));
@@ -479,8 +486,8 @@ std::vector<absl::StatusOr<SortResult<uint32_t>>> ConcurrentSorts(
       count, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (int i = 0; i < count; ++i) {
-    inputs[i] = testing::Generate<uint32_t>(testing::Shape::kRandom,
-                                            300 + 17 * i, i);
+    inputs[i] =
+        testing::Generate<uint32_t>(testing::Shape::kRandom, 300 + 17 * i, i);
     threads.emplace_back([&, i] {
       results[i] = client.Sort<uint32_t>(inputs[i], {.descending = true});
     });
@@ -499,9 +506,9 @@ std::vector<absl::StatusOr<SortResult<uint32_t>>> ConcurrentSorts(
 // the batch closing at 8 requests (and no deadline to close it sooner),
 // 8 concurrent sorts are one run, as the answers and the metrics say.
 TEST(E2EBatching, ConcurrentSmallRequestsRunAsOneDeviceRun) {
-  ServerProcess server(OpenClArgs({"--metrics_listen=127.0.0.1:0",
-                                   "--max_batch_requests=8",
-                                   "--max_batch_delay=1h"}));
+  ServerProcess server(
+      OpenClArgs({"--metrics_listen=127.0.0.1:0", "--max_batch_requests=8",
+                  "--max_batch_delay=1h"}));
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   for (auto& r : ConcurrentSorts(*client, 8)) {
@@ -513,7 +520,10 @@ TEST(E2EBatching, ConcurrentSmallRequestsRunAsOneDeviceRun) {
   const std::string body = HttpGet(server.metrics_address(), "/metrics");
   EXPECT_THAT(body, HasSubstr("sortd_batch_requests_count{op=\"sort\"} 1\n"));
   EXPECT_THAT(body, HasSubstr("sortd_batch_requests_sum{op=\"sort\"} 8\n"));
-  EXPECT_THAT(body, HasSubstr("sortd_routed_requests_total{op=\"sort\",route=\"batch\"} 8\n"));
+  EXPECT_THAT(
+      body,
+      HasSubstr(
+          "sortd_routed_requests_total{op=\"sort\",route=\"batch\"} 8\n"));
   EXPECT_THAT(body, HasSubstr("kernel=\"segmented_sort\""));
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
@@ -521,9 +531,9 @@ TEST(E2EBatching, ConcurrentSmallRequestsRunAsOneDeviceRun) {
 // An injected device fault in the middle of a batch: every request of the
 // batch is still answered, correctly, by the CPU path.
 TEST(E2EBatching, FaultInABatchLosesNothing) {
-  ServerProcess server(OpenClArgs({"--max_batch_requests=8",
-                                   "--max_batch_delay=1h"}),
-                       {"SORTD_FAULT_ENQUEUE=3"});
+  ServerProcess server(
+      OpenClArgs({"--max_batch_requests=8", "--max_batch_delay=1h"}),
+      {"SORTD_FAULT_ENQUEUE=3"});
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   for (auto& r : ConcurrentSorts(*client, 8)) {
@@ -557,17 +567,16 @@ bool WaitForMetric(const ServerProcess& server, const std::string& text) {
 // SIGTERM then runs the waiting batch at once and every admitted request
 // gets its answer before the server exits 0.
 TEST(E2EBatching, OverloadIsRefusedAndDrainAnswersTheQueue) {
-  ServerProcess server(OpenClArgs({"--metrics_listen=127.0.0.1:0",
-                                   "--max_batch_requests=100",
-                                   "--max_batch_delay=1h",
-                                   "--max_queued_requests=3"}));
+  ServerProcess server(
+      OpenClArgs({"--metrics_listen=127.0.0.1:0", "--max_batch_requests=100",
+                  "--max_batch_delay=1h", "--max_queued_requests=3"}));
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   std::vector<std::vector<uint32_t>> inputs;
   std::vector<std::future<absl::StatusOr<SortResult<uint32_t>>>> pending;
   for (int i = 0; i < 3; ++i) {
-    inputs.push_back(testing::Generate<uint32_t>(testing::Shape::kRandom,
-                                                 1000, i));
+    inputs.push_back(
+        testing::Generate<uint32_t>(testing::Shape::kRandom, 1000, i));
   }
   for (int i = 0; i < 3; ++i) {
     pending.push_back(std::async(std::launch::async, [&, i] {
@@ -594,8 +603,8 @@ TEST(E2EBatching, OverloadIsRefusedAndDrainAnswersTheQueue) {
 // A device split into sub-devices (PoCL partitions equally; Intel's
 // multi-tile GPUs by affinity domain): one worker per part, both serving.
 TEST(E2EBatching, EachSubDeviceGetsAWorker) {
-  ServerProcess server(OpenClArgs({"--sub_device_units=1",
-                                   "--metrics_listen=127.0.0.1:0"}));
+  ServerProcess server(
+      OpenClArgs({"--sub_device_units=1", "--metrics_listen=127.0.0.1:0"}));
   ASSERT_TRUE(server.Start()) << server.Output();
   EXPECT_THAT(server.Output(), HasSubstr("[part 1/2]"));
   EXPECT_THAT(server.Output(), HasSubstr("[part 2/2]"));
@@ -615,12 +624,12 @@ TEST(E2EBatching, EachSubDeviceGetsAWorker) {
 // types, orders, payloads, sorts and transposes against two workers on the
 // OpenCL device and the CPU path; every answer checked.
 TEST(E2EBatching, MixedConcurrentLoadOnTwoDeviceWorkers) {
-  ServerProcess server({"--device=opencl-cpu,opencl-cpu", "--kernel_cache_dir=",
-                        "--cpu_max_keys=64", "--solo_min_keys=2049",
-                        "--transpose_cpu_max_matrices=2",
-                        "--transpose_solo_min_matrices=5000",
-                        "--max_batch_delay=5ms", "--spill_to_cpu=false",
-                        "--metrics_listen=127.0.0.1:0"});
+  ServerProcess server(
+      {"--device=opencl-cpu,opencl-cpu",
+       "--kernel_cache_dir=", "--cpu_max_keys=64", "--solo_min_keys=2049",
+       "--transpose_cpu_max_matrices=2", "--transpose_solo_min_matrices=5000",
+       "--max_batch_delay=5ms", "--spill_to_cpu=false",
+       "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   std::vector<std::thread> threads;
@@ -633,9 +642,15 @@ TEST(E2EBatching, MixedConcurrentLoadOnTwoDeviceWorkers) {
         const size_t n = sizes[rng() % 7];
         const bool desc = rng() % 2;
         switch (rng() % 4) {
-          case 0: ExpectSorted<uint32_t>(*client, n, desc, ExpectedPath(n)); break;
-          case 1: ExpectSorted<float>(*client, n, desc, ExpectedPath(n)); break;
-          case 2: ExpectSorted<int64_t>(*client, n, desc, ExpectedPath(n)); break;
+          case 0:
+            ExpectSorted<uint32_t>(*client, n, desc, ExpectedPath(n));
+            break;
+          case 1:
+            ExpectSorted<float>(*client, n, desc, ExpectedPath(n));
+            break;
+          case 2:
+            ExpectSorted<int64_t>(*client, n, desc, ExpectedPath(n));
+            break;
           default: {
             std::vector<uint32_t> rows(32 * (1 + rng() % 50));
             for (uint32_t& r : rows) r = rng();

@@ -23,6 +23,7 @@
 #include "reference.h"
 #include "server/cpu_sorter.h"
 #include "server/transpose.h"
+#include "sort_check.h"
 
 namespace sortd {
 namespace {
@@ -146,14 +147,7 @@ std::shared_ptr<SortCall> MakeSort(size_t n, bool desc, bool values, bool perm,
       testing::Generate<K>(testing::Shape::kSpecial, n, seed);
   std::vector<uint64_t> vals(n);
   for (size_t i = 0; i < n; ++i) vals[i] = seed * 1000003 + i;
-  c->type = []() {
-    if constexpr (std::is_same_v<K, uint32_t>) return KeyType::kU32;
-    if constexpr (std::is_same_v<K, int32_t>) return KeyType::kI32;
-    if constexpr (std::is_same_v<K, float>) return KeyType::kF32;
-    if constexpr (std::is_same_v<K, uint64_t>) return KeyType::kU64;
-    if constexpr (std::is_same_v<K, int64_t>) return KeyType::kI64;
-    return KeyType::kF64;
-  }();
+  c->type = testing::KeyTypeOf<K>();
   c->desc = desc;
   c->values = values;
   c->perm = perm;
@@ -198,7 +192,8 @@ std::shared_ptr<SortCall> MakeSort(size_t n, bool desc, bool values, bool perm,
       j.values = reinterpret_cast<const std::byte*>(raw->vals.data());
       j.values_out = reinterpret_cast<std::byte*>(raw->vout.data());
     }
-    if (raw->perm) j.permutation_out = reinterpret_cast<std::byte*>(raw->pout.data());
+    if (raw->perm)
+      j.permutation_out = reinterpret_cast<std::byte*>(raw->pout.data());
     return absl::OkStatus();
   };
   task->done = [raw](const TaskResult& r) {
@@ -393,12 +388,24 @@ TEST_F(SchedulerTest, MixedConcurrentLoadIsAnsweredCorrectlyOnce) {
         const uint64_t seed = t * 1000 + i;
         std::shared_ptr<SortCall> c;
         switch (rng() % 6) {
-          case 0: c = MakeSort<uint32_t>(n, desc, values, perm, seed); break;
-          case 1: c = MakeSort<int32_t>(n, desc, values, perm, seed); break;
-          case 2: c = MakeSort<float>(n, desc, values, perm, seed); break;
-          case 3: c = MakeSort<uint64_t>(n, desc, values, perm, seed); break;
-          case 4: c = MakeSort<int64_t>(n, desc, values, perm, seed); break;
-          default: c = MakeSort<double>(n, desc, values, perm, seed); break;
+          case 0:
+            c = MakeSort<uint32_t>(n, desc, values, perm, seed);
+            break;
+          case 1:
+            c = MakeSort<int32_t>(n, desc, values, perm, seed);
+            break;
+          case 2:
+            c = MakeSort<float>(n, desc, values, perm, seed);
+            break;
+          case 3:
+            c = MakeSort<uint64_t>(n, desc, values, perm, seed);
+            break;
+          case 4:
+            c = MakeSort<int64_t>(n, desc, values, perm, seed);
+            break;
+          default:
+            c = MakeSort<double>(n, desc, values, perm, seed);
+            break;
         }
         sched->Submit(c->task);
         per[t].push_back(c);
@@ -571,10 +578,11 @@ TEST_F(SchedulerTest, LostDeviceSendsWorkToTheCpuUntilRecreated) {
   o.reinit_backoff = absl::Hours(1);  // stays down for this test
   StateListener listener;
   std::atomic<int> created{0};
-  auto sched = Make(o, 1, &listener, [&]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
-    ++created;
-    return std::unique_ptr<Sorter>(new FakeDevice("fake0", nullptr));
-  });
+  auto sched =
+      Make(o, 1, &listener, [&]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+        ++created;
+        return std::unique_ptr<Sorter>(new FakeDevice("fake0", nullptr));
+      });
   devices_[0]->fail_next = 1;
   devices_[0]->lose_on_failure = true;
   auto first = U32(1000, 1);
@@ -599,11 +607,12 @@ TEST_F(SchedulerTest, LostDeviceIsRecreatedAfterTheBackoff) {
   o.reinit_backoff = absl::Milliseconds(1);
   StateListener listener;
   std::atomic<int> created{0};
-  auto sched = Make(o, 1, &listener, [&]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
-    // The first attempt fails (the device is still gone), the second works.
-    if (++created == 1) return absl::UnavailableError("still gone");
-    return std::unique_ptr<Sorter>(new FakeDevice("fake0", nullptr));
-  });
+  auto sched =
+      Make(o, 1, &listener, [&]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+        // The first attempt fails (the device is still gone), the second works.
+        if (++created == 1) return absl::UnavailableError("still gone");
+        return std::unique_ptr<Sorter>(new FakeDevice("fake0", nullptr));
+      });
   devices_[0]->fail_next = 1;
   devices_[0]->lose_on_failure = true;
   auto first = U32(1000, 1);
@@ -687,7 +696,7 @@ TEST_F(SchedulerTest, SmallRequestsOverflowToTheDeviceWhenTheCpuIsBackedUp) {
   cpu_gate.Close();
   auto first = U32(100, 1), queued = U32(5000, 2), small = U32(1000, 3);
   sched.Submit(first->task);
-  cpu_gate.WaitEntered(1);  // the CPU worker is busy
+  cpu_gate.WaitEntered(1);     // the CPU worker is busy
   sched.Submit(queued->task);  // waits for it: 5000 keys of CPU backlog
   // Here: 1 ms + 1 ms + 5 ms on the CPU, 0.2 ms on the device.
   sched.Submit(small->task);
