@@ -9,6 +9,8 @@
 //
 //   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
+//                      [--radix_bits=4|8] [--local_bits=0|4]
+//                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -200,8 +202,17 @@ int main(int argc, char** argv) {
   std::vector<int> sizes = {16, 20, 24, 26};
   int reps = 5;
   int transpose_log2 = 24;
+  int radix_bits = 0, local_bits = -1, work_group = 0, items32 = 0,
+      items64 = 0;
+  bool quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a.rfind("--radix_bits=", 0) == 0) radix_bits = std::stoi(a.substr(13));
+    if (a.rfind("--local_bits=", 0) == 0) local_bits = std::stoi(a.substr(13));
+    if (a.rfind("--work_group=", 0) == 0) work_group = std::stoi(a.substr(13));
+    if (a.rfind("--items32=", 0) == 0) items32 = std::stoi(a.substr(10));
+    if (a.rfind("--items64=", 0) == 0) items64 = std::stoi(a.substr(10));
+    if (a == "--quick") quick = true;
     if (a.rfind("--device=", 0) == 0) device = a.substr(9);
     if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
     if (a.rfind("--transpose_log2=", 0) == 0)
@@ -218,6 +229,18 @@ int main(int argc, char** argv) {
   options.kind = device == "gpu" ? sortd::gpu::DeviceKind::kGpu
                                  : sortd::gpu::DeviceKind::kCpu;
   auto engine = OpenClEngine::Create(options);
+  if (engine.ok() && (radix_bits > 0 || local_bits >= 0 || work_group > 0 ||
+                      items32 > 0 || items64 > 0)) {
+    // Another radix shape on the same device (policy experiments).
+    sortd::gpu::EnginePolicy policy = (*engine)->policy();
+    if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
+    if (local_bits >= 0) policy.radix.local_bits = local_bits;
+    if (work_group > 0) policy.radix.work_group = work_group;
+    if (items32 > 0) policy.radix.items_32 = items32;
+    if (items64 > 0) policy.radix.items_64 = items64;
+    options.policy = policy;
+    engine = OpenClEngine::Create(options);
+  }
   if (!engine.ok()) {
     std::fprintf(stderr, "gpu_sort_benchmark: %s\n",
                  engine.status().ToString().c_str());
@@ -236,6 +259,7 @@ int main(int argc, char** argv) {
   for (int lg : sizes) {
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }
+  if (quick) return 0;  // policy sweeps: the main cases only
   for (auto [segments, length] :
        {std::pair<size_t, size_t>{65536, 256}, {16384, 1024}, {4096, 4096}}) {
     RunSegmented(**engine, segments, length, reps);

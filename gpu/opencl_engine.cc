@@ -116,6 +116,7 @@ absl::Status OpenClEngine::Init() {
       auto radix = cache_->Get(
           "radix_sort",
           absl::StrCat("-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
+                       " -DLOCAL_BITS=", r.LocalBits(),
                        " -DWG=", r.work_group, " -DITEMS=", r.Items(bits),
                        " -DHAS_INDEX=", with_index));
       if (!radix.ok()) return radix.status();

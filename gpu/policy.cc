@@ -10,8 +10,9 @@ namespace sortd::gpu {
 size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t tile = Tile(key_bits);
   const size_t radix = size_t{1} << radix_bits;
+  const size_t local_radix = size_t{1} << LocalBits();
   return tile * (key_bits / 8) + (with_index ? tile * 4 : 0) +
-         radix * work_group * 2 + radix * 4 + work_group * 4;
+         local_radix * work_group * 2 + radix * 4 + work_group * 4;
 }
 
 EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
@@ -25,8 +26,14 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
         .block_32 = 2048, .block_64 = 2048, .work_group = 64, .max_keys = 2048};
     p.transpose = {.matrices_per_group = 16};
   } else if (absl::StrContains(device.vendor, "NVIDIA")) {
-    p.radix = {
-        .radix_bits = 4, .work_group = 256, .items_32 = 16, .items_64 = 8};
+    // 8-bit passes ranked in two 4-bit steps: 7-17% faster than 4-bit
+    // passes on every main case at 2^24 and 2^26 keys, and the fastest of
+    // nine shapes swept (bench/results/h100-20261122-radix-sweep).
+    p.radix = {.radix_bits = 8,
+               .local_bits = 4,
+               .work_group = 256,
+               .items_32 = 16,
+               .items_64 = 8};
     // Measured on the H100 (bench/results/h100-20261122-run3, kernel ms,
     // bitonic vs radix): u32 2^16 0.150 vs 0.262, 2^18 0.234 vs 0.245,
     // 2^20 0.359 vs 0.308; u64 2^18 0.264 vs 0.450, 2^20 0.472 vs 0.751.
@@ -69,7 +76,8 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
   for (int bits : {32, 64}) {
     if (radix.ScatterLocalBytes(bits, true) > device.local_mem_bytes ||
         static_cast<size_t>(radix.work_group) > device.max_work_group ||
-        radix.Tile(bits) >= 65536) {
+        radix.Tile(bits) >= 65536 ||
+        radix.radix_bits % radix.LocalBits() != 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("radix policy ", ToString(), " does not fit ",
                        device.name, " (local memory ", device.local_mem_bytes,
@@ -90,7 +98,8 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
 
 std::string EnginePolicy::ToString() const {
   return absl::StrCat(
-      "radix{bits=", radix.radix_bits, " wg=", radix.work_group,
+      "radix{bits=", radix.radix_bits, " local_bits=", radix.LocalBits(),
+      " wg=", radix.work_group,
       " items32=", radix.items_32, " items64=", radix.items_64,
       "} transpose{matrices_per_group=", transpose.matrices_per_group, "}");
 }

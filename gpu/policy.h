@@ -15,13 +15,17 @@
 namespace sortd::gpu {
 
 struct RadixSortPolicy {
-  int radix_bits = 4;    // digit width: 4 or 8
+  int radix_bits = 4;    // digit width of a global pass: 4 or 8
+  // Digit width of the scatter's in-tile ranking: 0 (= radix_bits) or 4
+  // under 8-bit passes (two stable 4-bit ranking steps per pass).
+  int local_bits = 0;
   int work_group = 256;  // work-items per group
   int items_32 = 16;     // keys per work-item, 32-bit keys
   int items_64 = 8;      // keys per work-item, 64-bit keys
 
   int Items(int key_bits) const { return key_bits == 64 ? items_64 : items_32; }
   int Tile(int key_bits) const { return work_group * Items(key_bits); }
+  int LocalBits() const { return local_bits > 0 ? local_bits : radix_bits; }
   // Local memory of the scatter kernel, the largest user.
   size_t ScatterLocalBytes(int key_bits, bool with_index) const;
 };

@@ -497,20 +497,35 @@ TEST(Algorithms, BitonicAndRadixBothMatchTheReference) {
   }
 }
 
+// 8-bit passes, ranked in one 8-bit step or in two stable 4-bit steps.
 TEST(Algorithms, EightBitDigits) {
-  OpenClEngine::Options options = CpuDevice();
-  EnginePolicy p = EnginePolicy::For(Engine().info());
-  p.radix = {.radix_bits = 8, .work_group = 64, .items_32 = 8, .items_64 = 8};
-  options.policy = p;
-  options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
-  auto engine = OpenClEngine::Create(options);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  for (size_t n :
-       {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
-    CheckSort(**engine, sortd::testing::Generate<float>(Shape::kRandom, n, 3),
-              false, Extra::kU64ValuesAndPermutation, "8-bit f32");
-    CheckSort(**engine, sortd::testing::Generate<int64_t>(Shape::kRandom, n, 3),
-              true, Extra::kPermutation, "8-bit i64");
+  for (int local_bits : {0, 4}) {
+    SCOPED_TRACE(absl::StrCat("local_bits=", local_bits));
+    OpenClEngine::Options options = CpuDevice();
+    EnginePolicy p = EnginePolicy::For(Engine().info());
+    p.radix = {.radix_bits = 8,
+               .local_bits = local_bits,
+               .work_group = 64,
+               .items_32 = 8,
+               .items_64 = 8};
+    options.policy = p;
+    options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    for (size_t n :
+         {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
+      for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kSpecial}) {
+        CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 3), false,
+                  Extra::kU64ValuesAndPermutation, "8-bit f32");
+        CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 3),
+                  true, Extra::kPermutation, "8-bit i64");
+      }
+    }
+    size_t total = 0;
+    const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
+    CheckSegmented(**engine,
+                   sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
+                   offsets, true, true);
   }
 }
 
@@ -557,7 +572,18 @@ TEST(FaultInjection, LostDeviceMakesTheEngineUnhealthy) {
 TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy& p = Engine().policy();
   EXPECT_TRUE(p.CheckFits(Engine().info()).ok());
-  EXPECT_THAT(p.ToString(), HasSubstr("radix{bits=4"));
+  EXPECT_THAT(p.ToString(), HasSubstr("radix{bits="));
+  EXPECT_THAT(p.ToString(), HasSubstr("local_bits="));
+  // The NVIDIA entry (8-bit passes, 4-bit ranking) fits an H100's limits.
+  DeviceInfo nvidia = Engine().info();
+  nvidia.vendor = "NVIDIA Corporation";
+  nvidia.is_gpu = true;
+  nvidia.local_mem_bytes = 48 * 1024;
+  nvidia.max_work_group = 1024;
+  const EnginePolicy np = EnginePolicy::For(nvidia);
+  EXPECT_EQ(np.radix.radix_bits, 8);
+  EXPECT_EQ(np.radix.LocalBits(), 4);
+  EXPECT_TRUE(np.CheckFits(nvidia).ok()) << np.ToString();
   DeviceInfo small = Engine().info();
   small.local_mem_bytes = 8 * 1024;
   small.max_work_group = 128;

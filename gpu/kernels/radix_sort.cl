@@ -3,7 +3,11 @@
 //
 // Build options (-D):
 //   KEY_BITS    32 or 64
-//   RADIX_BITS  digit width (4 or 8)
+//   RADIX_BITS  digit width of a global pass (4 or 8)
+//   LOCAL_BITS  digit width of the scatter's in-tile ranking (default
+//               RADIX_BITS); with 4 under an 8-bit pass, a tile is ranked
+//               in two stable 4-bit steps, so the ranking counters stay
+//               small while the global passes halve
 //   WG          work-group size of every kernel here
 //   ITEMS       keys per work-item in histogram and scatter; TILE = WG*ITEMS
 //   HAS_INDEX   1: an uint index travels with every key (payload gather and
@@ -20,7 +24,13 @@ typedef uint key_t;
 #define SIGN_BIT (1U << 31)
 #endif
 
+#ifndef LOCAL_BITS
+#define LOCAL_BITS RADIX_BITS
+#endif
 #define RADIX (1 << RADIX_BITS)
+#define LRADIX (1 << LOCAL_BITS)
+#define LMASK (LRADIX - 1)
+#define SUBSTEPS (RADIX_BITS / LOCAL_BITS)
 #define DIGIT_MASK (RADIX - 1)
 #define TILE (WG * ITEMS)
 #define PASSES ((KEY_BITS + RADIX_BITS - 1) / RADIX_BITS)
@@ -159,11 +169,12 @@ void scan_add(__global uint* data, uint n, __global const uint* block_sums) {
   }
 }
 
-// Stable scatter of one tile. The tile is ranked in local memory (each
-// work-item owns ITEMS consecutive keys; counts per digit and work-item,
-// scanned digit-major, give every key its rank), reordered there, and
-// written out in order so that runs of equal digits land in consecutive
-// global addresses.
+// Stable scatter of one tile. The tile is sorted by its digit in local
+// memory, SUBSTEPS stable LOCAL_BITS-wide steps, least significant first:
+// each work-item owns ITEMS consecutive keys, per-(sub-digit, work-item)
+// counts scanned digit-major give every key its rank, and the keys move to
+// their ranks. Then the tile is written out in order, so that runs of equal
+// digits land in consecutive global addresses.
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
                    __global const uint* index_in, __global uint* index_out,
@@ -173,7 +184,7 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 #if HAS_INDEX
   __local uint lindex[TILE];
 #endif
-  __local ushort counts[RADIX * WG];
+  __local ushort counts[LRADIX * WG];
   __local uint digit_start[RADIX];
   __local uint tmp[WG];
 
@@ -191,54 +202,89 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 #endif
     }
   }
-  for (uint d = 0; d < RADIX; ++d) counts[d * WG + lid] = 0;
+#if SUBSTEPS > 1
+  for (uint d = lid; d < RADIX; d += WG) digit_start[d] = 0;
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
 
   key_t k[ITEMS];
 #if HAS_INDEX
   uint x[ITEMS];
 #endif
-  for (uint j = 0; j < ITEMS; ++j) {
-    const uint li = lid * ITEMS + j;
-    if (li < count) {
-      k[j] = lkeys[li];
+  for (uint step = 0; step < SUBSTEPS; ++step) {
+    const uint sub_shift = shift + step * LOCAL_BITS;
+    for (uint d = 0; d < LRADIX; ++d) counts[d * WG + lid] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint j = 0; j < ITEMS; ++j) {
+      const uint li = lid * ITEMS + j;
+      if (li < count) {
+        k[j] = lkeys[li];
 #if HAS_INDEX
-      x[j] = lindex[li];
+        x[j] = lindex[li];
 #endif
-      counts[digit_of(k[j], shift) * WG + lid] += 1;
+        counts[(((uint)(k[j] >> sub_shift)) & LMASK) * WG + lid] += 1;
+#if SUBSTEPS > 1
+        if (step == 0) atomic_inc(&digit_start[digit_of(k[j], shift)]);
+#endif
+      }
     }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE);
 
-  // Exclusive scan of counts in digit-major order: work-item t scans the
-  // RADIX consecutive entries [t*RADIX, (t+1)*RADIX).
-  uint sum = 0;
-  for (uint e = 0; e < RADIX; ++e) sum += counts[lid * RADIX + e];
-  uint total;
-  uint prefix = work_group_exclusive_scan(sum, tmp, &total);
-  for (uint e = 0; e < RADIX; ++e) {
-    const uint c = counts[lid * RADIX + e];
-    counts[lid * RADIX + e] = (ushort)prefix;
-    prefix += c;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint d = lid; d < RADIX; d += WG) digit_start[d] = counts[d * WG];
-  barrier(CLK_LOCAL_MEM_FENCE);  // digit_start reads column 0 before it moves
+    // Exclusive scan of counts in digit-major order: work-item t scans the
+    // LRADIX consecutive entries [t*LRADIX, (t+1)*LRADIX).
+    uint sum = 0;
+    for (uint e = 0; e < LRADIX; ++e) sum += counts[lid * LRADIX + e];
+    uint total;
+    uint prefix = work_group_exclusive_scan(sum, tmp, &total);
+    for (uint e = 0; e < LRADIX; ++e) {
+      const uint c = counts[lid * LRADIX + e];
+      counts[lid * LRADIX + e] = (ushort)prefix;
+      prefix += c;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if SUBSTEPS == 1
+    for (uint d = lid; d < RADIX; d += WG) digit_start[d] = counts[d * WG];
+    barrier(CLK_LOCAL_MEM_FENCE);  // reads column 0 before it moves
+#endif
 
-  // Reorder the tile in local memory by rank.
-  for (uint j = 0; j < ITEMS; ++j) {
-    const uint li = lid * ITEMS + j;
-    if (li < count) {
-      const uint slot = digit_of(k[j], shift) * WG + lid;
-      const uint rank = counts[slot];
-      counts[slot] = (ushort)(rank + 1);
-      lkeys[rank] = k[j];
+    // Reorder the tile in local memory by rank.
+    for (uint j = 0; j < ITEMS; ++j) {
+      const uint li = lid * ITEMS + j;
+      if (li < count) {
+        const uint slot = (((uint)(k[j] >> sub_shift)) & LMASK) * WG + lid;
+        const uint rank = counts[slot];
+        counts[slot] = (ushort)(rank + 1);
+        lkeys[rank] = k[j];
 #if HAS_INDEX
-      lindex[rank] = x[j];
+        lindex[rank] = x[j];
 #endif
+      }
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
+
+#if SUBSTEPS > 1
+  // digit_start holds the tile's digit counts: scan them (RADIX entries,
+  // RADIX / WG or one per work-item).
+  {
+    const uint per = (RADIX + WG - 1) / WG;
+    uint mine[(RADIX + WG - 1) / WG];
+    uint sum = 0;
+    for (uint e = 0; e < per; ++e) {
+      const uint d = lid * per + e;
+      mine[e] = d < RADIX ? digit_start[d] : 0;
+      sum += mine[e];
+    }
+    uint total;
+    uint prefix = work_group_exclusive_scan(sum, tmp, &total);
+    for (uint e = 0; e < per; ++e) {
+      const uint d = lid * per + e;
+      if (d < RADIX) digit_start[d] = prefix;
+      prefix += mine[e];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#endif
 
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
