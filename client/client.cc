@@ -1,5 +1,8 @@
 #include "client/client.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +19,19 @@ absl::Status FromGrpcStatus(const grpc::Status& s) {
 
 }  // namespace
 
+namespace {
+
+// The whole of a PEM file.
+absl::StatusOr<std::string> ReadPem(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     const std::string& target, const ClientOptions& options) {
   if (target.empty()) return absl::InvalidArgumentError("empty target");
@@ -27,8 +43,33 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
   if (!options.load_balancing.empty()) {
     args.SetLoadBalancingPolicyName(options.load_balancing);
   }
-  auto channel = grpc::CreateCustomChannel(
-      target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (options.tls || !options.tls_ca.empty() || !options.tls_cert.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls_ca.empty()) {
+      absl::StatusOr<std::string> ca = ReadPem(options.tls_ca);
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+    }
+    if (options.tls_cert.empty() != options.tls_key.empty()) {
+      return absl::InvalidArgumentError(
+          "a client certificate needs its key, and a key its certificate");
+    }
+    if (!options.tls_cert.empty()) {
+      absl::StatusOr<std::string> cert = ReadPem(options.tls_cert);
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadPem(options.tls_key);
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls_server_name);
+    }
+  }
+  auto channel = grpc::CreateCustomChannel(target, credentials, args);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot create a channel to ", target));

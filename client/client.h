@@ -40,6 +40,15 @@ struct ClientOptions {
   // gRPC load-balancing policy, e.g. "round_robin" with a dns:/// target
   // that resolves to many replicas. Empty: gRPC's default (pick_first).
   std::string load_balancing;
+
+  // TLS: set tls_ca to the PEM file of the CA that signed the server's
+  // certificate (empty with `tls` true: the system's roots). For mutual TLS
+  // also tls_cert and tls_key, this client's certificate and key.
+  // tls_server_name overrides the name checked against the server's
+  // certificate (when the target is an address the certificate does not
+  // name).
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };
 
 struct SortOptions {

@@ -35,6 +35,15 @@ ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "sortd address: host:port, or a gRPC target such as "
           "dns:///sortd.example:50051");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of the call");
+ABSL_FLAG(std::string, tls_ca, "",
+          "TLS: PEM file of the CA that signed sortd's certificate (turns "
+          "TLS on)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "mutual TLS: this client's certificate (PEM); with --tls_key");
+ABSL_FLAG(std::string, tls_key, "", "mutual TLS: this client's key (PEM)");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "TLS: the name to check in sortd's certificate, when the target "
+          "address is not one it names");
 ABSL_FLAG(std::string, lb, "",
           "gRPC load-balancing policy, e.g. round_robin with a dns:/// target "
           "that names many replicas (a Kubernetes headless Service)");
@@ -148,6 +157,10 @@ absl::StatusOr<std::unique_ptr<sortd::Client>> Connect() {
   sortd::ClientOptions options;
   options.timeout = absl::GetFlag(FLAGS_timeout);
   options.load_balancing = absl::GetFlag(FLAGS_lb);
+  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
   return sortd::Client::Create(absl::GetFlag(FLAGS_target), options);
 }
 

@@ -17,6 +17,8 @@ PACKAGES=(
   # tests and benchmarks; Prometheus (promtool too) and python3 for the
   # metrics test that runs the dashboard's queries against a real Prometheus
   googletest libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
+  # throw-away certificates for the TLS tests
+  openssl
   # static checks of deploy/: YAML lint, YAML parsing (kubectl: below)
   yamllint python3-yaml
 )
