@@ -16,6 +16,11 @@
 // is the requested order (see to_ordered), so every pass is the same
 // unsigned, stable, ascending digit sort.
 
+#if !defined(KEY_BITS) || !defined(RADIX_BITS) || !defined(WG) || \
+    !defined(ITEMS) || !defined(HAS_INDEX)
+#error "radix_sort.cl needs -DKEY_BITS, -DRADIX_BITS, -DWG, -DITEMS and -DHAS_INDEX"
+#endif
+
 #if KEY_BITS == 64
 typedef ulong key_t;
 #define SIGN_BIT (1UL << 63)
