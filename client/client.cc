@@ -1,9 +1,8 @@
 #include "client/client.h"
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
-
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"

@@ -13,8 +13,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -71,6 +71,9 @@ ABSL_FLAG(int64_t, max_request_bytes, int64_t{256} << 20,
           "Largest serialized request accepted, in bytes; larger requests "
           "get RESOURCE_EXHAUSTED. gRPC's maximum receive size is set to "
           "this value. At most 2147483647.");
+ABSL_FLAG(int, max_concurrent_streams, 256,
+          "Concurrent calls one client connection may have open (HTTP/2 "
+          "streams); more wait in the client until one finishes.");
 ABSL_FLAG(int, cpu_threads, 0,
           "Threads of the oneTBB CPU path (0: one per hardware thread).");
 ABSL_FLAG(int, request_threads, 0,
@@ -300,6 +303,10 @@ absl::Status CheckFlags() {
         "--max_queued_keys, --max_queued_requests and --pipeline_depth must "
         "be positive");
   }
+  if (absl::GetFlag(FLAGS_max_concurrent_streams) < 1) {
+    return absl::InvalidArgumentError(
+        "--max_concurrent_streams must be positive");
+  }
   if (absl::GetFlag(FLAGS_max_batch_delay) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_batch_delay must not be negative");
   }
@@ -455,6 +462,8 @@ int Serve() {
   builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(-1);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             absl::GetFlag(FLAGS_max_concurrent_streams));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -245,6 +245,18 @@ TEST_F(E2ETest, MetricsCountRequestsByCodeAndPath) {
   EXPECT_THAT(body, HasSubstr("sortd_build_info{version="));
 }
 
+// The metrics endpoint serves /metrics and nothing else.
+TEST_F(E2ETest, MetricsEndpointServesOnlyMetrics) {
+  const std::string metrics = HttpGet(server_->metrics_address(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("HTTP/1.1 200"));
+  for (const char* path :
+       {"/", "/metrics/../etc/passwd", "/debug", "/index.html"}) {
+    const std::string other = HttpGet(server_->metrics_address(), path);
+    EXPECT_THAT(other, HasSubstr(" 404 ")) << path;
+    EXPECT_THAT(other, Not(HasSubstr("sortd_build_info"))) << path;
+  }
+}
+
 std::string Sortctl(const ServerProcess& server, const std::string& args) {
   return absl::StrCat(SORTCTL_BINARY, " --target=", server.address(), " ",
                       args);
@@ -685,23 +697,28 @@ class TlsTest : public ::testing::Test {
     char tmpl[] = "/tmp/sortd_tls_XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const std::string key =
+        "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     const std::string script = absl::StrCat(
-        "set -e; cd ", dir_, "; ",
-        "openssl req -x509 ", key, " -keyout ca.key -out ca.pem -days 1 "
+        "set -e; cd ", dir_, "; ", "openssl req -x509 ", key,
+        " -keyout ca.key -out ca.pem -days 1 "
         "-subj '/CN=sortd test CA'; ",
-        "openssl req ", key, " -keyout server.key -out server.csr "
+        "openssl req ", key,
+        " -keyout server.key -out server.csr "
         "-subj '/CN=localhost'; ",
         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext; ",
         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
         "-CAcreateserial -out server.pem -days 1 -extfile san.ext; ",
-        "openssl req ", key, " -keyout client.key -out client.csr "
+        "openssl req ", key,
+        " -keyout client.key -out client.csr "
         "-subj '/CN=sortd test client'; ",
         "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
         "-CAcreateserial -out client.pem -days 1; ",
-        "openssl req -x509 ", key, " -keyout other-ca.key -out other-ca.pem "
+        "openssl req -x509 ", key,
+        " -keyout other-ca.key -out other-ca.pem "
         "-days 1 -subj '/CN=other CA'; ",
-        "openssl req ", key, " -keyout other.key -out other.csr "
+        "openssl req ", key,
+        " -keyout other.key -out other.csr "
         "-subj '/CN=intruder'; ",
         "openssl x509 -req -in other.csr -CA other-ca.pem -CAkey other-ca.key "
         "-CAcreateserial -out other.pem -days 1");
@@ -710,9 +727,7 @@ class TlsTest : public ::testing::Test {
   }
   void TearDown() override { RunCommand("rm -rf " + dir_); }
 
-  std::string Path(const std::string& name) const {
-    return dir_ + "/" + name;
-  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   absl::StatusOr<SortResult<uint32_t>> TrySort(const ServerProcess& server,
                                                ClientOptions options) {
     options.timeout = absl::Seconds(20);
@@ -741,8 +756,8 @@ TEST_F(TlsTest, ServesTlsClientsAndRefusesPlaintext) {
   ClientOptions wrong_ca;
   wrong_ca.tls_ca = Path("other-ca.pem");
   EXPECT_FALSE(TrySort(server, wrong_ca).ok());
-  auto r = RunCommand(Sortctl(server, "--tls_ca=" + Path("ca.pem") +
-                                          " sort --random=5000 --verify"));
+  auto r = RunCommand(Sortctl(
+      server, "--tls_ca=" + Path("ca.pem") + " sort --random=5000 --verify"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("verified"));
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
@@ -767,10 +782,10 @@ TEST_F(TlsTest, MutualTlsAdmitsOnlyClientsWithACertificateFromItsCa) {
   auto ok = TrySort(server, member);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->keys, (std::vector<uint32_t>{1, 2, 3}));
-  auto r = RunCommand(Sortctl(
-      server, "--tls_ca=" + Path("ca.pem") + " --tls_cert=" +
-                  Path("client.pem") + " --tls_key=" + Path("client.key") +
-                  " health"));
+  auto r = RunCommand(Sortctl(server, "--tls_ca=" + Path("ca.pem") +
+                                          " --tls_cert=" + Path("client.pem") +
+                                          " --tls_key=" + Path("client.key") +
+                                          " health"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
@@ -789,6 +804,9 @@ TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
   ServerProcess bad_device({"--device=tpu"});
   EXPECT_FALSE(bad_device.Start());
   EXPECT_THAT(bad_device.Output(), HasSubstr("unknown entry 'tpu'"));
+  ServerProcess bad_streams({"--max_concurrent_streams=0"});
+  EXPECT_FALSE(bad_streams.Start());
+  EXPECT_THAT(bad_streams.Output(), HasSubstr("--max_concurrent_streams"));
   ServerProcess bad_batch({"--max_batch_requests=0"});
   EXPECT_FALSE(bad_batch.Start());
   EXPECT_THAT(bad_batch.Output(), HasSubstr("--max_batch_requests"));
