@@ -364,7 +364,9 @@ TEST(E2EShutdown, SigtermDrainsInFlightCallsAndExitsZero) {
 TEST(E2EOpenCl, ServesEveryRequestKindOnTheOpenClDevice) {
   ServerProcess server(OpenClArgs({}));
   ASSERT_TRUE(server.Start()) << server.Output();
-  EXPECT_THAT(server.Output(), HasSubstr("sortd: OpenCL device"));
+  EXPECT_TRUE(
+      server.WaitForLine("sortd: OpenCL device", std::chrono::seconds(30)))
+      << server.Output();
   auto client = Connect(server);
   EXPECT_TRUE(client->CheckHealth().ok());
   for (bool desc : {false, true}) {
@@ -412,7 +414,9 @@ TEST(E2EOpenCl, InjectedEngineFaultFallsBackToTheCpuPath) {
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   ExpectSorted<int64_t>(*client, 5000, true, v1::EXECUTION_PATH_CPU);
-  EXPECT_THAT(server.Output(), HasSubstr("injected fault at enqueue 2"));
+  EXPECT_TRUE(server.WaitForLine("injected fault at enqueue 2",
+                                 std::chrono::seconds(30)))
+      << server.Output();
   ExpectSorted<int64_t>(*client, 5000, false, v1::EXECUTION_PATH_GPU);
   const std::string body = HttpGet(server.metrics_address(), "/metrics");
   EXPECT_THAT(
@@ -455,9 +459,15 @@ TEST(E2EOpenCl, CalibratesTheRouterAtStartup) {
                         "--kernel_cache_dir=", "--calibrate_max_keys=65536",
                         "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(server.Start()) << server.Output();
-  EXPECT_THAT(server.Output(), HasSubstr("sortd: calibrate sort"));
-  EXPECT_THAT(server.Output(), HasSubstr("sortd: router sort: CPU path up to"));
-  EXPECT_THAT(server.Output(), HasSubstr("sortd: router transpose:"));
+  EXPECT_TRUE(
+      server.WaitForLine("sortd: calibrate sort", std::chrono::seconds(30)))
+      << server.Output();
+  EXPECT_TRUE(server.WaitForLine("sortd: router sort: CPU path up to",
+                                 std::chrono::seconds(30)))
+      << server.Output();
+  EXPECT_TRUE(
+      server.WaitForLine("sortd: router transpose:", std::chrono::seconds(30)))
+      << server.Output();
   const std::string body = HttpGet(server.metrics_address(), "/metrics");
   EXPECT_THAT(
       body,
@@ -553,7 +563,9 @@ TEST(E2EBatching, FaultInABatchLosesNothing) {
     EXPECT_EQ(r->served_by.path(), v1::EXECUTION_PATH_CPU);
     EXPECT_EQ(r->served_by.route(), "failover");
   }
-  EXPECT_THAT(server.Output(), HasSubstr("injected fault at enqueue 3"));
+  EXPECT_TRUE(server.WaitForLine("injected fault at enqueue 3",
+                                 std::chrono::seconds(30)))
+      << server.Output();
   // The device is still in service for the next batch.
   for (auto& r : ConcurrentSorts(*client, 8)) {
     ASSERT_TRUE(r.ok()) << r.status();
@@ -618,8 +630,10 @@ TEST(E2EBatching, EachSubDeviceGetsAWorker) {
   ServerProcess server(
       OpenClArgs({"--sub_device_units=1", "--metrics_listen=127.0.0.1:0"}));
   ASSERT_TRUE(server.Start()) << server.Output();
-  EXPECT_THAT(server.Output(), HasSubstr("[part 1/2]"));
-  EXPECT_THAT(server.Output(), HasSubstr("[part 2/2]"));
+  EXPECT_TRUE(server.WaitForLine("[part 1/2]", std::chrono::seconds(30)))
+      << server.Output();
+  EXPECT_TRUE(server.WaitForLine("[part 2/2]", std::chrono::seconds(30)))
+      << server.Output();
   auto client = Connect(server);
   for (auto& r : ConcurrentSorts(*client, 6)) {
     ASSERT_TRUE(r.ok()) << r.status();
@@ -743,7 +757,8 @@ TEST_F(TlsTest, ServesTlsClientsAndRefusesPlaintext) {
   ServerProcess server({"--device=cpu", "--tls_cert=" + Path("server.pem"),
                         "--tls_key=" + Path("server.key")});
   ASSERT_TRUE(server.Start()) << server.Output();
-  EXPECT_THAT(server.Output(), HasSubstr("speaks TLS"));
+  EXPECT_TRUE(server.WaitForLine("speaks TLS", std::chrono::seconds(30)))
+      << server.Output();
   ClientOptions tls;
   tls.tls_ca = Path("ca.pem");
   auto ok = TrySort(server, tls);
@@ -768,7 +783,9 @@ TEST_F(TlsTest, MutualTlsAdmitsOnlyClientsWithACertificateFromItsCa) {
                         "--tls_key=" + Path("server.key"),
                         "--tls_client_ca=" + Path("ca.pem")});
   ASSERT_TRUE(server.Start()) << server.Output();
-  EXPECT_THAT(server.Output(), HasSubstr("requires client certificates"));
+  EXPECT_TRUE(server.WaitForLine("requires client certificates",
+                                 std::chrono::seconds(30)))
+      << server.Output();
   ClientOptions no_cert;
   no_cert.tls_ca = Path("ca.pem");
   EXPECT_FALSE(TrySort(server, no_cert).ok());
