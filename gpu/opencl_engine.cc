@@ -60,6 +60,10 @@ OpenClEngine::OpenClEngine(Device device, const Options& options)
   if (options_.lose_device_at == 0) {
     options_.lose_device_at = EnvLong("SORTD_FAULT_DEVICE_LOST");
   }
+  if (options_.fail_allocation == 0) {
+    options_.fail_allocation = EnvLong("SORTD_FAULT_OOM");
+  }
+  if (!options_.fail_build) options_.fail_build = EnvLong("SORTD_FAULT_BUILD");
 }
 
 absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
@@ -77,6 +81,11 @@ absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
 
 absl::Status OpenClEngine::Init() {
   SORTD_RETURN_IF_ERROR(policy_.CheckFits(device_.info));
+  if (options_.fail_build) {
+    return absl::InternalError(absl::StrCat(
+        "building radix_sort.cl for ", device_.info.name,
+        " failed: injected program build failure (SORTD_FAULT_BUILD)"));
+  }
   cl_int err = CL_SUCCESS;
   context_ = cl::Context(device_.device, nullptr, nullptr, nullptr, &err);
   SORTD_CL_RETURN_IF(err, "clCreateContext");
@@ -116,8 +125,8 @@ absl::Status OpenClEngine::Init() {
       auto radix = cache_->Get(
           "radix_sort",
           absl::StrCat("-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
-                       " -DLOCAL_BITS=", r.LocalBits(),
-                       " -DWG=", r.work_group, " -DITEMS=", r.Items(bits),
+                       " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
+                       " -DITEMS=", r.Items(bits),
                        " -DHAS_INDEX=", with_index));
       if (!radix.ok()) return radix.status();
       auto bitonic = cache_->Get(
@@ -280,14 +289,23 @@ std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes() const {
           {"pinned_staging", pinned}};
 }
 
-absl::Status OpenClEngine::InjectedFault(const char* what) {
+absl::Status OpenClEngine::InjectedFault(const char* what, bool kernel) {
   if (!faults_armed_) return absl::OkStatus();
+  // SORTD_FAULT_STAGE narrows the count to one kind of enqueue: upload,
+  // download, copy, kernel (any launch) or one kernel stage's name.
+  if (const char* only = std::getenv("SORTD_FAULT_STAGE"); only && *only) {
+    const std::string_view want(only);
+    if (want != what && !(kernel && want == "kernel")) {
+      return absl::OkStatus();
+    }
+  }
   const long n = ++enqueues_;
   const long at = options_.fail_enqueue;
   if (at > 0 &&
       (n == at || (n > at && EnvLong("SORTD_FAULT_ENQUEUE_STICKY")))) {
     return ClStatus(CL_OUT_OF_RESOURCES,
-                    absl::StrCat(what, " (injected fault at enqueue ", n, ")"));
+                    absl::StrCat(what, kernel ? " kernel" : "",
+                                 " (injected fault at enqueue ", n, ")"));
   }
   return absl::OkStatus();
 }
@@ -295,7 +313,7 @@ absl::Status OpenClEngine::InjectedFault(const char* what) {
 absl::Status OpenClEngine::Launch(Run& run, cl::Kernel& kernel, size_t groups,
                                   size_t group_size, const char* stage) {
   if (groups == 0) return absl::OkStatus();
-  SORTD_RETURN_IF_ERROR(InjectedFault(stage));
+  SORTD_RETURN_IF_ERROR(InjectedFault(stage, /*kernel=*/true));
   cl::Event event;
   cl_int err = run.lane->queue.enqueueNDRangeKernel(
       kernel, cl::NullRange, cl::NDRange(groups * group_size),
@@ -353,6 +371,14 @@ absl::StatusOr<cl::Buffer> OpenClEngine::Allocate(Run& run, size_t bytes,
     return absl::ResourceExhaustedError(absl::StrCat(
         what, " needs ", bytes, " bytes; ", device_.info.name,
         " allocates at most ", device_.info.max_alloc_bytes, " at once"));
+  }
+  if (faults_armed_ && options_.fail_allocation > 0 &&
+      ++allocations_ == options_.fail_allocation) {
+    return ClStatus(CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                    absl::StrCat("allocating ", what,
+                                 " (injected: out of "
+                                 "device memory at allocation ",
+                                 options_.fail_allocation, ")"));
   }
   absl::StatusOr<PooledBuffer> b = pool_->Acquire(bytes, what);
   if (!b.ok()) return b.status();

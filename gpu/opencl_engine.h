@@ -11,7 +11,10 @@
 // Fault injection for tests: with SORTD_FAULT_ENQUEUE=N in the environment
 // (or Options::fail_enqueue = N), the N-th enqueue after start-up fails
 // with CL_OUT_OF_RESOURCES, and every one after it while
-// SORTD_FAULT_ENQUEUE_STICKY=1. With SORTD_FAULT_DEVICE_LOST=N (or
+// SORTD_FAULT_ENQUEUE_STICKY=1; SORTD_FAULT_STAGE=upload|download|copy|
+// kernel|<stage> counts only those enqueues. SORTD_FAULT_OOM=N fails the
+// N-th device allocation as out of memory; SORTD_FAULT_BUILD=1 fails
+// Create() as a program build failure. With SORTD_FAULT_DEVICE_LOST=N (or
 // Options::lose_device_at = N) the N-th run after start-up finds its queue
 // unable to finish with CL_DEVICE_NOT_AVAILABLE, as when a device is lost:
 // the engine turns unhealthy.
@@ -52,6 +55,12 @@ class OpenClEngine final : public Sorter {
     long fail_enqueue = 0;
     // 0: read SORTD_FAULT_DEVICE_LOST from the environment.
     long lose_device_at = 0;
+    // The N-th device allocation after start-up fails as out of device
+    // memory; 0: read SORTD_FAULT_OOM.
+    long fail_allocation = 0;
+    // Create() fails as if a program did not build; false: read
+    // SORTD_FAULT_BUILD.
+    bool fail_build = false;
     // Launch shapes; unset: EnginePolicy::For(device). Tests use tiny tiles
     // to reach every level of the scan with small inputs.
     std::optional<EnginePolicy> policy;
@@ -192,7 +201,7 @@ class OpenClEngine final : public Sorter {
   absl::StatusOr<cl::Buffer> Allocate(Run& run, size_t bytes, const char* what);
   // Waits for the queue and reports the events' times into `stages`.
   absl::Status Finish(Run& run, StageTimes* stages);
-  absl::Status InjectedFault(const char* what);
+  absl::Status InjectedFault(const char* what, bool kernel = false);
 
   Device device_;
   Options options_;
@@ -205,6 +214,7 @@ class OpenClEngine final : public Sorter {
   absl::Status InitTranspose();
   std::atomic<long> enqueues_{0};
   std::atomic<long> runs_{0};
+  std::atomic<long> allocations_{0};
   bool faults_armed_ = false;  // set once warm-up is over
   std::atomic<bool> healthy_{true};
   std::mutex lanes_mu_;

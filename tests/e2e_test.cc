@@ -574,6 +574,62 @@ TEST(E2EBatching, FaultInABatchLosesNothing) {
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
+// A device fault at each stage of a batch's run (upload, a kernel launch,
+// download) and an out-of-memory allocation: every request of the batch is
+// answered correctly by the CPU path, and the next batch is back on the
+// device.
+TEST(E2EBatching, FaultsAtEveryStageLoseNothing) {
+  struct Fault {
+    std::vector<std::string> env;
+    std::string logged;  // what sortd's failover line names
+  };
+  const Fault faults[] = {
+      {{"SORTD_FAULT_STAGE=upload", "SORTD_FAULT_ENQUEUE=1"},
+       "upload (injected fault"},
+      {{"SORTD_FAULT_STAGE=kernel", "SORTD_FAULT_ENQUEUE=2"},
+       "kernel (injected fault at enqueue 2"},
+      {{"SORTD_FAULT_STAGE=download", "SORTD_FAULT_ENQUEUE=1"},
+       "download (injected fault"},
+      {{"SORTD_FAULT_OOM=2"}, "injected: out of device memory"}};
+  for (const Fault& fault : faults) {
+    SCOPED_TRACE(fault.logged);
+    ServerProcess server(
+        OpenClArgs({"--max_batch_requests=8", "--max_batch_delay=1h"}),
+        fault.env);
+    ASSERT_TRUE(server.Start()) << server.Output();
+    auto client = Connect(server);
+    for (auto& r : ConcurrentSorts(*client, 8)) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->served_by.route(), "failover");
+    }
+    EXPECT_TRUE(server.WaitForLine(fault.logged, std::chrono::seconds(30)))
+        << server.Output();
+    for (auto& r : ConcurrentSorts(*client, 8)) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->served_by.path(), v1::EXECUTION_PATH_GPU);
+    }
+    EXPECT_TRUE(client->CheckHealth().ok());
+    EXPECT_EQ(server.Terminate(), 0) << server.Output();
+  }
+}
+
+// A program that does not build: an explicit device stops startup with the
+// reason; --device=auto passes over it and serves on the CPU path.
+TEST(E2EStartup, ProgramBuildFailure) {
+  ServerProcess explicit_device({"--device=opencl-cpu", "--kernel_cache_dir="},
+                                {"SORTD_FAULT_BUILD=1"});
+  EXPECT_FALSE(explicit_device.Start());
+  EXPECT_THAT(explicit_device.Output(),
+              HasSubstr("injected program build failure"));
+  ServerProcess automatic({"--device=auto", "--kernel_cache_dir="},
+                          {"SORTD_FAULT_BUILD=1"});
+  ASSERT_TRUE(automatic.Start()) << automatic.Output();
+  auto client = Connect(automatic);
+  ExpectSorted<int32_t>(*client, 5000, false, v1::EXECUTION_PATH_CPU);
+  EXPECT_TRUE(client->CheckHealth().ok());
+  EXPECT_EQ(automatic.Terminate(), 0) << automatic.Output();
+}
+
 // Waits until a scrape of the metrics contains `text` (polls; each scrape
 // is an event, not a guess at how long something takes).
 bool WaitForMetric(const ServerProcess& server, const std::string& text) {
