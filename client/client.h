@@ -84,7 +84,9 @@ std::string PackArray(absl::Span<const T> items) {
 template <typename T>
 std::vector<T> UnpackArray(const std::string& bytes) {
   std::vector<T> items(bytes.size() / sizeof(T));
-  std::memcpy(items.data(), bytes.data(), items.size() * sizeof(T));
+  if (!items.empty()) {
+    std::memcpy(items.data(), bytes.data(), items.size() * sizeof(T));
+  }
   return items;
 }
 

@@ -155,7 +155,7 @@ std::string Bytes(const std::vector<T>& v) {
 template <typename T>
 std::vector<T> FromBytes(const std::string& s) {
   std::vector<T> v(s.size() / sizeof(T));
-  std::memcpy(v.data(), s.data(), v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), s.data(), v.size() * sizeof(T));
   return v;
 }
 
