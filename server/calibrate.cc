@@ -32,6 +32,30 @@ struct Point {
   double cpu = 0, gpu = 0;
 };
 
+// CPU-path and device times of run(sorter, n) for n = first, 4 first, ...
+// up to last; a point's units are n * units_per_n.
+template <typename Run>
+absl::StatusOr<std::vector<Point>> TimeBothPaths(Sorter& cpu, Sorter& device,
+                                                 size_t first, size_t last,
+                                                 size_t units_per_n,
+                                                 int repeats, Run run) {
+  std::vector<Point> points;
+  for (size_t n = first; n <= last; n *= 4) {
+    Point p;
+    p.units = n * units_per_n;
+    absl::StatusOr<double> c =
+        MedianSeconds(repeats, [&] { return run(cpu, n); });
+    if (!c.ok()) return c.status();
+    absl::StatusOr<double> g =
+        MedianSeconds(repeats, [&] { return run(device, n); });
+    if (!g.ok()) return g.status();
+    p.cpu = *c;
+    p.gpu = *g;
+    points.push_back(p);
+  }
+  return points;
+}
+
 struct BatchPoint {
   size_t units = 0;  // of one request
   double solo = 0;   // that request alone on the device
@@ -127,20 +151,11 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
     return job;
   };
 
-  std::vector<Point> points;
-  for (size_t n = 64; n <= max_keys; n *= 4) {
-    Point p;
-    p.units = n;
-    auto c_s =
-        MedianSeconds(options.repeats, [&] { return cpu.Sort(sort_job(n)); });
-    if (!c_s.ok()) return c_s.status();
-    auto g_s = MedianSeconds(options.repeats,
-                             [&] { return device.Sort(sort_job(n)); });
-    if (!g_s.ok()) return g_s.status();
-    p.cpu = *c_s;
-    p.gpu = *g_s;
-    points.push_back(p);
-  }
+  absl::StatusOr<std::vector<Point>> measured =
+      TimeBothPaths(cpu, device, 64, max_keys, 1, options.repeats,
+                    [&](Sorter& s, size_t n) { return s.Sort(sort_job(n)); });
+  if (!measured.ok()) return measured.status();
+  const std::vector<Point>& points = *measured;
   const size_t tile = device.fused_segment_keys(KeyType::kU32);
   std::vector<BatchPoint> batched;
   const size_t batch_keys = std::min<size_t>(max_keys, size_t{1} << 18);
@@ -173,20 +188,11 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
     job.out = reinterpret_cast<std::byte*>(rows_out.data());
     return job;
   };
-  std::vector<Point> tpoints;
-  for (size_t m = 4; m <= max_matrices; m *= 4) {
-    Point p;
-    p.units = m * 32;
-    auto c_s = MedianSeconds(options.repeats,
-                             [&] { return cpu.Transpose(transpose_job(m)); });
-    if (!c_s.ok()) return c_s.status();
-    auto g_s = MedianSeconds(
-        options.repeats, [&] { return device.Transpose(transpose_job(m)); });
-    if (!g_s.ok()) return g_s.status();
-    p.cpu = *c_s;
-    p.gpu = *g_s;
-    tpoints.push_back(p);
-  }
+  absl::StatusOr<std::vector<Point>> tmeasured = TimeBothPaths(
+      cpu, device, 4, max_matrices, 32, options.repeats,
+      [&](Sorter& s, size_t m) { return s.Transpose(transpose_job(m)); });
+  if (!tmeasured.ok()) return tmeasured.status();
+  const std::vector<Point>& tpoints = *tmeasured;
   std::vector<BatchPoint> tbatched;
   const size_t batch_matrices = std::min<size_t>(max_matrices, 1 << 14);
   for (const Point& p : tpoints) {

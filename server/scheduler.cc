@@ -226,32 +226,25 @@ Route Scheduler::RouteLocked(const Task& task) const {
       task.op == Op::kSort ? options_.gpu_sort : options_.gpu_transpose;
   const CostModel& cpu =
       task.op == Op::kSort ? options_.cpu_sort : options_.cpu_transpose;
+  // Estimated time to answer this request on each side, behind what is
+  // already waiting there (only with both calibrated cost models).
+  const bool estimate = options_.spill && gpu.known() && cpu.known();
+  const double n = static_cast<double>(task.units);
+  const double cpu_eta =
+      cpu.Seconds(n) + static_cast<double>(cpu_queued_units_) * cpu.per_unit;
+  const double gpu_eta =
+      gpu.Seconds(n) + static_cast<double>(backlog) * gpu.per_unit / up;
   if (task.units <= th.cpu_max) {
     // Small requests belong to the CPU path, unless its own backlog would
     // answer this one later than a device batch would (overflow).
-    if (options_.spill && task.units > 0 && cpu_queued_units_ > 0 &&
-        gpu.known() && cpu.known()) {
-      const double cpu_eta =
-          cpu.Seconds(static_cast<double>(task.units)) +
-          static_cast<double>(cpu_queued_units_) * cpu.per_unit;
-      const double gpu_eta = absl::ToDoubleSeconds(options_.max_batch_delay) +
-                             gpu.Seconds(static_cast<double>(task.units)) +
-                             static_cast<double>(backlog) * gpu.per_unit / up;
-      if (gpu_eta < cpu_eta) {
-        return task.units >= th.solo_min ? Route::kSolo : Route::kBatch;
-      }
-    }
-    return Route::kCpu;
-  }
-  // Spill only when the devices have a backlog: on idle devices the
-  // calibrated thresholds (or the operator's pinned ones) decide.
-  if (options_.spill && backlog > 0 && gpu.known() && cpu.known()) {
-    const double gpu_eta = gpu.Seconds(static_cast<double>(task.units)) +
-                           static_cast<double>(backlog) * gpu.per_unit / up;
-    const double cpu_eta =
-        cpu.Seconds(static_cast<double>(task.units)) +
-        static_cast<double>(cpu_queued_units_) * cpu.per_unit;
-    if (cpu_eta < gpu_eta) return Route::kSpill;
+    const bool overflow =
+        estimate && task.units > 0 && cpu_queued_units_ > 0 &&
+        absl::ToDoubleSeconds(options_.max_batch_delay) + gpu_eta < cpu_eta;
+    if (!overflow) return Route::kCpu;
+  } else if (estimate && backlog > 0 && cpu_eta < gpu_eta) {
+    // Spill only when the devices have a backlog: on idle devices the
+    // calibrated thresholds (or the operator's pinned ones) decide.
+    return Route::kSpill;
   }
   if (task.units >= th.solo_min) return Route::kSolo;
   if (task.op == Op::kSort) {
