@@ -1,5 +1,6 @@
 #include "client/client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -87,11 +88,175 @@ void Client::Prepare(grpc::ClientContext* context) const {
   context->set_wait_for_ready(options_.wait_for_ready);
 }
 
+namespace {
+
+// The set key field of a request, and the same field of a response.
+const std::string* RequestKeys(const v1::SortRequest& r) {
+  switch (r.keys_case()) {
+    case v1::SortRequest::kU32Keys:
+      return &r.u32_keys();
+    case v1::SortRequest::kI32Keys:
+      return &r.i32_keys();
+    case v1::SortRequest::kF32Keys:
+      return &r.f32_keys();
+    case v1::SortRequest::kU64Keys:
+      return &r.u64_keys();
+    case v1::SortRequest::kI64Keys:
+      return &r.i64_keys();
+    case v1::SortRequest::kF64Keys:
+      return &r.f64_keys();
+    case v1::SortRequest::KEYS_NOT_SET:
+      break;
+  }
+  return nullptr;
+}
+
+// Field number n (1-6) of the keys oneof, in a request or a response.
+std::string* MutableKeysByNumber(int n, v1::SortRequest* r) {
+  switch (n) {
+    case 1:
+      return r->mutable_u32_keys();
+    case 2:
+      return r->mutable_i32_keys();
+    case 3:
+      return r->mutable_f32_keys();
+    case 4:
+      return r->mutable_u64_keys();
+    case 5:
+      return r->mutable_i64_keys();
+    default:
+      return r->mutable_f64_keys();
+  }
+}
+std::string* MutableKeysByNumber(int n, v1::SortResponse* r) {
+  switch (n) {
+    case 1:
+      return r->mutable_u32_keys();
+    case 2:
+      return r->mutable_i32_keys();
+    case 3:
+      return r->mutable_f32_keys();
+    case 4:
+      return r->mutable_u64_keys();
+    case 5:
+      return r->mutable_i64_keys();
+    default:
+      return r->mutable_f64_keys();
+  }
+}
+const std::string* ResponseKeys(const v1::SortResponse& r) {
+  switch (r.keys_case()) {
+    case v1::SortResponse::kU32Keys:
+      return &r.u32_keys();
+    case v1::SortResponse::kI32Keys:
+      return &r.i32_keys();
+    case v1::SortResponse::kF32Keys:
+      return &r.f32_keys();
+    case v1::SortResponse::kU64Keys:
+      return &r.u64_keys();
+    case v1::SortResponse::kI64Keys:
+      return &r.i64_keys();
+    case v1::SortResponse::kF64Keys:
+      return &r.f64_keys();
+    case v1::SortResponse::KEYS_NOT_SET:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::SortResponse> Client::Sort(const v1::SortRequest& request) {
+  if (request.ByteSizeLong() > options_.max_unary_bytes) {
+    return SortStream(request);
+  }
   grpc::ClientContext context;
   Prepare(&context);
   v1::SortResponse response;
   grpc::Status s = stub_->Sort(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return response;
+}
+
+absl::StatusOr<v1::SortResponse> Client::Echo(const v1::SortRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::SortResponse response;
+  grpc::Status s = stub_->Echo(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return response;
+}
+
+absl::StatusOr<v1::SortResponse> Client::SortStream(
+    const v1::SortRequest& request) {
+  const std::string* keys = RequestKeys(request);
+  if (keys == nullptr) {
+    return absl::InvalidArgumentError("the request has no keys set");
+  }
+  const int field = static_cast<int>(request.keys_case());
+  const size_t ks = field <= 3 ? 4 : 8;
+  const std::string* values = nullptr;
+  size_t vs = 0;
+  if (request.has_u32_values()) {
+    values = &request.u32_values();
+    vs = 4;
+  } else if (request.has_u64_values()) {
+    values = &request.u64_values();
+    vs = 8;
+  }
+  const size_t n = keys->size() / ks;
+  // Each message stays within the server's request limit (a few bytes of
+  // framing aside).
+  const size_t chunk_bytes =
+      std::min(options_.stream_chunk_bytes, options_.max_unary_bytes > 64
+                                                ? options_.max_unary_bytes - 64
+                                                : options_.max_unary_bytes);
+  const size_t per_chunk = std::max<size_t>(1, chunk_bytes / (ks + vs));
+
+  grpc::ClientContext context;
+  Prepare(&context);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SortRequest, v1::SortResponse>>
+      stream = stub_->SortStream(&context);
+  // Every message carries the key field, the first also order and
+  // permutation; a trailing partial key goes with the last chunk so that
+  // the server's own check reports it.
+  for (size_t at = 0; at == 0 || at < n; at += per_chunk) {
+    v1::SortRequest chunk;
+    if (at == 0) {
+      chunk.set_order(request.order());
+      chunk.set_return_permutation(request.return_permutation());
+    }
+    const size_t m = std::min(per_chunk, n - at);
+    const size_t end = at + m >= n ? keys->size() : (at + m) * ks;
+    MutableKeysByNumber(field, &chunk)->assign(*keys, at * ks, end - at * ks);
+    if (values != nullptr) {
+      const size_t vend = at + m >= n ? values->size() : (at + m) * vs;
+      std::string* out =
+          vs == 4 ? chunk.mutable_u32_values() : chunk.mutable_u64_values();
+      out->assign(*values, std::min(at * vs, values->size()),
+                  vend - std::min(at * vs, vend));
+    }
+    if (!stream->Write(chunk)) break;  // the server ended the call
+    if (n == 0) break;
+  }
+  stream->WritesDone();
+  v1::SortResponse response, chunk;
+  std::string* out_keys = MutableKeysByNumber(field, &response);
+  out_keys->reserve(keys->size());
+  while (stream->Read(&chunk)) {
+    if (const std::string* k = ResponseKeys(chunk); k != nullptr) {
+      out_keys->append(*k);
+    }
+    if (chunk.has_u32_values()) {
+      response.mutable_u32_values()->append(chunk.u32_values());
+    } else if (chunk.has_u64_values()) {
+      response.mutable_u64_values()->append(chunk.u64_values());
+    }
+    response.mutable_permutation()->append(chunk.permutation());
+    if (chunk.has_served_by())
+      *response.mutable_served_by() = chunk.served_by();
+  }
+  grpc::Status s = stream->Finish();
   if (!s.ok()) return FromGrpcStatus(s);
   return response;
 }

@@ -49,6 +49,13 @@ struct ClientOptions {
   // name).
   bool tls = false;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
+
+  // Sort requests larger than this (serialized) go through the SortStream
+  // RPC in chunks instead of one Sort message; set it to the server's
+  // --max_request_bytes (sortd's default is 256 MiB).
+  size_t max_unary_bytes = size_t{256} << 20;
+  // Array bytes (keys and values together) per SortStream message.
+  size_t stream_chunk_bytes = size_t{2} << 20;
 };
 
 struct SortOptions {
@@ -115,8 +122,16 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Create(
       const std::string& target, const ClientOptions& options = {});
 
-  // The raw RPCs, for callers that build messages themselves.
+  // The raw RPCs, for callers that build messages themselves. Sort sends a
+  // request larger than ClientOptions::max_unary_bytes through SortStream.
   absl::StatusOr<v1::SortResponse> Sort(const v1::SortRequest& request);
+  // Sorts `request` through the SortStream RPC: its arrays go out in
+  // chunks of ClientOptions::stream_chunk_bytes and the answer's chunks
+  // are joined into one response.
+  absl::StatusOr<v1::SortResponse> SortStream(const v1::SortRequest& request);
+  // The request's arrays back unsorted, through the same path as Sort: the
+  // baseline for end-to-end measurements.
+  absl::StatusOr<v1::SortResponse> Echo(const v1::SortRequest& request);
   absl::StatusOr<v1::TransposeResponse> Transpose(
       const v1::TransposeRequest& request);
 
@@ -134,6 +149,8 @@ class Client {
   // Transposes 32x32 bit matrices given as consecutive runs of 32 rows.
   absl::StatusOr<std::vector<uint32_t>> Transpose(
       absl::Span<const uint32_t> rows);
+
+  const ClientOptions& options() const { return options_; }
 
   // grpc.health.v1 Check for `service` ("" is the whole server): OK when
   // SERVING, UNAVAILABLE with the reported status otherwise.

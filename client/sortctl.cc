@@ -4,6 +4,8 @@
 //   sortctl sort --type i64 --desc --input keys.txt --output sorted.txt
 //   sortctl transpose --random 1024 --verify --json
 //   sortctl health
+//   sortctl bench --sizes 1k:70,64k:25,16m:5 --concurrency 64 --duration 60s
+//   sortctl bench --op echo --sizes 16m --concurrency 1 --requests 20
 //
 // Exit status: 0 success; 1 the call failed (the gRPC status code and
 // message are printed) or an input could not be read; 2 bad usage; 3 the
@@ -26,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "client/bench.h"
 #include "client/client.h"
 #include "client/sortctl_lib.h"
 
@@ -68,6 +71,31 @@ ABSL_FLAG(std::string, output, "",
 ABSL_FLAG(bool, verify, false,
           "Check the answer against a local reference; exit 3 on mismatch");
 ABSL_FLAG(bool, json, false, "Print the summary as one JSON object");
+ABSL_FLAG(bool, stream, false,
+          "sort: send the array through the SortStream RPC in chunks, "
+          "whatever its size (larger than --max_unary_bytes always is)");
+ABSL_FLAG(int64_t, max_unary_bytes, int64_t{256} << 20,
+          "sort: requests larger than this go through SortStream; set to "
+          "the server's --max_request_bytes");
+ABSL_FLAG(int64_t, chunk_bytes, int64_t{2} << 20,
+          "sort: array bytes (keys and values) per SortStream message");
+ABSL_FLAG(std::string, op, "sort",
+          "bench: what to send, sort|transpose|echo (echo: the Echo RPC with "
+          "the same sort requests, the baseline)");
+ABSL_FLAG(std::string, sizes, "1k",
+          "bench: request sizes in keys (matrices for transpose): one size "
+          "(4096, 64k, 16m) or a weighted mix such as 1k:70,64k:25,16m:5");
+ABSL_FLAG(int, concurrency, 16, "bench: concurrent calls (one thread each)");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10),
+          "bench: measured time (0 with --requests: until that many); at "
+          "most 24h");
+ABSL_FLAG(int64_t, requests, 0,
+          "bench: stop after this many measured requests (0: --duration "
+          "alone bounds the run)");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
+          "bench: unmeasured calls before the measured part");
+ABSL_FLAG(int64_t, verify_every, 16,
+          "bench with --verify: check every N-th answer of each worker");
 
 namespace {
 
@@ -155,6 +183,10 @@ absl::Status WriteOutput(const std::string& path, const std::string& text) {
 
 absl::StatusOr<std::unique_ptr<sortd::Client>> Connect() {
   sortd::ClientOptions options;
+  options.max_unary_bytes = static_cast<size_t>(
+      std::max<int64_t>(absl::GetFlag(FLAGS_max_unary_bytes), 0));
+  options.stream_chunk_bytes = static_cast<size_t>(
+      std::max<int64_t>(absl::GetFlag(FLAGS_chunk_bytes), 8));
   options.timeout = absl::GetFlag(FLAGS_timeout);
   options.load_balancing = absl::GetFlag(FLAGS_lb);
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
@@ -343,8 +375,15 @@ int RunSort() {
   const sortd::KeyType type = sortd::cli::KeysOf(*request, &keys);
   const size_t n = keys->size() / sortd::KeySize(type);
   const absl::Time start = absl::Now();
+  const bool stream =
+      absl::GetFlag(FLAGS_stream) ||
+      request->ByteSizeLong() > (*client)->options().max_unary_bytes;
   auto response = CallWithProgress<sortd::v1::SortResponse>(
-      progress, [&] { return (*client)->Sort(*request); },
+      progress,
+      [&] {
+        return stream ? (*client)->SortStream(*request)
+                      : (*client)->Sort(*request);
+      },
       absl::StrCat("sorting ", n, " keys on ", absl::GetFlag(FLAGS_target)));
   const double wall_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
   if (!response.ok()) return Failed(response.status());
@@ -362,8 +401,16 @@ int RunSort() {
       n, " ", type_name, " keys (", desc ? "descending" : "ascending",
       values == "none" ? "" : absl::StrCat(", ", values, " values"),
       absl::GetFlag(FLAGS_permutation) ? ", with permutation" : "", ")");
+  if (stream) absl::StrAppend(&summary.description, " via SortStream");
+  if (response->served_by().device_runs() > 1) {
+    absl::StrAppend(&summary.description, " in ",
+                    response->served_by().device_runs(),
+                    " device runs merged on the CPU");
+  }
   summary.json_fields = {
       {"keys", absl::StrCat(n)},
+      {"stream", stream ? "true" : "false"},
+      {"device_runs", absl::StrCat(response->served_by().device_runs())},
       {"type", sortd::cli::JsonString(type_name)},
       {"order", desc ? "\"descending\"" : "\"ascending\""},
       {"values", sortd::cli::JsonString(values)},
@@ -459,6 +506,71 @@ int RunHealth() {
   return 0;
 }
 
+int RunBench() {
+  namespace cli = sortd::cli;
+  cli::BenchOptions o;
+  const std::string op = absl::GetFlag(FLAGS_op);
+  if (op == "sort") {
+    o.op = cli::BenchOp::kSort;
+  } else if (op == "transpose") {
+    o.op = cli::BenchOp::kTranspose;
+  } else if (op == "echo") {
+    o.op = cli::BenchOp::kEcho;
+  } else {
+    return Usage("bench: --op must be sort, transpose or echo");
+  }
+  const auto type = cli::ParseKeyTypeName(absl::GetFlag(FLAGS_type));
+  if (!type) return Usage("--type: expected u32|i32|f32|u64|i64|f64");
+  o.key_type = *type;
+  absl::StatusOr<std::vector<cli::SizeClass>> mix =
+      cli::ParseSizeMix(absl::GetFlag(FLAGS_sizes));
+  if (!mix.ok()) return Usage(std::string(mix.status().message()));
+  o.mix = *mix;
+  o.concurrency = absl::GetFlag(FLAGS_concurrency);
+  o.duration = absl::GetFlag(FLAGS_duration);
+  o.max_requests = static_cast<uint64_t>(
+      std::max<int64_t>(absl::GetFlag(FLAGS_requests), 0));
+  o.warmup = absl::GetFlag(FLAGS_warmup);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  if (absl::GetFlag(FLAGS_verify)) {
+    o.verify_every = static_cast<uint64_t>(
+        std::max<int64_t>(absl::GetFlag(FLAGS_verify_every), 1));
+  }
+  if (o.concurrency < 1 || o.concurrency > 4096) {
+    return Usage("bench: --concurrency must be 1 to 4096");
+  }
+  if (o.duration > absl::Hours(24) || o.duration < absl::ZeroDuration() ||
+      (o.duration == absl::ZeroDuration() && o.max_requests == 0)) {
+    return Usage(
+        "bench: a run is bounded: --duration up to 24h, or 0 with "
+        "--requests N");
+  }
+  auto client = Connect();
+  if (!client.ok()) return Failed(client.status());
+  if (absl::Status h = (*client)->CheckHealth(); !h.ok()) return Failed(h);
+  Progress progress;
+  const std::string bound =
+      o.duration > absl::ZeroDuration()
+          ? absl::StrFormat("/%.0f s", absl::ToDoubleSeconds(o.duration))
+          : absl::StrCat(" s, ", o.max_requests, " requests");
+  absl::StatusOr<cli::BenchReport> report = cli::RunBench(
+      **client, o, [&](double seconds, const cli::BenchReport& r) {
+        progress.Step(absl::StrFormat(
+            "bench %.1f%s: %u answered (%.0f req/s), %u errors", seconds, bound,
+            r.all.ok, r.all.ok / std::max(seconds, 1e-9), r.all.errors));
+      });
+  progress.Clear();
+  if (!report.ok()) return Failed(report.status());
+  std::fputs(cli::FormatReport(o, *report, absl::GetFlag(FLAGS_json)).c_str(),
+             stdout);
+  if (report->mismatches > 0) return kExitMismatch;
+  if (report->all.ok == 0) {
+    std::fprintf(stderr, "sortctl: bench: no request was answered\n");
+    return kExitCallFailed;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -470,17 +582,23 @@ int main(int argc, char** argv) {
       "[--output FILE] [--verify] [--json]\n"
       "  sortctl [--target HOST:PORT] transpose (--input FILE | --random N) "
       "[--output FILE] [--verify] [--json]\n"
-      "  sortctl [--target HOST:PORT] health [--json]\n\n"
+      "  sortctl [--target HOST:PORT] health [--json]\n"
+      "  sortctl [--target HOST:PORT] bench [--op sort|transpose|echo] "
+      "[--type T] [--sizes 1k:70,64k:25,16m:5]\n"
+      "          [--concurrency N] [--duration 10s] [--requests N] "
+      "[--verify] [--json]\n\n"
       "Prints a one-line summary (--json: one JSON object). Exit status: 0 "
       "success; 1 the call failed\n(gRPC status code and message printed); "
       "2 bad usage; 3 the answer did not match the local reference.");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
-    return Usage("expected exactly one command: sort, transpose or health");
+    return Usage(
+        "expected exactly one command: sort, transpose, health or bench");
   }
   const std::string command = args[1];
   if (command == "sort") return RunSort();
   if (command == "transpose") return RunTranspose();
   if (command == "health") return RunHealth();
+  if (command == "bench") return RunBench();
   return Usage(absl::StrCat("unknown command '", command, "'"));
 }

@@ -27,13 +27,13 @@ void ParallelCopy(void* dst, const void* src, size_t bytes) {
 
 constexpr size_t kMinClass = size_t{64} << 10;
 
-size_t SizeClass(size_t bytes) {
+}  // namespace
+
+size_t BufferPool::SizeClass(size_t bytes) {
   size_t c = kMinClass;
   while (c < bytes) c <<= 1;
   return c;
 }
-
-}  // namespace
 
 PooledBuffer& PooledBuffer::operator=(PooledBuffer&& o) noexcept {
   if (this != &o) {

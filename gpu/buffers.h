@@ -68,6 +68,8 @@ class BufferPool {
   Stats stats() const;
   // Drops every idle buffer (after a device error, or to give memory back).
   void Trim();
+  // The capacity Acquire(bytes) hands out: a power of two, at least 64 KiB.
+  static size_t SizeClass(size_t bytes);
 
  private:
   friend class PooledBuffer;

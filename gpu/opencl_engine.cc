@@ -91,7 +91,13 @@ absl::Status OpenClEngine::Init() {
   SORTD_CL_RETURN_IF(err, "clCreateContext");
   cache_ =
       std::make_unique<ProgramCache>(context_, device_, options_.cache_dir);
-  pool_ = std::make_unique<BufferPool>(context_, options_.pool_bytes);
+  const size_t budget =
+      options_.memory_budget_bytes > 0
+          ? options_.memory_budget_bytes
+          : static_cast<size_t>(device_.info.global_mem_bytes / 10 * 8);
+  run_budget_ = budget / static_cast<size_t>(std::max(1, options_.lanes));
+  pool_ = std::make_unique<BufferPool>(context_,
+                                       std::min(options_.pool_bytes, budget));
   for (int l = 0; l < std::max(1, options_.lanes); ++l) {
     auto lane = std::make_unique<Lane>();
     lane->queue = cl::CommandQueue(context_, device_.device,
@@ -213,8 +219,22 @@ absl::Status OpenClEngine::InitTranspose() {
 // says SERVING; the larger sorts also fill the buffer pool.
 absl::Status OpenClEngine::WarmUp() {
   const size_t small = 3 * static_cast<size_t>(policy_.radix.Tile(32)) + 17;
-  for (size_t n :
-       {size_t{100}, small, std::max(small, options_.preallocate_keys)}) {
+  // The widest kind of sort must fit a lane's share of the memory budget
+  // at the warm-up's sizes; the segmented warm-up also holds a scratch copy
+  // of its long segment, and buffers round up to powers of two, hence the
+  // quarter.
+  std::byte dummy{};
+  const SortJob widest{.key_type = KeyType::kI64, .permutation_out = &dummy};
+  if (SortFootprint(widest, small) > run_budget_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the device memory budget of ", device_.info.name, " leaves ",
+        run_budget_, " bytes to each of its ", lanes_.size(),
+        " lanes; a lane needs at least ", SortFootprint(widest, small),
+        " (raise --device_memory_bytes)"));
+  }
+  const size_t large = std::max(
+      small, std::min(options_.preallocate_keys, max_sort_keys(widest) / 2));
+  for (size_t n : {size_t{100}, small, large}) {
     std::vector<uint64_t> keys(n);
     for (size_t i = 0; i < n; ++i) {
       keys[i] = (i * 0x9E3779B97F4A7C15ull) >> (i % 7);
@@ -226,6 +246,9 @@ absl::Status OpenClEngine::WarmUp() {
         std::vector<uint32_t> offsets = {0, static_cast<uint32_t>(n / 3),
                                          static_cast<uint32_t>(n)};
         for (bool segmented : {false, true}) {
+          // Segmented sorts of long segments hold scratch copies: their
+          // warm-up stays at the small sizes, within any workable budget.
+          if (segmented && n == large && large > small) continue;
           SortJob job{.key_type = type,
                       .count = n,
                       .keys = reinterpret_cast<const std::byte*>(keys.data()),
@@ -233,8 +256,14 @@ absl::Status OpenClEngine::WarmUp() {
                       .permutation_out =
                           with_index ? reinterpret_cast<std::byte*>(perm.data())
                                      : nullptr};
-          SORTD_RETURN_IF_ERROR(segmented ? SortSegments(job, offsets)
-                                          : Sort(job));
+          if (absl::Status s =
+                  segmented ? SortSegments(job, offsets) : Sort(job);
+              !s.ok()) {
+            return absl::Status(
+                s.code(),
+                absl::StrCat("warm-up ", segmented ? "segmented " : "",
+                             "sort of ", n, " keys: ", s.message()));
+          }
           const size_t ks = KeySize(type);
           for (size_t i = 1; i < n; ++i) {
             if (segmented && i == offsets[1]) continue;
@@ -372,6 +401,15 @@ absl::StatusOr<cl::Buffer> OpenClEngine::Allocate(Run& run, size_t bytes,
         what, " needs ", bytes, " bytes; ", device_.info.name,
         " allocates at most ", device_.info.max_alloc_bytes, " at once"));
   }
+  const size_t capacity = BufferPool::SizeClass(bytes);
+  if (run.bytes + capacity > run_budget_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "allocating ", what, " (", capacity, " bytes) would take this run to ",
+        run.bytes + capacity, " device bytes; each of the ", lanes_.size(),
+        " lanes of ", device_.info.name, " may hold ", run_budget_,
+        " (--device_memory_bytes)"));
+  }
+  run.bytes += capacity;
   if (faults_armed_ && options_.fail_allocation > 0 &&
       ++allocations_ == options_.fail_allocation) {
     return ClStatus(CL_MEM_OBJECT_ALLOCATION_FAILURE,
@@ -748,6 +786,70 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
     }
   }
   return Download(run, job, a);
+}
+
+size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
+  auto sc = [](size_t bytes) { return BufferPool::SizeClass(bytes); };
+  const int bits = KeyBits(shape);
+  const size_t ks = KeySize(shape.key_type);
+  const size_t vs = ValueSize(shape.value_type);
+  const bool with_index = WithIndex(shape);
+  const RadixSortPolicy& p = policy_.radix;
+  const size_t radix = size_t{1} << p.radix_bits;
+  const size_t passes = DivUp(bits, p.radix_bits);
+  bool bitonic = n <= policy_.bitonic.max_keys;
+  if (options_.algorithm == Options::Algorithm::kRadix) bitonic = false;
+  if (options_.algorithm == Options::Algorithm::kBitonic) bitonic = true;
+  const size_t padded =
+      bitonic ? std::max<size_t>(NextPow2(n), policy_.bitonic.Block(bits)) : n;
+  // What Upload() allocates.
+  size_t total = sc(n * ks) + 2 * sc(padded * ks) +
+                 2 * sc(with_index ? padded * 4 : 0) + 2 * sc(n * vs) +
+                 sc(passes * radix * 4);
+  if (!bitonic) {
+    // RadixPasses(): tile offsets, and ScanInPlace()'s block sums, which
+    // every pass allocates anew.
+    const size_t tile = static_cast<size_t>(p.Tile(bits));
+    size_t count = DivUp(n, tile) * radix;
+    total += sc(count * 4);
+    size_t sums = 0;
+    for (;;) {
+      const size_t blocks = DivUp(count, tile);
+      sums += sc(blocks * 4);
+      if (blocks <= 1) break;
+      count = blocks;
+    }
+    total += passes * sums;
+  }
+  return total;
+}
+
+size_t OpenClEngine::max_sort_keys(const SortJob& shape) const {
+  const size_t ks = KeySize(shape.key_type);
+  const size_t widest = std::max<size_t>(ks, WithIndex(shape) ? 4 : 0);
+  auto fits = [&](size_t n) {
+    return SortFootprint(shape, n) <= run_budget_ &&
+           BufferPool::SizeClass(NextPow2(n) * widest) <=
+               device_.info.max_alloc_bytes;
+  };
+  // The largest n that fits; footprints grow with n.
+  size_t lo = 0, hi = (size_t{1} << 31) - 1;
+  if (fits(hi)) return hi;
+  while (lo + 1 < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return std::max<size_t>(lo, 1);
+}
+
+size_t OpenClEngine::max_transpose_matrices() const {
+  // Input and output of one size class each.
+  size_t cls = size_t{1} << 16;
+  while (2 * (cls << 1) <= run_budget_ &&
+         (cls << 1) <= device_.info.max_alloc_bytes) {
+    cls <<= 1;
+  }
+  return std::max<size_t>(cls / 128, 1);
 }
 
 absl::Status OpenClEngine::Transpose(const TransposeJob& job) {

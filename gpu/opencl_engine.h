@@ -89,6 +89,11 @@ class OpenClEngine final : public Sorter {
     int lanes = 2;
     // Idle device memory kept for reuse between requests.
     size_t pool_bytes = size_t{4} << 30;
+    // Device memory the engine may use, split evenly between its lanes so
+    // that concurrent runs always fit; a sort larger than a lane's share is
+    // sorted in runs (server/runs.h). 0: 80% of the device's global
+    // memory.
+    size_t memory_budget_bytes = 0;
     // The warm-up also sorts this many keys of each width, so that buffers
     // for requests up to that size are allocated before serving.
     size_t preallocate_keys = size_t{1} << 20;
@@ -120,6 +125,13 @@ class OpenClEngine final : public Sorter {
   size_t fused_segment_keys(KeyType t) const override {
     return static_cast<size_t>(policy_.bitonic.Block(KeySize(t) * 8));
   }
+  size_t max_sort_keys(const SortJob& shape) const override;
+  size_t max_transpose_matrices() const override;
+  // Device bytes one Sort() of `count` keys of `shape`'s kind allocates
+  // (pool size classes included).
+  size_t SortFootprint(const SortJob& shape, size_t count) const;
+  // The device memory one run (one lane) may hold.
+  size_t run_budget_bytes() const { return run_budget_; }
 
  private:
   struct RadixKernels {
@@ -162,6 +174,7 @@ class OpenClEngine final : public Sorter {
   // the events and buffers live until the lane's queue has finished.
   struct Run {
     Lane* lane = nullptr;
+    size_t bytes = 0;  // device memory acquired, by pool size class
     Events events;
     std::vector<PooledBuffer> buffers;
   };
@@ -209,6 +222,7 @@ class OpenClEngine final : public Sorter {
   cl::Context context_;
   std::unique_ptr<ProgramCache> cache_;
   std::unique_ptr<BufferPool> pool_;
+  size_t run_budget_ = 0;
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool transpose_subgroup_ = false;
   absl::Status InitTranspose();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package sortd needs to build, test and run.
+# Installs every Debian 12 package sortd needs to build, test and run
+# (with --bench, also the plotting library of bench/plot-e2e.py).
 # The single source of the package list: README, .ci/run and the Dockerfile
 # all call this script. Idempotent: packages already present are skipped, so a
 # second run takes well under a second and needs no network.
@@ -27,6 +28,11 @@ PACKAGES=(
 # package, e.g. Google's) keeps it, since the two packages conflict.
 if ! command -v kubectl >/dev/null 2>&1; then
   PACKAGES+=(kubernetes-client)
+fi
+
+# --bench: also what the benchmark scripts' plots need (not build or test).
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(python3-matplotlib)
 fi
 
 missing=()

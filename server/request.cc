@@ -90,9 +90,8 @@ KeyType RequestKeyType(const v1::SortRequest& request) {
   return FindKeys(request).type;
 }
 
-absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
-                                    const RequestLimits& limits,
-                                    v1::SortResponse* response) {
+absl::StatusOr<SortJob> ParseSort(const v1::SortRequest& request,
+                                  const RequestLimits& limits) {
   if (absl::Status s = CheckLimit(request, limits); !s.ok()) return s;
   const KeyField keys = FindKeys(request);
   if (keys.data == nullptr) {
@@ -146,7 +145,12 @@ absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
     return absl::ResourceExhaustedError(absl::StrCat(
         "request holds ", job.count, " keys; at most 2^32-1 are supported"));
   }
+  return job;
+}
 
+void SizeSortOutputs(const v1::SortRequest& request, SortJob& job,
+                     v1::SortResponse* response) {
+  const size_t key_size = KeySize(job.key_type);
   job.keys_out =
       SizedBuffer(MutableKeys(job.key_type, response), job.count * key_size);
   if (job.value_type == ValueType::kU32) {
@@ -158,6 +162,13 @@ absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
     job.permutation_out =
         SizedBuffer(response->mutable_permutation(), job.count * 4);
   }
+}
+
+absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
+                                    const RequestLimits& limits,
+                                    v1::SortResponse* response) {
+  absl::StatusOr<SortJob> job = ParseSort(request, limits);
+  if (job.ok()) SizeSortOutputs(request, *job, response);
   return job;
 }
 

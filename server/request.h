@@ -16,8 +16,15 @@
 namespace sortd {
 
 struct RequestLimits {
-  // Largest serialized request accepted, in bytes (--max_request_bytes).
+  // Largest serialized request accepted, in bytes (--max_request_bytes);
+  // for SortStream, the largest message.
   size_t max_request_bytes = size_t{64} << 20;
+  // Largest array (keys and values) one SortStream call may send, in
+  // bytes (--max_stream_bytes).
+  size_t max_stream_bytes = size_t{4} << 30;
+  // Array bytes (keys, values and permutation) per SortStream response
+  // message (--stream_chunk_bytes).
+  size_t stream_chunk_bytes = size_t{2} << 20;
 };
 
 // Checks `request` and sizes the arrays of `response` to receive the
@@ -25,6 +32,15 @@ struct RequestLimits {
 absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
                                     const RequestLimits& limits,
                                     v1::SortResponse* response);
+
+// The checks of PrepareSort alone: the job's inputs point into `request`,
+// its outputs are unset.
+absl::StatusOr<SortJob> ParseSort(const v1::SortRequest& request,
+                                  const RequestLimits& limits);
+// Sizes the arrays of `response` for `job` (parsed from `request`) and
+// points the job's outputs at them.
+void SizeSortOutputs(const v1::SortRequest& request, SortJob& job,
+                     v1::SortResponse* response);
 
 absl::StatusOr<TransposeJob> PrepareTranspose(
     const v1::TransposeRequest& request, const RequestLimits& limits,

@@ -8,6 +8,7 @@
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "server/keys.h"
+#include "server/runs.h"
 
 namespace sortd {
 namespace {
@@ -71,6 +72,21 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
       const size_t f =
           dev->engine->fused_segment_keys(w ? KeyType::kU64 : KeyType::kU32);
       if (f > 0 && (fused_[w] == 0 || f < fused_[w])) fused_[w] = f;
+    }
+  }
+  // Batches must fit every device at once: the widest kind of sort (64-bit
+  // keys, 64-bit values, permutation) and transposes.
+  batch_limit_[0] = batch_limit_[1] = options_.max_batch_units;
+  std::byte dummy{};
+  const SortJob widest{.key_type = KeyType::kU64,
+                       .value_type = ValueType::kU64,
+                       .permutation_out = &dummy};
+  for (const auto& dev : devices_) {
+    if (size_t m = dev->engine->max_sort_keys(widest); m > 0) {
+      batch_limit_[0] = std::min(batch_limit_[0], m);
+    }
+    if (size_t m = dev->engine->max_transpose_matrices(); m > 0) {
+      batch_limit_[1] = std::min(batch_limit_[1], m * 32);
     }
   }
   for (size_t d = 0; d < devices_.size(); ++d) {
@@ -341,7 +357,7 @@ bool Scheduler::TakeReadyLocked(absl::Time now, Batch* batch,
     const absl::Time due = first + options_.max_batch_delay;
     const bool ready = draining_ || now >= due ||
                        p.tasks.size() >= options_.max_batch_requests ||
-                       p.units >= options_.max_batch_units;
+                       p.units >= batch_limit_[std::get<0>(key)];
     if (!ready) {
       *wake_at = std::min(*wake_at, due);
       continue;
@@ -358,10 +374,10 @@ bool Scheduler::TakeReadyLocked(absl::Time now, Batch* batch,
     solo_.pop_front();
   } else if (best != nullptr) {
     Pending& p = pending_[best_key];
+    const size_t limit = batch_limit_[std::get<0>(best_key)];
     size_t units = 0;
     while (!p.tasks.empty() && batch->size() < options_.max_batch_requests &&
-           (batch->empty() ||
-            units + p.tasks.front()->units <= options_.max_batch_units)) {
+           (batch->empty() || units + p.tasks.front()->units <= limit)) {
       units += p.tasks.front()->units;
       batch->push_back(std::move(p.tasks.front()));
       p.tasks.pop_front();
@@ -518,7 +534,9 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
   size_t units = 0;
   for (const auto& t : live) units += t->units;
   StageTimes stages;
-  absl::Status status = RunOnEngine(*dev.engine, live, &stages, pack);
+  int device_runs = 1;
+  absl::Status status =
+      RunOnEngine(*dev.engine, live, &stages, pack, &device_runs);
   const absl::Duration compute = Now() - start;
   if (!status.ok()) {
     std::fprintf(stderr,
@@ -560,6 +578,7 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
     result.queue_wait = start - t->enqueued;
     result.compute = compute;
     result.batch_requests = static_cast<int>(live.size());
+    result.device_runs = device_runs;
     Answer(t, std::move(result));
   }
 }
@@ -608,17 +627,38 @@ void ToOrderedBits(KeyType t, bool descending, bool encode,
 
 absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
                                     StageTimes* stages,
-                                    std::vector<std::byte>* pack) {
+                                    std::vector<std::byte>* pack,
+                                    int* device_runs) {
   const Op op = batch.front()->op;
+  *device_runs = 1;
   if (batch.size() == 1) {
     if (op == Op::kSort) {
       SortJob job = batch.front()->sort;
       job.stages = stages;
-      return engine.Sort(job);
+      // Beyond the device's memory: sorted in runs, merged on the CPU.
+      return SortInRuns(engine, job, engine.max_sort_keys(job), device_runs,
+                        options_.pipeline_depth);
     }
-    TransposeJob job = batch.front()->transpose;
-    job.stages = stages;
-    return engine.Transpose(job);
+    // Matrices are independent: beyond the device's memory, a transpose
+    // runs in device-sized pieces.
+    const TransposeJob& whole = batch.front()->transpose;
+    const size_t step = engine.max_transpose_matrices();
+    if (step == 0 || whole.count <= step) {
+      TransposeJob job = whole;
+      job.stages = stages;
+      return engine.Transpose(job);
+    }
+    *device_runs = 0;
+    for (size_t at = 0; at < whole.count; at += step) {
+      TransposeJob job = whole;
+      job.count = std::min(step, whole.count - at);
+      job.in = whole.in + at * 128;
+      job.out = whole.out + at * 128;
+      job.stages = stages;
+      if (absl::Status s = engine.Transpose(job); !s.ok()) return s;
+      ++*device_runs;
+    }
+    return absl::OkStatus();
   }
   if (op == Op::kTranspose) {
     size_t total = 0;

@@ -20,6 +20,10 @@
 // Sorts longer than the devices' fused segment (for their key width) run
 // alone: in a batch they would cost launches of their own.
 //
+// A request larger than a device's memory budget runs alone in device-sized
+// runs: sorts are merged on the CPU (server/runs.h), transposes are cut
+// between matrices.
+//
 // Each device has `pipeline_depth` runner threads: while one runner's batch
 // is on the device, the next runner gathers and packs the following batch,
 // so the device is not idle while the host packs. A runner takes a batch
@@ -77,6 +81,9 @@ struct TaskResult {
   absl::Duration queue_wait;  // from Submit to the start of its run
   absl::Duration compute;     // its run (the whole batch's, when batched)
   int batch_requests = 0;     // requests in the run that answered it
+  // Device runs it took: 1, or more when it exceeded the device's memory
+  // and was sorted in runs merged on the CPU; 0 on the CPU path.
+  int device_runs = 0;
 };
 
 struct Task {
@@ -240,7 +247,7 @@ class Scheduler {
   void RunBatch(size_t device_index, Batch& batch,
                 std::vector<std::byte>* pack);
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
-                           std::vector<std::byte>* pack);
+                           std::vector<std::byte>* pack, int* device_runs);
   void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
   // Empties the batching queues.
   Batch TakeAllPendingLocked();
@@ -270,6 +277,9 @@ class Scheduler {
   bool stopping_ = false;    // runners exit
   std::vector<std::unique_ptr<Device>> devices_;
   size_t fused_[2] = {0, 0};  // by key width: 32, 64 bits
+  // Units one batch may hold, by op: max_batch_units, lowered to what
+  // every device's memory budget takes at once.
+  size_t batch_limit_[2] = {0, 0};
   Stats stats_;
   WorkQueue cpu_queue_;
 };

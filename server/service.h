@@ -27,6 +27,8 @@ class SortServiceImpl final : public v1::SortService::CallbackService {
     RequestLimits limits;
     // Log the start and end of every request to stderr.
     bool log_requests = false;
+    // Serve the Echo RPC (--echo).
+    bool echo = true;
   };
 
   SortServiceImpl(Metrics* metrics, const Options& options)
@@ -41,6 +43,11 @@ class SortServiceImpl final : public v1::SortService::CallbackService {
   grpc::ServerUnaryReactor* Transpose(grpc::CallbackServerContext* context,
                                       const v1::TransposeRequest* request,
                                       v1::TransposeResponse* response) override;
+  grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>* SortStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
+                                 const v1::SortRequest* request,
+                                 v1::SortResponse* response) override;
 
  private:
   // Fills the task's common parts, submits it, and answers the call when it
@@ -50,6 +57,8 @@ class SortServiceImpl final : public v1::SortService::CallbackService {
   grpc::ServerUnaryReactor* Handle(Op op, grpc::CallbackServerContext* context,
                                    const Request* request, Response* response,
                                    size_t units, Prepare prepare, Count count);
+
+  friend class SortStreamReactor;
 
   Metrics* metrics_;
   Options options_;

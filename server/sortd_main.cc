@@ -71,6 +71,22 @@ ABSL_FLAG(int64_t, max_request_bytes, int64_t{256} << 20,
           "Largest serialized request accepted, in bytes; larger requests "
           "get RESOURCE_EXHAUSTED. gRPC's maximum receive size is set to "
           "this value. At most 2147483647.");
+ABSL_FLAG(int64_t, max_stream_bytes, int64_t{4} << 30,
+          "Largest array (keys plus values) one SortStream call may send, in "
+          "bytes; the server holds about twice that while sorting it.");
+ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{2} << 20,
+          "Array bytes (keys, values and permutation together) per "
+          "SortStream response message; the default stays under gRPC's "
+          "default 4 MiB receive limit of other clients "
+          "(docs/PERFORMANCE.md: chunk size measured).");
+ABSL_FLAG(int64_t, device_memory_bytes, 0,
+          "Device memory each OpenCL device may use, in bytes (0: 80% of its "
+          "global memory). Split between its --pipeline_depth lanes; a sort "
+          "larger than a lane's share is sorted in device-sized runs merged "
+          "on the CPU.");
+ABSL_FLAG(bool, echo, true,
+          "Serve the Echo RPC: the request's arrays back unsorted through "
+          "the same path as Sort, the baseline of end-to-end benchmarks.");
 ABSL_FLAG(int, max_concurrent_streams, 256,
           "Concurrent calls one client connection may have open (HTTP/2 "
           "streams); more wait in the client until one finishes.");
@@ -251,6 +267,8 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
     options.device = spec.device;
     options.cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir);
     options.lanes = absl::GetFlag(FLAGS_pipeline_depth);
+    options.memory_budget_bytes =
+        static_cast<size_t>(absl::GetFlag(FLAGS_device_memory_bytes));
     sortd::EngineFactory factory =
         [options]() -> absl::StatusOr<std::unique_ptr<sortd::Sorter>> {
       auto engine = OpenClEngine::Create(options);
@@ -272,6 +290,11 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
     std::fprintf(stderr, "sortd: OpenCL device %s\nsortd: policy %s\n",
                  (*engine)->info().ToString().c_str(),
                  (*engine)->policy().ToString().c_str());
+    const sortd::SortJob u32{.key_type = sortd::KeyType::kU32};
+    std::fprintf(stderr,
+                 "sortd: device memory: %zu bytes per lane; u32 sorts of "
+                 "more than %zu keys run in device-sized runs\n",
+                 (*engine)->run_budget_bytes(), (*engine)->max_sort_keys(u32));
     slots.push_back({std::unique_ptr<sortd::Sorter>(std::move(*engine)),
                      std::move(factory)});
   }
@@ -302,6 +325,14 @@ absl::Status CheckFlags() {
         "--max_batch_keys (1 to 2^31), --max_batch_requests, "
         "--max_queued_keys, --max_queued_requests and --pipeline_depth must "
         "be positive");
+  }
+  if (absl::GetFlag(FLAGS_max_stream_bytes) < 1 ||
+      absl::GetFlag(FLAGS_stream_chunk_bytes) < 16 ||
+      absl::GetFlag(FLAGS_stream_chunk_bytes) > (int64_t{1} << 30) ||
+      absl::GetFlag(FLAGS_device_memory_bytes) < 0) {
+    return absl::InvalidArgumentError(
+        "--max_stream_bytes must be positive, --stream_chunk_bytes 16 to "
+        "2^30, --device_memory_bytes not negative");
   }
   if (absl::GetFlag(FLAGS_max_concurrent_streams) < 1) {
     return absl::InvalidArgumentError(
@@ -449,8 +480,13 @@ int Serve() {
       static_cast<int>(absl::GetFlag(FLAGS_max_request_bytes));
   sortd::SortServiceImpl service(
       metrics->get(),
-      {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes)},
-       .log_requests = absl::GetFlag(FLAGS_log_requests)});
+      {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes),
+                  .max_stream_bytes = static_cast<size_t>(
+                      absl::GetFlag(FLAGS_max_stream_bytes)),
+                  .stream_chunk_bytes = static_cast<size_t>(
+                      absl::GetFlag(FLAGS_stream_chunk_bytes))},
+       .log_requests = absl::GetFlag(FLAGS_log_requests),
+       .echo = absl::GetFlag(FLAGS_echo)});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

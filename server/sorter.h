@@ -110,6 +110,14 @@ class Sorter {
   // The longest segment SortSegments sorts inside its shared launches;
   // longer ones cost launches of their own. 0: no such bound.
   virtual size_t fused_segment_keys(KeyType) const { return 0; }
+
+  // The most keys of `shape`'s kind (key and value type, permutation or
+  // not; its count and buffers are ignored) one Sort() call can take
+  // within the engine's device memory budget; larger arrays are sorted in
+  // runs (server/runs.h). 0: no bound.
+  virtual size_t max_sort_keys(const SortJob& /*shape*/) const { return 0; }
+  // The most matrices one Transpose() call can take; 0: no bound.
+  virtual size_t max_transpose_matrices() const { return 0; }
 };
 
 // INVALID_ARGUMENT unless `offsets` cut `count` elements into segments.

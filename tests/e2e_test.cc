@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -886,6 +887,255 @@ TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
   ServerProcess bad_limit({"--max_request_bytes=0"});
   EXPECT_FALSE(bad_limit.Start());
   EXPECT_THAT(bad_limit.Output(), HasSubstr("--max_request_bytes"));
+}
+
+// --- Echo, sortctl bench, SortStream, sorting beyond device memory.
+
+TEST_F(E2ETest, EchoReturnsTheRequestUnsortedThroughTheSamePath) {
+  v1::SortRequest request;
+  const std::vector<int64_t> keys = {5, -3, 9, 0};
+  request.set_i64_keys(PackArray<int64_t>(keys));
+  request.set_u32_values(
+      PackArray<uint32_t>(std::vector<uint32_t>{1, 2, 3, 4}));
+  request.set_return_permutation(true);
+  absl::StatusOr<v1::SortResponse> echo = client_->Echo(request);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(echo->i64_keys(), request.i64_keys());
+  EXPECT_EQ(echo->u32_values(), request.u32_values());
+  EXPECT_EQ(UnpackArray<uint32_t>(echo->permutation()),
+            (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(echo->served_by().route(), "echo");
+  // The same validation as Sort.
+  v1::SortRequest bad;
+  bad.set_u32_keys("abcde");
+  absl::StatusOr<v1::SortResponse> refused = client_->Echo(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("not a multiple"));
+}
+
+TEST(E2EEcho, DisabledEchoIsUnimplemented) {
+  ServerProcess server({"--device=cpu", "--echo=false", "--metrics_listen="});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  v1::SortRequest request;
+  request.set_u32_keys(PackArray<uint32_t>(std::vector<uint32_t>{2, 1}));
+  absl::StatusOr<v1::SortResponse> echo = Connect(server)->Echo(request);
+  EXPECT_EQ(echo.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+TEST_F(E2ETest, SortctlBenchIsBoundedVerifiesAndReports) {
+  auto r = RunCommand(Sortctl(*server_,
+                              "bench --sizes=1k:3,16k:1 --concurrency=4 "
+                              "--requests=200 --duration=0 --warmup=0 "
+                              "--verify --verify_every=4 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"requests\":200,\"errors\":0"));
+  EXPECT_THAT(r.out, HasSubstr("\"started\":200,\"ended\":200"));
+  EXPECT_THAT(r.out, HasSubstr("\"mismatches\":0"));
+  EXPECT_THAT(r.out, Not(HasSubstr("\"verified\":0,")));
+  EXPECT_THAT(r.out, HasSubstr("\"paths\":{\"cpu\":200}"));
+  EXPECT_THAT(r.out, HasSubstr("\"size\":16384"));
+
+  r = RunCommand(Sortctl(*server_,
+                         "bench --op=echo --type=f64 --sizes=4k "
+                         "--concurrency=2 --duration=300ms --warmup=0 "
+                         "--verify"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("sortctl bench: echo f64, sizes 4k"));
+  EXPECT_THAT(r.out, HasSubstr("routes: echo 100%"));
+  EXPECT_THAT(r.out, HasSubstr("all correct"));
+
+  r = RunCommand(Sortctl(*server_,
+                         "bench --op=transpose --sizes=100 --requests=20 "
+                         "--duration=0 --warmup=0 --verify --verify_every=1"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("20 answered, 0 errors"));
+  EXPECT_THAT(r.out, HasSubstr("verified  20 sampled answers, all correct"));
+
+  // Unbounded or malformed runs are refused before any call.
+  r = RunCommand(Sortctl(*server_, "bench --duration=0"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("bounded"));
+  r = RunCommand(Sortctl(*server_, "bench --sizes=1q:5"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("bad size"));
+}
+
+// A server whose unary limit is 1 MiB; SortStream takes arrays far beyond.
+class E2EStream : public ::testing::Test {
+ protected:
+  static constexpr size_t kUnary = size_t{1} << 20;
+  void SetUp() override {
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--device=cpu", "--cpu_threads=2",
+        "--metrics_listen=", absl::StrCat("--max_request_bytes=", kUnary),
+        absl::StrCat("--max_stream_bytes=", 16 * kUnary),
+        "--stream_chunk_bytes=262144"});
+    ASSERT_TRUE(server_->Start()) << server_->Output();
+    ClientOptions o;
+    o.max_unary_bytes = kUnary;
+    auto c = Client::Create(server_->address(), o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+  }
+  void TearDown() override {
+    EXPECT_EQ(server_->Terminate(), 0) << server_->Output();
+  }
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(E2EStream, SortsAnArrayEightTimesTheUnaryLimit) {
+  // 8 MiB of keys plus 4 MiB of values: 12x the unary limit.
+  const size_t n = 8 * kUnary / sizeof(int64_t) + 123;
+  const std::vector<int64_t> keys =
+      testing::Generate<int64_t>(testing::Shape::kFewDistinct, n, 8);
+  std::vector<uint32_t> values(n);
+  std::iota(values.begin(), values.end(), 7u);
+  auto sorted = client_->SortPairs<int64_t, uint32_t>(
+      keys, values, {.descending = true, .return_permutation = true});
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  const std::vector<uint32_t> perm = testing::RefPermutation(keys, true);
+  ASSERT_EQ(sorted->permutation, perm);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(sorted->keys[i], keys[perm[i]]) << i;
+    ASSERT_EQ(sorted->values[i], values[perm[i]]) << i;
+  }
+  EXPECT_EQ(sorted->served_by.path(), v1::EXECUTION_PATH_CPU);
+  // As one message the same array is refused: the stream was needed.
+  ClientOptions unary;
+  unary.max_unary_bytes = SIZE_MAX;
+  auto one = Client::Create(server_->address(), unary);
+  ASSERT_TRUE(one.ok());
+  auto refused = (*one)->SortPairs<int64_t, uint32_t>(keys, values);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+
+  // sortctl streams on its own above --max_unary_bytes, and verifies.
+  auto r = RunCommand(Sortctl(*server_,
+                              "sort --type=f32 --random=2500000 --verify "
+                              "--max_unary_bytes=1048576 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"stream\":true"));
+  EXPECT_THAT(r.out, HasSubstr("\"verified\":true"));
+}
+
+TEST_F(E2EStream, BadStreamsGetAClearStatus) {
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::SortService::NewStub(channel);
+  auto run = [&](const std::vector<v1::SortRequest>& messages) {
+    grpc::ClientContext context;
+    auto stream = stub->SortStream(&context);
+    for (const v1::SortRequest& m : messages) {
+      if (!stream->Write(m)) break;
+    }
+    stream->WritesDone();
+    v1::SortResponse response;
+    size_t answers = 0;
+    while (stream->Read(&response)) ++answers;
+    grpc::Status s = stream->Finish();
+    EXPECT_TRUE(s.ok() || answers == 0) << "an error after answers";
+    return s;
+  };
+  v1::SortRequest u32, u64, with_values;
+  u32.set_u32_keys(PackArray<uint32_t>(std::vector<uint32_t>{3, 1, 2}));
+  u64.set_u64_keys(PackArray<uint64_t>(std::vector<uint64_t>{3, 1}));
+  with_values = u32;
+  with_values.set_u32_values(
+      PackArray<uint32_t>(std::vector<uint32_t>{0, 1, 2}));
+
+  grpc::Status s = run({u32, u64});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("message 2 sets u64_keys"));
+  s = run({u32, with_values});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("same fields"));
+  s = run({});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("before its first message"));
+  v1::SortRequest partial;
+  partial.set_u32_keys("12345");
+  s = run({u32, partial});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("stream message 2"));
+  // Beyond --max_stream_bytes (16 MiB): refused, and the server serves on.
+  v1::SortRequest big;
+  big.set_u32_keys(std::string(kUnary - 64, '\x01'));
+  std::vector<v1::SortRequest> many(17, big);
+  s = run(many);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("--max_stream_bytes"));
+  EXPECT_TRUE(run({u32, u32}).ok());
+  // An empty array streams back as one empty answer.
+  v1::SortRequest empty;
+  empty.set_f64_keys("");
+  EXPECT_TRUE(run({empty}).ok());
+}
+
+// An array 4x the (flag-limited) device memory is sorted on the device in
+// runs and merged on the CPU, stably, for every kind of request.
+TEST(E2EOutOfCore, SortsAnArrayFourTimesTheDeviceBudget) {
+  constexpr size_t kBudget = size_t{16} << 20;
+  ServerProcess server(OpenClArgs(
+      {absl::StrCat("--device_memory_bytes=", kBudget), "--metrics_listen="}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  const size_t n = 4 * kBudget / sizeof(uint32_t);
+  const std::vector<uint32_t> keys =
+      testing::Generate<uint32_t>(testing::Shape::kRandom, n, 44);
+  auto sorted = client->Sort<uint32_t>(keys);
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  std::vector<uint32_t> want = keys;
+  std::sort(want.begin(), want.end());
+  EXPECT_TRUE(sorted->keys == want);
+  EXPECT_EQ(sorted->served_by.path(), v1::EXECUTION_PATH_GPU);
+  EXPECT_GE(sorted->served_by.device_runs(), 4);
+
+  // Payload, permutation, descending floats with NaNs and ties.
+  const size_t m = 4 * kBudget / (sizeof(double) + sizeof(uint64_t) + 4);
+  const std::vector<double> fkeys =
+      testing::Generate<double>(testing::Shape::kSpecial, m, 45);
+  std::vector<uint64_t> values(m);
+  std::iota(values.begin(), values.end(), uint64_t{1} << 40);
+  auto pairs = client->SortPairs<double, uint64_t>(
+      fkeys, values, {.descending = true, .return_permutation = true});
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  const std::vector<uint32_t> perm = testing::RefPermutation(fkeys, true);
+  ASSERT_EQ(pairs->permutation, perm);
+  for (size_t i = 0; i < m; ++i) {
+    ASSERT_EQ(0, std::memcmp(&pairs->keys[i], &fkeys[perm[i]], 8)) << i;
+    ASSERT_EQ(pairs->values[i], values[perm[i]]) << i;
+  }
+  EXPECT_EQ(pairs->served_by.path(), v1::EXECUTION_PATH_GPU);
+  EXPECT_GE(pairs->served_by.device_runs(), 4);
+
+  // Streamed in and beyond the device: sortctl verifies it.
+  auto r = RunCommand(Sortctl(server,
+                              "sort --type=i32 --desc --random=3000000 "
+                              "--stream --verify --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"path\":\"gpu\""));
+  EXPECT_THAT(r.out, HasSubstr("\"verified\":true"));
+  EXPECT_THAT(r.out, Not(HasSubstr("\"device_runs\":1,")));
+
+  // Transposes beyond the budget run in pieces.
+  std::vector<uint32_t> rows(size_t{32} * (kBudget / 128));
+  std::mt19937 rng(3);
+  for (uint32_t& row : rows) row = rng();
+  auto t = client->Transpose(rows);
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (size_t x = 0; x < rows.size() / 32; x += 997) {
+    for (int i = 0; i < 32; ++i)
+      for (int j = 0; j < 32; ++j)
+        ASSERT_EQ((rows[x * 32 + i] >> j) & 1, ((*t)[x * 32 + j] >> i) & 1);
+  }
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+TEST(E2EOutOfCore, ABudgetTooSmallForTheDeviceStopsStartup) {
+  ServerProcess server(OpenClArgs({"--device_memory_bytes=65536"}));
+  EXPECT_FALSE(server.Start());
+  EXPECT_THAT(server.Output(), HasSubstr("--device_memory_bytes"));
 }
 
 }  // namespace

@@ -1,0 +1,503 @@
+#include "client/bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/sortctl_lib.h"
+
+namespace sortd::cli {
+namespace {
+
+const char* OpName(BenchOp op) {
+  switch (op) {
+    case BenchOp::kSort:
+      return "sort";
+    case BenchOp::kTranspose:
+      return "transpose";
+    case BenchOp::kEcho:
+      return "echo";
+  }
+  return "?";
+}
+
+const char* PathText(v1::ExecutionPath p) {
+  switch (p) {
+    case v1::EXECUTION_PATH_CPU:
+      return "cpu";
+    case v1::EXECUTION_PATH_GPU:
+      return "gpu";
+    default:
+      return "unknown";
+  }
+}
+
+// The requests of one size: a few distinct random inputs.
+struct Inputs {
+  uint64_t size = 0;
+  std::vector<v1::SortRequest> sorts;
+  std::vector<v1::TransposeRequest> transposes;
+};
+
+void SetKeys(KeyType type, std::string keys, v1::SortRequest* r) {
+  switch (type) {
+    case KeyType::kU32:
+      r->set_u32_keys(std::move(keys));
+      break;
+    case KeyType::kI32:
+      r->set_i32_keys(std::move(keys));
+      break;
+    case KeyType::kF32:
+      r->set_f32_keys(std::move(keys));
+      break;
+    case KeyType::kU64:
+      r->set_u64_keys(std::move(keys));
+      break;
+    case KeyType::kI64:
+      r->set_i64_keys(std::move(keys));
+      break;
+    case KeyType::kF64:
+      r->set_f64_keys(std::move(keys));
+      break;
+  }
+}
+
+Inputs MakeInputs(const BenchOptions& o, uint64_t size, size_t class_index) {
+  Inputs in;
+  in.size = size;
+  // Large inputs take memory and time to make: fewer variants of them.
+  const int variants = std::max(
+      1, size >= (uint64_t{1} << 22) ? std::min(o.variants, 2) : o.variants);
+  for (int v = 0; v < variants; ++v) {
+    const uint64_t seed = o.seed + 7919 * class_index + 104729 * v;
+    if (o.op == BenchOp::kTranspose) {
+      v1::TransposeRequest r;
+      r.set_matrices(RandomWords(size * 32, seed));
+      in.transposes.push_back(std::move(r));
+    } else {
+      v1::SortRequest r;
+      SetKeys(o.key_type, RandomKeys(o.key_type, size, seed), &r);
+      in.sorts.push_back(std::move(r));
+    }
+  }
+  return in;
+}
+
+// Echo answers with the input unchanged.
+absl::Status VerifyEcho(const v1::SortRequest& request,
+                        const v1::SortResponse& response) {
+  const std::string* keys = nullptr;
+  KeysOf(request, &keys);
+  if (KeysOf(response) != *keys) {
+    return absl::DataLossError("the echo differs from the request");
+  }
+  return absl::OkStatus();
+}
+
+struct Shared {
+  std::mutex mu;
+  BenchReport report;
+  absl::Time last_end = absl::InfinitePast();
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<SizeClass>> ParseSizeMix(std::string_view text) {
+  std::vector<SizeClass> mix;
+  for (absl::string_view item :
+       absl::StrSplit(absl::string_view(text.data(), text.size()), ',',
+                      absl::SkipEmpty())) {
+    item = absl::StripAsciiWhitespace(item);
+    SizeClass c;
+    absl::string_view size = item;
+    if (size_t colon = item.find(':'); colon != absl::string_view::npos) {
+      size = item.substr(0, colon);
+      if (!absl::SimpleAtod(item.substr(colon + 1), &c.weight) ||
+          !(c.weight > 0) || !std::isfinite(c.weight)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("size mix: bad weight in '", item, "'"));
+      }
+    }
+    uint64_t scale = 1;
+    if (!size.empty()) {
+      switch (absl::ascii_tolower(size.back())) {
+        case 'k':
+          scale = uint64_t{1} << 10;
+          break;
+        case 'm':
+          scale = uint64_t{1} << 20;
+          break;
+        case 'g':
+          scale = uint64_t{1} << 30;
+          break;
+      }
+      if (scale > 1) size.remove_suffix(1);
+    }
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(size, &n) || n > (uint64_t{1} << 32) / scale) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "size mix: bad size in '", item,
+          "'; expected a count such as 4096, 64k or 16m, optionally with "
+          ":weight"));
+    }
+    c.size = n * scale;
+    mix.push_back(c);
+  }
+  if (mix.empty()) {
+    return absl::InvalidArgumentError("size mix: no sizes given");
+  }
+  return mix;
+}
+
+std::string FormatSize(uint64_t n) {
+  if (n >= (uint64_t{1} << 30) && n % (uint64_t{1} << 30) == 0) {
+    return absl::StrCat(n >> 30, "g");
+  }
+  if (n >= (uint64_t{1} << 20) && n % (uint64_t{1} << 20) == 0) {
+    return absl::StrCat(n >> 20, "m");
+  }
+  if (n >= 1024 && n % 1024 == 0) return absl::StrCat(n >> 10, "k");
+  return absl::StrCat(n);
+}
+
+double BenchStats::Percentile(double p) const {
+  if (latencies.empty()) return 0;
+  const double rank = p / 100.0 * static_cast<double>(latencies.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, latencies.size() - 1);
+  const double f = rank - static_cast<double>(lo);
+  return latencies[lo] * (1 - f) + latencies[hi] * f;
+}
+
+absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
+                                     const BenchProgress& progress) {
+  if (o.concurrency < 1) {
+    return absl::InvalidArgumentError("--concurrency must be at least 1");
+  }
+  if (o.duration <= absl::ZeroDuration() && o.max_requests == 0) {
+    return absl::InvalidArgumentError(
+        "a bench is bounded: give --duration and/or --requests");
+  }
+  if (o.mix.empty()) return absl::InvalidArgumentError("no sizes");
+  std::vector<Inputs> inputs;
+  double total_weight = 0;
+  for (size_t c = 0; c < o.mix.size(); ++c) {
+    inputs.push_back(MakeInputs(o, o.mix[c].size, c));
+    total_weight += o.mix[c].weight;
+  }
+
+  Shared shared;
+  std::atomic<uint64_t> issued{0};
+  std::atomic<bool> stop{false};
+  std::atomic<bool> measuring{o.warmup <= absl::ZeroDuration()};
+  std::atomic<int> active{o.concurrency};
+
+  auto worker = [&](int id) {
+    std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(id));
+    std::uniform_real_distribution<double> pick(0, total_weight);
+    BenchReport local;
+    uint64_t calls = 0;
+    absl::Time last_end = absl::InfinitePast();
+    auto flush = [&] {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      BenchReport& r = shared.report;
+      auto add = [](BenchStats& into, BenchStats& from) {
+        into.ok += from.ok;
+        into.errors += from.errors;
+        into.keys += from.keys;
+        into.bytes += from.bytes;
+        into.latencies.insert(into.latencies.end(), from.latencies.begin(),
+                              from.latencies.end());
+        from = BenchStats();
+      };
+      add(r.all, local.all);
+      for (auto& [size, s] : local.by_size) add(r.by_size[size], s);
+      for (auto& [k, v] : local.errors_by_code) r.errors_by_code[k] += v;
+      for (auto& [k, v] : local.paths) r.paths[k] += v;
+      for (auto& [k, v] : local.routes) r.routes[k] += v;
+      r.batch_requests_sum += local.batch_requests_sum;
+      r.batch_requests_max =
+          std::max(r.batch_requests_max, local.batch_requests_max);
+      r.device_runs_max = std::max(r.device_runs_max, local.device_runs_max);
+      r.verified += local.verified;
+      r.mismatches += local.mismatches;
+      if (r.first_mismatch.empty()) r.first_mismatch = local.first_mismatch;
+      r.started += local.started;
+      r.ended += local.ended;
+      shared.last_end = std::max(shared.last_end, last_end);
+      local = BenchReport();
+    };
+    while (!stop.load()) {
+      const bool measured = measuring.load();
+      if (measured && o.max_requests > 0 &&
+          issued.fetch_add(1) >= o.max_requests) {
+        break;
+      }
+      double w = pick(rng);
+      size_t c = 0;
+      while (c + 1 < o.mix.size() && w >= o.mix[c].weight) {
+        w -= o.mix[c].weight;
+        ++c;
+      }
+      const Inputs& in = inputs[c];
+      const size_t variant =
+          rng() % std::max(in.sorts.size(), in.transposes.size());
+      const bool check = o.verify_every > 0 && ++calls % o.verify_every == 0;
+      if (measured) ++local.started;
+      const absl::Time start = absl::Now();
+      absl::Status status;
+      v1::ServedBy served_by;
+      uint64_t bytes = 0;
+      absl::Status verdict;
+      if (o.op == BenchOp::kTranspose) {
+        const v1::TransposeRequest& req = in.transposes[variant];
+        absl::StatusOr<v1::TransposeResponse> resp = client.Transpose(req);
+        status = resp.status();
+        if (resp.ok()) {
+          served_by = resp->served_by();
+          bytes = req.ByteSizeLong() + resp->ByteSizeLong();
+          if (check)
+            verdict = VerifyTranspose(req.matrices(), resp->matrices());
+        }
+      } else {
+        const v1::SortRequest& req = in.sorts[variant];
+        absl::StatusOr<v1::SortResponse> resp =
+            o.op == BenchOp::kEcho ? client.Echo(req) : client.Sort(req);
+        status = resp.status();
+        if (resp.ok()) {
+          served_by = resp->served_by();
+          bytes = req.ByteSizeLong() + resp->ByteSizeLong();
+          if (check) {
+            verdict = o.op == BenchOp::kEcho ? VerifyEcho(req, *resp)
+                                             : VerifySort(req, *resp);
+          }
+        }
+      }
+      const absl::Time finished = absl::Now();
+      const double seconds = absl::ToDoubleSeconds(finished - start);
+      if (!measured) continue;
+      ++local.ended;
+      last_end = std::max(last_end, finished);
+      BenchStats& by = local.by_size[in.size];
+      if (status.ok()) {
+        for (BenchStats* s : {&local.all, &by}) {
+          ++s->ok;
+          s->keys += in.size;
+          s->bytes += bytes;
+          s->latencies.push_back(seconds);
+        }
+        ++local.paths[PathText(served_by.path())];
+        ++local.routes[served_by.route().empty() ? "unknown"
+                                                 : served_by.route()];
+        local.batch_requests_sum +=
+            static_cast<uint64_t>(std::max(1, served_by.batch_requests()));
+        local.batch_requests_max =
+            std::max(local.batch_requests_max, served_by.batch_requests());
+        local.device_runs_max =
+            std::max<uint64_t>(local.device_runs_max,
+                               static_cast<uint64_t>(served_by.device_runs()));
+        if (check) {
+          ++local.verified;
+          if (!verdict.ok()) {
+            ++local.mismatches;
+            if (local.first_mismatch.empty()) {
+              local.first_mismatch = absl::StrCat(FormatSize(in.size),
+                                                  " keys: ", verdict.message());
+            }
+          }
+        }
+      } else {
+        ++local.all.errors;
+        ++by.errors;
+        ++local.errors_by_code[absl::StatusCodeToString(status.code())];
+      }
+      if (local.ended % 64 == 0) flush();
+    }
+    flush();
+    --active;
+  };
+
+  std::vector<std::thread> threads;
+  for (int i = 0; i < o.concurrency; ++i) threads.emplace_back(worker, i);
+  if (o.warmup > absl::ZeroDuration()) {
+    absl::SleepFor(o.warmup);  // a bench phase, not a synchronisation
+  }
+  measuring = true;
+  const absl::Time start = absl::Now();
+  const absl::Time end = o.duration > absl::ZeroDuration()
+                             ? start + o.duration
+                             : absl::InfiniteFuture();
+  // The workers stop at the deadline, or on their own once the count is
+  // issued; meanwhile the progress line is redrawn every quarter second.
+  // The measured time ends with the last answer, not with this loop.
+  for (;;) {
+    const absl::Time now = absl::Now();
+    if (now >= end || active.load() == 0) break;
+    absl::SleepFor(std::min(absl::Milliseconds(250), end - now));
+    if (progress) {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      BenchReport partial;
+      partial.all.ok = shared.report.all.ok;
+      partial.all.errors = shared.report.all.errors;
+      partial.all.keys = shared.report.all.keys;
+      partial.all.bytes = shared.report.all.bytes;
+      progress(absl::ToDoubleSeconds(absl::Now() - start), partial);
+    }
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  BenchReport report = std::move(shared.report);
+  report.seconds = shared.last_end > start
+                       ? absl::ToDoubleSeconds(shared.last_end - start)
+                       : 0;
+  std::sort(report.all.latencies.begin(), report.all.latencies.end());
+  for (auto& [size, s] : report.by_size) {
+    std::sort(s.latencies.begin(), s.latencies.end());
+  }
+  return report;
+}
+
+std::string FormatReport(const BenchOptions& o, const BenchReport& r,
+                         bool json) {
+  const double secs = std::max(r.seconds, 1e-9);
+  const BenchStats& a = r.all;
+  std::string mix;
+  for (const SizeClass& c : o.mix) {
+    absl::StrAppend(&mix, mix.empty() ? "" : ",", FormatSize(c.size));
+    if (o.mix.size() > 1) absl::StrAppend(&mix, ":", c.weight);
+  }
+  const double mean_batch = a.ok > 0
+                                ? static_cast<double>(r.batch_requests_sum) /
+                                      static_cast<double>(a.ok)
+                                : 0;
+  const char* unit = o.op == BenchOp::kTranspose ? "matrices" : "keys";
+  if (json) {
+    std::string out = absl::StrFormat(
+        "{\"command\":\"bench\",\"op\":\"%s\",\"type\":\"%s\",\"sizes\":%s,"
+        "\"concurrency\":%d,\"seconds\":%.6f,\"requests\":%u,\"errors\":%u,"
+        "\"started\":%u,\"ended\":%u,\"requests_per_s\":%.3f,"
+        "\"%s_per_s\":%.3f,\"bytes_per_s\":%.3f,\"latency_ms\":{\"p50\":%.6f,"
+        "\"p90\":%.6f,\"p99\":%.6f,\"max\":%.6f},\"mean_batch_requests\":%.3f,"
+        "\"max_batch_requests\":%d,\"max_device_runs\":%u,\"verified\":%u,"
+        "\"mismatches\":%u",
+        OpName(o.op),
+        o.op == BenchOp::kTranspose ? "matrix" : KeyTypeName(o.key_type),
+        JsonString(mix), o.concurrency, r.seconds, a.ok, a.errors, r.started,
+        r.ended, a.ok / secs, unit, a.keys / secs, a.bytes / secs,
+        a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
+        a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3, mean_batch,
+        r.batch_requests_max, r.device_runs_max, r.verified, r.mismatches);
+    auto map = [&](const char* name, const std::map<std::string, uint64_t>& m) {
+      absl::StrAppend(&out, ",\"", name, "\":{");
+      bool first = true;
+      for (const auto& [k, v] : m) {
+        absl::StrAppend(&out, first ? "" : ",", JsonString(k), ":", v);
+        first = false;
+      }
+      absl::StrAppend(&out, "}");
+    };
+    map("errors_by_code", r.errors_by_code);
+    map("paths", r.paths);
+    map("routes", r.routes);
+    absl::StrAppend(&out, ",\"by_size\":[");
+    bool first = true;
+    for (const auto& [size, s] : r.by_size) {
+      absl::StrAppendFormat(
+          &out,
+          "%s{\"size\":%u,\"requests\":%u,\"errors\":%u,\"requests_per_s\":%."
+          "3f,\"%s_per_s\":%.3f,\"p50_ms\":%.6f,\"p99_ms\":%.6f,\"max_ms\":%."
+          "6f}",
+          first ? "" : ",", size, s.ok, s.errors, s.ok / secs, unit,
+          s.keys / secs, s.Percentile(50) * 1e3, s.Percentile(99) * 1e3,
+          s.latencies.empty() ? 0.0 : s.latencies.back() * 1e3);
+      first = false;
+    }
+    absl::StrAppend(&out, "]}\n");
+    return out;
+  }
+
+  auto rate = [](double v) {
+    if (v >= 1e9) return absl::StrFormat("%.2f G", v / 1e9);
+    if (v >= 1e6) return absl::StrFormat("%.2f M", v / 1e6);
+    if (v >= 1e3) return absl::StrFormat("%.2f k", v / 1e3);
+    return absl::StrFormat("%.2f ", v);
+  };
+  auto share = [&](const std::map<std::string, uint64_t>& m) {
+    std::string s;
+    for (const auto& [k, v] : m) {
+      absl::StrAppendFormat(
+          &s, "%s%s %.0f%%", s.empty() ? "" : ", ", k,
+          100.0 * static_cast<double>(v) /
+              static_cast<double>(std::max<uint64_t>(a.ok, 1)));
+    }
+    return s.empty() ? std::string("-") : s;
+  };
+  std::string out = absl::StrFormat(
+      "sortctl bench: %s %s, sizes %s, concurrency %d, %.1f s\n", OpName(o.op),
+      o.op == BenchOp::kTranspose ? "32x32 bit matrices"
+                                  : KeyTypeName(o.key_type),
+      mix, o.concurrency, r.seconds);
+  absl::StrAppendFormat(&out, "  requests  %u answered, %u errors (%sreq/s)\n",
+                        a.ok, a.errors, rate(a.ok / secs));
+  absl::StrAppendFormat(&out, "  %-9s %s%s/s, %sB/s on the wire\n", unit,
+                        rate(a.keys / secs), unit, rate(a.bytes / secs));
+  absl::StrAppendFormat(
+      &out, "  latency   p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+      a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
+      a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3);
+  absl::StrAppendFormat(&out, "  served    paths: %s; routes: %s\n",
+                        share(r.paths), share(r.routes));
+  absl::StrAppendFormat(&out,
+                        "  batches   %.1f requests per device run on average "
+                        "(largest %d)%s\n",
+                        mean_batch, r.batch_requests_max,
+                        r.device_runs_max > 1
+                            ? absl::StrCat("; up to ", r.device_runs_max,
+                                           " runs per request (beyond device "
+                                           "memory)")
+                                  .c_str()
+                            : "");
+  if (r.by_size.size() > 1) {
+    for (const auto& [size, s] : r.by_size) {
+      absl::StrAppendFormat(
+          &out, "  %-9s %u answered, %sreq/s, p50 %.3f ms, p99 %.3f ms\n",
+          FormatSize(size), s.ok, rate(s.ok / secs), s.Percentile(50) * 1e3,
+          s.Percentile(99) * 1e3);
+    }
+  }
+  if (!r.errors_by_code.empty()) {
+    std::string e;
+    for (const auto& [k, v] : r.errors_by_code) {
+      absl::StrAppend(&e, e.empty() ? "" : ", ", k, " ", v);
+    }
+    absl::StrAppend(&out, "  errors    ", e, "\n");
+  }
+  if (o.verify_every > 0) {
+    if (r.mismatches == 0) {
+      absl::StrAppendFormat(
+          &out, "  verified  %u sampled answers, all correct\n", r.verified);
+    } else {
+      absl::StrAppendFormat(&out,
+                            "  verified  %u sampled answers, %u WRONG (first: "
+                            "%s)\n",
+                            r.verified, r.mismatches, r.first_mismatch);
+    }
+  }
+  if (r.started != r.ended) {
+    absl::StrAppendFormat(&out, "  LOST      %u calls never ended\n",
+                          r.started - r.ended);
+  }
+  return out;
+}
+
+}  // namespace sortd::cli

@@ -1,0 +1,97 @@
+// `sortctl bench`: a bounded load generator for sortd. Workers send sorts
+// (or transposes, or Echo calls: the baseline) of a size mix for a fixed
+// time and/or number of requests, and the report gives rates, latency
+// percentiles, errors by code, and how the server says it served them
+// (path, route, batch sizes).
+//
+//   BenchOptions o;
+//   o.mix = *ParseSizeMix("1k:70,64k:25,16m:5");
+//   absl::StatusOr<BenchReport> r = RunBench(client, o, on_progress);
+//   std::fputs(FormatReport(o, *r, /*json=*/false).c_str(), stdout);
+#ifndef SORTD_CLIENT_BENCH_H_
+#define SORTD_CLIENT_BENCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "server/keys.h"
+
+namespace sortd::cli {
+
+// One size of a mix: `size` keys (matrices for transposes), chosen with
+// probability weight / total weight.
+struct SizeClass {
+  uint64_t size = 0;
+  double weight = 1;
+};
+
+// "4096", "64k", "16m", or weighted "1k:70,64k:25,16m:5" (k = 1024,
+// m = 1024^2, g = 1024^3; weights need not sum to 100).
+absl::StatusOr<std::vector<SizeClass>> ParseSizeMix(std::string_view text);
+std::string FormatSize(uint64_t n);  // 1024 -> "1k"
+
+enum class BenchOp { kSort, kTranspose, kEcho };
+
+struct BenchOptions {
+  BenchOp op = BenchOp::kSort;
+  KeyType key_type = KeyType::kU32;
+  std::vector<SizeClass> mix = {{1024, 1}};
+  int concurrency = 16;
+  // Stops at whichever comes first; at least one must be bounded.
+  absl::Duration duration = absl::Seconds(10);
+  uint64_t max_requests = 0;  // 0: no count bound
+  // Untimed calls before the measured part.
+  absl::Duration warmup = absl::Seconds(1);
+  // Check every N-th answer against a local reference (0: none).
+  uint64_t verify_every = 0;
+  // Distinct random inputs per size (answers are never the same array).
+  int variants = 4;
+  uint64_t seed = 1;
+};
+
+// Results of one size class (or of all of them).
+struct BenchStats {
+  uint64_t ok = 0, errors = 0;
+  uint64_t keys = 0;              // keys (matrices) of the answered requests
+  uint64_t bytes = 0;             // request plus response bytes, serialized
+  std::vector<double> latencies;  // seconds, answered requests
+  double Percentile(double p) const;  // latencies must be sorted
+};
+
+struct BenchReport {
+  double seconds = 0;  // measured wall time
+  BenchStats all;
+  std::map<uint64_t, BenchStats> by_size;
+  std::map<std::string, uint64_t> errors_by_code;
+  std::map<std::string, uint64_t> paths, routes;
+  uint64_t batch_requests_sum = 0;  // over answered requests
+  int batch_requests_max = 0;
+  uint64_t device_runs_max = 0;
+  uint64_t verified = 0, mismatches = 0;
+  std::string first_mismatch;
+  // Every call ended with an answer or a status: started == ended.
+  uint64_t started = 0, ended = 0;
+};
+
+// Progress while running: seconds so far and the report so far (totals
+// only, no percentiles).
+using BenchProgress = std::function<void(double, const BenchReport&)>;
+
+absl::StatusOr<BenchReport> RunBench(Client& client,
+                                     const BenchOptions& options,
+                                     const BenchProgress& progress = nullptr);
+
+// The report for people (a few aligned lines) or one JSON object.
+std::string FormatReport(const BenchOptions& options, const BenchReport& r,
+                         bool json);
+
+}  // namespace sortd::cli
+
+#endif  // SORTD_CLIENT_BENCH_H_

@@ -1,0 +1,263 @@
+#include "server/runs.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "server/keys.h"
+
+namespace sortd {
+namespace {
+
+size_t DivUp(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Output elements one merge task produces.
+constexpr size_t kPiece = size_t{1} << 18;
+
+template <KeyType T>
+class Merger {
+ public:
+  using U = KeyBits<T>;
+
+  Merger(const SortJob& in, const std::byte* in_permutation,
+         const std::vector<size_t>& bounds, const SortJob& out)
+      : in_(in),
+        in_perm_(in_permutation),
+        bounds_(bounds),
+        out_(out),
+        k_(bounds.size() - 1),
+        n_(bounds.back()),
+        vs_(ValueSize(in.value_type)),
+        descending_(in.order == Order::kDescending) {}
+
+  void Run() {
+    const size_t pieces = DivUp(n_, kPiece);
+    // Where each piece starts in every run; piece p covers output
+    // positions [p * kPiece, (p + 1) * kPiece).
+    std::vector<std::vector<size_t>> splits(pieces + 1);
+    tbb::parallel_for(size_t{0}, pieces + 1, [&](size_t p) {
+      splits[p] = Split(std::min(p * kPiece, n_));
+    });
+    tbb::parallel_for(size_t{0}, pieces, [&](size_t p) {
+      Merge(splits[p], splits[p + 1], p * kPiece);
+    });
+  }
+
+ private:
+  // The key at position i of the runs as order-preserving bits: ascending
+  // order of these is the requested order.
+  U Key(size_t i) const {
+    U v;
+    std::memcpy(&v, in_.keys + i * sizeof(U), sizeof(U));
+    return OrderedBits<T>(v, descending_);
+  }
+
+  // First position in [begin, end) whose key is >= x (or > x with
+  // `strict`).
+  size_t Bound(size_t begin, size_t end, U x, bool strict) const {
+    while (begin < end) {
+      const size_t mid = begin + (end - begin) / 2;
+      const U v = Key(mid);
+      if (strict ? v <= x : v < x) {
+        begin = mid + 1;
+      } else {
+        end = mid;
+      }
+    }
+    return begin;
+  }
+
+  // Multi-sequence selection: the position in each run where output rank
+  // `rank` begins. Elements order by (key, run), the order of a stable
+  // merge, so the cut is exact even among equal keys.
+  std::vector<size_t> Split(size_t rank) const {
+    std::vector<size_t> s(k_);
+    if (rank == 0 || rank == n_) {
+      for (size_t r = 0; r < k_; ++r)
+        s[r] = rank == 0 ? bounds_[r] : bounds_[r + 1];
+      return s;
+    }
+    // The smallest key x with at least `rank` elements <= x.
+    U lo = 0, hi = std::numeric_limits<U>::max();
+    while (lo < hi) {
+      const U mid = lo + (hi - lo) / 2;
+      size_t at_most = 0;
+      for (size_t r = 0; r < k_; ++r) {
+        at_most += Bound(bounds_[r], bounds_[r + 1], mid, true) - bounds_[r];
+      }
+      if (at_most >= rank) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    // Everything below x comes first; of the keys equal to x, earlier runs
+    // give theirs first.
+    size_t need = rank;
+    std::vector<size_t> upper(k_);
+    for (size_t r = 0; r < k_; ++r) {
+      s[r] = Bound(bounds_[r], bounds_[r + 1], lo, false);
+      upper[r] = Bound(s[r], bounds_[r + 1], lo, true);
+      need -= s[r] - bounds_[r];
+    }
+    for (size_t r = 0; r < k_; ++r) {
+      const size_t take = std::min(need, upper[r] - s[r]);
+      s[r] += take;
+      need -= take;
+    }
+    return s;
+  }
+
+  void Merge(std::vector<size_t> at, const std::vector<size_t>& end,
+             size_t out_pos) const {
+    // A binary heap of (key, run): the smallest key first, ties to the
+    // earlier run.
+    std::vector<std::pair<U, size_t>> heap;
+    heap.reserve(k_);
+    auto later = [](const std::pair<U, size_t>& a,
+                    const std::pair<U, size_t>& b) { return a > b; };
+    for (size_t r = 0; r < k_; ++r) {
+      if (at[r] < end[r]) heap.emplace_back(Key(at[r]), r);
+    }
+    std::make_heap(heap.begin(), heap.end(), later);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const size_t r = heap.back().second;
+      const size_t i = at[r]++;
+      std::memcpy(out_.keys_out + out_pos * sizeof(U), in_.keys + i * sizeof(U),
+                  sizeof(U));
+      if (vs_ > 0) {
+        std::memcpy(out_.values_out + out_pos * vs_, in_.values + i * vs_, vs_);
+      }
+      if (out_.permutation_out != nullptr) {
+        std::memcpy(out_.permutation_out + out_pos * 4, in_perm_ + i * 4, 4);
+      }
+      ++out_pos;
+      if (at[r] < end[r]) {
+        heap.back().first = Key(at[r]);
+        std::push_heap(heap.begin(), heap.end(), later);
+      } else {
+        heap.pop_back();
+      }
+    }
+  }
+
+  const SortJob& in_;
+  const std::byte* in_perm_;
+  const std::vector<size_t>& bounds_;
+  const SortJob& out_;
+  const size_t k_, n_, vs_;
+  const bool descending_;
+};
+
+}  // namespace
+
+void MergeRuns(const SortJob& in, const std::byte* in_permutation,
+               const std::vector<size_t>& bounds, const SortJob& out) {
+  if (bounds.size() < 2 || bounds.back() == 0) return;
+  DispatchKeyType(in.key_type, [&]<KeyType T>() {
+    Merger<T>(in, in_permutation, bounds, out).Run();
+  });
+}
+
+absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
+                        int* runs, int concurrent_runs) {
+  if (run_keys == 0 || job.count <= run_keys) {
+    if (runs != nullptr) *runs = 1;
+    return engine.Sort(job);
+  }
+  const size_t n = job.count;
+  const size_t ks = KeySize(job.key_type);
+  const size_t vs = ValueSize(job.value_type);
+  const bool with_perm = job.permutation_out != nullptr;
+  // Runs of equal length (within one key), each at most run_keys.
+  const size_t k = DivUp(n, run_keys);
+  const size_t len = DivUp(n, k);
+  std::vector<size_t> bounds(k + 1);
+  for (size_t r = 0; r <= k; ++r) bounds[r] = std::min(r * len, n);
+  if (runs != nullptr) *runs = static_cast<int>(k);
+
+  // The sorted runs, before the merge (not zero-filled: every byte is
+  // written by a run).
+  const size_t bytes = n * (ks + vs + (with_perm ? 4 : 0));
+  std::unique_ptr<std::byte[]> scratch(new std::byte[bytes]);
+  std::byte* keys = scratch.get();
+  std::byte* values = keys + n * ks;
+  std::byte* perm = values + n * vs;
+
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  absl::Status status;
+  auto worker = [&] {
+    for (;;) {
+      const size_t r = next.fetch_add(1);
+      if (r >= k) return;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!status.ok()) return;
+      }
+      const size_t b = bounds[r], m = bounds[r + 1] - bounds[r];
+      SortJob rj = job;
+      rj.count = m;
+      rj.keys = job.keys + b * ks;
+      rj.values = vs > 0 ? job.values + b * vs : nullptr;
+      rj.keys_out = keys + b * ks;
+      rj.values_out = vs > 0 ? values + b * vs : nullptr;
+      rj.permutation_out = with_perm ? perm + b * 4 : nullptr;
+      StageTimes stages;
+      rj.stages = job.stages != nullptr ? &stages : nullptr;
+      absl::Status s = engine.Sort(rj);
+      if (s.ok() && with_perm) {
+        // The run's indices are into the run; the answer's into the array.
+        tbb::parallel_for(size_t{0}, m, [&](size_t i) {
+          uint32_t index;
+          std::memcpy(&index, rj.permutation_out + i * 4, 4);
+          index += static_cast<uint32_t>(b);
+          std::memcpy(rj.permutation_out + i * 4, &index, 4);
+        });
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.ok() && status.ok()) status = s;
+      if (job.stages != nullptr) {
+        // One entry per stage, summed over the runs.
+        for (const StageTime& st : stages) {
+          auto it = std::find_if(
+              job.stages->begin(), job.stages->end(),
+              [&](const StageTime& have) { return have.stage == st.stage; });
+          if (it == job.stages->end()) {
+            job.stages->push_back(st);
+          } else {
+            it->seconds += st.seconds;
+          }
+        }
+      }
+    }
+  };
+  const size_t threads =
+      std::min<size_t>(k, static_cast<size_t>(std::max(1, concurrent_runs)));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (!status.ok()) return status;
+
+  const absl::Time start = absl::Now();
+  SortJob in = job;
+  in.keys = keys;
+  in.values = vs > 0 ? values : nullptr;
+  MergeRuns(in, with_perm ? perm : nullptr, bounds, job);
+  if (job.stages != nullptr) {
+    job.stages->push_back(
+        {"host_merge", absl::ToDoubleSeconds(absl::Now() - start)});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sortd
