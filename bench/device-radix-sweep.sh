@@ -7,13 +7,27 @@ source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
 mkdir -p "$OUT"
 SIZES=${SIZES:-24,26}
-for cfg in "4 0 256 16 8" "4 0 256 8 4" "4 0 128 16 8" "4 0 128 8 8" \
-           "8 4 256 16 8" "8 4 256 8 4" "8 4 128 16 8" "8 4 128 8 8" \
-           "8 4 512 8 4"; do
+# CONFIGS: "radix_bits local_bits work_group items32 items64 [bank_pad]"
+# entries;
+# FULL=1 then runs every row of the default policy at FULL_SIZES.
+CONFIGS=${CONFIGS:-"4 0 256 16 8;4 0 256 8 4;4 0 128 16 8;4 0 128 8 8;8 4 256 16 8;8 4 256 8 4;8 4 128 16 8;8 4 128 8 8;8 4 512 8 4"}
+if [ "${TESTS:-0}" = 1 ]; then
+  SORTD_TEST_DEVICE=gpu timeout 240 opencl_engine_test --gtest_brief=1 \
+    --gtest_filter='Algorithms.*:*OpenClSortTest*:SegmentedSort.*' > /tmp/kt.log 2>&1
+  echo "kernel tests exit $?"; tail -2 /tmp/kt.log
+fi
+IFS=';' read -ra CFGS <<< "$CONFIGS"
+for cfg in "${CFGS[@]}"; do
   set -- $cfg
   gpu_sort_benchmark --device=gpu --sizes=$SIZES --reps=5 --quick \
-    --radix_bits=$1 --local_bits=$2 --work_group=$3 --items32=$4 --items64=$5
+    --radix_bits=$1 --local_bits=$2 --work_group=$3 --items32=$4 --items64=$5 \
+    --bank_pad=${6:-1}
 done | tee "$OUT/sweep.jsonl" | grep -E '"info"|"n":67108864' | cut -c1-160
+if [ "${FULL:-0}" = 1 ]; then
+  gpu_sort_benchmark --device=gpu --sizes=${FULL_SIZES:-16,24,26,28} --reps=7 \
+    | tee "$OUT/sortd-bench.jsonl" | grep -E '"n":(65536|67108864),' | cut -c1-200
+  SIZES=${FULL_SIZES:-16,24,26,28}
+fi
 PYTHONUNBUFFERED=1 python3 .device/gpu-anchors.py --sizes "$(echo $SIZES)" \
   --json "$OUT/anchors.jsonl" > /dev/null 2>/tmp/anchors.err; echo "anchors exit $?"
 grep -E '"n": 67108864' "$OUT/anchors.jsonl"

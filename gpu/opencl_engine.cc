@@ -132,7 +132,7 @@ absl::Status OpenClEngine::Init() {
           "radix_sort",
           absl::StrCat("-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
                        " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
-                       " -DITEMS=", r.Items(bits),
+                       " -DITEMS=", r.Items(bits), " -DBANK_PAD=", r.bank_pad,
                        " -DHAS_INDEX=", with_index));
       if (!radix.ok()) return radix.status();
       auto bitonic = cache_->Get(
@@ -646,7 +646,7 @@ absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
   const int bits = KeyBits(job);
   const bool with_index = WithIndex(job);
   const size_t n = job.count;
-  bool bitonic = n <= policy_.bitonic.max_keys;
+  bool bitonic = n <= policy_.bitonic.MaxKeys(bits);
   if (options_.algorithm == Options::Algorithm::kRadix) bitonic = false;
   if (options_.algorithm == Options::Algorithm::kBitonic) bitonic = true;
 
@@ -797,7 +797,7 @@ size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
   const RadixSortPolicy& p = policy_.radix;
   const size_t radix = size_t{1} << p.radix_bits;
   const size_t passes = DivUp(bits, p.radix_bits);
-  bool bitonic = n <= policy_.bitonic.max_keys;
+  bool bitonic = n <= policy_.bitonic.MaxKeys(bits);
   if (options_.algorithm == Options::Algorithm::kRadix) bitonic = false;
   if (options_.algorithm == Options::Algorithm::kBitonic) bitonic = true;
   const size_t padded =

@@ -11,8 +11,13 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t tile = Tile(key_bits);
   const size_t radix = size_t{1} << radix_bits;
   const size_t local_radix = size_t{1} << LocalBits();
-  return tile * (key_bits / 8) + (with_index ? tile * 4 : 0) +
-         local_radix * work_group * 2 + radix * 4 + work_group * 4;
+  // Key, index and counter arrays carry the kernel's bank padding (one
+  // element in 32).
+  const size_t padded_tile = tile + (bank_pad ? tile / 32 : 0);
+  const size_t counters = local_radix * work_group;
+  return padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0) +
+         (counters + (bank_pad ? counters / 32 : 0)) * 2 + radix * 4 +
+         work_group * 4;
 }
 
 EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
@@ -28,16 +33,25 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
   } else if (absl::StrContains(device.vendor, "NVIDIA")) {
     // 8-bit passes ranked in two 4-bit steps: 7-17% faster than 4-bit
     // passes on every main case at 2^24 and 2^26 keys, and the fastest of
-    // nine shapes swept (bench/results/h100-20261122-radix-sweep).
+    // nine shapes swept (bench/results/h100-20261122-radix-sweep). With the
+    // scatter's bank padding, 8 keys per work-item beat 16 for 32-bit keys:
+    // 1.17x (u32) to 1.45x (u64) over the unpadded shape at 2^26
+    // (bench/results/h100-20261122-radix-pad).
     p.radix = {.radix_bits = 8,
                .local_bits = 4,
                .work_group = 256,
-               .items_32 = 16,
-               .items_64 = 8};
+               .items_32 = 8,
+               .items_64 = 8,
+               .bank_pad = 1};
     // Measured on the H100 (bench/results/h100-20261122-run3, kernel ms,
     // bitonic vs radix): u32 2^16 0.150 vs 0.262, 2^18 0.234 vs 0.245,
     // 2^20 0.359 vs 0.308; u64 2^18 0.264 vs 0.450, 2^20 0.472 vs 0.751.
-    p.bitonic.max_keys = size_t{1} << 18;
+    // Re-measured with the padded 8-bit radix (bench/results/
+    // h100-20261122-radix-pad-full, kernel ms, bitonic vs radix): u32 2^16
+    // 0.150 vs 0.164, 2^17 0.174 vs 0.160, 2^18 0.215 vs 0.177; u64 2^18
+    // 0.249 vs 0.322, 2^20 0.472 vs 0.434.
+    p.bitonic.max_keys = size_t{1} << 16;
+    p.bitonic.max_keys_64 = size_t{1} << 18;
     p.transpose = {.matrices_per_group = 64};
   }
   // Shrink until the scatter kernel fits the device's local memory and
@@ -99,8 +113,10 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
 std::string EnginePolicy::ToString() const {
   return absl::StrCat(
       "radix{bits=", radix.radix_bits, " local_bits=", radix.LocalBits(),
-      " wg=", radix.work_group,
+      " bank_pad=", radix.bank_pad, " wg=", radix.work_group,
       " items32=", radix.items_32, " items64=", radix.items_64,
+      "} bitonic{max_keys=", bitonic.max_keys,
+      " max_keys_64=", bitonic.MaxKeys(64),
       "} transpose{matrices_per_group=", transpose.matrices_per_group, "}");
 }
 

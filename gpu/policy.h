@@ -15,13 +15,15 @@
 namespace sortd::gpu {
 
 struct RadixSortPolicy {
-  int radix_bits = 4;    // digit width of a global pass: 4 or 8
+  int radix_bits = 4;  // digit width of a global pass: 4 or 8
   // Digit width of the scatter's in-tile ranking: 0 (= radix_bits) or 4
   // under 8-bit passes (two stable 4-bit ranking steps per pass).
   int local_bits = 0;
   int work_group = 256;  // work-items per group
   int items_32 = 16;     // keys per work-item, 32-bit keys
   int items_64 = 8;      // keys per work-item, 64-bit keys
+  // Pad the scatter's local arrays against bank conflicts (1) or not (0).
+  int bank_pad = 1;
 
   int Items(int key_bits) const { return key_bits == 64 ? items_64 : items_32; }
   int Tile(int key_bits) const { return work_group * Items(key_bits); }
@@ -36,7 +38,13 @@ struct BitonicPolicy {
   int work_group = 256;
   // Single arrays of at most this many keys are sorted by the bitonic
   // network instead of radix: its one launch beats radix's passes there.
+  // max_keys_64 for 64-bit keys (0: max_keys).
   size_t max_keys = 4096;
+  size_t max_keys_64 = 0;
+
+  size_t MaxKeys(int key_bits) const {
+    return key_bits == 64 && max_keys_64 > 0 ? max_keys_64 : max_keys;
+  }
 
   int Block(int key_bits) const { return key_bits == 64 ? block_64 : block_32; }
   size_t LocalBytes(int key_bits) const {

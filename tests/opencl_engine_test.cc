@@ -499,22 +499,26 @@ TEST(Algorithms, BitonicAndRadixBothMatchTheReference) {
 
 // 8-bit passes, ranked in one 8-bit step or in two stable 4-bit steps.
 TEST(Algorithms, EightBitDigits) {
-  for (int local_bits : {0, 4}) {
-    SCOPED_TRACE(absl::StrCat("local_bits=", local_bits));
+  // Both ranking widths, with and without the scatter's bank padding.
+  for (auto [local_bits, bank_pad] : {std::pair{0, 1}, {4, 1}, {4, 0}}) {
+    SCOPED_TRACE(
+        absl::StrCat("local_bits=", local_bits, " bank_pad=", bank_pad));
     OpenClEngine::Options options = CpuDevice();
     EnginePolicy p = EnginePolicy::For(Engine().info());
     p.radix = {.radix_bits = 8,
                .local_bits = local_bits,
                .work_group = 64,
                .items_32 = 8,
-               .items_64 = 8};
+               .items_64 = 8,
+               .bank_pad = bank_pad};
     options.policy = p;
     options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
     auto engine = OpenClEngine::Create(options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     for (size_t n :
          {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
-      for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kSpecial}) {
+      for (Shape shape :
+           {Shape::kRandom, Shape::kFewDistinct, Shape::kSpecial}) {
         CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 3), false,
                   Extra::kU64ValuesAndPermutation, "8-bit f32");
         CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 3),

@@ -40,6 +40,27 @@ typedef uint key_t;
 #define TILE (WG * ITEMS)
 #define PASSES ((KEY_BITS + RADIX_BITS - 1) / RADIX_BITS)
 
+// The scatter's local arrays are padded so that its strided accesses spread
+// over the local-memory banks: work-item t reads keys t*ITEMS .. t*ITEMS +
+// ITEMS-1, which unpadded puts a warp's 32 reads in 2 banks (a 16-way
+// conflict for ITEMS = 16). One element of padding every 32 (every 64 16-bit
+// counters: two) moves each work-item's run to its own bank. Padding is
+// a -D option (BANK_PAD, default 1), measured per device.
+#ifndef BANK_PAD
+#define BANK_PAD 1
+#endif
+#if BANK_PAD
+#define LPAD(i) ((i) + ((i) >> 5))
+#define LTILE (TILE + (TILE >> 5))
+#define CPAD(i) ((i) + (((i) >> 6) << 1))
+#define LCOUNTS (LRADIX * WG + ((LRADIX * WG) >> 5))
+#else
+#define LPAD(i) (i)
+#define LTILE TILE
+#define CPAD(i) (i)
+#define LCOUNTS (LRADIX * WG)
+#endif
+
 // Key kinds, as passed at run time.
 #define KIND_UNSIGNED 0
 #define KIND_SIGNED 1
@@ -185,11 +206,11 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
                    __global const uint* index_in, __global uint* index_out,
                    uint n, uint shift, __global const uint* offsets,
                    uint tiles) {
-  __local key_t lkeys[TILE];
+  __local key_t lkeys[LTILE];
 #if HAS_INDEX
-  __local uint lindex[TILE];
+  __local uint lindex[LTILE];
 #endif
-  __local ushort counts[LRADIX * WG];
+  __local ushort counts[LCOUNTS];
   __local uint digit_start[RADIX];
   __local uint tmp[WG];
 
@@ -201,9 +222,9 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
     if (li < count) {
-      lkeys[li] = keys_in[base + li];
+      lkeys[LPAD(li)] = keys_in[base + li];
 #if HAS_INDEX
-      lindex[li] = index_in[base + li];
+      lindex[LPAD(li)] = index_in[base + li];
 #endif
     }
   }
@@ -218,16 +239,16 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 #endif
   for (uint step = 0; step < SUBSTEPS; ++step) {
     const uint sub_shift = shift + step * LOCAL_BITS;
-    for (uint d = 0; d < LRADIX; ++d) counts[d * WG + lid] = 0;
+    for (uint d = 0; d < LRADIX; ++d) counts[CPAD(d * WG + lid)] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint j = 0; j < ITEMS; ++j) {
       const uint li = lid * ITEMS + j;
       if (li < count) {
-        k[j] = lkeys[li];
+        k[j] = lkeys[LPAD(li)];
 #if HAS_INDEX
-        x[j] = lindex[li];
+        x[j] = lindex[LPAD(li)];
 #endif
-        counts[(((uint)(k[j] >> sub_shift)) & LMASK) * WG + lid] += 1;
+        counts[CPAD((((uint)(k[j] >> sub_shift)) & LMASK) * WG + lid)] += 1;
 #if SUBSTEPS > 1
         if (step == 0) atomic_inc(&digit_start[digit_of(k[j], shift)]);
 #endif
@@ -238,17 +259,17 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
     // Exclusive scan of counts in digit-major order: work-item t scans the
     // LRADIX consecutive entries [t*LRADIX, (t+1)*LRADIX).
     uint sum = 0;
-    for (uint e = 0; e < LRADIX; ++e) sum += counts[lid * LRADIX + e];
+    for (uint e = 0; e < LRADIX; ++e) sum += counts[CPAD(lid * LRADIX + e)];
     uint total;
     uint prefix = work_group_exclusive_scan(sum, tmp, &total);
     for (uint e = 0; e < LRADIX; ++e) {
-      const uint c = counts[lid * LRADIX + e];
-      counts[lid * LRADIX + e] = (ushort)prefix;
+      const uint c = counts[CPAD(lid * LRADIX + e)];
+      counts[CPAD(lid * LRADIX + e)] = (ushort)prefix;
       prefix += c;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 #if SUBSTEPS == 1
-    for (uint d = lid; d < RADIX; d += WG) digit_start[d] = counts[d * WG];
+    for (uint d = lid; d < RADIX; d += WG) digit_start[d] = counts[CPAD(d * WG)];
     barrier(CLK_LOCAL_MEM_FENCE);  // reads column 0 before it moves
 #endif
 
@@ -256,12 +277,12 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
     for (uint j = 0; j < ITEMS; ++j) {
       const uint li = lid * ITEMS + j;
       if (li < count) {
-        const uint slot = (((uint)(k[j] >> sub_shift)) & LMASK) * WG + lid;
+        const uint slot = CPAD((((uint)(k[j] >> sub_shift)) & LMASK) * WG + lid);
         const uint rank = counts[slot];
         counts[slot] = (ushort)(rank + 1);
-        lkeys[rank] = k[j];
+        lkeys[LPAD(rank)] = k[j];
 #if HAS_INDEX
-        lindex[rank] = x[j];
+        lindex[LPAD(rank)] = x[j];
 #endif
       }
     }
@@ -294,12 +315,12 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
     if (li < count) {
-      const key_t key = lkeys[li];
+      const key_t key = lkeys[LPAD(li)];
       const uint d = digit_of(key, shift);
       const uint dst = offsets[d * tiles + tile] + (li - digit_start[d]);
       keys_out[dst] = key;
 #if HAS_INDEX
-      index_out[dst] = lindex[li];
+      index_out[dst] = lindex[LPAD(li)];
 #endif
     }
   }
