@@ -1,6 +1,13 @@
 #include "server/metrics.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <exception>
+#include <thread>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -158,12 +165,55 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
   if (listen.empty()) return m;
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(listen);
+    m->listen_host_ = listen.substr(0, listen.rfind(':'));
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
   m->exposer_->RegisterCollectable(m->registry_);
   return m;
+}
+
+// civetweb's listener thread waits for connections in 2-second polls and
+// checks for a stop only between them, so a plain stop takes up to 2 s.
+// While the exposer stops, a helper connects to its port every 20 ms: the
+// poll returns, the listener sees the stop flag and exits.
+Metrics::~Metrics() {
+  if (exposer_ == nullptr) return;
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  std::atomic<bool> stopped{false};
+  std::thread waker;
+  if (!ports.empty()) {
+    std::string host = listen_host_;
+    if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+    if (host == "[::]" || host == "::") host = "::1";
+    if (host.size() > 2 && host.front() == '[') {
+      host = host.substr(1, host.size() - 2);
+    }
+    const int port = ports.front();
+    waker = std::thread([&stopped, host, port] {
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* addr = nullptr;
+      if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                      &addr) != 0) {
+        return;
+      }
+      while (!stopped.load()) {
+        const int fd =
+            socket(addr->ai_family, addr->ai_socktype, addr->ai_protocol);
+        if (fd >= 0) {
+          connect(fd, addr->ai_addr, addr->ai_addrlen);
+          close(fd);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      freeaddrinfo(addr);
+    });
+  }
+  exposer_.reset();
+  stopped = true;
+  if (waker.joinable()) waker.join();
 }
 
 std::vector<int> Metrics::listening_ports() const {

@@ -70,11 +70,15 @@ class Metrics final : public SchedulerListener {
 
   prometheus::Registry& registry() { return *registry_; }
 
+  // Stops the HTTP endpoint at once (see the .cc for how).
+  ~Metrics() override;
+
  private:
   Metrics();
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string listen_host_;  // where the exposer listens, for ~Metrics
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
   prometheus::Family<prometheus::Counter>& keys_sorted_;

@@ -569,9 +569,9 @@ int Serve() {
   server->Wait();
   scheduler.Drain(absl::Now());
   std::fprintf(stderr, "sortd: stopped\n");
-  // The process is about to exit. Stopping the metrics endpoint would wait
-  // out civetweb's 2-second poll for nothing, so it is left to the OS.
-  metrics->release();
+  // Everything is destroyed in reverse order of creation: the scheduler,
+  // the engines, the server, and last the metrics endpoint (~Metrics stops
+  // it quickly).
   return 0;
 }
 
