@@ -22,6 +22,9 @@ PACKAGES=(
   openssl
   # static checks of deploy/: YAML lint, YAML parsing (kubectl: below)
   yamllint python3-yaml
+  # fuzzing (libFuzzer) and sanitizer runtimes: scripts/fuzz.sh builds with
+  # clang; scripts/sanitize.sh uses gcc's ASan/UBSan/TSan
+  clang libclang-rt-14-dev libasan8 libubsan1 libtsan2
 )
 # `kubectl kustomize` renders deploy/k8s offline. Debian's kubectl is in
 # kubernetes-client; a machine that already has a kubectl (from another

@@ -35,5 +35,7 @@ cd "$BUILD_DIR"
 if [ -n "$TESTS" ]; then
   ctest --output-on-failure -j "$(nproc)" -R "$TESTS" "${@:2}"
 else
-  ctest --output-on-failure -j "$(nproc)" "${@:2}"
+  # deploy_static checks the container's package list against what sortd
+  # links, which a sanitizer build changes: it is not sanitizer material.
+  ctest --output-on-failure -j "$(nproc)" -E deploy_static "${@:2}"
 fi
