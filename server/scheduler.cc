@@ -321,13 +321,14 @@ void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {
 void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
   if (result.status.ok()) result.route = task->route;
   task->done(result);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.answered;
-    admitted_units_ -= task->units;
-    --admitted_requests_;
-    ReportQueueLocked();
-  }
+  // Notified under the lock: once Drain sees nothing admitted it may
+  // destroy the scheduler, which must not happen while this thread is
+  // still inside notify_all.
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.answered;
+  admitted_units_ -= task->units;
+  --admitted_requests_;
+  ReportQueueLocked();
   idle_cv_.notify_all();
 }
 
