@@ -49,29 +49,6 @@ struct Inputs {
   std::vector<v1::TransposeRequest> transposes;
 };
 
-void SetKeys(KeyType type, std::string keys, v1::SortRequest* r) {
-  switch (type) {
-    case KeyType::kU32:
-      r->set_u32_keys(std::move(keys));
-      break;
-    case KeyType::kI32:
-      r->set_i32_keys(std::move(keys));
-      break;
-    case KeyType::kF32:
-      r->set_f32_keys(std::move(keys));
-      break;
-    case KeyType::kU64:
-      r->set_u64_keys(std::move(keys));
-      break;
-    case KeyType::kI64:
-      r->set_i64_keys(std::move(keys));
-      break;
-    case KeyType::kF64:
-      r->set_f64_keys(std::move(keys));
-      break;
-  }
-}
-
 Inputs MakeInputs(const BenchOptions& o, uint64_t size, size_t class_index) {
   Inputs in;
   in.size = size;

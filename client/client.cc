@@ -90,76 +90,43 @@ void Client::Prepare(grpc::ClientContext* context) const {
 
 namespace {
 
-// The set key field of a request, and the same field of a response.
-const std::string* RequestKeys(const v1::SortRequest& r) {
-  switch (r.keys_case()) {
-    case v1::SortRequest::kU32Keys:
-      return &r.u32_keys();
-    case v1::SortRequest::kI32Keys:
-      return &r.i32_keys();
-    case v1::SortRequest::kF32Keys:
-      return &r.f32_keys();
-    case v1::SortRequest::kU64Keys:
-      return &r.u64_keys();
-    case v1::SortRequest::kI64Keys:
-      return &r.i64_keys();
-    case v1::SortRequest::kF64Keys:
-      return &r.f64_keys();
-    case v1::SortRequest::KEYS_NOT_SET:
-      break;
+// Requests and responses number their key fields alike (1-6: u32, i32,
+// f32, u64, i64, f64) and name their accessors alike, so one template
+// serves both.
+template <typename Message>
+std::string* MutableKeysByNumber(int n, Message* m) {
+  switch (n) {
+    case 1:
+      return m->mutable_u32_keys();
+    case 2:
+      return m->mutable_i32_keys();
+    case 3:
+      return m->mutable_f32_keys();
+    case 4:
+      return m->mutable_u64_keys();
+    case 5:
+      return m->mutable_i64_keys();
+    default:
+      return m->mutable_f64_keys();
   }
-  return nullptr;
 }
 
-// Field number n (1-6) of the keys oneof, in a request or a response.
-std::string* MutableKeysByNumber(int n, v1::SortRequest* r) {
-  switch (n) {
+// The set key field of a request or response; null when none is set.
+template <typename Message>
+const std::string* KeysOf(const Message& m) {
+  switch (static_cast<int>(m.keys_case())) {
     case 1:
-      return r->mutable_u32_keys();
+      return &m.u32_keys();
     case 2:
-      return r->mutable_i32_keys();
+      return &m.i32_keys();
     case 3:
-      return r->mutable_f32_keys();
+      return &m.f32_keys();
     case 4:
-      return r->mutable_u64_keys();
+      return &m.u64_keys();
     case 5:
-      return r->mutable_i64_keys();
-    default:
-      return r->mutable_f64_keys();
-  }
-}
-std::string* MutableKeysByNumber(int n, v1::SortResponse* r) {
-  switch (n) {
-    case 1:
-      return r->mutable_u32_keys();
-    case 2:
-      return r->mutable_i32_keys();
-    case 3:
-      return r->mutable_f32_keys();
-    case 4:
-      return r->mutable_u64_keys();
-    case 5:
-      return r->mutable_i64_keys();
-    default:
-      return r->mutable_f64_keys();
-  }
-}
-const std::string* ResponseKeys(const v1::SortResponse& r) {
-  switch (r.keys_case()) {
-    case v1::SortResponse::kU32Keys:
-      return &r.u32_keys();
-    case v1::SortResponse::kI32Keys:
-      return &r.i32_keys();
-    case v1::SortResponse::kF32Keys:
-      return &r.f32_keys();
-    case v1::SortResponse::kU64Keys:
-      return &r.u64_keys();
-    case v1::SortResponse::kI64Keys:
-      return &r.i64_keys();
-    case v1::SortResponse::kF64Keys:
-      return &r.f64_keys();
-    case v1::SortResponse::KEYS_NOT_SET:
-      break;
+      return &m.i64_keys();
+    case 6:
+      return &m.f64_keys();
   }
   return nullptr;
 }
@@ -189,7 +156,7 @@ absl::StatusOr<v1::SortResponse> Client::Echo(const v1::SortRequest& request) {
 
 absl::StatusOr<v1::SortResponse> Client::SortStream(
     const v1::SortRequest& request) {
-  const std::string* keys = RequestKeys(request);
+  const std::string* keys = KeysOf(request);
   if (keys == nullptr) {
     return absl::InvalidArgumentError("the request has no keys set");
   }
@@ -244,7 +211,7 @@ absl::StatusOr<v1::SortResponse> Client::SortStream(
   std::string* out_keys = MutableKeysByNumber(field, &response);
   out_keys->reserve(keys->size());
   while (stream->Read(&chunk)) {
-    if (const std::string* k = ResponseKeys(chunk); k != nullptr) {
+    if (const std::string* k = KeysOf(chunk); k != nullptr) {
       out_keys->append(*k);
     }
     if (chunk.has_u32_values()) {

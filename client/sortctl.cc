@@ -284,27 +284,7 @@ absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(Progress& progress) {
   const size_t n = keys->size() / sortd::KeySize(*type);
 
   sortd::v1::SortRequest request;
-  using sortd::KeyType;
-  switch (*type) {
-    case KeyType::kU32:
-      request.set_u32_keys(std::move(*keys));
-      break;
-    case KeyType::kI32:
-      request.set_i32_keys(std::move(*keys));
-      break;
-    case KeyType::kF32:
-      request.set_f32_keys(std::move(*keys));
-      break;
-    case KeyType::kU64:
-      request.set_u64_keys(std::move(*keys));
-      break;
-    case KeyType::kI64:
-      request.set_i64_keys(std::move(*keys));
-      break;
-    case KeyType::kF64:
-      request.set_f64_keys(std::move(*keys));
-      break;
-  }
+  sortd::cli::SetKeys(*type, std::move(*keys), &request);
   request.set_order(absl::GetFlag(FLAGS_desc) ? sortd::v1::ORDER_DESCENDING
                                               : sortd::v1::ORDER_ASCENDING);
   request.set_return_permutation(absl::GetFlag(FLAGS_permutation));

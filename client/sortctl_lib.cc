@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -230,6 +231,29 @@ std::string RandomWords(size_t count, uint64_t seed) {
   out.reserve(count * 4);
   for (size_t i = 0; i < count; ++i) Append(&out, static_cast<uint32_t>(rng()));
   return out;
+}
+
+void SetKeys(KeyType type, std::string bytes, v1::SortRequest* r) {
+  switch (type) {
+    case KeyType::kU32:
+      r->set_u32_keys(std::move(bytes));
+      break;
+    case KeyType::kI32:
+      r->set_i32_keys(std::move(bytes));
+      break;
+    case KeyType::kF32:
+      r->set_f32_keys(std::move(bytes));
+      break;
+    case KeyType::kU64:
+      r->set_u64_keys(std::move(bytes));
+      break;
+    case KeyType::kI64:
+      r->set_i64_keys(std::move(bytes));
+      break;
+    case KeyType::kF64:
+      r->set_f64_keys(std::move(bytes));
+      break;
+  }
 }
 
 KeyType KeysOf(const v1::SortRequest& r, const std::string** bytes) {

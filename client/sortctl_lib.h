@@ -34,6 +34,9 @@ std::string RandomKeys(KeyType type, size_t count, uint64_t seed);
 std::string RandomValues(ValueType type, size_t count, uint64_t seed);
 std::string RandomWords(size_t count, uint64_t seed);
 
+// Sets the request's key field of `type` to the packed `bytes`.
+void SetKeys(KeyType type, std::string bytes, v1::SortRequest* request);
+
 // The request's key field and its type (the request must have keys).
 KeyType KeysOf(const v1::SortRequest& request, const std::string** bytes);
 const std::string& KeysOf(const v1::SortResponse& response);

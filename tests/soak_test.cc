@@ -61,29 +61,6 @@ struct Outcomes {
   }
 };
 
-void SetKeys(KeyType type, std::string bytes, v1::SortRequest* r) {
-  switch (type) {
-    case KeyType::kU32:
-      r->set_u32_keys(std::move(bytes));
-      break;
-    case KeyType::kI32:
-      r->set_i32_keys(std::move(bytes));
-      break;
-    case KeyType::kF32:
-      r->set_f32_keys(std::move(bytes));
-      break;
-    case KeyType::kU64:
-      r->set_u64_keys(std::move(bytes));
-      break;
-    case KeyType::kI64:
-      r->set_i64_keys(std::move(bytes));
-      break;
-    case KeyType::kF64:
-      r->set_f64_keys(std::move(bytes));
-      break;
-  }
-}
-
 // One client thread: random calls until `stop`, each verified or with an
 // outcome its own deadline or cancel explains.
 void Client(int id, v1::SortService::Stub* stub, std::atomic<bool>* stop,
@@ -124,7 +101,7 @@ void Client(int id, v1::SortService::Stub* stub, std::atomic<bool>* stop,
                                [&](grpc::Status s) { done.set_value(s); });
     } else {
       const KeyType type = static_cast<KeyType>((r >> 20) % 6);
-      SetKeys(type, cli::RandomKeys(type, n, r), &sort);
+      cli::SetKeys(type, cli::RandomKeys(type, n, r), &sort);
       sort.set_order((r >> 23) % 2 ? v1::ORDER_DESCENDING
                                    : v1::ORDER_ASCENDING);
       switch ((r >> 24) % 3) {
