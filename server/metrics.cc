@@ -7,8 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
-#include <thread>
 #include <limits>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/gauge.h"
@@ -150,7 +150,21 @@ Metrics::Metrics()
       inflight_requests_(Gauges(*registry_, "sortd_inflight_requests",
                                 "Requests admitted and not yet answered "
                                 "(queued or running)")
-                             .Add({})) {
+                             .Add({})),
+      resident_bytes_(Gauges(*registry_, "process_resident_memory_bytes",
+                             "Resident memory of sortd (VmRSS)")
+                          .Add({})),
+      heap_trims_(prometheus::BuildCounter()
+                      .Name("sortd_heap_trims_total")
+                      .Help("Times sortd gave free heap memory back to the "
+                            "system after going idle (--idle_trim_interval)")
+                      .Register(*registry_)
+                      .Add({})),
+      heap_trimmed_bytes_(prometheus::BuildCounter()
+                              .Name("sortd_heap_trimmed_bytes_total")
+                              .Help("Resident bytes released by those trims")
+                              .Register(*registry_)
+                              .Add({})) {
   prometheus::BuildGauge()
       .Name("sortd_build_info")
       .Help("Always 1; the label carries the sortd version")
@@ -292,6 +306,15 @@ void Metrics::OnStages(const std::string& device, const char* kernel,
                        const StageTimes& stages) {
   for (const StageTime& st : stages) {
     ObserveStage(device, kernel, st.stage, st.seconds);
+  }
+}
+
+void Metrics::RecordMemory(double resident_bytes, bool trimmed,
+                           double released_bytes) {
+  resident_bytes_.Set(resident_bytes);
+  if (trimmed) {
+    heap_trims_.Increment();
+    heap_trimmed_bytes_.Increment(released_bytes);
   }
 }
 

@@ -50,6 +50,9 @@ class Metrics final : public SchedulerListener {
   // The router's thresholds, in keys (32 per matrix for transposes).
   void SetThresholds(const Thresholds& sort, const Thresholds& transpose);
 
+  // Resident memory of sortd, and an idle heap trim when `trimmed`.
+  void RecordMemory(double resident_bytes, bool trimmed, double released_bytes);
+
   // SchedulerListener.
   void OnRoute(Op op, Route route) override;
   void OnBatch(Op op, const std::string& device, size_t requests,
@@ -98,6 +101,9 @@ class Metrics final : public SchedulerListener {
   prometheus::Gauge& queued_keys_;
   prometheus::Gauge& queued_requests_;
   prometheus::Gauge& inflight_requests_;
+  prometheus::Gauge& resident_bytes_;
+  prometheus::Counter& heap_trims_;
+  prometheus::Counter& heap_trimmed_bytes_;
 };
 
 }  // namespace sortd

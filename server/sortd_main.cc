@@ -38,6 +38,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/calibrate.h"
 #include "server/cpu_sorter.h"
+#include "server/memory.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/service.h"
@@ -145,6 +146,10 @@ ABSL_FLAG(int64_t, calibrate_max_keys, int64_t{1} << 20,
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long calls in flight may take to finish "
           "before they are cancelled.");
+ABSL_FLAG(absl::Duration, idle_trim_interval, absl::Seconds(1),
+          "Once no request has been answered or in flight for this long, "
+          "give free heap memory back to the system (malloc_trim), once per "
+          "quiet period; 0 turns it off");
 ABSL_FLAG(std::string, kernel_cache_dir, DefaultKernelCacheDir(),
           "Folder for compiled OpenCL program binaries, so that restarts "
           "skip kernel compilation; a stale or corrupt entry is rebuilt. "
@@ -527,6 +532,19 @@ int Serve() {
   sortd::Scheduler scheduler(options, &cpu, std::move(*engines),
                              metrics->get());
   service.SetScheduler(&scheduler);
+  sortd::IdleTrimmer::Options trim_options;
+  trim_options.interval = absl::GetFlag(FLAGS_idle_trim_interval);
+  sortd::IdleTrimmer trimmer(
+      trim_options,
+      [&scheduler] {
+        const sortd::Scheduler::Stats s = scheduler.stats();
+        return sortd::IdleTrimmer::Activity{
+            s.submitted, s.submitted != s.answered + s.rejected};
+      },
+      [m = metrics->get()](const sortd::IdleTrimmer::Tick& t) {
+        m->RecordMemory(static_cast<double>(t.resident_bytes), t.trimmed,
+                        static_cast<double>(t.released_bytes));
+      });
   health->SetServingStatus(true);
   health->SetServingStatus(kServiceName, true);
 

@@ -19,6 +19,7 @@
 #include "client/client.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "server/transpose.h"
+#include "tests/http_get.h"
 #include "tests/reference.h"
 #include "tests/server_process.h"
 
@@ -208,28 +209,6 @@ TEST_F(E2ETest, BadInputGetsAClearStatusAndTheServerKeepsServing) {
   // Still serving, and correctly.
   EXPECT_TRUE(client_->CheckHealth().ok());
   ExpectSorted<float>(*client_, 5000, false);
-}
-
-// Minimal HTTP GET on loopback, for the metrics endpoint.
-std::string HttpGet(const std::string& host_port, const std::string& path) {
-  const size_t colon = host_port.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(std::stoi(host_port.substr(colon + 1)));
-  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: x\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string body;
-  char buf[8192];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) body.append(buf, n);
-  close(fd);
-  return body;
 }
 
 TEST_F(E2ETest, MetricsCountRequestsByCodeAndPath) {

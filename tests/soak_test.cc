@@ -28,6 +28,7 @@
 #include "client/sortctl_lib.h"
 #include "grpcpp/grpcpp.h"
 #include "sortd/v1/sortd.grpc.pb.h"
+#include "tests/http_get.h"
 #include "tests/server_process.h"
 
 namespace sortd {
@@ -170,6 +171,12 @@ void Client(int id, v1::SortService::Stub* stub, std::atomic<bool>* stop,
   }
 }
 
+// sortd's count of idle heap trims (-1 when it cannot be read).
+double Trims(const ServerProcess& server) {
+  return MetricValue(HttpGet(server.metrics_address(), "/metrics"),
+                     "sortd_heap_trims_total");
+}
+
 TEST(Soak, MixedVerifiedLoadWithCancelsDeadlinesAndDrain) {
   const char* env = std::getenv("SORTD_SOAK_SECONDS");
   const int seconds = env != nullptr ? std::max(4, std::atoi(env)) : 90;
@@ -177,7 +184,8 @@ TEST(Soak, MixedVerifiedLoadWithCancelsDeadlinesAndDrain) {
       {"--device=opencl-cpu", "--kernel_cache_dir=", "--cpu_max_keys=512",
        "--solo_min_keys=65536", "--transpose_cpu_max_matrices=16",
        "--transpose_solo_min_matrices=2048", "--device_memory_bytes=67108864",
-       "--max_request_bytes=67108864"});
+       "--max_request_bytes=67108864", "--metrics_listen=127.0.0.1:0",
+       "--idle_trim_interval=250ms"});
   ASSERT_TRUE(server.Start()) << server.Output();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // answers carry permutations too
@@ -209,6 +217,25 @@ TEST(Soak, MixedVerifiedLoadWithCancelsDeadlinesAndDrain) {
     }
     stop = true;
     for (std::thread& t : clients) t.join();
+    // At rest: once sortd has been idle for --idle_trim_interval it gives
+    // free heap memory back. Wait for a trim that follows all of this
+    // phase's work: one more call after reading the count guarantees one.
+    const double trims = Trims(server);
+    ASSERT_GE(trims, 0) << "no sortd_heap_trims_total in /metrics";
+    {
+      v1::SortRequest one;
+      one.set_u32_keys(std::string(4, '\1'));
+      v1::SortResponse answer;
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(stub->Sort(&ctx, one, &answer).ok());
+    }
+    const auto trim_deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (Trims(server) <= trims) {
+      ASSERT_LT(std::chrono::steady_clock::now(), trim_deadline)
+          << "sortd did not trim its heap after going idle";
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     rest.push_back(RssBytes(server.pid()));
   }
 
