@@ -7,7 +7,8 @@ source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
 mkdir -p "$OUT"
 SIZES=${SIZES:-24,26}
-# CONFIGS: "radix_bits local_bits work_group items32 items64 [bank_pad]"
+# CONFIGS: "radix_bits local_bits work_group items32 items64 [bank_pad
+# [onesweep [lookback]]]"
 # entries;
 # FULL=1 then runs every row of the default policy at FULL_SIZES.
 CONFIGS=${CONFIGS:-"4 0 256 16 8;4 0 256 8 4;4 0 128 16 8;4 0 128 8 8;8 4 256 16 8;8 4 256 8 4;8 4 128 16 8;8 4 128 8 8;8 4 512 8 4"}
@@ -21,7 +22,7 @@ for cfg in "${CFGS[@]}"; do
   set -- $cfg
   gpu_sort_benchmark --device=gpu --sizes=$SIZES --reps=5 --quick \
     --radix_bits=$1 --local_bits=$2 --work_group=$3 --items32=$4 --items64=$5 \
-    --bank_pad=${6:-1}
+    --bank_pad=${6:-1} --onesweep=${7:-0} --lookback=${8:-8}
 done | tee "$OUT/sweep.jsonl" | grep -E '"info"|"n":67108864' | cut -c1-160
 if [ "${FULL:-0}" = 1 ]; then
   gpu_sort_benchmark --device=gpu --sizes=${FULL_SIZES:-16,24,26,28} --reps=7 \

@@ -10,6 +10,7 @@
 //   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
 //                      [--radix_bits=4|8] [--local_bits=0|4] [--bank_pad=0|1]
+//                      [--onesweep=0|1] [--lookback=N]
 //                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
 #include <algorithm>
 #include <chrono>
@@ -203,7 +204,7 @@ int main(int argc, char** argv) {
   int reps = 5;
   int transpose_log2 = 24;
   int radix_bits = 0, local_bits = -1, work_group = 0, items32 = 0, items64 = 0,
-      bank_pad = -1;
+      bank_pad = -1, onesweep = -1, lookback = 0;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -213,6 +214,8 @@ int main(int argc, char** argv) {
     if (a.rfind("--items32=", 0) == 0) items32 = std::stoi(a.substr(10));
     if (a.rfind("--items64=", 0) == 0) items64 = std::stoi(a.substr(10));
     if (a.rfind("--bank_pad=", 0) == 0) bank_pad = std::stoi(a.substr(11));
+    if (a.rfind("--onesweep=", 0) == 0) onesweep = std::stoi(a.substr(11));
+    if (a.rfind("--lookback=", 0) == 0) lookback = std::stoi(a.substr(11));
     if (a == "--quick") quick = true;
     if (a.rfind("--device=", 0) == 0) device = a.substr(9);
     if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
@@ -230,8 +233,9 @@ int main(int argc, char** argv) {
   options.kind = device == "gpu" ? sortd::gpu::DeviceKind::kGpu
                                  : sortd::gpu::DeviceKind::kCpu;
   auto engine = OpenClEngine::Create(options);
-  if (engine.ok() && (radix_bits > 0 || local_bits >= 0 || work_group > 0 ||
-                      items32 > 0 || items64 > 0 || bank_pad >= 0)) {
+  if (engine.ok() &&
+      (radix_bits > 0 || local_bits >= 0 || work_group > 0 || items32 > 0 ||
+       items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0)) {
     // Another radix shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
     if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
@@ -240,6 +244,8 @@ int main(int argc, char** argv) {
     if (items32 > 0) policy.radix.items_32 = items32;
     if (items64 > 0) policy.radix.items_64 = items64;
     if (bank_pad >= 0) policy.radix.bank_pad = bank_pad;
+    if (onesweep >= 0) policy.radix.onesweep = onesweep;
+    if (lookback > 0) policy.radix.lookback = lookback;
     options.policy = policy;
     engine = OpenClEngine::Create(options);
   }

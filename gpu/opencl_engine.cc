@@ -133,6 +133,7 @@ absl::Status OpenClEngine::Init() {
           absl::StrCat("-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
                        " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
                        " -DITEMS=", r.Items(bits), " -DBANK_PAD=", r.bank_pad,
+                       " -DLOOKBACK=", r.lookback,
                        " -DHAS_INDEX=", with_index));
       if (!radix.ok()) return radix.status();
       auto bitonic = cache_->Get(
@@ -149,6 +150,7 @@ absl::Status OpenClEngine::Init() {
                              {&k.scan_blocks, "scan_blocks"},
                              {&k.scan_add, "scan_add"},
                              {&k.scatter, "radix_scatter"},
+                             {&k.onesweep, "radix_onesweep"},
                              {&k.decode, "radix_decode"}}));
         BitonicKernels& bk = lane->bitonic[wide][with_index];
         SORTD_RETURN_IF_ERROR(
@@ -523,20 +525,55 @@ absl::Status OpenClEngine::Upload(Run& run, const SortJob& job, size_t padded,
                 policy_.radix.work_group, "transform");
 }
 
+bool OpenClEngine::UsesOnesweep(size_t count, bool has_totals) const {
+  return policy_.radix.onesweep != 0 && has_totals && count < (size_t{1} << 30);
+}
+
 // LSD passes over `count` elements of a.keys[a.cur] (and indices), except
 // the passes marked in `skip`.
 absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
                                        size_t count, Arrays& a,
-                                       const std::vector<bool>& skip) {
+                                       const std::vector<bool>& skip,
+                                       const cl::Buffer* totals) {
   const RadixSortPolicy& p = policy_.radix;
   RadixKernels& k = run.lane->radix[key_bits == 64][with_index];
   const size_t tiles = DivUp(count, p.Tile(key_bits));
   const size_t radix = size_t{1} << p.radix_bits;
+  const cl_uint n = static_cast<cl_uint>(count);
+  const cl_uint tiles32 = static_cast<cl_uint>(tiles);
+  if (UsesOnesweep(count, totals != nullptr)) {
+    // Per pass: the look-back status words and the tile counter, zeroed,
+    // then one launch.
+    const size_t status_bytes = (tiles * radix + 1) * 4;
+    absl::StatusOr<cl::Buffer> status =
+        Allocate(run, status_bytes, "look-back status");
+    if (!status.ok()) return status.status();
+    for (size_t pass = 0; pass < skip.size(); ++pass) {
+      if (skip[pass]) continue;
+      cl::Event e;
+      SORTD_CL_RETURN_IF(run.lane->queue.enqueueFillBuffer(
+                             *status, cl_uint{0}, 0, status_bytes, nullptr, &e),
+                         "clEnqueueFillBuffer(look-back status)");
+      run.events.emplace_back("scatter", e);
+      k.onesweep.setArg(0, a.keys[a.cur]);
+      k.onesweep.setArg(1, a.keys[1 - a.cur]);
+      k.onesweep.setArg(2, a.index[a.cur]);
+      k.onesweep.setArg(3, a.index[1 - a.cur]);
+      k.onesweep.setArg(4, n);
+      k.onesweep.setArg(5, static_cast<cl_uint>(pass * p.radix_bits));
+      k.onesweep.setArg(6, *totals);
+      k.onesweep.setArg(7, static_cast<cl_uint>(pass * radix));
+      k.onesweep.setArg(8, *status);
+      k.onesweep.setArg(9, tiles32);
+      SORTD_RETURN_IF_ERROR(
+          Launch(run, k.onesweep, tiles, p.work_group, "scatter"));
+      a.cur = 1 - a.cur;
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<cl::Buffer> offsets =
       Allocate(run, tiles * radix * 4, "tile offsets");
   if (!offsets.ok()) return offsets.status();
-  const cl_uint n = static_cast<cl_uint>(count);
-  const cl_uint tiles32 = static_cast<cl_uint>(tiles);
   for (size_t pass = 0; pass < skip.size(); ++pass) {
     if (skip[pass]) continue;
     const cl_uint shift = static_cast<cl_uint>(pass * p.radix_bits);
@@ -682,7 +719,8 @@ absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
     const cl_uint* c = counts.data() + p * radix;
     skip[p] = std::find(c, c + radix, static_cast<cl_uint>(n)) != c + radix;
   }
-  SORTD_RETURN_IF_ERROR(RadixPasses(run, bits, with_index, n, a, skip));
+  SORTD_RETURN_IF_ERROR(
+      RadixPasses(run, bits, with_index, n, a, skip, &totals));
   return Download(run, job, a);
 }
 
@@ -775,8 +813,8 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
         SORTD_RETURN_IF_ERROR(
             Copy(run, a.index[0], begin * 4, scratch.index[0], 0, len * 4));
       }
-      SORTD_RETURN_IF_ERROR(
-          RadixPasses(run, bits, with_index, len, scratch, all_passes));
+      SORTD_RETURN_IF_ERROR(RadixPasses(run, bits, with_index, len, scratch,
+                                        all_passes, nullptr));
       SORTD_RETURN_IF_ERROR(Copy(run, scratch.keys[scratch.cur], 0, a.keys[0],
                                  begin * ks, len * ks));
       if (with_index) {
@@ -806,7 +844,10 @@ size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
   size_t total = sc(n * ks) + 2 * sc(padded * ks) +
                  2 * sc(with_index ? padded * 4 : 0) + 2 * sc(n * vs) +
                  sc(passes * radix * 4);
-  if (!bitonic) {
+  if (!bitonic && UsesOnesweep(n, true)) {
+    // RadixPasses(): the look-back status words.
+    total += sc((DivUp(n, static_cast<size_t>(p.Tile(bits))) * radix + 1) * 4);
+  } else if (!bitonic) {
     // RadixPasses(): tile offsets, and ScanInPlace()'s block sums, which
     // every pass allocates anew.
     const size_t tile = static_cast<size_t>(p.Tile(bits));

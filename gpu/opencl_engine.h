@@ -135,7 +135,8 @@ class OpenClEngine final : public Sorter {
 
  private:
   struct RadixKernels {
-    cl::Kernel encode, histogram, scan_blocks, scan_add, scatter, decode;
+    cl::Kernel encode, histogram, scan_blocks, scan_add, scatter, onesweep,
+        decode;
   };
   struct BitonicKernels {
     cl::Kernel pad, sort_blocks, merge_global, merge_local, segmented;
@@ -192,9 +193,14 @@ class OpenClEngine final : public Sorter {
   // The steps every sort is made of.
   absl::Status Upload(Run& run, const SortJob& job, size_t padded,
                       bool count_digits, Arrays& a, cl::Buffer* totals);
+  // `totals`: every pass's digit counts over the `count` keys (from
+  // Upload), or null; the one-launch passes need them.
   absl::Status RadixPasses(Run& run, int key_bits, bool with_index,
                            size_t count, Arrays& a,
-                           const std::vector<bool>& skip);
+                           const std::vector<bool>& skip,
+                           const cl::Buffer* totals);
+  // Whether RadixPasses over `count` keys takes one launch per pass.
+  bool UsesOnesweep(size_t count, bool has_totals) const;
   absl::Status BitonicSort(Run& run, int key_bits, bool with_index,
                            size_t padded, Arrays& a);
   absl::Status Download(Run& run, const SortJob& job, Arrays& a);

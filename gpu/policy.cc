@@ -37,6 +37,8 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
     // scatter's bank padding, 8 keys per work-item beat 16 for 32-bit keys:
     // 1.17x (u32) to 1.45x (u64) over the unpadded shape at 2^26
     // (bench/results/h100-20261122-radix-pad).
+    // One-launch passes (onesweep) measured level with these at best
+    // (bench/results/h100-20261122-onesweep-v3): off.
     p.radix = {.radix_bits = 8,
                .local_bits = 4,
                .work_group = 256,
@@ -91,7 +93,8 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
     if (radix.ScatterLocalBytes(bits, true) > device.local_mem_bytes ||
         static_cast<size_t>(radix.work_group) > device.max_work_group ||
         radix.Tile(bits) >= 65536 ||
-        radix.radix_bits % radix.LocalBits() != 0) {
+        radix.radix_bits % radix.LocalBits() != 0 || radix.lookback < 1 ||
+        radix.lookback > 64) {
       return absl::FailedPreconditionError(
           absl::StrCat("radix policy ", ToString(), " does not fit ",
                        device.name, " (local memory ", device.local_mem_bytes,
@@ -113,7 +116,8 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
 std::string EnginePolicy::ToString() const {
   return absl::StrCat(
       "radix{bits=", radix.radix_bits, " local_bits=", radix.LocalBits(),
-      " bank_pad=", radix.bank_pad, " wg=", radix.work_group,
+      " bank_pad=", radix.bank_pad, " onesweep=", radix.onesweep,
+      " lookback=", radix.lookback, " wg=", radix.work_group,
       " items32=", radix.items_32, " items64=", radix.items_64,
       "} bitonic{max_keys=", bitonic.max_keys,
       " max_keys_64=", bitonic.MaxKeys(64),

@@ -24,6 +24,13 @@ struct RadixSortPolicy {
   int items_64 = 8;      // keys per work-item, 64-bit keys
   // Pad the scatter's local arrays against bank conflicts (1) or not (0).
   int bank_pad = 1;
+  // One launch per pass with a decoupled look-back (radix_onesweep, 1)
+  // instead of histogram, scan and scatter launches (0). It needs started
+  // work-groups to keep running (NVIDIA, PoCL); arrays of 2^30 keys or more
+  // and segments always take the three-launch passes.
+  int onesweep = 0;
+  // Predecessor tiles the look-back reads at once.
+  int lookback = 8;
 
   int Items(int key_bits) const { return key_bits == 64 ? items_64 : items_32; }
   int Tile(int key_bits) const { return work_group * Items(key_bits); }

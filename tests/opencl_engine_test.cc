@@ -533,6 +533,48 @@ TEST(Algorithms, EightBitDigits) {
   }
 }
 
+// One launch per pass with a decoupled look-back (radix_onesweep), under
+// 4-bit and 8-bit passes; sizes from one tile to hundreds of tiles, so that
+// look-backs cross many tiles that publish aggregates and prefixes.
+TEST(Algorithms, OnesweepPasses) {
+  for (auto [radix_bits, local_bits] : {std::pair{4, 0}, {8, 4}}) {
+    SCOPED_TRACE(absl::StrCat("radix_bits=", radix_bits));
+    OpenClEngine::Options options = CpuDevice();
+    EnginePolicy p = EnginePolicy::For(Engine().info());
+    p.radix = {.radix_bits = radix_bits,
+               .local_bits = local_bits,
+               .work_group = 64,
+               .items_32 = 8,
+               .items_64 = 8,
+               .bank_pad = 1,
+               .onesweep = 1};
+    options.policy = p;
+    options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_THAT((*engine)->policy().ToString(), HasSubstr("onesweep=1"));
+    for (size_t n :
+         {size_t{1}, size_t{511}, size_t{512}, size_t{513}, size_t{150'001}}) {
+      for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kSorted,
+                          Shape::kReversed, Shape::kSpecial}) {
+        const std::string what = absl::StrCat("n=", n);
+        CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 5),
+                  false, Extra::kNone, "onesweep u32 " + what);
+        CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 6), true,
+                  Extra::kU64ValuesAndPermutation, "onesweep f32 " + what);
+        CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 7),
+                  false, Extra::kPermutation, "onesweep i64 " + what);
+      }
+    }
+    // Segments keep the three-launch passes (no totals per segment).
+    size_t total = 0;
+    const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
+    CheckSegmented(**engine,
+                   sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
+                   offsets, false, true);
+  }
+}
+
 TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
   for (bool pinned : {true, false}) {
     OpenClEngine::Options options = CpuDevice();

@@ -162,6 +162,28 @@ inline uint work_group_exclusive_scan(uint value, __local uint* tmp,
   return inclusive - value;
 }
 
+// Exclusive scan, in place, of RADIX values in local memory (RADIX / WG
+// or one per work-item). Ends with a barrier.
+inline void exclusive_scan_digits(__local uint* digits, __local uint* tmp) {
+  const uint lid = get_local_id(0);
+  const uint per = (RADIX + WG - 1) / WG;
+  uint mine[(RADIX + WG - 1) / WG];
+  uint sum = 0;
+  for (uint e = 0; e < per; ++e) {
+    const uint d = lid * per + e;
+    mine[e] = d < RADIX ? digits[d] : 0;
+    sum += mine[e];
+  }
+  uint total;
+  uint prefix = work_group_exclusive_scan(sum, tmp, &total);
+  for (uint e = 0; e < per; ++e) {
+    const uint d = lid * per + e;
+    if (d < RADIX) digits[d] = prefix;
+    prefix += mine[e];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 // One block of WG * ITEMS values scanned in place (exclusive); the block's
 // total goes to block_sums[group] for the next level.
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -195,27 +217,18 @@ void scan_add(__global uint* data, uint n, __global const uint* block_sums) {
   }
 }
 
-// Stable scatter of one tile. The tile is sorted by its digit in local
-// memory, SUBSTEPS stable LOCAL_BITS-wide steps, least significant first:
-// each work-item owns ITEMS consecutive keys, per-(sub-digit, work-item)
+// One tile, loaded into local memory and sorted there by its digit at
+// `shift`: SUBSTEPS stable LOCAL_BITS-wide steps, least significant first.
+// Each work-item owns ITEMS consecutive keys; per-(sub-digit, work-item)
 // counts scanned digit-major give every key its rank, and the keys move to
-// their ranks. Then the tile is written out in order, so that runs of equal
-// digits land in consecutive global addresses.
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
-                   __global const uint* index_in, __global uint* index_out,
-                   uint n, uint shift, __global const uint* offsets,
-                   uint tiles) {
-  __local key_t lkeys[LTILE];
-#if HAS_INDEX
-  __local uint lindex[LTILE];
-#endif
-  __local ushort counts[LCOUNTS];
-  __local uint digit_start[RADIX];
-  __local uint tmp[WG];
-
+// their ranks. Afterwards digit_start[d] is where digit d starts in the
+// tile. Returns the number of keys in the tile.
+inline uint rank_tile(__global const key_t* keys_in,
+                      __global const uint* index_in, uint n, uint shift,
+                      uint tile, __local key_t* lkeys, __local uint* lindex,
+                      __local ushort* counts, __local uint* digit_start,
+                      __local uint* tmp) {
   const uint lid = get_local_id(0);
-  const uint tile = get_group_id(0);
   const size_t base = tile * (size_t)TILE;
   const uint count = (uint)min((size_t)TILE, n - base);
 
@@ -290,34 +303,138 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
   }
 
 #if SUBSTEPS > 1
-  // digit_start holds the tile's digit counts: scan them (RADIX entries,
-  // RADIX / WG or one per work-item).
-  {
-    const uint per = (RADIX + WG - 1) / WG;
-    uint mine[(RADIX + WG - 1) / WG];
-    uint sum = 0;
-    for (uint e = 0; e < per; ++e) {
-      const uint d = lid * per + e;
-      mine[e] = d < RADIX ? digit_start[d] : 0;
-      sum += mine[e];
-    }
-    uint total;
-    uint prefix = work_group_exclusive_scan(sum, tmp, &total);
-    for (uint e = 0; e < per; ++e) {
-      const uint d = lid * per + e;
-      if (d < RADIX) digit_start[d] = prefix;
-      prefix += mine[e];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  // digit_start holds the tile's digit counts: scan them.
+  exclusive_scan_digits(digit_start, tmp);
 #endif
+  return count;
+}
 
+// Stable scatter of one tile: ranked in local memory (rank_tile), then
+// written out in order, so that runs of equal digits land in consecutive
+// global addresses. offsets[d * tiles + tile]: where the tile's digit d
+// goes (the scanned histogram).
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
+                   __global const uint* index_in, __global uint* index_out,
+                   uint n, uint shift, __global const uint* offsets,
+                   uint tiles) {
+  __local key_t lkeys[LTILE];
+#if HAS_INDEX
+  __local uint lindex[LTILE];
+#else
+  __local uint lindex[1];
+#endif
+  __local ushort counts[LCOUNTS];
+  __local uint digit_start[RADIX];
+  __local uint tmp[WG];
+
+  const uint lid = get_local_id(0);
+  const uint tile = get_group_id(0);
+  const uint count = rank_tile(keys_in, index_in, n, shift, tile, lkeys,
+                               lindex, counts, digit_start, tmp);
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
     if (li < count) {
       const key_t key = lkeys[LPAD(li)];
       const uint d = digit_of(key, shift);
       const uint dst = offsets[d * tiles + tile] + (li - digit_start[d]);
+      keys_out[dst] = key;
+#if HAS_INDEX
+      index_out[dst] = lindex[LPAD(li)];
+#endif
+    }
+  }
+}
+
+// One pass in one launch ("onesweep"): no histogram pass and no scan
+// launches. Work-groups take tiles in the order they start (a global
+// counter), rank their tile (rank_tile), publish its digit counts, and find
+// where each digit goes by looking back over the tiles before theirs
+// (decoupled look-back): a tile's status word per digit is 0 (not yet
+// published), AGGREGATE | its own count, or PREFIX | the count of that
+// digit over every tile up to and including it. The look-back reads
+// LOOKBACK predecessors at once, so a walk over many aggregates costs a
+// few memory latencies rather than one per tile. A tile only waits for
+// tiles that started before it, which is what makes the spin safe on
+// devices that keep started work-groups running (NVIDIA and PoCL do;
+// others use radix_scatter). Counts are 30 bits: n < 2^30.
+//   totals[totals_at + d]: this pass's digit counts over the whole array
+//     (from radix_encode)
+//   status: tiles * RADIX words, then the tile counter; all zero on entry
+#ifndef LOOKBACK
+#define LOOKBACK 8
+#endif
+#define STATUS_AGGREGATE (1U << 30)
+#define STATUS_PREFIX (2U << 30)
+#define STATUS_VALUE ((1U << 30) - 1)
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
+                    __global const uint* index_in, __global uint* index_out,
+                    uint n, uint shift, __global const uint* totals,
+                    uint totals_at, __global uint* status, uint tiles) {
+  __local key_t lkeys[LTILE];
+#if HAS_INDEX
+  __local uint lindex[LTILE];
+#else
+  __local uint lindex[1];
+#endif
+  __local ushort counts[LCOUNTS];
+  __local uint digit_start[RADIX];
+  __local uint digit_base[RADIX];  // global start of digit d for this tile
+  __local uint tmp[WG];
+  __local uint tile_slot;
+
+  const uint lid = get_local_id(0);
+  if (lid == 0) tile_slot = atomic_inc(&status[tiles * RADIX]);
+  for (uint d = lid; d < RADIX; d += WG) digit_base[d] = totals[totals_at + d];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint tile = tile_slot;
+  // Where each digit starts in the output: the scan of the pass's totals.
+  exclusive_scan_digits(digit_base, tmp);
+
+  const uint count = rank_tile(keys_in, index_in, n, shift, tile, lkeys,
+                               lindex, counts, digit_start, tmp);
+  volatile __global uint* seen = status;
+  for (uint d = lid; d < RADIX; d += WG) {
+    const uint end = d + 1 < RADIX ? digit_start[d + 1] : count;
+    const uint mine = end - digit_start[d];
+    __global uint* my_status = &status[tile * RADIX + d];
+    uint before = 0;
+    if (tile == 0) {
+      atomic_xchg(my_status, STATUS_PREFIX | mine);
+    } else {
+      atomic_xchg(my_status, STATUS_AGGREGATE | mine);
+      // Tiles [0, t) are still to be looked at.
+      for (uint t = tile;;) {
+        uint s[LOOKBACK];
+        for (uint w = 0; w < LOOKBACK; ++w) {
+          // Before tile 0 there is nothing: read as an empty prefix.
+          s[w] = t > w ? seen[(t - 1 - w) * RADIX + d] : STATUS_PREFIX;
+        }
+        uint w = 0;
+        bool done = false;
+        for (; w < LOOKBACK; ++w) {
+          if (s[w] == 0) break;  // not published yet: read again from here
+          before += s[w] & STATUS_VALUE;
+          if ((s[w] & ~STATUS_VALUE) == STATUS_PREFIX) {
+            done = true;
+            break;
+          }
+        }
+        if (done) break;
+        t -= w;
+      }
+      atomic_xchg(my_status, STATUS_PREFIX | (before + mine));
+    }
+    digit_base[d] += before - digit_start[d];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint li = j * WG + lid;
+    if (li < count) {
+      const key_t key = lkeys[LPAD(li)];
+      const uint dst = digit_base[digit_of(key, shift)] + li;
       keys_out[dst] = key;
 #if HAS_INDEX
       index_out[dst] = lindex[LPAD(li)];
