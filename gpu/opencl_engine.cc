@@ -541,6 +541,16 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
   const size_t radix = size_t{1} << p.radix_bits;
   const cl_uint n = static_cast<cl_uint>(count);
   const cl_uint tiles32 = static_cast<cl_uint>(tiles);
+  // The arguments radix_scatter and radix_onesweep share: keys and indices
+  // in and out (the current buffers and their alternates), n, the shift.
+  auto pass_args = [&](cl::Kernel& kernel, cl_uint shift) {
+    kernel.setArg(0, a.keys[a.cur]);
+    kernel.setArg(1, a.keys[1 - a.cur]);
+    kernel.setArg(2, a.index[a.cur]);
+    kernel.setArg(3, a.index[1 - a.cur]);
+    kernel.setArg(4, n);
+    kernel.setArg(5, shift);
+  };
   if (UsesOnesweep(count, totals != nullptr)) {
     // Per pass: the look-back status words and the tile counter, zeroed,
     // then one launch.
@@ -555,12 +565,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
                              *status, cl_uint{0}, 0, status_bytes, nullptr, &e),
                          "clEnqueueFillBuffer(look-back status)");
       run.events.emplace_back("scatter", e);
-      k.onesweep.setArg(0, a.keys[a.cur]);
-      k.onesweep.setArg(1, a.keys[1 - a.cur]);
-      k.onesweep.setArg(2, a.index[a.cur]);
-      k.onesweep.setArg(3, a.index[1 - a.cur]);
-      k.onesweep.setArg(4, n);
-      k.onesweep.setArg(5, static_cast<cl_uint>(pass * p.radix_bits));
+      pass_args(k.onesweep, static_cast<cl_uint>(pass * p.radix_bits));
       k.onesweep.setArg(6, *totals);
       k.onesweep.setArg(7, static_cast<cl_uint>(pass * radix));
       k.onesweep.setArg(8, *status);
@@ -586,12 +591,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
         Launch(run, k.histogram, tiles, p.work_group, "histogram"));
     SORTD_RETURN_IF_ERROR(
         ScanInPlace(run, k, key_bits, *offsets, tiles * radix));
-    k.scatter.setArg(0, a.keys[a.cur]);
-    k.scatter.setArg(1, a.keys[1 - a.cur]);
-    k.scatter.setArg(2, a.index[a.cur]);
-    k.scatter.setArg(3, a.index[1 - a.cur]);
-    k.scatter.setArg(4, n);
-    k.scatter.setArg(5, shift);
+    pass_args(k.scatter, shift);
     k.scatter.setArg(6, *offsets);
     k.scatter.setArg(7, tiles32);
     SORTD_RETURN_IF_ERROR(
