@@ -10,7 +10,7 @@
 //   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
 //                      [--radix_bits=4|8] [--local_bits=0|4] [--bank_pad=0|1]
-//                      [--onesweep=0|1] [--lookback=N]
+//                      [--onesweep=0|1] [--lookback=N] [--warp_rank=0|1|2]
 //                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
 #include <algorithm>
 #include <chrono>
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
   int reps = 5;
   int transpose_log2 = 24;
   int radix_bits = 0, local_bits = -1, work_group = 0, items32 = 0, items64 = 0,
-      bank_pad = -1, onesweep = -1, lookback = 0;
+      bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
     if (a.rfind("--bank_pad=", 0) == 0) bank_pad = std::stoi(a.substr(11));
     if (a.rfind("--onesweep=", 0) == 0) onesweep = std::stoi(a.substr(11));
     if (a.rfind("--lookback=", 0) == 0) lookback = std::stoi(a.substr(11));
+    if (a.rfind("--warp_rank=", 0) == 0) warp_rank = std::stoi(a.substr(12));
     if (a == "--quick") quick = true;
     if (a.rfind("--device=", 0) == 0) device = a.substr(9);
     if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
@@ -235,7 +236,8 @@ int main(int argc, char** argv) {
   auto engine = OpenClEngine::Create(options);
   if (engine.ok() &&
       (radix_bits > 0 || local_bits >= 0 || work_group > 0 || items32 > 0 ||
-       items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0)) {
+       items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0 ||
+       warp_rank >= 0)) {
     // Another radix shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
     if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
@@ -246,6 +248,7 @@ int main(int argc, char** argv) {
     if (bank_pad >= 0) policy.radix.bank_pad = bank_pad;
     if (onesweep >= 0) policy.radix.onesweep = onesweep;
     if (lookback > 0) policy.radix.lookback = lookback;
+    if (warp_rank >= 0) policy.radix.warp_rank = warp_rank;
     options.policy = policy;
     engine = OpenClEngine::Create(options);
   }

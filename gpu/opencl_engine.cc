@@ -21,6 +21,10 @@ size_t NextPow2(size_t n) {
   return p;
 }
 
+// radix_sort.cl's pass modes (MODE_FIRST, MODE_LAST).
+constexpr cl_uint kModeFirst = 8;
+constexpr cl_uint kModeLast = 16;
+
 uint32_t KindCode(KeyType t) {
   switch (t) {
     case KeyType::kI32:
@@ -134,6 +138,7 @@ absl::Status OpenClEngine::Init() {
                        " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
                        " -DITEMS=", r.Items(bits), " -DBANK_PAD=", r.bank_pad,
                        " -DLOOKBACK=", r.lookback,
+                       " -DWARP_RANK=", r.warp_rank,
                        " -DHAS_INDEX=", with_index));
       if (!radix.ok()) return radix.status();
       auto bitonic = cache_->Get(
@@ -479,7 +484,7 @@ absl::Status OpenClEngine::ScanInPlace(Run& run, RadixKernels& k, int key_bits,
 // indices; with `count_digits` it also counts every pass's digits into
 // `totals`.
 absl::Status OpenClEngine::Upload(Run& run, const SortJob& job, size_t padded,
-                                  bool count_digits, Arrays& a,
+                                  bool count_digits, bool encode, Arrays& a,
                                   cl::Buffer* totals) {
   const int bits = KeyBits(job);
   const bool with_index = WithIndex(job);
@@ -511,18 +516,29 @@ absl::Status OpenClEngine::Upload(Run& run, const SortJob& job, size_t padded,
         "clEnqueueFillBuffer");
     run.events.emplace_back("histogram", e);
   }
-  RadixKernels& k = run.lane->radix[bits == 64][with_index];
+  a.cur = 0;
+  a.keys_raw = false;
+  return Encode(run, job, a, *totals, count_digits, encode);
+}
+
+// Raw keys -> ordered keys and indices in keys[0] and index[0] (`encode`),
+// and/or every pass's digit counts into `totals` (`count_digits`).
+absl::Status OpenClEngine::Encode(Run& run, const SortJob& job, Arrays& a,
+                                  cl::Buffer& totals, bool count_digits,
+                                  bool encode) {
+  const int bits = KeyBits(job);
+  RadixKernels& k = run.lane->radix[bits == 64][WithIndex(job)];
   k.encode.setArg(0, a.raw);
   k.encode.setArg(1, a.keys[0]);
   k.encode.setArg(2, a.index[0]);
-  k.encode.setArg(3, static_cast<cl_uint>(n));
+  k.encode.setArg(3, static_cast<cl_uint>(job.count));
   k.encode.setArg(4, KindCode(job.key_type));
   k.encode.setArg(5, cl_uint{job.order == Order::kDescending});
-  k.encode.setArg(6, *totals);
+  k.encode.setArg(6, totals);
   k.encode.setArg(7, cl_uint{count_digits});
-  a.cur = 0;
-  return Launch(run, k.encode, DivUp(n, policy_.radix.Tile(bits)),
-                policy_.radix.work_group, "transform");
+  k.encode.setArg(8, cl_uint{encode});
+  return Launch(run, k.encode, DivUp(job.count, policy_.radix.Tile(bits)),
+                policy_.radix.work_group, count_digits ? "histogram" : "transform");
 }
 
 bool OpenClEngine::UsesOnesweep(size_t count, bool has_totals) const {
@@ -534,23 +550,45 @@ bool OpenClEngine::UsesOnesweep(size_t count, bool has_totals) const {
 absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
                                        size_t count, Arrays& a,
                                        const std::vector<bool>& skip,
-                                       const cl::Buffer* totals) {
+                                       const cl::Buffer* totals,
+                                       const RawEnds* raw_ends) {
   const RadixSortPolicy& p = policy_.radix;
   RadixKernels& k = run.lane->radix[key_bits == 64][with_index];
   const size_t tiles = DivUp(count, p.Tile(key_bits));
   const size_t radix = size_t{1} << p.radix_bits;
   const cl_uint n = static_cast<cl_uint>(count);
   const cl_uint tiles32 = static_cast<cl_uint>(tiles);
+  // With raw ends, the first pass that runs reads the raw keys and the
+  // last stores raw keys (the kernels' pass mode).
+  size_t first = skip.size(), last = 0;
+  for (size_t pass = 0; pass < skip.size(); ++pass) {
+    if (skip[pass]) continue;
+    first = std::min(first, pass);
+    last = pass;
+  }
+  if (raw_ends != nullptr && first == skip.size()) {
+    return absl::InternalError("radix passes with raw ends but no pass to run");
+  }
+  auto mode = [&](size_t pass) -> cl_uint {
+    if (raw_ends == nullptr) return 0;
+    return raw_ends->kind_order | (pass == first ? kModeFirst : 0) |
+           (pass == last ? kModeLast : 0);
+  };
+  auto keys_in = [&](size_t pass) -> const cl::Buffer& {
+    return raw_ends != nullptr && pass == first ? raw_ends->keys
+                                                : a.keys[a.cur];
+  };
   // The arguments radix_scatter and radix_onesweep share: keys and indices
   // in and out (the current buffers and their alternates), n, the shift.
-  auto pass_args = [&](cl::Kernel& kernel, cl_uint shift) {
-    kernel.setArg(0, a.keys[a.cur]);
+  auto pass_args = [&](cl::Kernel& kernel, size_t pass) {
+    kernel.setArg(0, keys_in(pass));
     kernel.setArg(1, a.keys[1 - a.cur]);
     kernel.setArg(2, a.index[a.cur]);
     kernel.setArg(3, a.index[1 - a.cur]);
     kernel.setArg(4, n);
-    kernel.setArg(5, shift);
+    kernel.setArg(5, static_cast<cl_uint>(pass * p.radix_bits));
   };
+  if (raw_ends != nullptr) a.keys_raw = true;
   if (UsesOnesweep(count, totals != nullptr)) {
     // Per pass: the look-back status words and the tile counter, zeroed,
     // then one launch.
@@ -565,11 +603,12 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
                              *status, cl_uint{0}, 0, status_bytes, nullptr, &e),
                          "clEnqueueFillBuffer(look-back status)");
       run.events.emplace_back("scatter", e);
-      pass_args(k.onesweep, static_cast<cl_uint>(pass * p.radix_bits));
+      pass_args(k.onesweep, pass);
       k.onesweep.setArg(6, *totals);
       k.onesweep.setArg(7, static_cast<cl_uint>(pass * radix));
       k.onesweep.setArg(8, *status);
       k.onesweep.setArg(9, tiles32);
+      k.onesweep.setArg(10, mode(pass));
       SORTD_RETURN_IF_ERROR(
           Launch(run, k.onesweep, tiles, p.work_group, "scatter"));
       a.cur = 1 - a.cur;
@@ -582,18 +621,20 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
   for (size_t pass = 0; pass < skip.size(); ++pass) {
     if (skip[pass]) continue;
     const cl_uint shift = static_cast<cl_uint>(pass * p.radix_bits);
-    k.histogram.setArg(0, a.keys[a.cur]);
+    k.histogram.setArg(0, keys_in(pass));
     k.histogram.setArg(1, n);
     k.histogram.setArg(2, shift);
     k.histogram.setArg(3, *offsets);
     k.histogram.setArg(4, tiles32);
+    k.histogram.setArg(5, mode(pass));
     SORTD_RETURN_IF_ERROR(
         Launch(run, k.histogram, tiles, p.work_group, "histogram"));
     SORTD_RETURN_IF_ERROR(
         ScanInPlace(run, k, key_bits, *offsets, tiles * radix));
-    pass_args(k.scatter, shift);
+    pass_args(k.scatter, pass);
     k.scatter.setArg(6, *offsets);
     k.scatter.setArg(7, tiles32);
+    k.scatter.setArg(8, mode(pass));
     SORTD_RETURN_IF_ERROR(
         Launch(run, k.scatter, tiles, p.work_group, "scatter"));
     a.cur = 1 - a.cur;
@@ -642,6 +683,11 @@ absl::Status OpenClEngine::Download(Run& run, const SortJob& job, Arrays& a) {
   const bool with_index = WithIndex(job);
   const size_t n = job.count;
   RadixKernels& k = run.lane->radix[bits == 64][with_index];
+  const cl_uint value_words =
+      static_cast<cl_uint>(ValueSize(job.value_type) / 4);
+  // Where the last pass stored raw keys, they are read from where they are;
+  // a kernel runs only for what is left (ordering back, payload gather).
+  cl::Buffer& keys_out = a.keys_raw ? a.keys[a.cur] : a.raw;
   k.decode.setArg(0, a.keys[a.cur]);
   k.decode.setArg(1, a.raw);
   k.decode.setArg(2, a.index[a.cur]);
@@ -650,11 +696,15 @@ absl::Status OpenClEngine::Download(Run& run, const SortJob& job, Arrays& a) {
   k.decode.setArg(5, static_cast<cl_uint>(n));
   k.decode.setArg(6, KindCode(job.key_type));
   k.decode.setArg(7, cl_uint{job.order == Order::kDescending});
-  k.decode.setArg(8, static_cast<cl_uint>(ValueSize(job.value_type) / 4));
-  const size_t wg = policy_.radix.work_group;
-  SORTD_RETURN_IF_ERROR(Launch(run, k.decode, DivUp(n, wg), wg, "transform"));
+  k.decode.setArg(8, value_words);
+  k.decode.setArg(9, cl_uint{!a.keys_raw});
+  if (!a.keys_raw || value_words != 0) {
+    const size_t wg = policy_.radix.work_group;
+    SORTD_RETURN_IF_ERROR(
+        Launch(run, k.decode, DivUp(n, wg), wg, "transform"));
+  }
   SORTD_RETURN_IF_ERROR(
-      Read(run, a.raw, n * KeySize(job.key_type), job.keys_out));
+      Read(run, keys_out, n * KeySize(job.key_type), job.keys_out));
   SORTD_RETURN_IF_ERROR(
       Read(run, a.values_out, n * ValueSize(job.value_type), job.values_out));
   if (job.permutation_out != nullptr) {
@@ -692,7 +742,7 @@ absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
   if (bitonic) {
     const size_t padded =
         std::max<size_t>(NextPow2(n), policy_.bitonic.Block(bits));
-    SORTD_RETURN_IF_ERROR(Upload(run, job, padded, false, a, &totals));
+    SORTD_RETURN_IF_ERROR(Upload(run, job, padded, false, true, a, &totals));
     BitonicKernels& k = run.lane->bitonic[bits == 64][with_index];
     k.pad.setArg(0, a.keys[0]);
     k.pad.setArg(1, a.index[0]);
@@ -705,7 +755,8 @@ absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
     return Download(run, job, a);
   }
 
-  SORTD_RETURN_IF_ERROR(Upload(run, job, n, true, a, &totals));
+  // Digits counted, keys left raw: the first pass orders them as it reads.
+  SORTD_RETURN_IF_ERROR(Upload(run, job, n, true, false, a, &totals));
   // One small read-back: passes whose digit every key shares are skipped.
   const size_t radix = size_t{1} << policy_.radix.radix_bits;
   const size_t passes = DivUp(bits, policy_.radix.radix_bits);
@@ -719,8 +770,18 @@ absl::Status OpenClEngine::SortLocked(Run& run, const SortJob& job) {
     const cl_uint* c = counts.data() + p * radix;
     skip[p] = std::find(c, c + radix, static_cast<cl_uint>(n)) != c + radix;
   }
+  if (std::find(skip.begin(), skip.end(), false) == skip.end()) {
+    // Every key the same: no pass runs, so the keys and indices are put in
+    // ordered form here (and back in Download).
+    SORTD_RETURN_IF_ERROR(Encode(run, job, a, totals, false, true));
+    return Download(run, job, a);
+  }
+  const RawEnds raw_ends{
+      .keys = a.raw,
+      .kind_order = KindCode(job.key_type) |
+                    (cl_uint{job.order == Order::kDescending} << 2)};
   SORTD_RETURN_IF_ERROR(
-      RadixPasses(run, bits, with_index, n, a, skip, &totals));
+      RadixPasses(run, bits, with_index, n, a, skip, &totals, &raw_ends));
   return Download(run, job, a);
 }
 
@@ -763,7 +824,8 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
 
   Arrays a;
   cl::Buffer totals;
-  SORTD_RETURN_IF_ERROR(Upload(run, job, job.count, false, a, &totals));
+  SORTD_RETURN_IF_ERROR(
+      Upload(run, job, job.count, false, true, a, &totals));
   if (!short_segments.empty()) {
     absl::StatusOr<cl::Buffer> d_offsets =
         Allocate(run, offsets.size() * 4, "segment offsets");
@@ -814,7 +876,7 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
             Copy(run, a.index[0], begin * 4, scratch.index[0], 0, len * 4));
       }
       SORTD_RETURN_IF_ERROR(RadixPasses(run, bits, with_index, len, scratch,
-                                        all_passes, nullptr));
+                                        all_passes, nullptr, nullptr));
       SORTD_RETURN_IF_ERROR(Copy(run, scratch.keys[scratch.cur], 0, a.keys[0],
                                  begin * ks, len * ks));
       if (with_index) {

@@ -184,6 +184,15 @@ class OpenClEngine final : public Sorter {
   struct Arrays {
     cl::Buffer raw, keys[2], index[2], values, values_out;
     int cur = 0;
+    // keys[cur] holds raw keys: the last pass stored them (RawEnds).
+    bool keys_raw = false;
+  };
+  // Radix passes whose first reads the raw keys (ordering them and making
+  // the indices as it loads) and whose last stores raw keys: the kernels'
+  // MODE_FIRST and MODE_LAST, so no encode or decode pass over the array.
+  struct RawEnds {
+    cl::Buffer keys;     // the raw keys
+    cl_uint kind_order;  // key kind | descending << 2
   };
 
   OpenClEngine(Device device, const Options& options);
@@ -191,14 +200,21 @@ class OpenClEngine final : public Sorter {
   absl::Status WarmUp();
 
   // The steps every sort is made of.
+  // `encode`: also write the ordered keys and indices to keys[0] and
+  // index[0] (otherwise the first radix pass reads the raw keys).
   absl::Status Upload(Run& run, const SortJob& job, size_t padded,
-                      bool count_digits, Arrays& a, cl::Buffer* totals);
+                      bool count_digits, bool encode, Arrays& a,
+                      cl::Buffer* totals);
+  absl::Status Encode(Run& run, const SortJob& job, Arrays& a,
+                      cl::Buffer& totals, bool count_digits, bool encode);
   // `totals`: every pass's digit counts over the `count` keys (from
-  // Upload), or null; the one-launch passes need them.
+  // Upload), or null; the one-launch passes need them. `raw_ends`: the
+  // first pass that runs reads raw_ends->keys, the last stores raw keys;
+  // at least one pass must run. Null: a.keys[a.cur] is in ordered form.
   absl::Status RadixPasses(Run& run, int key_bits, bool with_index,
                            size_t count, Arrays& a,
                            const std::vector<bool>& skip,
-                           const cl::Buffer* totals);
+                           const cl::Buffer* totals, const RawEnds* raw_ends);
   // Whether RadixPasses over `count` keys takes one launch per pass.
   bool UsesOnesweep(size_t count, bool has_totals) const;
   absl::Status BitonicSort(Run& run, int key_bits, bool with_index,

@@ -15,9 +15,15 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   // element in 32).
   const size_t padded_tile = tile + (bank_pad ? tile / 32 : 0);
   const size_t counters = local_radix * work_group;
+  // Warp-level ranking: 32-bit counters per warp and digit; otherwise
+  // 16-bit counters per work-item and sub-digit, padded.
+  const size_t counter_bytes =
+      warp_rank != 0 ? (work_group / 32) * radix * 4
+                     : (counters + (bank_pad ? counters / 32 : 0)) * 2;
+  // The one-launch pass adds each digit's global base.
+  const size_t onesweep_bytes = onesweep != 0 ? radix * 4 + 4 : 0;
   return padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0) +
-         (counters + (bank_pad ? counters / 32 : 0)) * 2 + radix * 4 +
-         work_group * 4;
+         counter_bytes + radix * 4 + work_group * 4 + onesweep_bytes;
 }
 
 EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
@@ -94,7 +100,10 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
         static_cast<size_t>(radix.work_group) > device.max_work_group ||
         radix.Tile(bits) >= 65536 ||
         radix.radix_bits % radix.LocalBits() != 0 || radix.lookback < 1 ||
-        radix.lookback > 64) {
+        radix.lookback > 64 || radix.warp_rank < 0 || radix.warp_rank > 2 ||
+        (radix.warp_rank != 0 && radix.work_group % 32 != 0) ||
+        (radix.warp_rank == 2 &&
+         !absl::StrContains(device.vendor, "NVIDIA"))) {
       return absl::FailedPreconditionError(
           absl::StrCat("radix policy ", ToString(), " does not fit ",
                        device.name, " (local memory ", device.local_mem_bytes,
@@ -117,7 +126,8 @@ std::string EnginePolicy::ToString() const {
   return absl::StrCat(
       "radix{bits=", radix.radix_bits, " local_bits=", radix.LocalBits(),
       " bank_pad=", radix.bank_pad, " onesweep=", radix.onesweep,
-      " lookback=", radix.lookback, " wg=", radix.work_group,
+      " lookback=", radix.lookback, " warp_rank=", radix.warp_rank,
+      " wg=", radix.work_group,
       " items32=", radix.items_32, " items64=", radix.items_64,
       "} bitonic{max_keys=", bitonic.max_keys,
       " max_keys_64=", bitonic.MaxKeys(64),

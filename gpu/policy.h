@@ -31,10 +31,19 @@ struct RadixSortPolicy {
   int onesweep = 0;
   // Predecessor tiles the look-back reads at once.
   int lookback = 8;
+  // How the scatter ranks a tile (-DWARP_RANK): 0, per-work-item counters
+  // in local memory, in local_bits-wide steps; 1, warp-level ranking, the
+  // warp operations emulated through local memory (portable, slow: the
+  // twin that PoCL tests); 2, warp-level ranking with NVIDIA PTX ballots
+  // and shuffles (NVIDIA only). Warp-level ranking ranks a whole digit in
+  // one step (local_bits does not apply) and needs work_group % 32 == 0.
+  int warp_rank = 0;
 
   int Items(int key_bits) const { return key_bits == 64 ? items_64 : items_32; }
   int Tile(int key_bits) const { return work_group * Items(key_bits); }
-  int LocalBits() const { return local_bits > 0 ? local_bits : radix_bits; }
+  int LocalBits() const {
+    return local_bits > 0 && warp_rank == 0 ? local_bits : radix_bits;
+  }
   // Local memory of the scatter kernel, the largest user.
   size_t ScatterLocalBytes(int key_bits, bool with_index) const;
 };

@@ -11,6 +11,9 @@
 #include <fstream>
 #include <tuple>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
 #include "server/cpu_sorter.h"
 #include "server/transpose.h"
 #include "tests/sort_check.h"
@@ -134,10 +137,13 @@ TEST(OpenClEngine, EveryScanLevelWithTinyTiles) {
 // Each algorithm reports its own stages, from profiling events.
 TEST(OpenClEngine, ReportsStageTimes) {
   using A = OpenClEngine::Options::Algorithm;
+  // Radix keys-only sorts have no transform stage: the first pass orders
+  // the raw keys as it reads them and the last stores them raw.
   for (auto [algorithm, kernel_stages] :
        {std::pair{A::kRadix,
                   std::vector<std::string>{"histogram", "scan", "scatter"}},
-        {A::kBitonic, std::vector<std::string>{"local_sort", "merge"}}}) {
+        {A::kBitonic,
+         std::vector<std::string>{"transform", "local_sort", "merge"}}}) {
     OpenClEngine::Options options = CpuDevice();
     options.algorithm = algorithm;
     auto engine = OpenClEngine::Create(options);
@@ -157,9 +163,12 @@ TEST(OpenClEngine, ReportsStageTimes) {
       names.push_back(st.stage);
       EXPECT_GE(st.seconds, 0.0);
     }
-    std::vector<std::string> want = {"upload", "transform", "download"};
+    std::vector<std::string> want = {"upload", "download"};
     want.insert(want.end(), kernel_stages.begin(), kernel_stages.end());
     EXPECT_THAT(names, ::testing::IsSupersetOf(want));
+    if (algorithm == A::kRadix) {
+      EXPECT_THAT(names, ::testing::Not(::testing::Contains("transform")));
+    }
   }
 }
 
@@ -573,6 +582,67 @@ TEST(Algorithms, OnesweepPasses) {
                    sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
                    offsets, false, true);
   }
+}
+
+// Warp-level ranking: the portable twin (warp operations through local
+// memory) everywhere, and NVIDIA's PTX version where the device is one;
+// with three-launch and one-launch passes, 4-bit and 8-bit digits, and
+// sizes that end mid-warp and mid-tile (the padding keys must rank last).
+TEST(Algorithms, WarpRanking) {
+  std::vector<int> modes = {1};
+  if (absl::StrContains(Engine().info().vendor, "NVIDIA")) modes.push_back(2);
+  for (int warp_rank : modes) {
+    for (auto [radix_bits, onesweep] :
+         {std::pair{8, 0}, {8, 1}, {4, 0}, {4, 1}}) {
+      SCOPED_TRACE(absl::StrCat("warp_rank=", warp_rank, " radix_bits=",
+                                radix_bits, " onesweep=", onesweep));
+      OpenClEngine::Options options = CpuDevice();
+      EnginePolicy p = EnginePolicy::For(Engine().info());
+      p.radix = {.radix_bits = radix_bits,
+                 .local_bits = 4,  // ignored: a warp ranks the whole digit
+                 .work_group = 64,
+                 .items_32 = 8,
+                 .items_64 = 4,
+                 .bank_pad = 1,
+                 .onesweep = onesweep,
+                 .warp_rank = warp_rank};
+      options.policy = p;
+      options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
+      auto engine = OpenClEngine::Create(options);
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      EXPECT_THAT((*engine)->policy().ToString(),
+                  HasSubstr(absl::StrCat("warp_rank=", warp_rank)));
+      EXPECT_EQ((*engine)->policy().radix.LocalBits(), radix_bits);
+      for (size_t n : {size_t{1}, size_t{31}, size_t{33}, size_t{511},
+                       size_t{512}, size_t{513}, size_t{70'001}}) {
+        for (Shape shape :
+             {Shape::kRandom, Shape::kFewDistinct, Shape::kSorted,
+              Shape::kReversed, Shape::kSpecial, Shape::kAllEqual}) {
+          const std::string what = absl::StrCat("n=", n);
+          CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 5),
+                    false, Extra::kNone, "warp u32 " + what);
+          CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 6),
+                    true, Extra::kU64ValuesAndPermutation, "warp f32 " + what);
+          CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 7),
+                    false, Extra::kPermutation, "warp i64 " + what);
+        }
+      }
+      size_t total = 0;
+      const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
+      CheckSegmented(
+          **engine, sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
+          offsets, true, true);
+    }
+  }
+  // PTX needs NVIDIA: anywhere else the policy is refused, not built.
+  DeviceInfo other = Engine().info();
+  other.vendor = "Some Vendor";
+  EnginePolicy p = EnginePolicy::For(other);
+  p.radix.warp_rank = 2;
+  EXPECT_FALSE(p.CheckFits(other).ok());
+  p.radix.warp_rank = 1;
+  p.radix.work_group = 48;
+  EXPECT_FALSE(p.CheckFits(other).ok());
 }
 
 TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {

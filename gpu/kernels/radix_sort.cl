@@ -1,4 +1,6 @@
-// LSD radix sort: encode -> per pass (histogram -> scan -> scatter) -> decode.
+// LSD radix sort: count digits -> per pass (histogram -> scan -> scatter, or
+// one onesweep launch) -> gather payload. The first pass reads the raw keys
+// and the last writes them back (MODE_FIRST, MODE_LAST).
 // Portable OpenCL C 1.2: local memory and local atomics only.
 //
 // Build options (-D):
@@ -12,6 +14,14 @@
 //   ITEMS       keys per work-item in histogram and scatter; TILE = WG*ITEMS
 //   HAS_INDEX   1: an uint index travels with every key (payload gather and
 //               permutation); 0: keys only
+//   WARP_RANK   how the scatter ranks a tile: 0, per-work-item counters in
+//               local memory (rank_tile); 1 and 2, warp-level ranking
+//               (rank_tile_warp): each warp of 32 work-items ranks its keys
+//               against each other with ballots, in one step per pass.
+//               2 takes the ballots and shuffles from NVIDIA's PTX (needs
+//               sm_70 or later); 1 is its portable twin, the same algorithm
+//               with each warp-wide operation done through local memory and
+//               barriers (slow, but runs anywhere, and tested on PoCL)
 // Keys are kept in "ordered" form while sorting: unsigned bits whose order
 // is the requested order (see to_ordered), so every pass is the same
 // unsigned, stable, ascending digit sort.
@@ -61,6 +71,103 @@ typedef uint key_t;
 #define LCOUNTS (LRADIX * WG)
 #endif
 
+// ---- Warp-level ranking (WARP_RANK 1 and 2) ----
+// A "warp" is 32 consecutive work-items of a work-group. With WARP_RANK 2
+// it is the hardware warp of an NVIDIA GPU (where consecutive local ids of
+// a one-dimensional work-group form warps), and its operations are PTX.
+// With WARP_RANK 1 the same operations go through local memory with
+// work-group barriers: every work-item calls them the same number of times.
+#ifndef WARP_RANK
+#define WARP_RANK 0
+#endif
+#define WARP_SIZE 32
+#define WARPS (WG / WARP_SIZE)
+#if WARP_RANK && (WG % WARP_SIZE != 0)
+#error "WARP_RANK needs a work-group size that is a multiple of 32"
+#endif
+#if WARP_RANK
+typedef uint rank_counter_t;
+#define RANK_COUNTERS (WARPS * RADIX)
+#else
+typedef ushort rank_counter_t;
+#define RANK_COUNTERS LCOUNTS
+#endif
+
+#if WARP_RANK == 2
+// Bit i set where lane i's pred is non-zero.
+inline uint warp_ballot(uint pred) {
+  uint votes;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0;\n\t"
+      "vote.sync.ballot.b32 %0, p, 0xffffffff;\n\t}"
+      : "=r"(votes)
+      : "r"(pred));
+  return votes;
+}
+// Lane `from`'s v (each lane names its own source lane).
+inline uint warp_read_lane(uint v, uint from) {
+  uint out;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+               : "=r"(out)
+               : "r"(v), "r"(from));
+  return out;
+}
+inline void warp_sync(void) { asm volatile("bar.warp.sync 0xffffffff;"); }
+#endif
+
+#if WARP_RANK
+// The lanes of this work-item's warp whose digit equals d (bit i: lane i).
+inline uint warp_peers(uint d, __local uint* scratch) {
+#if WARP_RANK == 2
+  (void)scratch;
+  uint peers = 0xffffffffu;
+  for (uint b = 0; b < RADIX_BITS; ++b) {
+    const uint bit = (d >> b) & 1;
+    const uint votes = warp_ballot(bit);
+    peers &= bit ? votes : ~votes;
+  }
+  return peers;
+#else
+  const uint lid = get_local_id(0);
+  scratch[lid] = d;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint first = lid & ~(uint)(WARP_SIZE - 1);
+  uint peers = 0;
+  for (uint i = 0; i < WARP_SIZE; ++i) {
+    peers |= (uint)(scratch[first + i] == d) << i;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return peers;
+#endif
+}
+
+// One key per lane joins the warp's per-digit counters (this warp's RADIX
+// counters); returns how many of the warp's keys of the same digit came
+// before it: those of earlier calls, then those of lower lanes in this one.
+// Only the highest lane of each digit touches the counter.
+inline uint warp_count(uint d, __local uint* counters, __local uint* scratch) {
+  const uint lane = get_local_id(0) & (WARP_SIZE - 1);
+  const uint peers = warp_peers(d, scratch);
+  const uint below = popcount(peers & ((1u << lane) - 1));
+  const uint leader = (WARP_SIZE - 1) - clz(peers);
+#if WARP_RANK == 2
+  uint before = 0;
+  if (lane == leader) {
+    before = counters[d];
+    counters[d] = before + popcount(peers);
+  }
+  before = warp_read_lane(before, leader);
+  warp_sync();  // the leader's store is seen by the next call's leader
+#else
+  const uint before = counters[d];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane == leader) counters[d] = before + popcount(peers);
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+  return before + below;
+}
+#endif  // WARP_RANK
+
 // Key kinds, as passed at run time.
 #define KIND_UNSIGNED 0
 #define KIND_SIGNED 1
@@ -87,14 +194,34 @@ inline uint digit_of(key_t k, uint shift) {
   return (uint)(k >> shift) & DIGIT_MASK;
 }
 
+// A pass's mode: the raw keys' kind (bits 0-1) and order (bit 2), and
+// whether the pass is the first (MODE_FIRST: it reads the raw keys, puts
+// them in ordered form as it loads them and makes the indices from their
+// positions) and the last (MODE_LAST: it stores raw keys). So the sort
+// needs no encoding and decoding passes over the array.
+#define MODE_FIRST 8u
+#define MODE_LAST 16u
+inline key_t load_key(__global const key_t* keys, size_t i, uint mode) {
+  const key_t k = keys[i];
+  return (mode & MODE_FIRST) ? to_ordered(k, mode & 3, (mode >> 2) & 1) : k;
+}
+inline uint load_index(__global const uint* index, size_t i, uint mode) {
+  return (mode & MODE_FIRST) ? (uint)i : index[i];
+}
+inline key_t store_form(key_t ordered, uint mode) {
+  return (mode & MODE_LAST) ? from_ordered(ordered, mode & 3, (mode >> 2) & 1)
+                            : ordered;
+}
+
 // Raw keys -> ordered keys (and iota indices), while counting the digits of
 // every pass over the whole array so the host can skip passes in which all
-// keys share a digit.
+// keys share a digit. With write_keys 0 it only counts: the first pass then
+// reads the raw keys itself (MODE_FIRST).
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_encode(__global const key_t* raw, __global key_t* keys,
                   __global uint* index, uint n, uint kind, uint descending,
                   __global uint* digit_totals /* PASSES * RADIX */,
-                  uint count_digits) {
+                  uint count_digits, uint write_keys) {
   __local uint hist[PASSES * RADIX];
   const uint lid = get_local_id(0);
   for (uint i = lid; i < PASSES * RADIX; i += WG) hist[i] = 0;
@@ -104,10 +231,12 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
     const size_t i = base + j * WG + lid;
     if (i < n) {
       const key_t k = to_ordered(raw[i], kind, descending);
-      keys[i] = k;
+      if (write_keys) {
+        keys[i] = k;
 #if HAS_INDEX
-      index[i] = (uint)i;
+        index[i] = (uint)i;
 #endif
+      }
       if (count_digits) {
         for (uint p = 0; p < PASSES; ++p) {
           atomic_inc(&hist[p * RADIX + digit_of(k, p * RADIX_BITS)]);
@@ -127,7 +256,7 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
 // so that one exclusive scan over the array yields every tile's offsets.
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_histogram(__global const key_t* keys, uint n, uint shift,
-                     __global uint* counts, uint tiles) {
+                     __global uint* counts, uint tiles, uint mode) {
   __local uint hist[RADIX];
   const uint lid = get_local_id(0);
   for (uint d = lid; d < RADIX; d += WG) hist[d] = 0;
@@ -135,7 +264,7 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
   const size_t base = get_group_id(0) * (size_t)TILE;
   for (uint j = 0; j < ITEMS; ++j) {
     const size_t i = base + j * WG + lid;
-    if (i < n) atomic_inc(&hist[digit_of(keys[i], shift)]);
+    if (i < n) atomic_inc(&hist[digit_of(load_key(keys, i, mode), shift)]);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   for (uint d = lid; d < RADIX; d += WG) {
@@ -225,9 +354,9 @@ void scan_add(__global uint* data, uint n, __global const uint* block_sums) {
 // tile. Returns the number of keys in the tile.
 inline uint rank_tile(__global const key_t* keys_in,
                       __global const uint* index_in, uint n, uint shift,
-                      uint tile, __local key_t* lkeys, __local uint* lindex,
-                      __local ushort* counts, __local uint* digit_start,
-                      __local uint* tmp) {
+                      uint mode, uint tile, __local key_t* lkeys,
+                      __local uint* lindex, __local ushort* counts,
+                      __local uint* digit_start, __local uint* tmp) {
   const uint lid = get_local_id(0);
   const size_t base = tile * (size_t)TILE;
   const uint count = (uint)min((size_t)TILE, n - base);
@@ -235,9 +364,9 @@ inline uint rank_tile(__global const key_t* keys_in,
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
     if (li < count) {
-      lkeys[LPAD(li)] = keys_in[base + li];
+      lkeys[LPAD(li)] = load_key(keys_in, base + li, mode);
 #if HAS_INDEX
-      lindex[LPAD(li)] = index_in[base + li];
+      lindex[LPAD(li)] = load_index(index_in, base + li, mode);
 #endif
     }
   }
@@ -309,6 +438,76 @@ inline uint rank_tile(__global const key_t* keys_in,
   return count;
 }
 
+#if WARP_RANK
+// rank_tile's contract, by warp-level ranking in one step per pass: warp w
+// holds keys [w * 32 * ITEMS, (w + 1) * 32 * ITEMS) of the tile in
+// registers, lane l key j at offset j * 32 + l, so a warp ranks its keys
+// in order by taking them 32 at a time (warp_count). The warps' per-digit
+// counts are then scanned (warps within a digit, then digits), and every
+// key moves straight to its rank. Past the end of the array a tile is
+// padded with the largest key: it ranks after every real key.
+inline uint rank_tile_warp(__global const key_t* keys_in,
+                           __global const uint* index_in, uint n, uint shift,
+                           uint mode, uint tile, __local key_t* lkeys,
+                           __local uint* lindex, __local uint* counters,
+                           __local uint* digit_start, __local uint* tmp) {
+  const uint lid = get_local_id(0);
+  const uint warp = lid / WARP_SIZE;
+  const size_t base = tile * (size_t)TILE;
+  const uint count = (uint)min((size_t)TILE, n - base);
+  for (uint i = lid; i < WARPS * RADIX; i += WG) counters[i] = 0;
+
+  key_t k[ITEMS];
+  uint rank[ITEMS];
+#if HAS_INDEX
+  uint x[ITEMS];
+#endif
+  const uint first = warp * (WARP_SIZE * ITEMS) + (lid & (WARP_SIZE - 1));
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint li = first + j * WARP_SIZE;
+    k[j] = li < count ? load_key(keys_in, base + li, mode) : ~(key_t)0;
+#if HAS_INDEX
+    x[j] = li < count ? load_index(index_in, base + li, mode) : 0;
+#endif
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  __local uint* mine = counters + warp * RADIX;
+  for (uint j = 0; j < ITEMS; ++j) {
+    rank[j] = warp_count(digit_of(k[j], shift), mine, tmp);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  // Per digit: each warp's start among the tile's keys of that digit, and
+  // the tile's count of it.
+  for (uint d = lid; d < RADIX; d += WG) {
+    uint sum = 0;
+    for (uint w = 0; w < WARPS; ++w) {
+      const uint c = counters[w * RADIX + d];
+      counters[w * RADIX + d] = sum;
+      sum += c;
+    }
+    digit_start[d] = sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  exclusive_scan_digits(digit_start, tmp);
+
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint d = digit_of(k[j], shift);
+    const uint to = digit_start[d] + mine[d] + rank[j];
+    lkeys[LPAD(to)] = k[j];
+#if HAS_INDEX
+    lindex[LPAD(to)] = x[j];
+#endif
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return count;
+}
+#define RANK_TILE rank_tile_warp
+#else
+#define RANK_TILE rank_tile
+#endif
+
 // Stable scatter of one tile: ranked in local memory (rank_tile), then
 // written out in order, so that runs of equal digits land in consecutive
 // global addresses. offsets[d * tiles + tile]: where the tile's digit d
@@ -317,20 +516,20 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
                    __global const uint* index_in, __global uint* index_out,
                    uint n, uint shift, __global const uint* offsets,
-                   uint tiles) {
+                   uint tiles, uint mode) {
   __local key_t lkeys[LTILE];
 #if HAS_INDEX
   __local uint lindex[LTILE];
 #else
   __local uint lindex[1];
 #endif
-  __local ushort counts[LCOUNTS];
+  __local rank_counter_t counts[RANK_COUNTERS];
   __local uint digit_start[RADIX];
   __local uint tmp[WG];
 
   const uint lid = get_local_id(0);
   const uint tile = get_group_id(0);
-  const uint count = rank_tile(keys_in, index_in, n, shift, tile, lkeys,
+  const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
                                lindex, counts, digit_start, tmp);
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
@@ -338,7 +537,7 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
       const key_t key = lkeys[LPAD(li)];
       const uint d = digit_of(key, shift);
       const uint dst = offsets[d * tiles + tile] + (li - digit_start[d]);
-      keys_out[dst] = key;
+      keys_out[dst] = store_form(key, mode);
 #if HAS_INDEX
       index_out[dst] = lindex[LPAD(li)];
 #endif
@@ -371,14 +570,15 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                     __global const uint* index_in, __global uint* index_out,
                     uint n, uint shift, __global const uint* totals,
-                    uint totals_at, __global uint* status, uint tiles) {
+                    uint totals_at, __global uint* status, uint tiles,
+                    uint mode) {
   __local key_t lkeys[LTILE];
 #if HAS_INDEX
   __local uint lindex[LTILE];
 #else
   __local uint lindex[1];
 #endif
-  __local ushort counts[LCOUNTS];
+  __local rank_counter_t counts[RANK_COUNTERS];
   __local uint digit_start[RADIX];
   __local uint digit_base[RADIX];  // global start of digit d for this tile
   __local uint tmp[WG];
@@ -392,7 +592,7 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
   // Where each digit starts in the output: the scan of the pass's totals.
   exclusive_scan_digits(digit_base, tmp);
 
-  const uint count = rank_tile(keys_in, index_in, n, shift, tile, lkeys,
+  const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
                                lindex, counts, digit_start, tmp);
   volatile __global uint* seen = status;
   for (uint d = lid; d < RADIX; d += WG) {
@@ -435,7 +635,7 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
     if (li < count) {
       const key_t key = lkeys[LPAD(li)];
       const uint dst = digit_base[digit_of(key, shift)] + li;
-      keys_out[dst] = key;
+      keys_out[dst] = store_form(key, mode);
 #if HAS_INDEX
       index_out[dst] = lindex[LPAD(li)];
 #endif
@@ -443,17 +643,18 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
   }
 }
 
-// Ordered keys -> raw keys in the output buffer; with an index, the payload
-// is gathered (value_words 1 or 2, 0 for none). The permutation needs no
+// Ordered keys -> raw keys in the output buffer (decode_keys 0: the last
+// pass did it); with an index, the payload is gathered (value_words 1 or 2,
+// 0 for none). The permutation needs no
 // kernel: it is the final index array itself.
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_decode(__global const key_t* keys, __global key_t* raw_out,
                   __global const uint* index, __global const uint* values_in,
                   __global uint* values_out, uint n, uint kind,
-                  uint descending, uint value_words) {
+                  uint descending, uint value_words, uint decode_keys) {
   const size_t i = get_global_id(0);
   if (i >= n) return;
-  raw_out[i] = from_ordered(keys[i], kind, descending);
+  if (decode_keys) raw_out[i] = from_ordered(keys[i], kind, descending);
 #if HAS_INDEX
   const uint from = index[i];
   if (value_words == 1) {
