@@ -10,7 +10,11 @@
 //   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
 //                      [--radix_bits=4|8] [--local_bits=0|4] [--bank_pad=0|1]
-//                      [--onesweep=0|1] [--lookback=N] [--warp_rank=0|1|2]
+//                      [--onesweep=0|1] [--lookback=N] [--warp_rank=0..4]
+//                      [--items32k=N] [--items64k=N] [--max_registers=N]
+//                      [--small_items=N --small_max=N]
+//                      [--bitonic_max=N] (single arrays up to N keys take
+//                      bitonic; 0: radix at every size)
 //                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
 #include <algorithm>
 #include <chrono>
@@ -204,7 +208,9 @@ int main(int argc, char** argv) {
   int reps = 5;
   int transpose_log2 = 24;
   int radix_bits = 0, local_bits = -1, work_group = 0, items32 = 0, items64 = 0,
-      bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1;
+      bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1,
+      items32k = -1, items64k = -1, max_registers = -1;
+  long bitonic_max = -1, small_items = -1, small_max = -1;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -217,6 +223,14 @@ int main(int argc, char** argv) {
     if (a.rfind("--onesweep=", 0) == 0) onesweep = std::stoi(a.substr(11));
     if (a.rfind("--lookback=", 0) == 0) lookback = std::stoi(a.substr(11));
     if (a.rfind("--warp_rank=", 0) == 0) warp_rank = std::stoi(a.substr(12));
+    if (a.rfind("--items32k=", 0) == 0) items32k = std::stoi(a.substr(11));
+    if (a.rfind("--items64k=", 0) == 0) items64k = std::stoi(a.substr(11));
+    if (a.rfind("--bitonic_max=", 0) == 0) bitonic_max = std::stol(a.substr(14));
+    if (a.rfind("--small_items=", 0) == 0) small_items = std::stol(a.substr(14));
+    if (a.rfind("--small_max=", 0) == 0) small_max = std::stol(a.substr(12));
+    if (a.rfind("--max_registers=", 0) == 0) {
+      max_registers = std::stoi(a.substr(16));
+    }
     if (a == "--quick") quick = true;
     if (a.rfind("--device=", 0) == 0) device = a.substr(9);
     if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
@@ -237,7 +251,9 @@ int main(int argc, char** argv) {
   if (engine.ok() &&
       (radix_bits > 0 || local_bits >= 0 || work_group > 0 || items32 > 0 ||
        items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0 ||
-       warp_rank >= 0)) {
+       warp_rank >= 0 || items32k >= 0 || items64k >= 0 ||
+       max_registers >= 0 || bitonic_max >= 0 || small_items >= 0 ||
+       small_max >= 0)) {
     // Another radix shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
     if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
@@ -249,6 +265,15 @@ int main(int argc, char** argv) {
     if (onesweep >= 0) policy.radix.onesweep = onesweep;
     if (lookback > 0) policy.radix.lookback = lookback;
     if (warp_rank >= 0) policy.radix.warp_rank = warp_rank;
+    if (items32k >= 0) policy.radix.items_32_keys = items32k;
+    if (items64k >= 0) policy.radix.items_64_keys = items64k;
+    if (max_registers >= 0) policy.radix.max_registers = max_registers;
+    if (small_items >= 0) policy.radix.small_items = small_items;
+    if (small_max >= 0) policy.radix.small_max = static_cast<size_t>(small_max);
+    if (bitonic_max >= 0) {
+      policy.bitonic.max_keys = static_cast<size_t>(bitonic_max);
+      policy.bitonic.max_keys_64 = static_cast<size_t>(bitonic_max);
+    }
     options.policy = policy;
     engine = OpenClEngine::Create(options);
   }

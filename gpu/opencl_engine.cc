@@ -129,18 +129,43 @@ absl::Status OpenClEngine::Init() {
   };
   const RadixSortPolicy& r = policy_.radix;
   const BitonicPolicy& b = policy_.bitonic;
+  auto radix_options = [&](int bits, int with_index, int items) {
+    return absl::StrCat("-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
+                        " -DLOCAL_BITS=", r.LocalBits(),
+                        " -DWG=", r.work_group, " -DITEMS=", items,
+                        " -DBANK_PAD=", r.bank_pad,
+                        " -DLOOKBACK=", r.lookback,
+                        " -DWARP_RANK=", r.warp_rank,
+                        " -DONESWEEP_EARLY=", r.onesweep == 2 ? 1 : 0,
+                        r.max_registers > 0
+                            ? absl::StrCat(" -cl-nv-maxrregcount=",
+                                           r.max_registers)
+                            : std::string(),
+                        " -DHAS_INDEX=", with_index);
+  };
+  auto radix_kernels = [&](const cl::Program& program, RadixKernels& k) {
+    return kernels(program, {{&k.encode, "radix_encode"},
+                             {&k.histogram, "radix_histogram"},
+                             {&k.scan_blocks, "scan_blocks"},
+                             {&k.scan_add, "scan_add"},
+                             {&k.scatter, "radix_scatter"},
+                             {&k.onesweep, "radix_onesweep"},
+                             {&k.digit_starts, "radix_digit_starts"},
+                             {&k.decode, "radix_decode"}});
+  };
   for (int wide = 0; wide < 2; ++wide) {
     for (int with_index = 0; with_index < 2; ++with_index) {
       const int bits = wide ? 64 : 32;
       auto radix = cache_->Get(
           "radix_sort",
-          absl::StrCat("-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
-                       " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
-                       " -DITEMS=", r.Items(bits), " -DBANK_PAD=", r.bank_pad,
-                       " -DLOOKBACK=", r.lookback,
-                       " -DWARP_RANK=", r.warp_rank,
-                       " -DHAS_INDEX=", with_index));
+          radix_options(bits, with_index, r.Items(bits, with_index)));
       if (!radix.ok()) return radix.status();
+      absl::StatusOr<cl::Program> small = absl::NotFoundError("unused");
+      if (r.small_items > 0) {
+        small = cache_->Get("radix_sort",
+                            radix_options(bits, with_index, r.small_items));
+        if (!small.ok()) return small.status();
+      }
       auto bitonic = cache_->Get(
           "bitonic_sort",
           absl::StrCat("-DKEY_BITS=", bits, " -DHAS_INDEX=", with_index,
@@ -148,15 +173,12 @@ absl::Status OpenClEngine::Init() {
       if (!bitonic.ok()) return bitonic.status();
       // Kernel objects hold their arguments: each lane has its own.
       for (auto& lane : lanes_) {
-        RadixKernels& k = lane->radix[wide][with_index];
         SORTD_RETURN_IF_ERROR(
-            kernels(*radix, {{&k.encode, "radix_encode"},
-                             {&k.histogram, "radix_histogram"},
-                             {&k.scan_blocks, "scan_blocks"},
-                             {&k.scan_add, "scan_add"},
-                             {&k.scatter, "radix_scatter"},
-                             {&k.onesweep, "radix_onesweep"},
-                             {&k.decode, "radix_decode"}}));
+            radix_kernels(*radix, lane->radix[wide][with_index]));
+        if (small.ok()) {
+          SORTD_RETURN_IF_ERROR(
+              radix_kernels(*small, lane->radix_small[wide][with_index]));
+        }
         BitonicKernels& bk = lane->bitonic[wide][with_index];
         SORTD_RETURN_IF_ERROR(
             kernels(*bitonic, {{&bk.pad, "bitonic_pad"},
@@ -225,7 +247,8 @@ absl::Status OpenClEngine::InitTranspose() {
 // checks the answers, so that a miscompiling driver is caught before health
 // says SERVING; the larger sorts also fill the buffer pool.
 absl::Status OpenClEngine::WarmUp() {
-  const size_t small = 3 * static_cast<size_t>(policy_.radix.Tile(32)) + 17;
+  const size_t small =
+      3 * static_cast<size_t>(policy_.radix.Tile(32, true)) + 17;
   // The widest kind of sort must fit a lane's share of the memory budget
   // at the warm-up's sizes; the segmented warm-up also holds a scratch copy
   // of its long segment, and buffers round up to powers of two, hence the
@@ -460,10 +483,10 @@ absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
   return absl::OkStatus();
 }
 
-absl::Status OpenClEngine::ScanInPlace(Run& run, RadixKernels& k, int key_bits,
+absl::Status OpenClEngine::ScanInPlace(Run& run, RadixKernels& k, size_t tile,
                                        cl::Buffer& data, size_t count) {
   const size_t wg = policy_.radix.work_group;
-  const size_t blocks = DivUp(count, policy_.radix.Tile(key_bits));
+  const size_t blocks = DivUp(count, tile);
   absl::StatusOr<cl::Buffer> sums = Allocate(run, blocks * 4, "scan sums");
   if (!sums.ok()) return sums.status();
   const cl_uint n = static_cast<cl_uint>(count);
@@ -472,7 +495,7 @@ absl::Status OpenClEngine::ScanInPlace(Run& run, RadixKernels& k, int key_bits,
   k.scan_blocks.setArg(2, *sums);
   SORTD_RETURN_IF_ERROR(Launch(run, k.scan_blocks, blocks, wg, "scan"));
   if (blocks == 1) return absl::OkStatus();
-  SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, key_bits, *sums, blocks));
+  SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, tile, *sums, blocks));
   k.scan_add.setArg(0, data);
   k.scan_add.setArg(1, n);
   k.scan_add.setArg(2, *sums);
@@ -537,7 +560,11 @@ absl::Status OpenClEngine::Encode(Run& run, const SortJob& job, Arrays& a,
   k.encode.setArg(6, totals);
   k.encode.setArg(7, cl_uint{count_digits});
   k.encode.setArg(8, cl_uint{encode});
-  return Launch(run, k.encode, DivUp(job.count, policy_.radix.Tile(bits)),
+  const size_t groups = std::min<size_t>(
+      DivUp(job.count, policy_.radix.Tile(bits, WithIndex(job))),
+      std::max<size_t>(1, size_t{device_.info.compute_units} *
+                              policy_.radix.count_groups_per_cu));
+  return Launch(run, k.encode, groups,
                 policy_.radix.work_group, count_digits ? "histogram" : "transform");
 }
 
@@ -553,8 +580,12 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
                                        const cl::Buffer* totals,
                                        const RawEnds* raw_ends) {
   const RadixSortPolicy& p = policy_.radix;
-  RadixKernels& k = run.lane->radix[key_bits == 64][with_index];
-  const size_t tiles = DivUp(count, p.Tile(key_bits));
+  // Short arrays take the kernels built for small tiles.
+  RadixKernels& k = p.Small(count)
+                        ? run.lane->radix_small[key_bits == 64][with_index]
+                        : run.lane->radix[key_bits == 64][with_index];
+  const size_t tile = p.Tile(key_bits, with_index, count);
+  const size_t tiles = DivUp(count, tile);
   const size_t radix = size_t{1} << p.radix_bits;
   const cl_uint n = static_cast<cl_uint>(count);
   const cl_uint tiles32 = static_cast<cl_uint>(tiles);
@@ -596,6 +627,15 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
     absl::StatusOr<cl::Buffer> status =
         Allocate(run, status_bytes, "look-back status");
     if (!status.ok()) return status.status();
+    // Where each digit starts in each pass's output, from the totals.
+    const size_t passes = skip.size();
+    absl::StatusOr<cl::Buffer> starts =
+        Allocate(run, passes * radix * 4, "digit starts");
+    if (!starts.ok()) return starts.status();
+    k.digit_starts.setArg(0, *totals);
+    k.digit_starts.setArg(1, *starts);
+    SORTD_RETURN_IF_ERROR(
+        Launch(run, k.digit_starts, passes, p.work_group, "scan"));
     for (size_t pass = 0; pass < skip.size(); ++pass) {
       if (skip[pass]) continue;
       cl::Event e;
@@ -604,7 +644,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
                          "clEnqueueFillBuffer(look-back status)");
       run.events.emplace_back("scatter", e);
       pass_args(k.onesweep, pass);
-      k.onesweep.setArg(6, *totals);
+      k.onesweep.setArg(6, *starts);
       k.onesweep.setArg(7, static_cast<cl_uint>(pass * radix));
       k.onesweep.setArg(8, *status);
       k.onesweep.setArg(9, tiles32);
@@ -630,7 +670,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
     SORTD_RETURN_IF_ERROR(
         Launch(run, k.histogram, tiles, p.work_group, "histogram"));
     SORTD_RETURN_IF_ERROR(
-        ScanInPlace(run, k, key_bits, *offsets, tiles * radix));
+        ScanInPlace(run, k, tile, *offsets, tiles * radix));
     pass_args(k.scatter, pass);
     k.scatter.setArg(6, *offsets);
     k.scatter.setArg(7, tiles32);
@@ -907,12 +947,16 @@ size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
                  2 * sc(with_index ? padded * 4 : 0) + 2 * sc(n * vs) +
                  sc(passes * radix * 4);
   if (!bitonic && UsesOnesweep(n, true)) {
-    // RadixPasses(): the look-back status words.
-    total += sc((DivUp(n, static_cast<size_t>(p.Tile(bits))) * radix + 1) * 4);
+    // RadixPasses(): the digit starts and the look-back status words.
+    total += sc(passes * radix * 4);
+    total += sc(
+        (DivUp(n, static_cast<size_t>(p.Tile(bits, with_index, n))) * radix +
+         1) *
+        4);
   } else if (!bitonic) {
     // RadixPasses(): tile offsets, and ScanInPlace()'s block sums, which
     // every pass allocates anew.
-    const size_t tile = static_cast<size_t>(p.Tile(bits));
+    const size_t tile = static_cast<size_t>(p.Tile(bits, with_index, n));
     size_t count = DivUp(n, tile) * radix;
     total += sc(count * 4);
     size_t sums = 0;

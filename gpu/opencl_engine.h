@@ -136,6 +136,7 @@ class OpenClEngine final : public Sorter {
  private:
   struct RadixKernels {
     cl::Kernel encode, histogram, scan_blocks, scan_add, scatter, onesweep,
+        digit_starts,
         decode;
   };
   struct BitonicKernels {
@@ -150,6 +151,8 @@ class OpenClEngine final : public Sorter {
     cl::CommandQueue queue;
     std::unique_ptr<StagingRing> staging;
     RadixKernels radix[2][2];  // [key_bits == 64][with_index]
+    // Built with the policy's small_items, for short arrays.
+    RadixKernels radix_small[2][2];
     BitonicKernels bitonic[2][2];
     cl::Kernel transpose;
   };
@@ -224,7 +227,8 @@ class OpenClEngine final : public Sorter {
   absl::Status SortLocked(Run& run, const SortJob& job);
   absl::Status SegmentsLocked(Run& run, const SortJob& job,
                               absl::Span<const uint32_t> offsets);
-  absl::Status ScanInPlace(Run& run, RadixKernels& k, int key_bits,
+  // `tile`: the TILE that k's kernels were built with.
+  absl::Status ScanInPlace(Run& run, RadixKernels& k, size_t tile,
                            cl::Buffer& data, size_t count);
   absl::Status Launch(Run& run, cl::Kernel& kernel, size_t groups,
                       size_t group_size, const char* stage);

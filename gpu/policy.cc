@@ -1,6 +1,7 @@
 #include "gpu/policy.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -8,7 +9,7 @@
 namespace sortd::gpu {
 
 size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
-  const size_t tile = Tile(key_bits);
+  const size_t tile = Tile(key_bits, with_index);
   const size_t radix = size_t{1} << radix_bits;
   const size_t local_radix = size_t{1} << LocalBits();
   // Key, index and counter arrays carry the kernel's bank padding (one
@@ -44,13 +45,22 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
     // 1.17x (u32) to 1.45x (u64) over the unpadded shape at 2^26
     // (bench/results/h100-20261122-radix-pad).
     // One-launch passes (onesweep) measured level with these at best
-    // (bench/results/h100-20261122-onesweep-v3): off.
+    // (bench/results/h100-20261122-onesweep-v3): off, until warp-level
+    // ranking (PTX ballots) ranked a whole 8-bit digit in one step and
+    // the one-launch pass looked back before ranking (early counts):
+    // 2.2x faster for u32 keys, 1.9x for f32 argsort at 2^26, with longer
+    // tiles for keys-only sorts (bench/results/h100-20261122-warp-rank-v*).
     p.radix = {.radix_bits = 8,
                .local_bits = 4,
                .work_group = 256,
-               .items_32 = 8,
+               .items_32 = 16,
                .items_64 = 8,
-               .bank_pad = 1};
+               .items_32_keys = 24,
+               .items_64_keys = 16,
+               .bank_pad = 1,
+               .onesweep = 2,
+               .lookback = 4,
+               .warp_rank = 2};
     // Measured on the H100 (bench/results/h100-20261122-run3, kernel ms,
     // bitonic vs radix): u32 2^16 0.150 vs 0.262, 2^18 0.234 vs 0.245,
     // 2^20 0.359 vs 0.308; u64 2^18 0.264 vs 0.450, 2^20 0.472 vs 0.751.
@@ -78,6 +88,14 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
          p.radix.ScatterLocalBytes(32, true) > device.local_mem_bytes) {
     p.radix.items_32 /= 2;
   }
+  while (p.radix.items_64_keys > 1 &&
+         p.radix.ScatterLocalBytes(64, false) > device.local_mem_bytes) {
+    p.radix.items_64_keys /= 2;
+  }
+  while (p.radix.items_32_keys > 1 &&
+         p.radix.ScatterLocalBytes(32, false) > device.local_mem_bytes) {
+    p.radix.items_32_keys /= 2;
+  }
   while (p.bitonic.block_32 > 64 &&
          p.bitonic.LocalBytes(32) > device.local_mem_bytes) {
     p.bitonic.block_32 /= 2;
@@ -95,15 +113,22 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
 }
 
 absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
-  for (int bits : {32, 64}) {
-    if (radix.ScatterLocalBytes(bits, true) > device.local_mem_bytes ||
+  for (auto [bits, with_index] : {std::pair{32, true}, {64, true},
+                                   {32, false}, {64, false}}) {
+    if (radix.ScatterLocalBytes(bits, with_index) > device.local_mem_bytes ||
         static_cast<size_t>(radix.work_group) > device.max_work_group ||
-        radix.Tile(bits) >= 65536 ||
+        radix.Tile(bits, with_index) >= 65536 ||
         radix.radix_bits % radix.LocalBits() != 0 || radix.lookback < 1 ||
-        radix.lookback > 64 || radix.warp_rank < 0 || radix.warp_rank > 2 ||
+        radix.lookback > 64 || radix.warp_rank < 0 || radix.warp_rank > 4 ||
         (radix.warp_rank != 0 && radix.work_group % 32 != 0) ||
-        (radix.warp_rank == 2 &&
-         !absl::StrContains(device.vendor, "NVIDIA"))) {
+        ((radix.warp_rank >= 2 || radix.max_registers != 0) &&
+         !absl::StrContains(device.vendor, "NVIDIA")) ||
+        radix.max_registers < 0 || radix.max_registers > 255 ||
+        radix.onesweep < 0 || radix.onesweep > 2 ||
+        radix.count_groups_per_cu < 1 || radix.small_items < 0 ||
+        (radix.small_items > 0 &&
+         radix.small_items > radix.Items(bits, with_index)) ||
+        (radix.onesweep == 2 && radix.warp_rank == 0)) {
       return absl::FailedPreconditionError(
           absl::StrCat("radix policy ", ToString(), " does not fit ",
                        device.name, " (local memory ", device.local_mem_bytes,
@@ -127,8 +152,12 @@ std::string EnginePolicy::ToString() const {
       "radix{bits=", radix.radix_bits, " local_bits=", radix.LocalBits(),
       " bank_pad=", radix.bank_pad, " onesweep=", radix.onesweep,
       " lookback=", radix.lookback, " warp_rank=", radix.warp_rank,
+      " max_registers=", radix.max_registers,
+      " small_items=", radix.small_items, " small_max=", radix.small_max,
       " wg=", radix.work_group,
       " items32=", radix.items_32, " items64=", radix.items_64,
+      " items32_keys=", radix.Items(32, false),
+      " items64_keys=", radix.Items(64, false),
       "} bitonic{max_keys=", bitonic.max_keys,
       " max_keys_64=", bitonic.MaxKeys(64),
       "} transpose{matrices_per_group=", transpose.matrices_per_group, "}");

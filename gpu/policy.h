@@ -22,12 +22,18 @@ struct RadixSortPolicy {
   int work_group = 256;  // work-items per group
   int items_32 = 16;     // keys per work-item, 32-bit keys
   int items_64 = 8;      // keys per work-item, 64-bit keys
+  // Keys per work-item of sorts without an index (keys only): with no
+  // index array in local memory a tile can hold more keys. 0: as above.
+  int items_32_keys = 0;
+  int items_64_keys = 0;
   // Pad the scatter's local arrays against bank conflicts (1) or not (0).
   int bank_pad = 1;
   // One launch per pass with a decoupled look-back (radix_onesweep, 1)
   // instead of histogram, scan and scatter launches (0). It needs started
   // work-groups to keep running (NVIDIA, PoCL); arrays of 2^30 keys or more
-  // and segments always take the three-launch passes.
+  // and segments always take the three-launch passes. 2: the same with
+  // early counts (a tile counts its digits, publishes them and looks back
+  // before it ranks; needs warp_rank).
   int onesweep = 0;
   // Predecessor tiles the look-back reads at once.
   int lookback = 8;
@@ -35,12 +41,41 @@ struct RadixSortPolicy {
   // in local memory, in local_bits-wide steps; 1, warp-level ranking, the
   // warp operations emulated through local memory (portable, slow: the
   // twin that PoCL tests); 2, warp-level ranking with NVIDIA PTX ballots
-  // and shuffles (NVIDIA only). Warp-level ranking ranks a whole digit in
-  // one step (local_bits does not apply) and needs work_group % 32 == 0.
+  // and shuffles; 3, as 2 with the warp's digit counters added to
+  // atomically; 4, as 3 with PTX match.any in place of one ballot per
+  // digit bit (2-4: NVIDIA only). Warp-level ranking ranks a whole digit
+  // in one step (local_bits does not apply); work_group % 32 == 0.
   int warp_rank = 0;
+  // Registers per work-item the radix kernels may use (NVIDIA's
+  // -cl-nv-maxrregcount; 0: the compiler's choice). Fewer registers let
+  // more work-groups stay resident, which the one-launch pass's look-back
+  // needs; NVIDIA only.
+  int max_registers = 0;
+  // The digit-counting (and encoding) kernel runs at most this many
+  // work-groups per compute unit, each striding over tiles, so that few
+  // groups add their counts to the same global counters.
+  int count_groups_per_cu = 8;
+  // Radix passes over at most small_max keys use tiles of small_items keys
+  // per work-item (a second build of the kernels): short arrays then make
+  // enough tiles to occupy the device, which is what their latency needs.
+  // 0: one tile size for all.
+  int small_items = 0;
+  size_t small_max = 0;
 
-  int Items(int key_bits) const { return key_bits == 64 ? items_64 : items_32; }
-  int Tile(int key_bits) const { return work_group * Items(key_bits); }
+  int Items(int key_bits, bool with_index) const {
+    const int keys_only = key_bits == 64 ? items_64_keys : items_32_keys;
+    if (!with_index && keys_only > 0) return keys_only;
+    return key_bits == 64 ? items_64 : items_32;
+  }
+  int Tile(int key_bits, bool with_index) const {
+    return work_group * Items(key_bits, with_index);
+  }
+  bool Small(size_t count) const { return small_items > 0 && count <= small_max; }
+  // The tile of radix passes over `count` keys.
+  int Tile(int key_bits, bool with_index, size_t count) const {
+    return Small(count) ? work_group * small_items
+                        : Tile(key_bits, with_index);
+  }
   int LocalBits() const {
     return local_bits > 0 && warp_rank == 0 ? local_bits : radix_bits;
   }

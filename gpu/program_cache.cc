@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -50,7 +51,13 @@ std::string ProgramCache::DiskPath(const std::string& source_name,
 }
 
 absl::StatusOr<cl::Program> ProgramCache::Get(const std::string& source_name,
-                                              const std::string& options) {
+                                              const std::string& build_options) {
+  // SORTD_KERNEL_EXTRA_OPTIONS, a diagnostic, is appended to every build's
+  // options (and so is part of the cache keys).
+  const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS");
+  const std::string options = extra != nullptr && *extra
+                                  ? absl::StrCat(build_options, " ", extra)
+                                  : build_options;
   std::lock_guard<std::mutex> lock(mu_);
   auto key = std::make_pair(source_name, options);
   if (auto it = programs_.find(key); it != programs_.end()) return it->second;
@@ -96,6 +103,16 @@ absl::StatusOr<cl::Program> ProgramCache::Build(const std::string& source_name,
   SORTD_CL_RETURN_IF(
       err, absl::StrCat("clCreateProgramWithSource(", source_name, ")"));
   err = program.build({device_.device}, options.c_str());
+  // A diagnostic for tuning: SORTD_KERNEL_BUILD_LOG=1 prints every build's
+  // log (with SORTD_KERNEL_EXTRA_OPTIONS=-cl-nv-verbose on NVIDIA, each
+  // kernel's register use).
+  if (const char* show = std::getenv("SORTD_KERNEL_BUILD_LOG");
+      err == CL_SUCCESS && show != nullptr && std::string(show) == "1") {
+    std::fprintf(stderr, "sortd: built %s.cl with '%s':\n%s\n",
+                 source_name.c_str(), options.c_str(),
+                 program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_.device)
+                     .c_str());
+  }
   if (err != CL_SUCCESS) {
     std::string log =
         program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_.device);

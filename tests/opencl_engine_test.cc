@@ -75,7 +75,8 @@ class OpenClSortTest
 TEST_P(OpenClSortTest, MatchesStableReferenceOnEveryShapeAndBoundaryLength) {
   const auto [type, desc, extra] = GetParam();
   OpenClEngine& engine = Engine();
-  const size_t tile = engine.policy().radix.Tile(KeySize(type) * 8);
+  const size_t tile = engine.policy().radix.Tile(KeySize(type) * 8,
+                                                 extra != Extra::kNone);
   std::vector<size_t> lengths = sortd::testing::BoundaryLengths();
   for (size_t t : {tile - 1, tile, tile + 1, 3 * tile + 1})
     lengths.push_back(t);
@@ -590,10 +591,12 @@ TEST(Algorithms, OnesweepPasses) {
 // sizes that end mid-warp and mid-tile (the padding keys must rank last).
 TEST(Algorithms, WarpRanking) {
   std::vector<int> modes = {1};
-  if (absl::StrContains(Engine().info().vendor, "NVIDIA")) modes.push_back(2);
+  if (absl::StrContains(Engine().info().vendor, "NVIDIA")) {
+    modes.insert(modes.end(), {2, 3, 4});
+  }
   for (int warp_rank : modes) {
     for (auto [radix_bits, onesweep] :
-         {std::pair{8, 0}, {8, 1}, {4, 0}, {4, 1}}) {
+         {std::pair{8, 0}, {8, 1}, {8, 2}, {4, 0}, {4, 2}}) {
       SCOPED_TRACE(absl::StrCat("warp_rank=", warp_rank, " radix_bits=",
                                 radix_bits, " onesweep=", onesweep));
       OpenClEngine::Options options = CpuDevice();
@@ -603,9 +606,14 @@ TEST(Algorithms, WarpRanking) {
                  .work_group = 64,
                  .items_32 = 8,
                  .items_64 = 4,
+                 .items_32_keys = 16,  // keys-only tiles twice as long
+                 .items_64_keys = 8,
                  .bank_pad = 1,
                  .onesweep = onesweep,
-                 .warp_rank = warp_rank};
+                 .warp_rank = warp_rank,
+                 // Up to 512 keys: tiles of 2 keys per work-item.
+                 .small_items = 2,
+                 .small_max = 512};
       options.policy = p;
       options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
       auto engine = OpenClEngine::Create(options);
@@ -690,7 +698,8 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   EXPECT_TRUE(p.CheckFits(Engine().info()).ok());
   EXPECT_THAT(p.ToString(), HasSubstr("radix{bits="));
   EXPECT_THAT(p.ToString(), HasSubstr("local_bits="));
-  // The NVIDIA entry (8-bit passes, 4-bit ranking) fits an H100's limits.
+  // The NVIDIA entry (8-bit passes, each ranked in one warp-level step,
+  // one launch per pass) fits an H100's limits.
   DeviceInfo nvidia = Engine().info();
   nvidia.vendor = "NVIDIA Corporation";
   nvidia.is_gpu = true;
@@ -698,8 +707,14 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   nvidia.max_work_group = 1024;
   const EnginePolicy np = EnginePolicy::For(nvidia);
   EXPECT_EQ(np.radix.radix_bits, 8);
-  EXPECT_EQ(np.radix.LocalBits(), 4);
+  EXPECT_EQ(np.radix.warp_rank, 2);
+  EXPECT_EQ(np.radix.LocalBits(), 8);
+  EXPECT_GT(np.radix.Items(32, false), np.radix.Items(32, true));
   EXPECT_TRUE(np.CheckFits(nvidia).ok()) << np.ToString();
+  // The same entry is refused by a device of another vendor (PTX).
+  DeviceInfo not_nvidia = nvidia;
+  not_nvidia.vendor = "Another Vendor";
+  EXPECT_FALSE(np.CheckFits(not_nvidia).ok());
   DeviceInfo small = Engine().info();
   small.local_mem_bytes = 8 * 1024;
   small.max_work_group = 128;

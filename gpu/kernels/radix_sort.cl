@@ -21,7 +21,9 @@
 //               2 takes the ballots and shuffles from NVIDIA's PTX (needs
 //               sm_70 or later); 1 is its portable twin, the same algorithm
 //               with each warp-wide operation done through local memory and
-//               barriers (slow, but runs anywhere, and tested on PoCL)
+//               barriers (slow, but runs anywhere, and tested on PoCL).
+//               3: as 2, the counters added to atomically; 4: as 3, with
+//               PTX match.any finding a key's peers
 // Keys are kept in "ordered" form while sorting: unsigned bits whose order
 // is the requested order (see to_ordered), so every pass is the same
 // unsigned, stable, ascending digit sort.
@@ -85,6 +87,14 @@ typedef uint key_t;
 #if WARP_RANK && (WG % WARP_SIZE != 0)
 #error "WARP_RANK needs a work-group size that is a multiple of 32"
 #endif
+// radix_onesweep with early counts (needs WARP_RANK): count, publish and
+// look back before ranking, not after.
+#ifndef ONESWEEP_EARLY
+#define ONESWEEP_EARLY 0
+#endif
+#if ONESWEEP_EARLY && !WARP_RANK
+#error "ONESWEEP_EARLY needs WARP_RANK"
+#endif
 #if WARP_RANK
 typedef uint rank_counter_t;
 #define RANK_COUNTERS (WARPS * RADIX)
@@ -93,7 +103,8 @@ typedef ushort rank_counter_t;
 #define RANK_COUNTERS LCOUNTS
 #endif
 
-#if WARP_RANK == 2
+#define WARP_PTX (WARP_RANK >= 2)
+#if WARP_PTX
 // Bit i set where lane i's pred is non-zero.
 inline uint warp_ballot(uint pred) {
   uint votes;
@@ -113,12 +124,23 @@ inline uint warp_read_lane(uint v, uint from) {
   return out;
 }
 inline void warp_sync(void) { asm volatile("bar.warp.sync 0xffffffff;"); }
+// The lanes whose v equals this lane's.
+inline uint warp_match_any(uint v) {
+  uint peers;
+  asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;"
+               : "=r"(peers)
+               : "r"(v));
+  return peers;
+}
 #endif
 
 #if WARP_RANK
 // The lanes of this work-item's warp whose digit equals d (bit i: lane i).
 inline uint warp_peers(uint d, __local uint* scratch) {
-#if WARP_RANK == 2
+#if WARP_RANK == 4
+  (void)scratch;
+  return warp_match_any(d);
+#elif WARP_PTX
   (void)scratch;
   uint peers = 0xffffffffu;
   for (uint b = 0; b < RADIX_BITS; ++b) {
@@ -158,6 +180,10 @@ inline uint warp_count(uint d, __local uint* counters, __local uint* scratch) {
   }
   before = warp_read_lane(before, leader);
   warp_sync();  // the leader's store is seen by the next call's leader
+#elif WARP_PTX
+  uint before = 0;
+  if (lane == leader) before = atomic_add(&counters[d], popcount(peers));
+  before = warp_read_lane(before, leader);
 #else
   const uint before = counters[d];
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -226,20 +252,24 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
   const uint lid = get_local_id(0);
   for (uint i = lid; i < PASSES * RADIX; i += WG) hist[i] = 0;
   barrier(CLK_LOCAL_MEM_FENCE);
-  const size_t base = get_group_id(0) * (size_t)TILE;
-  for (uint j = 0; j < ITEMS; ++j) {
-    const size_t i = base + j * WG + lid;
-    if (i < n) {
-      const key_t k = to_ordered(raw[i], kind, descending);
-      if (write_keys) {
-        keys[i] = k;
+  // Work-groups stride over the tiles: fewer groups, fewer global atomics
+  // on the same PASSES * RADIX counters.
+  const size_t stride = get_num_groups(0) * (size_t)TILE;
+  for (size_t base = get_group_id(0) * (size_t)TILE; base < n; base += stride) {
+    for (uint j = 0; j < ITEMS; ++j) {
+      const size_t i = base + j * WG + lid;
+      if (i < n) {
+        const key_t k = to_ordered(raw[i], kind, descending);
+        if (write_keys) {
+          keys[i] = k;
 #if HAS_INDEX
-        index[i] = (uint)i;
+          index[i] = (uint)i;
 #endif
-      }
-      if (count_digits) {
-        for (uint p = 0; p < PASSES; ++p) {
-          atomic_inc(&hist[p * RADIX + digit_of(k, p * RADIX_BITS)]);
+        }
+        if (count_digits) {
+          for (uint p = 0; p < PASSES; ++p) {
+            atomic_inc(&hist[p * RADIX + digit_of(k, p * RADIX_BITS)]);
+          }
         }
       }
     }
@@ -272,6 +302,40 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
   }
 }
 
+#if WARP_PTX
+inline uint warp_read_lane_below(uint v, uint by) {
+  uint out;
+  asm volatile("shfl.sync.up.b32 %0, %1, %2, 0x0, 0xffffffff;"
+               : "=r"(out)
+               : "r"(v), "r"(by));
+  return out;
+}
+
+// Exclusive scan over the work-group, as below, in warp shuffles and two
+// barriers instead of two per step.
+inline uint work_group_exclusive_scan(uint value, __local uint* tmp,
+                                      uint* sum) {
+  const uint lid = get_local_id(0);
+  const uint lane = lid & (WARP_SIZE - 1);
+  const uint warp = lid / WARP_SIZE;
+  uint inclusive = value;
+  for (uint by = 1; by < WARP_SIZE; by <<= 1) {
+    const uint below = warp_read_lane_below(inclusive, by);
+    if (lane >= by) inclusive += below;
+  }
+  if (lane == WARP_SIZE - 1) tmp[warp] = inclusive;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint before = 0, total = 0;
+  for (uint w = 0; w < WARPS; ++w) {
+    const uint t = tmp[w];
+    before += w < warp ? t : 0;
+    total += t;
+  }
+  *sum = total;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return before + inclusive - value;
+}
+#else
 // Exclusive scan of `total` values in a local array of WG entries; returns
 // this work-item's exclusive prefix and leaves the sum in *sum.
 inline uint work_group_exclusive_scan(uint value, __local uint* tmp,
@@ -290,6 +354,7 @@ inline uint work_group_exclusive_scan(uint value, __local uint* tmp,
   barrier(CLK_LOCAL_MEM_FENCE);
   return inclusive - value;
 }
+#endif  // WARP_PTX
 
 // Exclusive scan, in place, of RADIX values in local memory (RADIX / WG
 // or one per work-item). Ends with a barrier.
@@ -311,6 +376,23 @@ inline void exclusive_scan_digits(__local uint* digits, __local uint* tmp) {
     prefix += mine[e];
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+// Every pass's digit starts, for the one-launch passes: starts[p * RADIX +
+// d] = the count of digits below d in pass p (one work-group per pass).
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_digit_starts(__global const uint* totals, __global uint* starts) {
+  __local uint digits[RADIX];
+  __local uint tmp[WG];
+  const size_t at = get_group_id(0) * (size_t)RADIX;
+  for (uint d = get_local_id(0); d < RADIX; d += WG) {
+    digits[d] = totals[at + d];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  exclusive_scan_digits(digits, tmp);
+  for (uint d = get_local_id(0); d < RADIX; d += WG) {
+    starts[at + d] = digits[d];
+  }
 }
 
 // One block of WG * ITEMS values scanned in place (exclusive); the block's
@@ -438,6 +520,54 @@ inline uint rank_tile(__global const key_t* keys_in,
   return count;
 }
 
+// The one-launch pass's decoupled look-back (see radix_onesweep). A tile's
+// status word per digit is 0 (not yet published), AGGREGATE | its own
+// count, or PREFIX | the count of that digit over every tile up to and
+// including it. Counts are 30 bits: n < 2^30.
+#ifndef LOOKBACK
+#define LOOKBACK 8
+#endif
+#define STATUS_AGGREGATE (1U << 30)
+#define STATUS_PREFIX (2U << 30)
+#define STATUS_VALUE ((1U << 30) - 1)
+
+// Publishes `mine`, this tile's count of digit d, and returns the count of
+// d over all earlier tiles, read back LOOKBACK predecessors at a time until
+// a prefix; then publishes this tile's own prefix.
+inline uint lookback_digit(__global uint* status, uint tile, uint d,
+                           uint mine) {
+  volatile __global uint* seen = status;
+  __global uint* my_status = &status[tile * RADIX + d];
+  if (tile == 0) {
+    atomic_xchg(my_status, STATUS_PREFIX | mine);
+    return 0;
+  }
+  atomic_xchg(my_status, STATUS_AGGREGATE | mine);
+  uint before = 0;
+  // Tiles [0, t) are still to be looked at.
+  for (uint t = tile;;) {
+    uint s[LOOKBACK];
+    for (uint w = 0; w < LOOKBACK; ++w) {
+      // Before tile 0 there is nothing: read as an empty prefix.
+      s[w] = t > w ? seen[(t - 1 - w) * RADIX + d] : STATUS_PREFIX;
+    }
+    uint w = 0;
+    bool done = false;
+    for (; w < LOOKBACK; ++w) {
+      if (s[w] == 0) break;  // not published yet: read again from here
+      before += s[w] & STATUS_VALUE;
+      if ((s[w] & ~STATUS_VALUE) == STATUS_PREFIX) {
+        done = true;
+        break;
+      }
+    }
+    if (done) break;
+    t -= w;
+  }
+  atomic_xchg(my_status, STATUS_PREFIX | (before + mine));
+  return before;
+}
+
 #if WARP_RANK
 // rank_tile's contract, by warp-level ranking in one step per pass: warp w
 // holds keys [w * 32 * ITEMS, (w + 1) * 32 * ITEMS) of the tile in
@@ -450,12 +580,17 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
                            __global const uint* index_in, uint n, uint shift,
                            uint mode, uint tile, __local key_t* lkeys,
                            __local uint* lindex, __local uint* counters,
-                           __local uint* digit_start, __local uint* tmp) {
+                           __local uint* digit_start, __local uint* tmp,
+                           uint early, __global uint* status,
+                           __local uint* early_base) {
   const uint lid = get_local_id(0);
   const uint warp = lid / WARP_SIZE;
   const size_t base = tile * (size_t)TILE;
   const uint count = (uint)min((size_t)TILE, n - base);
   for (uint i = lid; i < WARPS * RADIX; i += WG) counters[i] = 0;
+  if (early) {
+    for (uint d = lid; d < RADIX; d += WG) digit_start[d] = 0;
+  }
 
   key_t k[ITEMS];
   uint rank[ITEMS];
@@ -463,14 +598,41 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
   uint x[ITEMS];
 #endif
   const uint first = warp * (WARP_SIZE * ITEMS) + (lid & (WARP_SIZE - 1));
-  for (uint j = 0; j < ITEMS; ++j) {
-    const uint li = first + j * WARP_SIZE;
-    k[j] = li < count ? load_key(keys_in, base + li, mode) : ~(key_t)0;
+  // Two loops rather than a test per key: the mode is the same for all.
+  if (mode & MODE_FIRST) {
+    for (uint j = 0; j < ITEMS; ++j) {
+      const uint li = first + j * WARP_SIZE;
+      k[j] = li < count ? load_key(keys_in, base + li, MODE_FIRST | mode)
+                        : ~(key_t)0;
 #if HAS_INDEX
-    x[j] = li < count ? load_index(index_in, base + li, mode) : 0;
+      x[j] = (uint)(base + li);
 #endif
+    }
+  } else {
+    for (uint j = 0; j < ITEMS; ++j) {
+      const uint li = first + j * WARP_SIZE;
+      k[j] = li < count ? keys_in[base + li] : ~(key_t)0;
+#if HAS_INDEX
+      x[j] = li < count ? index_in[base + li] : 0;
+#endif
+    }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+
+  if (early) {
+    // Early counts (one-launch pass): the tile's digit counts by local
+    // atomics, published and looked back on before the ranking, so that
+    // later tiles find this tile's prefix as early as possible.
+    for (uint j = 0; j < ITEMS; ++j) {
+      if (first + j * WARP_SIZE < count) {
+        atomic_inc(&digit_start[digit_of(k[j], shift)]);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint d = lid; d < RADIX; d += WG) {
+      early_base[d] += lookback_digit(status, tile, d, digit_start[d]);
+    }
+  }
 
   __local uint* mine = counters + warp * RADIX;
   for (uint j = 0; j < ITEMS; ++j) {
@@ -503,7 +665,11 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
   barrier(CLK_LOCAL_MEM_FENCE);
   return count;
 }
-#define RANK_TILE rank_tile_warp
+// Ranking only: no early look-back (the last two arguments go unused).
+#define RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys, lindex,     \
+                  counts, digit_start, tmp)                                 \
+  rank_tile_warp(keys_in, index_in, n, shift, mode, tile, lkeys, lindex,    \
+                 counts, digit_start, tmp, 0, (__global uint*)0, digit_start)
 #else
 #define RANK_TILE rank_tile
 #endif
@@ -557,20 +723,14 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 // tiles that started before it, which is what makes the spin safe on
 // devices that keep started work-groups running (NVIDIA and PoCL do;
 // others use radix_scatter). Counts are 30 bits: n < 2^30.
-//   totals[totals_at + d]: this pass's digit counts over the whole array
-//     (from radix_encode)
+//   starts[starts_at + d]: where digit d starts in this pass's output (from
+//     radix_digit_starts)
 //   status: tiles * RADIX words, then the tile counter; all zero on entry
-#ifndef LOOKBACK
-#define LOOKBACK 8
-#endif
-#define STATUS_AGGREGATE (1U << 30)
-#define STATUS_PREFIX (2U << 30)
-#define STATUS_VALUE ((1U << 30) - 1)
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                     __global const uint* index_in, __global uint* index_out,
-                    uint n, uint shift, __global const uint* totals,
-                    uint totals_at, __global uint* status, uint tiles,
+                    uint n, uint shift, __global const uint* starts,
+                    uint starts_at, __global uint* status, uint tiles,
                     uint mode) {
   __local key_t lkeys[LTILE];
 #if HAS_INDEX
@@ -586,48 +746,26 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
 
   const uint lid = get_local_id(0);
   if (lid == 0) tile_slot = atomic_inc(&status[tiles * RADIX]);
-  for (uint d = lid; d < RADIX; d += WG) digit_base[d] = totals[totals_at + d];
+  // Where each digit starts in the output (radix_digit_starts).
+  for (uint d = lid; d < RADIX; d += WG) digit_base[d] = starts[starts_at + d];
   barrier(CLK_LOCAL_MEM_FENCE);
   const uint tile = tile_slot;
-  // Where each digit starts in the output: the scan of the pass's totals.
-  exclusive_scan_digits(digit_base, tmp);
 
+#if ONESWEEP_EARLY
+  // The look-back is done (digit_base holds this tile's share already).
+  const uint count = rank_tile_warp(keys_in, index_in, n, shift, mode, tile,
+                                    lkeys, lindex, counts, digit_start, tmp,
+                                    1, status, digit_base);
+  for (uint d = lid; d < RADIX; d += WG) digit_base[d] -= digit_start[d];
+#else
   const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
                                lindex, counts, digit_start, tmp);
-  volatile __global uint* seen = status;
   for (uint d = lid; d < RADIX; d += WG) {
     const uint end = d + 1 < RADIX ? digit_start[d + 1] : count;
-    const uint mine = end - digit_start[d];
-    __global uint* my_status = &status[tile * RADIX + d];
-    uint before = 0;
-    if (tile == 0) {
-      atomic_xchg(my_status, STATUS_PREFIX | mine);
-    } else {
-      atomic_xchg(my_status, STATUS_AGGREGATE | mine);
-      // Tiles [0, t) are still to be looked at.
-      for (uint t = tile;;) {
-        uint s[LOOKBACK];
-        for (uint w = 0; w < LOOKBACK; ++w) {
-          // Before tile 0 there is nothing: read as an empty prefix.
-          s[w] = t > w ? seen[(t - 1 - w) * RADIX + d] : STATUS_PREFIX;
-        }
-        uint w = 0;
-        bool done = false;
-        for (; w < LOOKBACK; ++w) {
-          if (s[w] == 0) break;  // not published yet: read again from here
-          before += s[w] & STATUS_VALUE;
-          if ((s[w] & ~STATUS_VALUE) == STATUS_PREFIX) {
-            done = true;
-            break;
-          }
-        }
-        if (done) break;
-        t -= w;
-      }
-      atomic_xchg(my_status, STATUS_PREFIX | (before + mine));
-    }
-    digit_base[d] += before - digit_start[d];
+    digit_base[d] += lookback_digit(status, tile, d, end - digit_start[d]) -
+                     digit_start[d];
   }
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
 
   for (uint j = 0; j < ITEMS; ++j) {
