@@ -621,12 +621,21 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
   };
   if (raw_ends != nullptr) a.keys_raw = true;
   if (UsesOnesweep(count, totals != nullptr)) {
-    // Per pass: the look-back status words and the tile counter, zeroed,
-    // then one launch.
-    const size_t status_bytes = (tiles * radix + 1) * 4;
+    // Per pass: the look-back status words and the tile counter, in two
+    // areas the passes alternate between; each pass zeroes the other area
+    // for the next, so the host zeroes both once.
+    const size_t status_words = tiles * radix + 1;
     absl::StatusOr<cl::Buffer> status =
-        Allocate(run, status_bytes, "look-back status");
+        Allocate(run, 2 * status_words * 4, "look-back status");
     if (!status.ok()) return status.status();
+    cl::Event zeroed;
+    SORTD_CL_RETURN_IF(
+        run.lane->queue.enqueueFillBuffer(*status, cl_uint{0}, 0,
+                                          2 * status_words * 4, nullptr,
+                                          &zeroed),
+        "clEnqueueFillBuffer(look-back status)");
+    run.events.emplace_back("scatter", zeroed);
+    cl_uint area = 0;
     // Where each digit starts in each pass's output, from the totals.
     const size_t passes = skip.size();
     absl::StatusOr<cl::Buffer> starts =
@@ -638,20 +647,18 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
         Launch(run, k.digit_starts, passes, p.work_group, "scan"));
     for (size_t pass = 0; pass < skip.size(); ++pass) {
       if (skip[pass]) continue;
-      cl::Event e;
-      SORTD_CL_RETURN_IF(run.lane->queue.enqueueFillBuffer(
-                             *status, cl_uint{0}, 0, status_bytes, nullptr, &e),
-                         "clEnqueueFillBuffer(look-back status)");
-      run.events.emplace_back("scatter", e);
       pass_args(k.onesweep, pass);
       k.onesweep.setArg(6, *starts);
       k.onesweep.setArg(7, static_cast<cl_uint>(pass * radix));
       k.onesweep.setArg(8, *status);
       k.onesweep.setArg(9, tiles32);
       k.onesweep.setArg(10, mode(pass));
+      k.onesweep.setArg(11, static_cast<cl_uint>(area * status_words));
+      k.onesweep.setArg(12, static_cast<cl_uint>((1 - area) * status_words));
       SORTD_RETURN_IF_ERROR(
           Launch(run, k.onesweep, tiles, p.work_group, "scatter"));
       a.cur = 1 - a.cur;
+      area = 1 - area;
     }
     return absl::OkStatus();
   }
@@ -950,6 +957,7 @@ size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
     // RadixPasses(): the digit starts and the look-back status words.
     total += sc(passes * radix * 4);
     total += sc(
+        2 *
         (DivUp(n, static_cast<size_t>(p.Tile(bits, with_index, n))) * radix +
          1) *
         4);

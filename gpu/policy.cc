@@ -60,7 +60,11 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
                .bank_pad = 1,
                .onesweep = 2,
                .lookback = 4,
-               .warp_rank = 2};
+               .warp_rank = 2,
+               // Up to 2^18 keys: tiles of 1024 (bench/results/
+               // h100-20261122-small-tiles: 0.095 -> 0.086 ms at 2^16).
+               .small_items = 4,
+               .small_max = size_t{1} << 18};
     // Measured on the H100 (bench/results/h100-20261122-run3, kernel ms,
     // bitonic vs radix): u32 2^16 0.150 vs 0.262, 2^18 0.234 vs 0.245,
     // 2^20 0.359 vs 0.308; u64 2^18 0.264 vs 0.450, 2^20 0.472 vs 0.751.
@@ -68,8 +72,11 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
     // h100-20261122-radix-pad-full, kernel ms, bitonic vs radix): u32 2^16
     // 0.150 vs 0.164, 2^17 0.174 vs 0.160, 2^18 0.215 vs 0.177; u64 2^18
     // 0.249 vs 0.322, 2^20 0.472 vs 0.434.
-    p.bitonic.max_keys = size_t{1} << 16;
-    p.bitonic.max_keys_64 = size_t{1} << 18;
+    // With the warp-ranked one-launch radix, radix beats bitonic at 2^16
+    // already (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; bench/results/
+    // h100-20261122-small-tiles and -onesweep-v3).
+    p.bitonic.max_keys = size_t{1} << 12;
+    p.bitonic.max_keys_64 = size_t{1} << 12;
     p.transpose = {.matrices_per_group = 64};
   }
   // Shrink until the scatter kernel fits the device's local memory and

@@ -725,13 +725,15 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 // others use radix_scatter). Counts are 30 bits: n < 2^30.
 //   starts[starts_at + d]: where digit d starts in this pass's output (from
 //     radix_digit_starts)
-//   status: tiles * RADIX words, then the tile counter; all zero on entry
+//   status + status_at: tiles * RADIX words, then the tile counter; all
+//     zero on entry. status + next_at: the same for the next pass, zeroed
+//     here.
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                     __global const uint* index_in, __global uint* index_out,
                     uint n, uint shift, __global const uint* starts,
                     uint starts_at, __global uint* status, uint tiles,
-                    uint mode) {
+                    uint mode, uint status_at, uint next_at) {
   __local key_t lkeys[LTILE];
 #if HAS_INDEX
   __local uint lindex[LTILE];
@@ -745,6 +747,11 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
   __local uint tile_slot;
 
   const uint lid = get_local_id(0);
+  // Passes alternate between two status areas: this pass's, and the one
+  // the previous pass used, which each tile zeroes its part of for the
+  // next pass (so only the first pass needs the host to zero them).
+  __global uint* next_status = status + next_at;
+  status += status_at;
   if (lid == 0) tile_slot = atomic_inc(&status[tiles * RADIX]);
   // Where each digit starts in the output (radix_digit_starts).
   for (uint d = lid; d < RADIX; d += WG) digit_base[d] = starts[starts_at + d];
@@ -779,6 +786,8 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
 #endif
     }
   }
+  for (uint d = lid; d < RADIX; d += WG) next_status[tile * RADIX + d] = 0;
+  if (tile == 0 && lid == 0) next_status[tiles * RADIX] = 0;
 }
 
 // Ordered keys -> raw keys in the output buffer (decode_keys 0: the last
