@@ -10,9 +10,10 @@
 //   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
 //                      [--radix_bits=4|8] [--local_bits=0|4] [--bank_pad=0|1]
-//                      [--onesweep=0|1] [--lookback=N] [--warp_rank=0..4]
+//                      [--onesweep=0|1] [--lookback=N] [--warp_rank=0..3]
 //                      [--items32k=N] [--items64k=N] [--max_registers=N]
 //                      [--small_items=N --small_max=N]
+//                      [--segment_radix_above=N] [--alternate_status=0|1]
 //                      [--bitonic_max=N] (single arrays up to N keys take
 //                      bitonic; 0: radix at every size)
 //                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
@@ -210,7 +211,8 @@ int main(int argc, char** argv) {
   int radix_bits = 0, local_bits = -1, work_group = 0, items32 = 0, items64 = 0,
       bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1,
       items32k = -1, items64k = -1, max_registers = -1;
-  long bitonic_max = -1, small_items = -1, small_max = -1;
+  long bitonic_max = -1, small_items = -1, small_max = -1,
+       segment_radix_above = -1, alternate_status = -1;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -228,6 +230,12 @@ int main(int argc, char** argv) {
     if (a.rfind("--bitonic_max=", 0) == 0) bitonic_max = std::stol(a.substr(14));
     if (a.rfind("--small_items=", 0) == 0) small_items = std::stol(a.substr(14));
     if (a.rfind("--small_max=", 0) == 0) small_max = std::stol(a.substr(12));
+    if (a.rfind("--alternate_status=", 0) == 0) {
+      alternate_status = std::stol(a.substr(19));
+    }
+    if (a.rfind("--segment_radix_above=", 0) == 0) {
+      segment_radix_above = std::stol(a.substr(22));
+    }
     if (a.rfind("--max_registers=", 0) == 0) {
       max_registers = std::stoi(a.substr(16));
     }
@@ -253,7 +261,7 @@ int main(int argc, char** argv) {
        items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0 ||
        warp_rank >= 0 || items32k >= 0 || items64k >= 0 ||
        max_registers >= 0 || bitonic_max >= 0 || small_items >= 0 ||
-       small_max >= 0)) {
+       small_max >= 0 || segment_radix_above >= 0 || alternate_status >= 0)) {
     // Another radix shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
     if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
@@ -270,6 +278,13 @@ int main(int argc, char** argv) {
     if (max_registers >= 0) policy.radix.max_registers = max_registers;
     if (small_items >= 0) policy.radix.small_items = small_items;
     if (small_max >= 0) policy.radix.small_max = static_cast<size_t>(small_max);
+    if (alternate_status >= 0) {
+      policy.radix.alternate_status = static_cast<int>(alternate_status);
+    }
+    if (segment_radix_above >= 0) {
+      policy.radix.segment_radix_above =
+          static_cast<size_t>(segment_radix_above);
+    }
     if (bitonic_max >= 0) {
       policy.bitonic.max_keys = static_cast<size_t>(bitonic_max);
       policy.bitonic.max_keys_64 = static_cast<size_t>(bitonic_max);

@@ -1,6 +1,7 @@
 #include "gpu/opencl_engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -143,15 +144,20 @@ absl::Status OpenClEngine::Init() {
                             : std::string(),
                         " -DHAS_INDEX=", with_index);
   };
-  auto radix_kernels = [&](const cl::Program& program, RadixKernels& k) {
-    return kernels(program, {{&k.encode, "radix_encode"},
-                             {&k.histogram, "radix_histogram"},
-                             {&k.scan_blocks, "scan_blocks"},
-                             {&k.scan_add, "scan_add"},
-                             {&k.scatter, "radix_scatter"},
-                             {&k.onesweep, "radix_onesweep"},
-                             {&k.digit_starts, "radix_digit_starts"},
-                             {&k.decode, "radix_decode"}});
+  auto radix_kernels = [&](const cl::Program& program,
+                           RadixKernels& k) -> absl::Status {
+    SORTD_RETURN_IF_ERROR(
+        kernels(program, {{&k.encode, "radix_encode"},
+                          {&k.histogram, "radix_histogram"},
+                          {&k.scan_blocks, "scan_blocks"},
+                          {&k.scan_add, "scan_add"},
+                          {&k.scatter, "radix_scatter"},
+                          {&k.onesweep, "radix_onesweep"},
+                          {&k.digit_starts, "radix_digit_starts"},
+                          {&k.decode, "radix_decode"}}));
+    // Only warp-ranked builds have it.
+    if (r.warp_rank == 0) return absl::OkStatus();
+    return kernels(program, {{&k.segments, "radix_segments"}});
   };
   for (int wide = 0; wide < 2; ++wide) {
     for (int with_index = 0; with_index < 2; ++with_index) {
@@ -264,7 +270,15 @@ absl::Status OpenClEngine::WarmUp() {
   }
   const size_t large = std::max(
       small, std::min(options_.preallocate_keys, max_sort_keys(widest) / 2));
-  for (size_t n : {size_t{100}, small, large}) {
+  std::vector<size_t> sizes = {size_t{100}, small, large};
+  // With a second build of the radix kernels for short arrays, one size on
+  // each side of its limit, so both builds are verified.
+  const size_t above_small = policy_.radix.small_max + 1;
+  if (policy_.radix.small_items > 0 && above_small > large &&
+      SortFootprint(widest, above_small) <= run_budget_) {
+    sizes.push_back(above_small);
+  }
+  for (size_t n : sizes) {
     std::vector<uint64_t> keys(n);
     for (size_t i = 0; i < n; ++i) {
       keys[i] = (i * 0x9E3779B97F4A7C15ull) >> (i % 7);
@@ -278,7 +292,7 @@ absl::Status OpenClEngine::WarmUp() {
         for (bool segmented : {false, true}) {
           // Segmented sorts of long segments hold scratch copies: their
           // warm-up stays at the small sizes, within any workable budget.
-          if (segmented && n == large && large > small) continue;
+          if (segmented && n > small) continue;
           SortJob job{.key_type = type,
                       .count = n,
                       .keys = reinterpret_cast<const std::byte*>(keys.data()),
@@ -624,17 +638,24 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
     // Per pass: the look-back status words and the tile counter, in two
     // areas the passes alternate between; each pass zeroes the other area
     // for the next, so the host zeroes both once.
+    // (Or, with alternate_status 0, one area zeroed before every pass.)
+    const bool alternate = p.alternate_status != 0;
     const size_t status_words = tiles * radix + 1;
+    const size_t areas = alternate ? 2 : 1;
     absl::StatusOr<cl::Buffer> status =
-        Allocate(run, 2 * status_words * 4, "look-back status");
+        Allocate(run, areas * status_words * 4, "look-back status");
     if (!status.ok()) return status.status();
-    cl::Event zeroed;
-    SORTD_CL_RETURN_IF(
-        run.lane->queue.enqueueFillBuffer(*status, cl_uint{0}, 0,
-                                          2 * status_words * 4, nullptr,
-                                          &zeroed),
-        "clEnqueueFillBuffer(look-back status)");
-    run.events.emplace_back("scatter", zeroed);
+    auto zero_status = [&]() -> absl::Status {
+      cl::Event zeroed;
+      SORTD_CL_RETURN_IF(
+          run.lane->queue.enqueueFillBuffer(*status, cl_uint{0}, 0,
+                                            areas * status_words * 4, nullptr,
+                                            &zeroed),
+          "clEnqueueFillBuffer(look-back status)");
+      run.events.emplace_back("scatter", zeroed);
+      return absl::OkStatus();
+    };
+    if (alternate) SORTD_RETURN_IF_ERROR(zero_status());
     cl_uint area = 0;
     // Where each digit starts in each pass's output, from the totals.
     const size_t passes = skip.size();
@@ -647,6 +668,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
         Launch(run, k.digit_starts, passes, p.work_group, "scan"));
     for (size_t pass = 0; pass < skip.size(); ++pass) {
       if (skip[pass]) continue;
+      if (!alternate) SORTD_RETURN_IF_ERROR(zero_status());
       pass_args(k.onesweep, pass);
       k.onesweep.setArg(6, *starts);
       k.onesweep.setArg(7, static_cast<cl_uint>(pass * radix));
@@ -655,10 +677,11 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
       k.onesweep.setArg(10, mode(pass));
       k.onesweep.setArg(11, static_cast<cl_uint>(area * status_words));
       k.onesweep.setArg(12, static_cast<cl_uint>((1 - area) * status_words));
+      k.onesweep.setArg(13, cl_uint{alternate});
       SORTD_RETURN_IF_ERROR(
           Launch(run, k.onesweep, tiles, p.work_group, "scatter"));
       a.cur = 1 - a.cur;
-      area = 1 - area;
+      if (alternate) area = 1 - area;
     }
     return absl::OkStatus();
   }
@@ -856,12 +879,23 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
   const bool with_index = WithIndex(job);
   const size_t ks = KeySize(job.key_type);
   const size_t block = policy_.bitonic.Block(bits);
-  std::vector<uint32_t> short_segments, long_segments;
+  // Segments of more than segment_radix_above keys that fit one radix tile
+  // are sorted by radix_segments (one work-group each); others of up to a
+  // bitonic block by the bitonic kernel; longer ones by radix passes.
+  const RadixSortPolicy& rp = policy_.radix;
+  const size_t radix_above =
+      rp.warp_rank != 0 && rp.segment_radix_above > 0
+          ? rp.segment_radix_above
+          : std::numeric_limits<size_t>::max();
+  const size_t radix_tile = rp.Tile(bits, with_index);
+  std::vector<uint32_t> short_segments, radix_segments, long_segments;
   size_t longest = 0;
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
     const size_t len = offsets[s + 1] - offsets[s];
     if (len <= 1) continue;
-    if (len <= block) {
+    if (len > radix_above && len <= radix_tile) {
+      radix_segments.push_back(static_cast<uint32_t>(s));
+    } else if (len <= block) {
       short_segments.push_back(static_cast<uint32_t>(s));
     } else {
       long_segments.push_back(static_cast<uint32_t>(s));
@@ -873,13 +907,10 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
   cl::Buffer totals;
   SORTD_RETURN_IF_ERROR(
       Upload(run, job, job.count, false, true, a, &totals));
-  if (!short_segments.empty()) {
-    absl::StatusOr<cl::Buffer> d_offsets =
-        Allocate(run, offsets.size() * 4, "segment offsets");
+  absl::StatusOr<cl::Buffer> d_offsets = absl::NotFoundError("unused");
+  if (!short_segments.empty() || !radix_segments.empty()) {
+    d_offsets = Allocate(run, offsets.size() * 4, "segment offsets");
     if (!d_offsets.ok()) return d_offsets.status();
-    absl::StatusOr<cl::Buffer> d_list =
-        Allocate(run, short_segments.size() * 4, "segment list");
-    if (!d_list.ok()) return d_list.status();
     // Small arrays go straight from host memory: the queue copies them
     // before these calls return (blocking writes).
     SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
@@ -887,18 +918,30 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
         run.lane->queue.enqueueWriteBuffer(*d_offsets, CL_TRUE, 0,
                                            offsets.size() * 4, offsets.data()),
         "clEnqueueWriteBuffer(offsets)");
-    SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(
-                           *d_list, CL_TRUE, 0, short_segments.size() * 4,
-                           short_segments.data()),
-                       "clEnqueueWriteBuffer(segment list)");
-    BitonicKernels& k = run.lane->bitonic[bits == 64][with_index];
-    k.segmented.setArg(0, a.keys[0]);
-    k.segmented.setArg(1, a.index[0]);
-    k.segmented.setArg(2, *d_offsets);
-    k.segmented.setArg(3, *d_list);
-    SORTD_RETURN_IF_ERROR(Launch(run, k.segmented, short_segments.size(),
-                                 policy_.bitonic.work_group, "local_sort"));
   }
+  // One work-group per listed segment: `kernel` takes keys, indices, the
+  // offsets and the list.
+  auto per_segment = [&](const std::vector<uint32_t>& list, cl::Kernel& kernel,
+                         size_t group_size) -> absl::Status {
+    if (list.empty()) return absl::OkStatus();
+    absl::StatusOr<cl::Buffer> d_list =
+        Allocate(run, list.size() * 4, "segment list");
+    if (!d_list.ok()) return d_list.status();
+    SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(
+                           *d_list, CL_TRUE, 0, list.size() * 4, list.data()),
+                       "clEnqueueWriteBuffer(segment list)");
+    kernel.setArg(0, a.keys[0]);
+    kernel.setArg(1, a.index[0]);
+    kernel.setArg(2, *d_offsets);
+    kernel.setArg(3, *d_list);
+    return Launch(run, kernel, list.size(), group_size, "local_sort");
+  };
+  SORTD_RETURN_IF_ERROR(
+      per_segment(short_segments, run.lane->bitonic[bits == 64][with_index].segmented,
+                  policy_.bitonic.work_group));
+  SORTD_RETURN_IF_ERROR(per_segment(
+      radix_segments, run.lane->radix[bits == 64][with_index].segments,
+      rp.work_group));
   if (!long_segments.empty()) {
     Arrays scratch;
     for (auto [buffer, bytes, what] :
@@ -957,7 +1000,7 @@ size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
     // RadixPasses(): the digit starts and the look-back status words.
     total += sc(passes * radix * 4);
     total += sc(
-        2 *
+        (p.alternate_status != 0 ? 2 : 1) *
         (DivUp(n, static_cast<size_t>(p.Tile(bits, with_index, n))) * radix +
          1) *
         4);

@@ -136,7 +136,7 @@ class OpenClEngine final : public Sorter {
  private:
   struct RadixKernels {
     cl::Kernel encode, histogram, scan_blocks, scan_add, scatter, onesweep,
-        digit_starts,
+        digit_starts, segments,
         decode;
   };
   struct BitonicKernels {

@@ -42,8 +42,7 @@ struct RadixSortPolicy {
   // warp operations emulated through local memory (portable, slow: the
   // twin that PoCL tests); 2, warp-level ranking with NVIDIA PTX ballots
   // and shuffles; 3, as 2 with the warp's digit counters added to
-  // atomically; 4, as 3 with PTX match.any in place of one ballot per
-  // digit bit (2-4: NVIDIA only). Warp-level ranking ranks a whole digit
+  // atomically (2-3: NVIDIA only). Warp-level ranking ranks a whole digit
   // in one step (local_bits does not apply); work_group % 32 == 0.
   int warp_rank = 0;
   // Registers per work-item the radix kernels may use (NVIDIA's
@@ -61,6 +60,14 @@ struct RadixSortPolicy {
   // 0: one tile size for all.
   int small_items = 0;
   size_t small_max = 0;
+  // Segments of more than this many keys, up to one tile, are sorted by
+  // radix_segments: one work-group each, every pass in local memory (needs
+  // warp_rank). 0: off (bitonic up to its block, radix passes beyond).
+  size_t segment_radix_above = 0;
+  // How the one-launch passes get zeroed look-back status words: 1, two
+  // areas the passes alternate between, each pass zeroing the other (one
+  // fill per sort); 0, a fill before every pass.
+  int alternate_status = 1;
 
   int Items(int key_bits, bool with_index) const {
     const int keys_only = key_bits == 64 ? items_64_keys : items_32_keys;

@@ -22,8 +22,8 @@
 //               sm_70 or later); 1 is its portable twin, the same algorithm
 //               with each warp-wide operation done through local memory and
 //               barriers (slow, but runs anywhere, and tested on PoCL).
-//               3: as 2, the counters added to atomically; 4: as 3, with
-//               PTX match.any finding a key's peers
+//               3: as 2, the counters added to atomically. (PTX match.any
+//               in place of the ballots measured 25% slower on the H100.)
 // Keys are kept in "ordered" form while sorting: unsigned bits whose order
 // is the requested order (see to_ordered), so every pass is the same
 // unsigned, stable, ascending digit sort.
@@ -123,24 +123,21 @@ inline uint warp_read_lane(uint v, uint from) {
                : "r"(v), "r"(from));
   return out;
 }
-inline void warp_sync(void) { asm volatile("bar.warp.sync 0xffffffff;"); }
-// The lanes whose v equals this lane's.
-inline uint warp_match_any(uint v) {
-  uint peers;
-  asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;"
-               : "=r"(peers)
-               : "r"(v));
-  return peers;
+// Lane (this lane - by)'s v; lanes below `by` get their own v back.
+inline uint warp_read_lane_below(uint v, uint by) {
+  uint out;
+  asm volatile("shfl.sync.up.b32 %0, %1, %2, 0x0, 0xffffffff;"
+               : "=r"(out)
+               : "r"(v), "r"(by));
+  return out;
 }
+inline void warp_sync(void) { asm volatile("bar.warp.sync 0xffffffff;"); }
 #endif
 
 #if WARP_RANK
 // The lanes of this work-item's warp whose digit equals d (bit i: lane i).
 inline uint warp_peers(uint d, __local uint* scratch) {
-#if WARP_RANK == 4
-  (void)scratch;
-  return warp_match_any(d);
-#elif WARP_PTX
+#if WARP_PTX
   (void)scratch;
   uint peers = 0xffffffffu;
   for (uint b = 0; b < RADIX_BITS; ++b) {
@@ -303,14 +300,6 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
 }
 
 #if WARP_PTX
-inline uint warp_read_lane_below(uint v, uint by) {
-  uint out;
-  asm volatile("shfl.sync.up.b32 %0, %1, %2, 0x0, 0xffffffff;"
-               : "=r"(out)
-               : "r"(v), "r"(by));
-  return out;
-}
-
 // Exclusive scan over the work-group, as below, in warp shuffles and two
 // barriers instead of two per step.
 inline uint work_group_exclusive_scan(uint value, __local uint* tmp,
@@ -569,13 +558,56 @@ inline uint lookback_digit(__global uint* status, uint tile, uint d,
 }
 
 #if WARP_RANK
-// rank_tile's contract, by warp-level ranking in one step per pass: warp w
-// holds keys [w * 32 * ITEMS, (w + 1) * 32 * ITEMS) of the tile in
-// registers, lane l key j at offset j * 32 + l, so a warp ranks its keys
-// in order by taking them 32 at a time (warp_count). The warps' per-digit
-// counts are then scanned (warps within a digit, then digits), and every
-// key moves straight to its rank. Past the end of the array a tile is
-// padded with the largest key: it ranks after every real key.
+// The keys (and indices) each work-item holds, ranked by their digit at
+// `shift` and moved to their ranks in lkeys (and lindex). Keys are
+// warp-striped: warp w's keys are offsets [w * 32 * ITEMS, (w + 1) * 32 *
+// ITEMS) of the tile, lane l's key j at offset j * 32 + l, so a warp ranks
+// its keys in order by taking them 32 at a time (warp_count). The warps'
+// per-digit counts are then scanned (warps within a digit, then digits)
+// into digit_start, the tile's digit starts. `counters` must be zero on
+// entry, and a barrier past; ends with a barrier.
+inline void warp_rank_and_move(const key_t* k, const uint* x, uint shift,
+                               __local key_t* lkeys, __local uint* lindex,
+                               __local uint* counters,
+                               __local uint* digit_start, __local uint* tmp) {
+  const uint lid = get_local_id(0);
+  __local uint* mine = counters + (lid / WARP_SIZE) * RADIX;
+  uint rank[ITEMS];
+  for (uint j = 0; j < ITEMS; ++j) {
+    rank[j] = warp_count(digit_of(k[j], shift), mine, tmp);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  // Per digit: each warp's start among the tile's keys of that digit, and
+  // the tile's count of it.
+  for (uint d = lid; d < RADIX; d += WG) {
+    uint sum = 0;
+    for (uint w = 0; w < WARPS; ++w) {
+      const uint c = counters[w * RADIX + d];
+      counters[w * RADIX + d] = sum;
+      sum += c;
+    }
+    digit_start[d] = sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  exclusive_scan_digits(digit_start, tmp);
+
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint d = digit_of(k[j], shift);
+    const uint to = digit_start[d] + mine[d] + rank[j];
+    lkeys[LPAD(to)] = k[j];
+#if HAS_INDEX
+    lindex[LPAD(to)] = x[j];
+#else
+    (void)x;
+#endif
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+// rank_tile's contract, by warp-level ranking in one step per pass
+// (warp_rank_and_move). Past the end of the array a tile is padded with the
+// largest key: it ranks after every real key.
 inline uint rank_tile_warp(__global const key_t* keys_in,
                            __global const uint* index_in, uint n, uint shift,
                            uint mode, uint tile, __local key_t* lkeys,
@@ -593,10 +625,7 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
   }
 
   key_t k[ITEMS];
-  uint rank[ITEMS];
-#if HAS_INDEX
   uint x[ITEMS];
-#endif
   const uint first = warp * (WARP_SIZE * ITEMS) + (lid & (WARP_SIZE - 1));
   // Two loops rather than a test per key: the mode is the same for all.
   if (mode & MODE_FIRST) {
@@ -634,35 +663,7 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
     }
   }
 
-  __local uint* mine = counters + warp * RADIX;
-  for (uint j = 0; j < ITEMS; ++j) {
-    rank[j] = warp_count(digit_of(k[j], shift), mine, tmp);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-
-  // Per digit: each warp's start among the tile's keys of that digit, and
-  // the tile's count of it.
-  for (uint d = lid; d < RADIX; d += WG) {
-    uint sum = 0;
-    for (uint w = 0; w < WARPS; ++w) {
-      const uint c = counters[w * RADIX + d];
-      counters[w * RADIX + d] = sum;
-      sum += c;
-    }
-    digit_start[d] = sum;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  exclusive_scan_digits(digit_start, tmp);
-
-  for (uint j = 0; j < ITEMS; ++j) {
-    const uint d = digit_of(k[j], shift);
-    const uint to = digit_start[d] + mine[d] + rank[j];
-    lkeys[LPAD(to)] = k[j];
-#if HAS_INDEX
-    lindex[LPAD(to)] = x[j];
-#endif
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  warp_rank_and_move(k, x, shift, lkeys, lindex, counters, digit_start, tmp);
   return count;
 }
 // Ranking only: no early look-back (the last two arguments go unused).
@@ -727,13 +728,14 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 //     radix_digit_starts)
 //   status + status_at: tiles * RADIX words, then the tile counter; all
 //     zero on entry. status + next_at: the same for the next pass, zeroed
-//     here.
+//     here if zero_next (otherwise the host zeroes before each pass).
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                     __global const uint* index_in, __global uint* index_out,
                     uint n, uint shift, __global const uint* starts,
                     uint starts_at, __global uint* status, uint tiles,
-                    uint mode, uint status_at, uint next_at) {
+                    uint mode, uint status_at, uint next_at,
+                    uint zero_next) {
   __local key_t lkeys[LTILE];
 #if HAS_INDEX
   __local uint lindex[LTILE];
@@ -786,9 +788,73 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
 #endif
     }
   }
-  for (uint d = lid; d < RADIX; d += WG) next_status[tile * RADIX + d] = 0;
-  if (tile == 0 && lid == 0) next_status[tiles * RADIX] = 0;
+  if (zero_next) {
+    for (uint d = lid; d < RADIX; d += WG) next_status[tile * RADIX + d] = 0;
+    if (tile == 0 && lid == 0) next_status[tiles * RADIX] = 0;
+  }
 }
+
+#if WARP_RANK
+// Whole segments of up to TILE keys (ordered form, after radix_encode), one
+// work-group each, sorted in place in local memory: every pass ranks the
+// keys held in registers (warp_rank_and_move) and reads them back. The
+// work-group handles segment list[group]: keys [offsets[s], offsets[s+1]).
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_segments(__global key_t* keys, __global uint* index,
+                    __global const uint* offsets, __global const uint* list) {
+  __local key_t lkeys[LTILE];
+#if HAS_INDEX
+  __local uint lindex[LTILE];
+#else
+  __local uint lindex[1];
+#endif
+  __local uint counters[WARPS * RADIX];
+  __local uint digit_start[RADIX];
+  __local uint tmp[WG];
+  const uint lid = get_local_id(0);
+  const uint s = list[get_group_id(0)];
+  const uint begin = offsets[s];
+  const uint count = offsets[s + 1] - begin;
+  const uint first =
+      (lid / WARP_SIZE) * (WARP_SIZE * ITEMS) + (lid & (WARP_SIZE - 1));
+  key_t k[ITEMS];
+  uint x[ITEMS];
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint li = first + j * WARP_SIZE;
+    k[j] = li < count ? keys[begin + li] : ~(key_t)0;
+#if HAS_INDEX
+    x[j] = li < count ? index[begin + li] : 0;
+#else
+    x[j] = 0;
+#endif
+  }
+  for (uint pass = 0; pass < PASSES; ++pass) {
+    for (uint i = lid; i < WARPS * RADIX; i += WG) counters[i] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    warp_rank_and_move(k, x, pass * RADIX_BITS, lkeys, lindex, counters,
+                       digit_start, tmp);
+    if (pass + 1 < PASSES) {
+      for (uint j = 0; j < ITEMS; ++j) {
+        const uint li = first + j * WARP_SIZE;
+        k[j] = lkeys[LPAD(li)];
+#if HAS_INDEX
+        x[j] = lindex[LPAD(li)];
+#endif
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  }
+  for (uint j = 0; j < ITEMS; ++j) {
+    const uint li = j * WG + lid;
+    if (li < count) {
+      keys[begin + li] = lkeys[LPAD(li)];
+#if HAS_INDEX
+      index[begin + li] = lindex[LPAD(li)];
+#endif
+    }
+  }
+}
+#endif  // WARP_RANK
 
 // Ordered keys -> raw keys in the output buffer (decode_keys 0: the last
 // pass did it); with an index, the payload is gathered (value_words 1 or 2,
