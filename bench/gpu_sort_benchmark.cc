@@ -13,7 +13,7 @@
 //                      [--onesweep=0|1] [--lookback=N] [--warp_rank=0..3]
 //                      [--items32k=N] [--items64k=N] [--max_registers=N]
 //                      [--small_items=N --small_max=N]
-//                      [--segment_radix_above=N] [--alternate_status=0|1]
+//                      [--segment_radix_above=N] [--alternate_status_max=N]
 //                      [--bitonic_max=N] (single arrays up to N keys take
 //                      bitonic; 0: radix at every size)
 //                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
       bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1,
       items32k = -1, items64k = -1, max_registers = -1;
   long bitonic_max = -1, small_items = -1, small_max = -1,
-       segment_radix_above = -1, alternate_status = -1;
+       segment_radix_above = -1, alternate_status_max = -1;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -230,8 +230,8 @@ int main(int argc, char** argv) {
     if (a.rfind("--bitonic_max=", 0) == 0) bitonic_max = std::stol(a.substr(14));
     if (a.rfind("--small_items=", 0) == 0) small_items = std::stol(a.substr(14));
     if (a.rfind("--small_max=", 0) == 0) small_max = std::stol(a.substr(12));
-    if (a.rfind("--alternate_status=", 0) == 0) {
-      alternate_status = std::stol(a.substr(19));
+    if (a.rfind("--alternate_status_max=", 0) == 0) {
+      alternate_status_max = std::stol(a.substr(23));
     }
     if (a.rfind("--segment_radix_above=", 0) == 0) {
       segment_radix_above = std::stol(a.substr(22));
@@ -261,7 +261,8 @@ int main(int argc, char** argv) {
        items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0 ||
        warp_rank >= 0 || items32k >= 0 || items64k >= 0 ||
        max_registers >= 0 || bitonic_max >= 0 || small_items >= 0 ||
-       small_max >= 0 || segment_radix_above >= 0 || alternate_status >= 0)) {
+       small_max >= 0 || segment_radix_above >= 0 ||
+       alternate_status_max >= 0)) {
     // Another radix shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
     if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
@@ -278,8 +279,9 @@ int main(int argc, char** argv) {
     if (max_registers >= 0) policy.radix.max_registers = max_registers;
     if (small_items >= 0) policy.radix.small_items = small_items;
     if (small_max >= 0) policy.radix.small_max = static_cast<size_t>(small_max);
-    if (alternate_status >= 0) {
-      policy.radix.alternate_status = static_cast<int>(alternate_status);
+    if (alternate_status_max >= 0) {
+      policy.radix.alternate_status_max =
+          static_cast<size_t>(alternate_status_max);
     }
     if (segment_radix_above >= 0) {
       policy.radix.segment_radix_above =

@@ -639,7 +639,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
     // areas the passes alternate between; each pass zeroes the other area
     // for the next, so the host zeroes both once.
     // (Or, with alternate_status 0, one area zeroed before every pass.)
-    const bool alternate = p.alternate_status != 0;
+    const bool alternate = count <= p.alternate_status_max;
     const size_t status_words = tiles * radix + 1;
     const size_t areas = alternate ? 2 : 1;
     absl::StatusOr<cl::Buffer> status =
@@ -1000,7 +1000,7 @@ size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
     // RadixPasses(): the digit starts and the look-back status words.
     total += sc(passes * radix * 4);
     total += sc(
-        (p.alternate_status != 0 ? 2 : 1) *
+        (n <= p.alternate_status_max ? 2 : 1) *
         (DivUp(n, static_cast<size_t>(p.Tile(bits, with_index, n))) * radix +
          1) *
         4);

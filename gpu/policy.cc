@@ -67,7 +67,11 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
                // h100-20261122-small-tiles: 0.095 -> 0.086 ms at 2^16).
                .small_items = 4,
                .small_max = size_t{1} << 18,
-               .segment_radix_above = 1024};
+               .segment_radix_above = 1024,
+               // Same-call A/B (bench/results/h100-20261122-final-v2/
+               // ab.jsonl): alternating areas 0.076 vs 0.093 ms for u32 at
+               // 2^16; a fill per pass 5% faster for u64 at 2^24-2^26.
+               .alternate_status_max = size_t{1} << 18};
     // Measured on the H100 (bench/results/h100-20261122-run3, kernel ms,
     // bitonic vs radix): u32 2^16 0.150 vs 0.262, 2^18 0.234 vs 0.245,
     // 2^20 0.359 vs 0.308; u64 2^18 0.264 vs 0.450, 2^20 0.472 vs 0.751.
@@ -165,7 +169,7 @@ std::string EnginePolicy::ToString() const {
       " max_registers=", radix.max_registers,
       " small_items=", radix.small_items, " small_max=", radix.small_max,
       " segment_radix_above=", radix.segment_radix_above,
-      " alternate_status=", radix.alternate_status,
+      " alternate_status_max=", radix.alternate_status_max,
       " wg=", radix.work_group,
       " items32=", radix.items_32, " items64=", radix.items_64,
       " items32_keys=", radix.Items(32, false),

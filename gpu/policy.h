@@ -64,10 +64,11 @@ struct RadixSortPolicy {
   // radix_segments: one work-group each, every pass in local memory (needs
   // warp_rank). 0: off (bitonic up to its block, radix passes beyond).
   size_t segment_radix_above = 0;
-  // How the one-launch passes get zeroed look-back status words: 1, two
-  // areas the passes alternate between, each pass zeroing the other (one
-  // fill per sort); 0, a fill before every pass.
-  int alternate_status = 1;
+  // How the one-launch passes get zeroed look-back status words. Arrays of
+  // at most this many keys: two areas the passes alternate between, each
+  // pass zeroing the other (one fill per sort, which short arrays' latency
+  // needs); longer ones: a fill before every pass (cheaper for them).
+  size_t alternate_status_max = 0;
 
   int Items(int key_bits, bool with_index) const {
     const int keys_only = key_bits == 64 ? items_64_keys : items_32_keys;

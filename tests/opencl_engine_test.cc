@@ -616,9 +616,9 @@ TEST(Algorithms, WarpRanking) {
                  .small_max = 512,
                  // Segments of 65 keys up to a tile: radix_segments.
                  .segment_radix_above = 64,
-                 // Look-back status zeroed before every pass, or by the
-                 // pass before (alternating areas).
-                 .alternate_status = onesweep == 1 ? 0 : 1};
+                 // Look-back status zeroed before every pass, or (arrays
+                 // of up to 512 keys, onesweep 2) by the pass before.
+                 .alternate_status_max = onesweep == 1 ? 0u : 512u};
       options.policy = p;
       options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
       auto engine = OpenClEngine::Create(options);
