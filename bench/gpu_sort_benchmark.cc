@@ -209,8 +209,8 @@ int main(int argc, char** argv) {
   int reps = 5;
   int transpose_log2 = 24;
   int radix_bits = 0, local_bits = -1, work_group = 0, items32 = 0, items64 = 0,
-      bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1,
-      items32k = -1, items64k = -1, max_registers = -1;
+      bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1, items32k = -1,
+      items64k = -1, max_registers = -1;
   long bitonic_max = -1, small_items = -1, small_max = -1,
        segment_radix_above = -1, alternate_status_max = -1;
   bool quick = false;
@@ -227,8 +227,10 @@ int main(int argc, char** argv) {
     if (a.rfind("--warp_rank=", 0) == 0) warp_rank = std::stoi(a.substr(12));
     if (a.rfind("--items32k=", 0) == 0) items32k = std::stoi(a.substr(11));
     if (a.rfind("--items64k=", 0) == 0) items64k = std::stoi(a.substr(11));
-    if (a.rfind("--bitonic_max=", 0) == 0) bitonic_max = std::stol(a.substr(14));
-    if (a.rfind("--small_items=", 0) == 0) small_items = std::stol(a.substr(14));
+    if (a.rfind("--bitonic_max=", 0) == 0)
+      bitonic_max = std::stol(a.substr(14));
+    if (a.rfind("--small_items=", 0) == 0)
+      small_items = std::stol(a.substr(14));
     if (a.rfind("--small_max=", 0) == 0) small_max = std::stol(a.substr(12));
     if (a.rfind("--alternate_status_max=", 0) == 0) {
       alternate_status_max = std::stol(a.substr(23));
@@ -259,10 +261,9 @@ int main(int argc, char** argv) {
   if (engine.ok() &&
       (radix_bits > 0 || local_bits >= 0 || work_group > 0 || items32 > 0 ||
        items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0 ||
-       warp_rank >= 0 || items32k >= 0 || items64k >= 0 ||
-       max_registers >= 0 || bitonic_max >= 0 || small_items >= 0 ||
-       small_max >= 0 || segment_radix_above >= 0 ||
-       alternate_status_max >= 0)) {
+       warp_rank >= 0 || items32k >= 0 || items64k >= 0 || max_registers >= 0 ||
+       bitonic_max >= 0 || small_items >= 0 || small_max >= 0 ||
+       segment_radix_above >= 0 || alternate_status_max >= 0)) {
     // Another radix shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
     if (radix_bits > 0) policy.radix.radix_bits = radix_bits;

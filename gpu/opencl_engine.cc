@@ -1,9 +1,9 @@
 #include "gpu/opencl_engine.h"
 
 #include <algorithm>
-#include <limits>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -131,18 +131,16 @@ absl::Status OpenClEngine::Init() {
   const RadixSortPolicy& r = policy_.radix;
   const BitonicPolicy& b = policy_.bitonic;
   auto radix_options = [&](int bits, int with_index, int items) {
-    return absl::StrCat("-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
-                        " -DLOCAL_BITS=", r.LocalBits(),
-                        " -DWG=", r.work_group, " -DITEMS=", items,
-                        " -DBANK_PAD=", r.bank_pad,
-                        " -DLOOKBACK=", r.lookback,
-                        " -DWARP_RANK=", r.warp_rank,
-                        " -DONESWEEP_EARLY=", r.onesweep == 2 ? 1 : 0,
-                        r.max_registers > 0
-                            ? absl::StrCat(" -cl-nv-maxrregcount=",
-                                           r.max_registers)
-                            : std::string(),
-                        " -DHAS_INDEX=", with_index);
+    return absl::StrCat(
+        "-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
+        " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
+        " -DITEMS=", items, " -DBANK_PAD=", r.bank_pad,
+        " -DLOOKBACK=", r.lookback, " -DWARP_RANK=", r.warp_rank,
+        " -DONESWEEP_EARLY=", r.onesweep == 2 ? 1 : 0,
+        r.max_registers > 0
+            ? absl::StrCat(" -cl-nv-maxrregcount=", r.max_registers)
+            : std::string(),
+        " -DHAS_INDEX=", with_index);
   };
   auto radix_kernels = [&](const cl::Program& program,
                            RadixKernels& k) -> absl::Status {
@@ -578,8 +576,8 @@ absl::Status OpenClEngine::Encode(Run& run, const SortJob& job, Arrays& a,
       DivUp(job.count, policy_.radix.Tile(bits, WithIndex(job))),
       std::max<size_t>(1, size_t{device_.info.compute_units} *
                               policy_.radix.count_groups_per_cu));
-  return Launch(run, k.encode, groups,
-                policy_.radix.work_group, count_digits ? "histogram" : "transform");
+  return Launch(run, k.encode, groups, policy_.radix.work_group,
+                count_digits ? "histogram" : "transform");
 }
 
 bool OpenClEngine::UsesOnesweep(size_t count, bool has_totals) const {
@@ -647,11 +645,10 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
     if (!status.ok()) return status.status();
     auto zero_status = [&]() -> absl::Status {
       cl::Event zeroed;
-      SORTD_CL_RETURN_IF(
-          run.lane->queue.enqueueFillBuffer(*status, cl_uint{0}, 0,
-                                            areas * status_words * 4, nullptr,
-                                            &zeroed),
-          "clEnqueueFillBuffer(look-back status)");
+      SORTD_CL_RETURN_IF(run.lane->queue.enqueueFillBuffer(
+                             *status, cl_uint{0}, 0, areas * status_words * 4,
+                             nullptr, &zeroed),
+                         "clEnqueueFillBuffer(look-back status)");
       run.events.emplace_back("scatter", zeroed);
       return absl::OkStatus();
     };
@@ -699,8 +696,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
     k.histogram.setArg(5, mode(pass));
     SORTD_RETURN_IF_ERROR(
         Launch(run, k.histogram, tiles, p.work_group, "histogram"));
-    SORTD_RETURN_IF_ERROR(
-        ScanInPlace(run, k, tile, *offsets, tiles * radix));
+    SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, tile, *offsets, tiles * radix));
     pass_args(k.scatter, pass);
     k.scatter.setArg(6, *offsets);
     k.scatter.setArg(7, tiles32);
@@ -770,8 +766,7 @@ absl::Status OpenClEngine::Download(Run& run, const SortJob& job, Arrays& a) {
   k.decode.setArg(9, cl_uint{!a.keys_raw});
   if (!a.keys_raw || value_words != 0) {
     const size_t wg = policy_.radix.work_group;
-    SORTD_RETURN_IF_ERROR(
-        Launch(run, k.decode, DivUp(n, wg), wg, "transform"));
+    SORTD_RETURN_IF_ERROR(Launch(run, k.decode, DivUp(n, wg), wg, "transform"));
   }
   SORTD_RETURN_IF_ERROR(
       Read(run, keys_out, n * KeySize(job.key_type), job.keys_out));
@@ -883,10 +878,9 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
   // are sorted by radix_segments (one work-group each); others of up to a
   // bitonic block by the bitonic kernel; longer ones by radix passes.
   const RadixSortPolicy& rp = policy_.radix;
-  const size_t radix_above =
-      rp.warp_rank != 0 && rp.segment_radix_above > 0
-          ? rp.segment_radix_above
-          : std::numeric_limits<size_t>::max();
+  const size_t radix_above = rp.warp_rank != 0 && rp.segment_radix_above > 0
+                                 ? rp.segment_radix_above
+                                 : std::numeric_limits<size_t>::max();
   const size_t radix_tile = rp.Tile(bits, with_index);
   std::vector<uint32_t> short_segments, radix_segments, long_segments;
   size_t longest = 0;
@@ -905,8 +899,7 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
 
   Arrays a;
   cl::Buffer totals;
-  SORTD_RETURN_IF_ERROR(
-      Upload(run, job, job.count, false, true, a, &totals));
+  SORTD_RETURN_IF_ERROR(Upload(run, job, job.count, false, true, a, &totals));
   absl::StatusOr<cl::Buffer> d_offsets = absl::NotFoundError("unused");
   if (!short_segments.empty() || !radix_segments.empty()) {
     d_offsets = Allocate(run, offsets.size() * 4, "segment offsets");
@@ -936,9 +929,9 @@ absl::Status OpenClEngine::SegmentsLocked(Run& run, const SortJob& job,
     kernel.setArg(3, *d_list);
     return Launch(run, kernel, list.size(), group_size, "local_sort");
   };
-  SORTD_RETURN_IF_ERROR(
-      per_segment(short_segments, run.lane->bitonic[bits == 64][with_index].segmented,
-                  policy_.bitonic.work_group));
+  SORTD_RETURN_IF_ERROR(per_segment(
+      short_segments, run.lane->bitonic[bits == 64][with_index].segmented,
+      policy_.bitonic.work_group));
   SORTD_RETURN_IF_ERROR(per_segment(
       radix_segments, run.lane->radix[bits == 64][with_index].segments,
       rp.work_group));
@@ -999,11 +992,11 @@ size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
   if (!bitonic && UsesOnesweep(n, true)) {
     // RadixPasses(): the digit starts and the look-back status words.
     total += sc(passes * radix * 4);
-    total += sc(
-        (n <= p.alternate_status_max ? 2 : 1) *
-        (DivUp(n, static_cast<size_t>(p.Tile(bits, with_index, n))) * radix +
-         1) *
-        4);
+    total +=
+        sc((n <= p.alternate_status_max ? 2 : 1) *
+           (DivUp(n, static_cast<size_t>(p.Tile(bits, with_index, n))) * radix +
+            1) *
+           4);
   } else if (!bitonic) {
     // RadixPasses(): tile offsets, and ScanInPlace()'s block sums, which
     // every pass allocates anew.

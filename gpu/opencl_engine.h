@@ -136,8 +136,7 @@ class OpenClEngine final : public Sorter {
  private:
   struct RadixKernels {
     cl::Kernel encode, histogram, scan_blocks, scan_add, scatter, onesweep,
-        digit_starts, segments,
-        decode;
+        digit_starts, segments, decode;
   };
   struct BitonicKernels {
     cl::Kernel pad, sort_blocks, merge_global, merge_local, segmented;

@@ -127,8 +127,8 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
 }
 
 absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
-  for (auto [bits, with_index] : {std::pair{32, true}, {64, true},
-                                   {32, false}, {64, false}}) {
+  for (auto [bits, with_index] :
+       {std::pair{32, true}, {64, true}, {32, false}, {64, false}}) {
     if (radix.ScatterLocalBytes(bits, with_index) > device.local_mem_bytes ||
         static_cast<size_t>(radix.work_group) > device.max_work_group ||
         radix.Tile(bits, with_index) >= 65536 ||
@@ -170,9 +170,8 @@ std::string EnginePolicy::ToString() const {
       " small_items=", radix.small_items, " small_max=", radix.small_max,
       " segment_radix_above=", radix.segment_radix_above,
       " alternate_status_max=", radix.alternate_status_max,
-      " wg=", radix.work_group,
-      " items32=", radix.items_32, " items64=", radix.items_64,
-      " items32_keys=", radix.Items(32, false),
+      " wg=", radix.work_group, " items32=", radix.items_32,
+      " items64=", radix.items_64, " items32_keys=", radix.Items(32, false),
       " items64_keys=", radix.Items(64, false),
       "} bitonic{max_keys=", bitonic.max_keys,
       " max_keys_64=", bitonic.MaxKeys(64),

@@ -78,11 +78,12 @@ struct RadixSortPolicy {
   int Tile(int key_bits, bool with_index) const {
     return work_group * Items(key_bits, with_index);
   }
-  bool Small(size_t count) const { return small_items > 0 && count <= small_max; }
+  bool Small(size_t count) const {
+    return small_items > 0 && count <= small_max;
+  }
   // The tile of radix passes over `count` keys.
   int Tile(int key_bits, bool with_index, size_t count) const {
-    return Small(count) ? work_group * small_items
-                        : Tile(key_bits, with_index);
+    return Small(count) ? work_group * small_items : Tile(key_bits, with_index);
   }
   int LocalBits() const {
     return local_bits > 0 && warp_rank == 0 ? local_bits : radix_bits;

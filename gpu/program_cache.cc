@@ -50,8 +50,8 @@ std::string ProgramCache::DiskPath(const std::string& source_name,
   return absl::StrFormat("%s/%s-%016x.clbin", disk_dir_, source_name, h);
 }
 
-absl::StatusOr<cl::Program> ProgramCache::Get(const std::string& source_name,
-                                              const std::string& build_options) {
+absl::StatusOr<cl::Program> ProgramCache::Get(
+    const std::string& source_name, const std::string& build_options) {
   // SORTD_KERNEL_EXTRA_OPTIONS, a diagnostic, is appended to every build's
   // options (and so is part of the cache keys).
   const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS");
@@ -108,10 +108,10 @@ absl::StatusOr<cl::Program> ProgramCache::Build(const std::string& source_name,
   // kernel's register use).
   if (const char* show = std::getenv("SORTD_KERNEL_BUILD_LOG");
       err == CL_SUCCESS && show != nullptr && std::string(show) == "1") {
-    std::fprintf(stderr, "sortd: built %s.cl with '%s':\n%s\n",
-                 source_name.c_str(), options.c_str(),
-                 program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_.device)
-                     .c_str());
+    std::fprintf(
+        stderr, "sortd: built %s.cl with '%s':\n%s\n", source_name.c_str(),
+        options.c_str(),
+        program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_.device).c_str());
   }
   if (err != CL_SUCCESS) {
     std::string log =

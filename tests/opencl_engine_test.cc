@@ -13,7 +13,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-
 #include "server/cpu_sorter.h"
 #include "server/transpose.h"
 #include "tests/sort_check.h"
@@ -75,8 +74,8 @@ class OpenClSortTest
 TEST_P(OpenClSortTest, MatchesStableReferenceOnEveryShapeAndBoundaryLength) {
   const auto [type, desc, extra] = GetParam();
   OpenClEngine& engine = Engine();
-  const size_t tile = engine.policy().radix.Tile(KeySize(type) * 8,
-                                                 extra != Extra::kNone);
+  const size_t tile =
+      engine.policy().radix.Tile(KeySize(type) * 8, extra != Extra::kNone);
   std::vector<size_t> lengths = sortd::testing::BoundaryLengths();
   for (size_t t : {tile - 1, tile, tile + 1, 3 * tile + 1})
     lengths.push_back(t);
@@ -646,8 +645,9 @@ TEST(Algorithms, WarpRanking) {
       size_t total = 0;
       const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
       CheckSegmented(
-          **engine, sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
-          offsets, true, true);
+          **engine,
+          sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4), offsets,
+          true, true);
       CheckSegmented(
           **engine,
           sortd::testing::Generate<int64_t>(Shape::kFewDistinct, total, 5),
