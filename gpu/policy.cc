@@ -1,6 +1,7 @@
 #include "gpu/policy.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -94,22 +95,21 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
           p.radix.ScatterLocalBytes(64, true) > device.local_mem_bytes)) {
     p.radix.work_group /= 2;
   }
-  while (p.radix.items_64 > 1 &&
-         p.radix.ScatterLocalBytes(64, true) > device.local_mem_bytes) {
-    p.radix.items_64 /= 2;
+  // Then the keys per work-item of each kind of sort.
+  for (auto [items, bits, with_index] :
+       {std::tuple{&p.radix.items_64, 64, true},
+        {&p.radix.items_32, 32, true},
+        {&p.radix.items_64_keys, 64, false},
+        {&p.radix.items_32_keys, 32, false}}) {
+    while (*items > 1 && p.radix.ScatterLocalBytes(bits, with_index) >
+                             device.local_mem_bytes) {
+      *items /= 2;
+    }
   }
-  while (p.radix.items_32 > 1 &&
-         p.radix.ScatterLocalBytes(32, true) > device.local_mem_bytes) {
-    p.radix.items_32 /= 2;
-  }
-  while (p.radix.items_64_keys > 1 &&
-         p.radix.ScatterLocalBytes(64, false) > device.local_mem_bytes) {
-    p.radix.items_64_keys /= 2;
-  }
-  while (p.radix.items_32_keys > 1 &&
-         p.radix.ScatterLocalBytes(32, false) > device.local_mem_bytes) {
-    p.radix.items_32_keys /= 2;
-  }
+  // Small-array tiles are never longer than the others.
+  p.radix.small_items = std::min(
+      {p.radix.small_items, p.radix.Items(32, true), p.radix.Items(64, true),
+       p.radix.Items(32, false), p.radix.Items(64, false)});
   while (p.bitonic.block_32 > 64 &&
          p.bitonic.LocalBytes(32) > device.local_mem_bytes) {
     p.bitonic.block_32 /= 2;
