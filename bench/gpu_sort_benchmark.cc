@@ -17,6 +17,10 @@
 //                      [--bitonic_max=N] (single arrays up to N keys take
 //                      bitonic; 0: radix at every size)
 //                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
+//                      [--cases=u32,u64,f32,i32,pairs] (the main cases to
+//                      run; all by default)
+//                      [--kernel_cache_dir=DIR] (keeps the built kernels,
+//                      on NVIDIA their PTX, for inspection)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -214,6 +218,8 @@ int main(int argc, char** argv) {
   long bitonic_max = -1, small_items = -1, small_max = -1,
        segment_radix_above = -1, alternate_status_max = -1;
   bool quick = false;
+  std::string case_names = "u32,u64,f32,i32,pairs";
+  std::string kernel_cache_dir;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--radix_bits=", 0) == 0) radix_bits = std::stoi(a.substr(13));
@@ -242,6 +248,10 @@ int main(int argc, char** argv) {
       max_registers = std::stoi(a.substr(16));
     }
     if (a == "--quick") quick = true;
+    if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
+    if (a.rfind("--kernel_cache_dir=", 0) == 0) {
+      kernel_cache_dir = a.substr(19);
+    }
     if (a.rfind("--device=", 0) == 0) device = a.substr(9);
     if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
     if (a.rfind("--transpose_log2=", 0) == 0)
@@ -257,6 +267,7 @@ int main(int argc, char** argv) {
   OpenClEngine::Options options;
   options.kind = device == "gpu" ? sortd::gpu::DeviceKind::kGpu
                                  : sortd::gpu::DeviceKind::kCpu;
+  options.cache_dir = kernel_cache_dir;
   auto engine = OpenClEngine::Create(options);
   if (engine.ok() &&
       (radix_bits > 0 || local_bits >= 0 || work_group > 0 || items32 > 0 ||
@@ -305,11 +316,27 @@ int main(int argc, char** argv) {
       "\n",
       (*engine)->info().ToString().c_str(),
       (*engine)->policy().ToString().c_str());
-  const Case cases[] = {{"sort_keys", KeyType::kU32},
-                        {"sort_keys", KeyType::kU64},
-                        {"argsort", KeyType::kF32},
-                        {"argsort", KeyType::kI32},
-                        {"sort_pairs", KeyType::kU32}};
+  const std::pair<const char*, Case> all_cases[] = {
+      {"u32", {"sort_keys", KeyType::kU32}},
+      {"u64", {"sort_keys", KeyType::kU64}},
+      {"f32", {"argsort", KeyType::kF32}},
+      {"i32", {"argsort", KeyType::kI32}},
+      {"pairs", {"sort_pairs", KeyType::kU32}}};
+  std::vector<Case> cases;
+  for (absl::string_view name : absl::StrSplit(case_names, ',')) {
+    bool known = false;
+    for (const auto& [n, c] : all_cases) {
+      if (name == n) {
+        cases.push_back(c);
+        known = true;
+      }
+    }
+    if (!known) {
+      std::fprintf(stderr, "gpu_sort_benchmark: unknown case '%.*s'\n",
+                   static_cast<int>(name.size()), name.data());
+      return 2;
+    }
+  }
   for (int lg : sizes) {
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }

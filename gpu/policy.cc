@@ -24,8 +24,15 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
                      : (counters + (bank_pad ? counters / 32 : 0)) * 2;
   // The one-launch pass adds each digit's global base.
   const size_t onesweep_bytes = onesweep != 0 ? radix * 4 + 4 : 0;
-  return padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0) +
-         counter_bytes + radix * 4 + work_group * 4 + onesweep_bytes;
+  // Keys (and indices) share one array with warp_rank 4's digit masks
+  // (three sets of a word per warp and digit), which are dead by the time
+  // the keys are exchanged.
+  const size_t tile_bytes =
+      padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0);
+  const size_t mask_bytes = warp_rank == 4 ? (work_group / 32) * radix * 3 * 4
+                                           : 0;
+  return (std::max(tile_bytes, mask_bytes) + 7) / 8 * 8 + counter_bytes +
+         radix * 4 + work_group * 4 + onesweep_bytes;
 }
 
 EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
@@ -133,7 +140,7 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
         static_cast<size_t>(radix.work_group) > device.max_work_group ||
         radix.Tile(bits, with_index) >= 65536 ||
         radix.radix_bits % radix.LocalBits() != 0 || radix.lookback < 1 ||
-        radix.lookback > 64 || radix.warp_rank < 0 || radix.warp_rank > 3 ||
+        radix.lookback > 64 || radix.warp_rank < 0 || radix.warp_rank > 4 ||
         (radix.warp_rank != 0 && radix.work_group % 32 != 0) ||
         ((radix.warp_rank >= 2 || radix.max_registers != 0) &&
          !absl::StrContains(device.vendor, "NVIDIA")) ||

@@ -42,8 +42,11 @@ struct RadixSortPolicy {
   // warp operations emulated through local memory (portable, slow: the
   // twin that PoCL tests); 2, warp-level ranking with NVIDIA PTX ballots
   // and shuffles; 3, as 2 with the warp's digit counters added to
-  // atomically (2-3: NVIDIA only). Warp-level ranking ranks a whole digit
-  // in one step (local_bits does not apply); work_group % 32 == 0.
+  // atomically; 4, as 3 with the lanes of a digit found through per-warp
+  // masks in local memory (a local atomic OR and one warp barrier per key)
+  // instead of a ballot per digit bit (2-4: NVIDIA only). Warp-level
+  // ranking ranks a whole digit in one step (local_bits does not apply);
+  // work_group % 32 == 0.
   int warp_rank = 0;
   // Registers per work-item the radix kernels may use (NVIDIA's
   // -cl-nv-maxrregcount; 0: the compiler's choice). Fewer registers let

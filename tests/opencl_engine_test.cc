@@ -591,7 +591,7 @@ TEST(Algorithms, OnesweepPasses) {
 TEST(Algorithms, WarpRanking) {
   std::vector<int> modes = {1};
   if (absl::StrContains(Engine().info().vendor, "NVIDIA")) {
-    modes.insert(modes.end(), {2, 3});
+    modes.insert(modes.end(), {2, 3, 4});
   }
   for (int warp_rank : modes) {
     for (auto [radix_bits, onesweep] :

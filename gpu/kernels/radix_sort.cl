@@ -24,6 +24,12 @@
 //               barriers (slow, but runs anywhere, and tested on PoCL).
 //               3: as 2, the counters added to atomically. (PTX match.any
 //               in place of the ballots measured 25% slower on the H100.)
+//               4: as 3, but a key finds the lanes that share its digit
+//               through per-warp masks in local memory (each lane ORs its
+//               bit into its digit's mask) instead of one ballot per digit
+//               bit; the masks rotate over MASK_SETS sets so that one warp
+//               barrier per key orders them, and share the tile's local
+//               storage (they are dead before the keys are exchanged).
 // Keys are kept in "ordered" form while sorting: unsigned bits whose order
 // is the requested order (see to_ordered), so every pass is the same
 // unsigned, stable, ascending digit sort.
@@ -92,6 +98,21 @@ typedef uint key_t;
 #ifndef ONESWEEP_EARLY
 #define ONESWEEP_EARLY 0
 #endif
+// With early counts: the tile's digit starts are scanned from those counts
+// before the ranking rather than from the warps' counts after it.
+#ifndef EARLY_SCAN
+#define EARLY_SCAN 1
+#endif
+// Timing ablations, never in a policy (their output is not sorted): 1, a
+// warp's keys are ranked as if no two shared a digit (no ballots); 2, no
+// look-back (each tile guesses its digit bases).
+#ifndef ABLATE
+#define ABLATE 0
+#endif
+// Full tiles load and store without a test per key.
+#ifndef FULL_TILES
+#define FULL_TILES 1
+#endif
 #if ONESWEEP_EARLY && !WARP_RANK
 #error "ONESWEEP_EARLY needs WARP_RANK"
 #endif
@@ -132,7 +153,36 @@ inline uint warp_read_lane_below(uint v, uint by) {
   return out;
 }
 inline void warp_sync(void) { asm volatile("bar.warp.sync 0xffffffff;"); }
+// The same, also a fence the compiler keeps local-memory accesses behind.
+inline void warp_sync_memory(void) {
+  asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");
+}
 #endif
+
+// Per-warp digit masks (WARP_RANK 4): MASK_SETS sets of RADIX words per warp.
+#if WARP_RANK == 4
+#define MASK_SETS 3
+#define MASK_WORDS (WARPS * RADIX * MASK_SETS)
+#else
+#define MASK_WORDS 0
+#endif
+#define NO_PENDING 0xffffffffu
+
+// The local storage of a tile: keys (and indices) at their ranks, and,
+// before those are written, the ranking's masks. One array, so that the
+// masks cost no local memory of their own.
+#if HAS_INDEX
+#define TILE_BYTES (LTILE * (KEY_BITS / 8) + LTILE * 4)
+#else
+#define TILE_BYTES (LTILE * (KEY_BITS / 8))
+#endif
+#define STORE_BYTES \
+  (TILE_BYTES > MASK_WORDS * 4 ? TILE_BYTES : MASK_WORDS * 4)
+#define TILE_STORAGE                                          \
+  __local ulong tile_store[(STORE_BYTES + 7) / 8];            \
+  __local key_t* lkeys = (__local key_t*)tile_store;          \
+  __local uint* lindex = (__local uint*)(lkeys + LTILE);      \
+  __local uint* masks = (__local uint*)tile_store
 
 #if WARP_RANK
 // The lanes of this work-item's warp whose digit equals d (bit i: lane i).
@@ -163,10 +213,33 @@ inline uint warp_peers(uint d, __local uint* scratch) {
 // One key per lane joins the warp's per-digit counters (this warp's RADIX
 // counters); returns how many of the warp's keys of the same digit came
 // before it: those of earlier calls, then those of lower lanes in this one.
-// Only the highest lane of each digit touches the counter.
-inline uint warp_count(uint d, __local uint* counters, __local uint* scratch) {
+// Only the highest lane of each digit touches the counter. j: the call's
+// number (0, 1, ...); masks and *pending: this warp's masks and the mask
+// word this lane is to clear (WARP_RANK 4).
+inline uint warp_count(uint d, __local uint* counters, __local uint* scratch,
+                       uint j, __local uint* masks, uint* pending) {
   const uint lane = get_local_id(0) & (WARP_SIZE - 1);
+#if WARP_RANK == 4
+  // Call j uses set j % MASK_SETS. The leader of call j - 1 clears its word
+  // after this call's barrier (every lane has read it by then), and the set
+  // is next ORed into at call j + 2, after call j + 1's barrier.
+  (void)scratch;
+  __local uint* set = masks + (j % MASK_SETS) * RADIX;
+  atomic_or(&set[d], 1u << lane);
+  warp_sync_memory();
+  if (*pending != NO_PENDING) masks[*pending] = 0;
+  const uint peers = ((volatile __local uint*)set)[d];
+#else
+  (void)j;
+  (void)masks;
+  (void)pending;
+#if ABLATE == 1
+  (void)scratch;
+  const uint peers = 1u << lane;
+#else
   const uint peers = warp_peers(d, scratch);
+#endif
+#endif
   const uint below = popcount(peers & ((1u << lane) - 1));
   const uint leader = (WARP_SIZE - 1) - clz(peers);
 #if WARP_RANK == 2
@@ -180,6 +253,9 @@ inline uint warp_count(uint d, __local uint* counters, __local uint* scratch) {
 #elif WARP_PTX
   uint before = 0;
   if (lane == leader) before = atomic_add(&counters[d], popcount(peers));
+#if WARP_RANK == 4
+  *pending = lane == leader ? (j % MASK_SETS) * RADIX + d : NO_PENDING;
+#endif
   before = warp_read_lane(before, leader);
 #else
   const uint before = counters[d];
@@ -236,6 +312,28 @@ inline key_t store_form(key_t ordered, uint mode) {
                             : ordered;
 }
 
+// Every pass's digit of one ordered key, counted in hist (PASSES * RADIX).
+inline void count_key(__local uint* hist, key_t k) {
+  for (uint p = 0; p < PASSES; ++p) {
+    atomic_inc(&hist[p * RADIX + digit_of(k, p * RADIX_BITS)]);
+  }
+}
+
+// Counting only (radix_encode with write_keys 0) reads 16 bytes at a time:
+// COUNT_VEC keys (0: one key at a time).
+#ifndef COUNT_VEC
+#if KEY_BITS == 64
+#define COUNT_VEC 2
+#else
+#define COUNT_VEC 4
+#endif
+#endif
+#if COUNT_VEC == 2
+typedef ulong2 count_vec_t;
+#elif COUNT_VEC == 4
+typedef uint4 count_vec_t;
+#endif
+
 // Raw keys -> ordered keys (and iota indices), while counting the digits of
 // every pass over the whole array so the host can skip passes in which all
 // keys share a digit. With write_keys 0 it only counts: the first pass then
@@ -249,6 +347,28 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
   const uint lid = get_local_id(0);
   for (uint i = lid; i < PASSES * RADIX; i += WG) hist[i] = 0;
   barrier(CLK_LOCAL_MEM_FENCE);
+#if COUNT_VEC
+  if (!write_keys) {
+    // Counting alone: 16-byte loads, consecutive work-items on consecutive
+    // vectors, the grid striding over the array.
+    __global const count_vec_t* vec = (__global const count_vec_t*)raw;
+    const size_t vectors = n / COUNT_VEC;
+    const size_t step = get_global_size(0);
+    for (size_t v = get_global_id(0); v < vectors; v += step) {
+      const count_vec_t q = vec[v];
+      count_key(hist, to_ordered(q.s0, kind, descending));
+      count_key(hist, to_ordered(q.s1, kind, descending));
+#if COUNT_VEC == 4
+      count_key(hist, to_ordered(q.s2, kind, descending));
+      count_key(hist, to_ordered(q.s3, kind, descending));
+#endif
+    }
+    for (size_t i = vectors * COUNT_VEC + get_global_id(0); i < n; i += step) {
+      count_key(hist, to_ordered(raw[i], kind, descending));
+    }
+  } else
+#endif
+  {
   // Work-groups stride over the tiles: fewer groups, fewer global atomics
   // on the same PASSES * RADIX counters.
   const size_t stride = get_num_groups(0) * (size_t)TILE;
@@ -263,13 +383,10 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
           index[i] = (uint)i;
 #endif
         }
-        if (count_digits) {
-          for (uint p = 0; p < PASSES; ++p) {
-            atomic_inc(&hist[p * RADIX + digit_of(k, p * RADIX_BITS)]);
-          }
-        }
+        if (count_digits) count_key(hist, k);
       }
     }
+  }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (count_digits) {
@@ -569,17 +686,23 @@ inline uint lookback_digit(__global uint* status, uint tile, uint d,
 inline void warp_rank_and_move(const key_t* k, const uint* x, uint shift,
                                __local key_t* lkeys, __local uint* lindex,
                                __local uint* counters,
-                               __local uint* digit_start, __local uint* tmp) {
+                               __local uint* digit_start, __local uint* tmp,
+                               __local uint* masks, uint scanned) {
   const uint lid = get_local_id(0);
   __local uint* mine = counters + (lid / WARP_SIZE) * RADIX;
+  __local uint* my_masks = masks + (lid / WARP_SIZE) * (MASK_WORDS / WARPS);
   uint rank[ITEMS];
+  uint pending = NO_PENDING;
   for (uint j = 0; j < ITEMS; ++j) {
-    rank[j] = warp_count(digit_of(k[j], shift), mine, tmp);
+    rank[j] = warp_count(digit_of(k[j], shift), mine, tmp, j, my_masks,
+                         &pending);
   }
+  (void)pending;
   barrier(CLK_LOCAL_MEM_FENCE);
 
   // Per digit: each warp's start among the tile's keys of that digit, and
-  // the tile's count of it.
+  // (unless `scanned`: digit_start holds the tile's digit starts already)
+  // the tile's count of it, then scanned.
   for (uint d = lid; d < RADIX; d += WG) {
     uint sum = 0;
     for (uint w = 0; w < WARPS; ++w) {
@@ -587,10 +710,10 @@ inline void warp_rank_and_move(const key_t* k, const uint* x, uint shift,
       counters[w * RADIX + d] = sum;
       sum += c;
     }
-    digit_start[d] = sum;
+    if (!scanned) digit_start[d] = sum;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  exclusive_scan_digits(digit_start, tmp);
+  if (!scanned) exclusive_scan_digits(digit_start, tmp);
 
   for (uint j = 0; j < ITEMS; ++j) {
     const uint d = digit_of(k[j], shift);
@@ -613,13 +736,14 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
                            uint mode, uint tile, __local key_t* lkeys,
                            __local uint* lindex, __local uint* counters,
                            __local uint* digit_start, __local uint* tmp,
-                           uint early, __global uint* status,
-                           __local uint* early_base) {
+                           __local uint* masks, uint early,
+                           __global uint* status, __local uint* early_base) {
   const uint lid = get_local_id(0);
   const uint warp = lid / WARP_SIZE;
   const size_t base = tile * (size_t)TILE;
   const uint count = (uint)min((size_t)TILE, n - base);
   for (uint i = lid; i < WARPS * RADIX; i += WG) counters[i] = 0;
+  for (uint i = lid; i < MASK_WORDS; i += WG) masks[i] = 0;
   if (early) {
     for (uint d = lid; d < RADIX; d += WG) digit_start[d] = 0;
   }
@@ -628,51 +752,86 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
   uint x[ITEMS];
   const uint first = warp * (WARP_SIZE * ITEMS) + (lid & (WARP_SIZE - 1));
   // Two loops rather than a test per key: the mode is the same for all.
-  if (mode & MODE_FIRST) {
-    for (uint j = 0; j < ITEMS; ++j) {
-      const uint li = first + j * WARP_SIZE;
-      k[j] = li < count ? load_key(keys_in, base + li, MODE_FIRST | mode)
-                        : ~(key_t)0;
+  // A full tile (all but the last) loads without a test per key.
+  const uint full = FULL_TILES && count == TILE;
+  __global const key_t* tile_keys = keys_in + base;
+#define LOAD_TILE(checked, load_one, index_one)               \
+  for (uint j = 0; j < ITEMS; ++j) {                          \
+    const uint li = first + j * WARP_SIZE;                    \
+    const bool real = !(checked) || li < count;               \
+    k[j] = real ? (load_one) : ~(key_t)0;                     \
+    LOAD_INDEX(x[j] = real ? (index_one) : 0);                \
+  }
 #if HAS_INDEX
-      x[j] = (uint)(base + li);
+#define LOAD_INDEX(statement) statement
+#else
+#define LOAD_INDEX(statement)
 #endif
+  if (mode & MODE_FIRST) {
+    if (full) {
+      LOAD_TILE(0, load_key(tile_keys, li, MODE_FIRST | mode),
+                (uint)(base + li))
+    } else {
+      LOAD_TILE(1, load_key(tile_keys, li, MODE_FIRST | mode),
+                (uint)(base + li))
     }
   } else {
-    for (uint j = 0; j < ITEMS; ++j) {
-      const uint li = first + j * WARP_SIZE;
-      k[j] = li < count ? keys_in[base + li] : ~(key_t)0;
-#if HAS_INDEX
-      x[j] = li < count ? index_in[base + li] : 0;
-#endif
+    if (full) {
+      LOAD_TILE(0, tile_keys[li], index_in[base + li])
+    } else {
+      LOAD_TILE(1, tile_keys[li], index_in[base + li])
     }
   }
+#undef LOAD_TILE
+#undef LOAD_INDEX
   barrier(CLK_LOCAL_MEM_FENCE);
 
   if (early) {
     // Early counts (one-launch pass): the tile's digit counts by local
     // atomics, published and looked back on before the ranking, so that
     // later tiles find this tile's prefix as early as possible.
-    for (uint j = 0; j < ITEMS; ++j) {
-      if (first + j * WARP_SIZE < count) {
+    if (full) {
+      for (uint j = 0; j < ITEMS; ++j) {
         atomic_inc(&digit_start[digit_of(k[j], shift)]);
+      }
+    } else {
+      for (uint j = 0; j < ITEMS; ++j) {
+        if (first + j * WARP_SIZE < count) {
+          atomic_inc(&digit_start[digit_of(k[j], shift)]);
+        }
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint d = lid; d < RADIX; d += WG) {
+#if ABLATE == 2
+      early_base[d] += tile * digit_start[d];
+#else
       early_base[d] += lookback_digit(status, tile, d, digit_start[d]);
+#endif
     }
+#if EARLY_SCAN
+    // The tile's digit starts from these counts, and each digit's base
+    // made relative to them, while the keys wait in registers.
+    exclusive_scan_digits(digit_start, tmp);
+    for (uint d = lid; d < RADIX; d += WG) early_base[d] -= digit_start[d];
+#endif
   }
 
-  warp_rank_and_move(k, x, shift, lkeys, lindex, counters, digit_start, tmp);
+  warp_rank_and_move(k, x, shift, lkeys, lindex, counters, digit_start, tmp,
+                     masks, early && EARLY_SCAN);
   return count;
 }
 // Ranking only: no early look-back (the last two arguments go unused).
 #define RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys, lindex,     \
-                  counts, digit_start, tmp)                                 \
+                  counts, digit_start, tmp, masks)                          \
   rank_tile_warp(keys_in, index_in, n, shift, mode, tile, lkeys, lindex,    \
-                 counts, digit_start, tmp, 0, (__global uint*)0, digit_start)
+                 counts, digit_start, tmp, masks, 0, (__global uint*)0,     \
+                 digit_start)
 #else
-#define RANK_TILE rank_tile
+#define RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys, lindex,     \
+                  counts, digit_start, tmp, masks)                          \
+  rank_tile(keys_in, index_in, n, shift, mode, tile, lkeys, lindex, counts, \
+            digit_start, tmp)
 #endif
 
 // Stable scatter of one tile: ranked in local memory (rank_tile), then
@@ -684,12 +843,7 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
                    __global const uint* index_in, __global uint* index_out,
                    uint n, uint shift, __global const uint* offsets,
                    uint tiles, uint mode) {
-  __local key_t lkeys[LTILE];
-#if HAS_INDEX
-  __local uint lindex[LTILE];
-#else
-  __local uint lindex[1];
-#endif
+  TILE_STORAGE;
   __local rank_counter_t counts[RANK_COUNTERS];
   __local uint digit_start[RADIX];
   __local uint tmp[WG];
@@ -697,7 +851,7 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
   const uint lid = get_local_id(0);
   const uint tile = get_group_id(0);
   const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
-                               lindex, counts, digit_start, tmp);
+                               lindex, counts, digit_start, tmp, masks);
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
     if (li < count) {
@@ -736,12 +890,7 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                     uint starts_at, __global uint* status, uint tiles,
                     uint mode, uint status_at, uint next_at,
                     uint zero_next) {
-  __local key_t lkeys[LTILE];
-#if HAS_INDEX
-  __local uint lindex[LTILE];
-#else
-  __local uint lindex[1];
-#endif
+  TILE_STORAGE;
   __local rank_counter_t counts[RANK_COUNTERS];
   __local uint digit_start[RADIX];
   __local uint digit_base[RADIX];  // global start of digit d for this tile
@@ -764,30 +913,58 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
   // The look-back is done (digit_base holds this tile's share already).
   const uint count = rank_tile_warp(keys_in, index_in, n, shift, mode, tile,
                                     lkeys, lindex, counts, digit_start, tmp,
-                                    1, status, digit_base);
+                                    masks, 1, status, digit_base);
+#if !EARLY_SCAN
   for (uint d = lid; d < RADIX; d += WG) digit_base[d] -= digit_start[d];
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 #else
   const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
-                               lindex, counts, digit_start, tmp);
+                               lindex, counts, digit_start, tmp, masks);
   for (uint d = lid; d < RADIX; d += WG) {
     const uint end = d + 1 < RADIX ? digit_start[d + 1] : count;
     digit_base[d] += lookback_digit(status, tile, d, end - digit_start[d]) -
                      digit_start[d];
   }
-#endif
   barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
-  for (uint j = 0; j < ITEMS; ++j) {
-    const uint li = j * WG + lid;
-    if (li < count) {
+  // A full tile stores without a test per key.
+#if HAS_INDEX
+#define STORE_INDEX index_out[dst] = lindex[LPAD(li)]
+#else
+#define STORE_INDEX
+#endif
+#if ABLATE == 2
+#define STORE_KEY                    \
+  if (dst < n) {                     \
+    keys_out[dst] = store_form(key, mode); \
+    STORE_INDEX;                     \
+  }
+#else
+#define STORE_KEY                          \
+  keys_out[dst] = store_form(key, mode); \
+  STORE_INDEX
+#endif
+  if (FULL_TILES && count == TILE) {
+    for (uint j = 0; j < ITEMS; ++j) {
+      const uint li = j * WG + lid;
       const key_t key = lkeys[LPAD(li)];
       const uint dst = digit_base[digit_of(key, shift)] + li;
-      keys_out[dst] = store_form(key, mode);
-#if HAS_INDEX
-      index_out[dst] = lindex[LPAD(li)];
-#endif
+      STORE_KEY;
+    }
+  } else {
+    for (uint j = 0; j < ITEMS; ++j) {
+      const uint li = j * WG + lid;
+      if (li < count) {
+        const key_t key = lkeys[LPAD(li)];
+        const uint dst = digit_base[digit_of(key, shift)] + li;
+        STORE_KEY;
+      }
     }
   }
+#undef STORE_KEY
+#undef STORE_INDEX
   if (zero_next) {
     for (uint d = lid; d < RADIX; d += WG) next_status[tile * RADIX + d] = 0;
     if (tile == 0 && lid == 0) next_status[tiles * RADIX] = 0;
@@ -802,12 +979,7 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_segments(__global key_t* keys, __global uint* index,
                     __global const uint* offsets, __global const uint* list) {
-  __local key_t lkeys[LTILE];
-#if HAS_INDEX
-  __local uint lindex[LTILE];
-#else
-  __local uint lindex[1];
-#endif
+  TILE_STORAGE;
   __local uint counters[WARPS * RADIX];
   __local uint digit_start[RADIX];
   __local uint tmp[WG];
@@ -830,9 +1002,10 @@ void radix_segments(__global key_t* keys, __global uint* index,
   }
   for (uint pass = 0; pass < PASSES; ++pass) {
     for (uint i = lid; i < WARPS * RADIX; i += WG) counters[i] = 0;
+    for (uint i = lid; i < MASK_WORDS; i += WG) masks[i] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
     warp_rank_and_move(k, x, pass * RADIX_BITS, lkeys, lindex, counters,
-                       digit_start, tmp);
+                       digit_start, tmp, masks, 0);
     if (pass + 1 < PASSES) {
       for (uint j = 0; j < ITEMS; ++j) {
         const uint li = first + j * WARP_SIZE;

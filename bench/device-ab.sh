@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Same-call A/B of radix policy variants on the GPU machine (carry .device
+# from bench/gpu-compare.sh). One device call's timings move a few percent
+# from call to call, so variants are only compared within one call, and
+# run in alternating rounds (A B C A B C ...).
+#   AB="label|ENV=value,...|--benchmark_flag ...;label2|...|..."
+#     ENV: extra environment for that variant, comma-separated (e.g.
+#     SORTD_KERNEL_EXTRA_OPTIONS=-DEARLY_SCAN=0 -DCOUNT_VEC=0), may be
+#     empty
+#   SIZES (24,26), CASES (u32,u64), REPS (5), ROUNDS (2)
+# Writes $OUT/ab.jsonl (each line tagged with label and round) and prints
+# the medians per variant (bench/ab-summary.py).
+set -uo pipefail
+source .device/setup.sh
+OUT=${OUT:-/tmp/sortd-out}
+mkdir -p "$OUT"
+IFS=';' read -ra CFGS <<< "${AB:?AB names the variants}"
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for cfg in "${CFGS[@]}"; do
+    IFS='|' read -r label envs flags <<< "$cfg"
+    IFS=',' read -ra env_list <<< "$envs"
+    # shellcheck disable=SC2086
+    env "${env_list[@]}" gpu_sort_benchmark --device=gpu --sizes="${SIZES:-24,26}" \
+      --reps="${REPS:-5}" --quick --cases="${CASES:-u32,u64}" $flags |
+      sed "s/^{/{\"label\":\"$label\",\"round\":$round,/"
+  done
+done > "$OUT/ab.jsonl"
+python3 bench/ab-summary.py "$OUT/ab.jsonl"
