@@ -68,9 +68,10 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
                .bank_pad = 1,
                .onesweep = 2,
                .lookback = 4,
-               // The atomic counter update: 4-6% faster than 2 in one call
-               // (bench/results/h100-20261122-segments/warp-rank.jsonl).
-               .warp_rank = 3,
+               // Digit peers through per-warp local masks: 3% (u32) and
+               // 5% (u64) faster than 3's ballots at 2^26 in two same-call
+               // A/Bs (bench/results/h100-20261122-s6-ab2, -ab3).
+               .warp_rank = 4,
                // Up to 2^18 keys: tiles of 1024 (bench/results/
                // h100-20261122-small-tiles: 0.095 -> 0.086 ms at 2^16).
                .small_items = 4,

@@ -719,7 +719,7 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   nvidia.max_work_group = 1024;
   const EnginePolicy np = EnginePolicy::For(nvidia);
   EXPECT_EQ(np.radix.radix_bits, 8);
-  EXPECT_EQ(np.radix.warp_rank, 3);
+  EXPECT_EQ(np.radix.warp_rank, 4);
   EXPECT_EQ(np.radix.LocalBits(), 8);
   EXPECT_GT(np.radix.Items(32, false), np.radix.Items(32, true));
   EXPECT_TRUE(np.CheckFits(nvidia).ok()) << np.ToString();
