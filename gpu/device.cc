@@ -29,6 +29,14 @@ DeviceInfo Describe(const cl::Platform& p, const cl::Device& d) {
   info.global_mem_bytes = d.getInfo<CL_DEVICE_GLOBAL_MEM_SIZE>();
   info.max_alloc_bytes = d.getInfo<CL_DEVICE_MAX_MEM_ALLOC_SIZE>();
   info.max_work_group = d.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
+  if (info.HasExtension("cl_nv_device_attribute_query")) {
+    constexpr cl_device_info kComputeCapabilityMajorNv = 0x4000;
+    cl_uint major = 0;
+    if (clGetDeviceInfo(d(), kComputeCapabilityMajorNv, sizeof(major), &major,
+                        nullptr) == CL_SUCCESS) {
+      info.nv_compute_major = major;
+    }
+  }
   return info;
 }
 
@@ -40,8 +48,11 @@ bool DeviceInfo::HasExtension(const std::string& ext) const {
 }
 
 std::string DeviceInfo::ToString() const {
-  return absl::StrCat(name, " (", platform, ", driver ", driver, ", ",
-                      compute_units, " CUs)");
+  return absl::StrCat(
+      name, " (", platform, ", driver ", driver, ", ", compute_units, " CUs",
+      nv_compute_major != 0 ? absl::StrCat(", compute ", nv_compute_major)
+                            : std::string(),
+      ")");
 }
 
 absl::StatusOr<std::vector<Device>> FindDevices(DeviceKind kind) {

@@ -29,9 +29,13 @@ struct DeviceInfo {
   uint64_t global_mem_bytes = 0;
   uint64_t max_alloc_bytes = 0;
   size_t max_work_group = 0;
+  // NVIDIA's compute capability major number (cl_nv_device_attribute_query;
+  // 9 on Hopper), 0 where the device does not say.
+  uint32_t nv_compute_major = 0;
 
   bool HasExtension(const std::string& ext) const;
-  // "NVIDIA H100 80GB HBM3 (NVIDIA CUDA, driver 580.159.04, 132 CUs)".
+  // "NVIDIA H100 80GB HBM3 (NVIDIA CUDA, driver 580.159.04, 132 CUs,
+  // compute 9)".
   std::string ToString() const;
 };
 

@@ -9,6 +9,15 @@
 
 namespace sortd::gpu {
 
+// The NVIDIA fast paths use PTX for sm_70 and later (vote.sync,
+// shfl.sync, bar.warp.sync): an NVIDIA GPU that reports an older compute
+// capability gets the portable policy; one that reports none is taken to
+// be recent.
+bool NvidiaPtxRuns(const DeviceInfo& device) {
+  return absl::StrContains(device.vendor, "NVIDIA") &&
+         (device.nv_compute_major == 0 || device.nv_compute_major >= 7);
+}
+
 size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t tile = Tile(key_bits, with_index);
   const size_t radix = size_t{1} << radix_bits;
@@ -29,8 +38,8 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   // the keys are exchanged.
   const size_t tile_bytes =
       padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0);
-  const size_t mask_bytes = warp_rank == 4 ? (work_group / 32) * radix * 3 * 4
-                                           : 0;
+  const size_t mask_bytes =
+      warp_rank == 4 ? (work_group / 32) * radix * 3 * 4 : 0;
   return (std::max(tile_bytes, mask_bytes) + 7) / 8 * 8 + counter_bytes +
          radix * 4 + work_group * 4 + onesweep_bytes;
 }
@@ -45,7 +54,7 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
     p.bitonic = {
         .block_32 = 2048, .block_64 = 2048, .work_group = 64, .max_keys = 2048};
     p.transpose = {.matrices_per_group = 16};
-  } else if (absl::StrContains(device.vendor, "NVIDIA")) {
+  } else if (NvidiaPtxRuns(device)) {
     // 8-bit passes ranked in two 4-bit steps: 7-17% faster than 4-bit
     // passes on every main case at 2^24 and 2^26 keys, and the fastest of
     // nine shapes swept (bench/results/h100-20261122-radix-sweep). With the
@@ -144,7 +153,7 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
         radix.lookback > 64 || radix.warp_rank < 0 || radix.warp_rank > 4 ||
         (radix.warp_rank != 0 && radix.work_group % 32 != 0) ||
         ((radix.warp_rank >= 2 || radix.max_registers != 0) &&
-         !absl::StrContains(device.vendor, "NVIDIA")) ||
+         !NvidiaPtxRuns(device)) ||
         radix.max_registers < 0 || radix.max_registers > 255 ||
         radix.onesweep < 0 || radix.onesweep > 2 ||
         radix.count_groups_per_cu < 1 || radix.small_items < 0 ||

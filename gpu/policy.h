@@ -119,6 +119,11 @@ struct TransposePolicy {
   int matrices_per_group = 64;  // also the work-group size
 };
 
+// Whether the device runs the NVIDIA PTX fast paths (warp_rank 2-4,
+// max_registers): an NVIDIA GPU of compute capability 7 or later (or one
+// that does not report it).
+bool NvidiaPtxRuns(const DeviceInfo& device);
+
 struct EnginePolicy {
   RadixSortPolicy radix;
   BitonicPolicy bitonic;

@@ -720,6 +720,16 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy np = EnginePolicy::For(nvidia);
   EXPECT_EQ(np.radix.radix_bits, 8);
   EXPECT_EQ(np.radix.warp_rank, 4);
+  // An NVIDIA GPU older than sm_70 cannot build the PTX: it gets the
+  // portable policy, and a PTX policy does not fit it.
+  DeviceInfo old_nvidia = nvidia;
+  old_nvidia.nv_compute_major = 6;
+  const EnginePolicy op = EnginePolicy::For(old_nvidia);
+  EXPECT_EQ(op.radix.warp_rank, 0);
+  EXPECT_TRUE(op.CheckFits(old_nvidia).ok()) << op.ToString();
+  EXPECT_FALSE(np.CheckFits(old_nvidia).ok());
+  old_nvidia.nv_compute_major = 7;
+  EXPECT_EQ(EnginePolicy::For(old_nvidia).radix.warp_rank, 4);
   EXPECT_EQ(np.radix.LocalBits(), 8);
   EXPECT_GT(np.radix.Items(32, false), np.radix.Items(32, true));
   EXPECT_TRUE(np.CheckFits(nvidia).ok()) << np.ToString();
