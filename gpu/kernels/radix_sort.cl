@@ -30,6 +30,13 @@
 //               bit; the masks rotate over MASK_SETS sets so that one warp
 //               barrier per key orders them, and share the tile's local
 //               storage (they are dead before the keys are exchanged).
+//   EARLY_SCAN  (default 1) with ONESWEEP_EARLY, the tile's digit starts
+//               are scanned from the early counts before the ranking
+//   FULL_TILES  (default 1) full tiles load, count and store without a
+//               bounds test per key
+//   COUNT_VEC   (default 16 bytes' worth of keys) keys per load when only
+//               counting digits; 0: one at a time
+//   ABLATE      timing diagnostic only (see below)
 // Keys are kept in "ordered" form while sorting: unsigned bits whose order
 // is the requested order (see to_ordered), so every pass is the same
 // unsigned, stable, ascending digit sort.
@@ -103,9 +110,9 @@ typedef uint key_t;
 #ifndef EARLY_SCAN
 #define EARLY_SCAN 1
 #endif
-// Timing ablations, never in a policy (their output is not sorted): 1, a
-// warp's keys are ranked as if no two shared a digit (no ballots); 2, no
-// look-back (each tile guesses its digit bases).
+// Timing ablation, never in a policy (its ranking is not guaranteed
+// stable, so neither is the sort): 1, a warp's keys are ranked as if no two
+// shared a digit (no ballots).
 #ifndef ABLATE
 #define ABLATE 0
 #endif
@@ -369,24 +376,24 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
   } else
 #endif
   {
-  // Work-groups stride over the tiles: fewer groups, fewer global atomics
-  // on the same PASSES * RADIX counters.
-  const size_t stride = get_num_groups(0) * (size_t)TILE;
-  for (size_t base = get_group_id(0) * (size_t)TILE; base < n; base += stride) {
-    for (uint j = 0; j < ITEMS; ++j) {
-      const size_t i = base + j * WG + lid;
-      if (i < n) {
-        const key_t k = to_ordered(raw[i], kind, descending);
-        if (write_keys) {
-          keys[i] = k;
+    // Work-groups stride over the tiles: fewer groups, fewer global atomics
+    // on the same PASSES * RADIX counters.
+    const size_t stride = get_num_groups(0) * (size_t)TILE;
+    for (size_t base = get_group_id(0) * (size_t)TILE; base < n; base += stride) {
+      for (uint j = 0; j < ITEMS; ++j) {
+        const size_t i = base + j * WG + lid;
+        if (i < n) {
+          const key_t k = to_ordered(raw[i], kind, descending);
+          if (write_keys) {
+            keys[i] = k;
 #if HAS_INDEX
-          index[i] = (uint)i;
+            index[i] = (uint)i;
 #endif
+          }
+          if (count_digits) count_key(hist, k);
         }
-        if (count_digits) count_key(hist, k);
       }
     }
-  }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (count_digits) {
@@ -803,11 +810,7 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint d = lid; d < RADIX; d += WG) {
-#if ABLATE == 2
-      early_base[d] += tile * digit_start[d];
-#else
       early_base[d] += lookback_digit(status, tile, d, digit_start[d]);
-#endif
     }
 #if EARLY_SCAN
     // The tile's digit starts from these counts, and each digit's base
@@ -931,36 +934,23 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
 
   // A full tile stores without a test per key.
 #if HAS_INDEX
-#define STORE_INDEX index_out[dst] = lindex[LPAD(li)]
+#define STORE_INDEX(statement) statement
 #else
-#define STORE_INDEX
+#define STORE_INDEX(statement)
 #endif
-#if ABLATE == 2
-#define STORE_KEY                    \
-  if (dst < n) {                     \
-    keys_out[dst] = store_form(key, mode); \
-    STORE_INDEX;                     \
-  }
-#else
-#define STORE_KEY                          \
-  keys_out[dst] = store_form(key, mode); \
-  STORE_INDEX
-#endif
+#define STORE_KEY(li)                                         \
+  do {                                                        \
+    const key_t key = lkeys[LPAD(li)];                        \
+    const uint dst = digit_base[digit_of(key, shift)] + (li); \
+    keys_out[dst] = store_form(key, mode);                    \
+    STORE_INDEX(index_out[dst] = lindex[LPAD(li)]);           \
+  } while (0)
   if (FULL_TILES && count == TILE) {
-    for (uint j = 0; j < ITEMS; ++j) {
-      const uint li = j * WG + lid;
-      const key_t key = lkeys[LPAD(li)];
-      const uint dst = digit_base[digit_of(key, shift)] + li;
-      STORE_KEY;
-    }
+    for (uint j = 0; j < ITEMS; ++j) STORE_KEY(j * WG + lid);
   } else {
     for (uint j = 0; j < ITEMS; ++j) {
       const uint li = j * WG + lid;
-      if (li < count) {
-        const key_t key = lkeys[LPAD(li)];
-        const uint dst = digit_base[digit_of(key, shift)] + li;
-        STORE_KEY;
-      }
+      if (li < count) STORE_KEY(li);
     }
   }
 #undef STORE_KEY
