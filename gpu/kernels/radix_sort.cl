@@ -110,9 +110,16 @@ typedef uint key_t;
 #ifndef EARLY_SCAN
 #define EARLY_SCAN 1
 #endif
-// Timing ablation, never in a policy (its ranking is not guaranteed
-// stable, so neither is the sort): 1, a warp's keys are ranked as if no two
-// shared a digit (no ballots).
+// Timing ablations, never in a policy (their output is not sorted, or not
+// stably), measured in bench/results/h100-20261122-s7-ablate:
+//   1  a warp's keys are ranked as if no two shared a digit (no ballots;
+//      WARP_RANK 1-3 only: no effect under 4's masks)
+//   3  the one-launch pass does not look back (no waiting on earlier tiles)
+//   4  keys are moved to their own places in local memory, not their ranks
+//      (no bank conflicts in the exchange), and stored as 5 does
+//   5  keys are stored to their tile's own places in global memory, not
+//      their digits' (fully coalesced stores)
+// The engine's warm-up check is skipped under -DABLATE.
 #ifndef ABLATE
 #define ABLATE 0
 #endif
@@ -724,7 +731,13 @@ inline void warp_rank_and_move(const key_t* k, const uint* x, uint shift,
 
   for (uint j = 0; j < ITEMS; ++j) {
     const uint d = digit_of(k[j], shift);
+#if ABLATE == 4
+    const uint to = ((lid / WARP_SIZE) * (WARP_SIZE * ITEMS) +
+                     (lid & (WARP_SIZE - 1)) + j * WARP_SIZE) +
+                    ((digit_start[d] + mine[d] + rank[j]) >> 20);
+#else
     const uint to = digit_start[d] + mine[d] + rank[j];
+#endif
     lkeys[LPAD(to)] = k[j];
 #if HAS_INDEX
     lindex[LPAD(to)] = x[j];
@@ -810,7 +823,12 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint d = lid; d < RADIX; d += WG) {
+#if ABLATE == 3
+      (void)status;
+      early_base[d] += digit_start[d] >> 31;
+#else
       early_base[d] += lookback_digit(status, tile, d, digit_start[d]);
+#endif
     }
 #if EARLY_SCAN
     // The tile's digit starts from these counts, and each digit's base
@@ -938,10 +956,19 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
 #else
 #define STORE_INDEX(statement)
 #endif
+#if ABLATE == 4 || ABLATE == 5
+#define STORE_AT(key, li) \
+  (tile * TILE + (li) + (digit_base[digit_of(key, shift)] >> 31))
+#elif ABLATE
+// Unsorted output must still stay inside the array.
+#define STORE_AT(key, li) min(digit_base[digit_of(key, shift)] + (li), n - 1)
+#else
+#define STORE_AT(key, li) (digit_base[digit_of(key, shift)] + (li))
+#endif
 #define STORE_KEY(li)                                         \
   do {                                                        \
     const key_t key = lkeys[LPAD(li)];                        \
-    const uint dst = digit_base[digit_of(key, shift)] + (li); \
+    const uint dst = STORE_AT(key, li);                       \
     keys_out[dst] = store_form(key, mode);                    \
     STORE_INDEX(index_out[dst] = lindex[LPAD(li)]);           \
   } while (0)
@@ -954,6 +981,7 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
     }
   }
 #undef STORE_KEY
+#undef STORE_AT
 #undef STORE_INDEX
   if (zero_next) {
     for (uint d = lid; d < RADIX; d += WG) next_status[tile * RADIX + d] = 0;
