@@ -111,7 +111,7 @@ typedef uint key_t;
 #define EARLY_SCAN 1
 #endif
 // Timing ablations, never in a policy (their output is not sorted, or not
-// stably), measured in bench/results/h100-20261122-s7-ablate:
+// stably), measured in bench/results/h100-20261122-s7-ablate and -s7-ab6:
 //   1  a warp's keys are ranked as if no two shared a digit (no ballots;
 //      WARP_RANK 1-3 only: no effect under 4's masks)
 //   3  the one-launch pass does not look back (no waiting on earlier tiles)
@@ -119,6 +119,7 @@ typedef uint key_t;
 //      (no bank conflicts in the exchange), and stored as 5 does
 //   5  keys are stored to their tile's own places in global memory, not
 //      their digits' (fully coalesced stores)
+//   6  the look-back publishes as usual but reads nothing (no waiting)
 // The engine's warm-up check is skipped under -DABLATE.
 #ifndef ABLATE
 #define ABLATE 0
@@ -663,6 +664,10 @@ inline uint lookback_digit(__global uint* status, uint tile, uint d,
     return 0;
   }
   atomic_xchg(my_status, STATUS_AGGREGATE | mine);
+#if ABLATE == 6
+  atomic_xchg(my_status, STATUS_PREFIX | mine);
+  return 0;
+#endif
   uint before = 0;
   // Tiles [0, t) are still to be looked at.
   for (uint t = tile;;) {
