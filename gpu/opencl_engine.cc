@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/keys.h"
 #include "server/transpose.h"
@@ -273,9 +274,8 @@ absl::Status OpenClEngine::WarmUp() {
   // Kernels built for a timing ablation (SORTD_KERNEL_EXTRA_OPTIONS with
   // -DABLATE=, a diagnostic) do not sort: their warm-up sorts run but are
   // not checked. Nothing else skips the check.
-  const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS");
   const bool ablation =
-      extra != nullptr && std::strstr(extra, "-DABLATE=") != nullptr;
+      absl::StrContains(ProgramCache::ExtraOptions(), "-DABLATE=");
   if (ablation) {
     std::fprintf(stderr,
                  "sortd: kernels built with -DABLATE (a timing diagnostic): "

@@ -50,14 +50,16 @@ std::string ProgramCache::DiskPath(const std::string& source_name,
   return absl::StrFormat("%s/%s-%016x.clbin", disk_dir_, source_name, h);
 }
 
+std::string ProgramCache::ExtraOptions() {
+  const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS");
+  return extra != nullptr ? extra : "";
+}
+
 absl::StatusOr<cl::Program> ProgramCache::Get(
     const std::string& source_name, const std::string& build_options) {
-  // SORTD_KERNEL_EXTRA_OPTIONS, a diagnostic, is appended to every build's
-  // options (and so is part of the cache keys).
-  const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS");
-  const std::string options = extra != nullptr && *extra
-                                  ? absl::StrCat(build_options, " ", extra)
-                                  : build_options;
+  const std::string extra = ExtraOptions();
+  const std::string options =
+      extra.empty() ? build_options : absl::StrCat(build_options, " ", extra);
   std::lock_guard<std::mutex> lock(mu_);
   auto key = std::make_pair(source_name, options);
   if (auto it = programs_.find(key); it != programs_.end()) return it->second;

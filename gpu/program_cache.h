@@ -39,6 +39,10 @@ class ProgramCache {
   absl::StatusOr<cl::Program> Get(const std::string& source_name,
                                   const std::string& options);
 
+  // SORTD_KERNEL_EXTRA_OPTIONS, a diagnostic for tuning ("" when unset):
+  // appended to every build's options (and so part of the cache keys).
+  static std::string ExtraOptions();
+
   Stats stats() const;
   // Path of the disk entry for these inputs (for tests).
   std::string DiskPath(const std::string& source_name,
