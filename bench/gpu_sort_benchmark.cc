@@ -19,6 +19,8 @@
 //                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
 //                      [--cases=u32,u64,f32,i32,pairs] (the main cases to
 //                      run; all by default)
+//                      [--segmented=i32x4096x4096,i64x...] (segmented sorts
+//                      of these shapes, also under --quick)
 //                      [--kernel_cache_dir=DIR] (keeps the built kernels,
 //                      on NVIDIA their PTX, for inspection)
 #include <algorithm>
@@ -124,21 +126,22 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
   std::fflush(stdout);
 }
 
-// Segmented sort of `segments` equal segments of random i32 keys (the shape
-// of torch.sort(dim=1) in the anchors).
+// Segmented sort of `segments` equal segments of random i32 (or i64) keys
+// (the shape of torch.sort(dim=1) in the anchors).
 void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
-                  int reps) {
+                  int reps, KeyType type = KeyType::kI32) {
   const size_t n = segments * length;
-  std::vector<uint64_t> words = RandomWords((n + 1) / 2, segments);
+  const size_t width = type == KeyType::kI64 ? 8 : 4;
+  std::vector<uint64_t> words = RandomWords((n * width + 7) / 8, segments);
   std::vector<uint32_t> offsets(segments + 1);
   for (size_t s = 0; s <= segments; ++s)
     offsets[s] = static_cast<uint32_t>(s * length);
-  std::vector<char> out(n * 4);
+  std::vector<char> out(n * width);
   std::vector<double> kernel_ms, e2e_ms;
   for (int r = 0; r < reps + 1; ++r) {
     sortd::StageTimes stages;
     sortd::SortJob job;
-    job.key_type = KeyType::kI32;
+    job.key_type = type;
     job.count = n;
     job.keys = reinterpret_cast<const std::byte*>(words.data());
     job.keys_out = reinterpret_cast<std::byte*>(out.data());
@@ -163,10 +166,10 @@ void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
   }
   const double ms = Median(kernel_ms);
   std::printf(
-      "{\"impl\":\"sortd\",\"op\":\"segmented_sort\",\"dtype\":\"i32\","
+      "{\"impl\":\"sortd\",\"op\":\"segmented_sort\",\"dtype\":\"%s\","
       "\"n\":%zu,\"segments\":%zu,\"ms\":%.4f,\"gkeys_per_s\":%.3f,"
       "\"e2e_ms\":%.3f}\n",
-      n, segments, ms, n / ms / 1e6, Median(e2e_ms));
+      sortd::KeyTypeName(type), n, segments, ms, n / ms / 1e6, Median(e2e_ms));
   std::fflush(stdout);
 }
 
@@ -220,6 +223,7 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string case_names = "u32,u64,f32,i32,pairs";
   std::string kernel_cache_dir;
+  std::string segmented;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--radix_bits=", 0) == 0) radix_bits = std::stoi(a.substr(13));
@@ -247,6 +251,7 @@ int main(int argc, char** argv) {
     if (a.rfind("--max_registers=", 0) == 0) {
       max_registers = std::stoi(a.substr(16));
     }
+    if (a.rfind("--segmented=", 0) == 0) segmented = a.substr(12);
     if (a == "--quick") quick = true;
     if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
     if (a.rfind("--kernel_cache_dir=", 0) == 0) {
@@ -339,6 +344,22 @@ int main(int argc, char** argv) {
   }
   for (int lg : sizes) {
     for (const Case& c : cases) Run(**engine, c, lg, reps);
+  }
+  // Segment shapes of one's own (for example to time radix_segments with
+  // segments of exactly a tile): TYPExSEGMENTSxLENGTH, comma-separated.
+  for (absl::string_view shape :
+       absl::StrSplit(segmented, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(shape, 'x');
+    size_t segments = 0, length = 0;
+    if (f.size() != 3 || (f[0] != "i32" && f[0] != "i64") ||
+        !absl::SimpleAtoi(f[1], &segments) ||
+        !absl::SimpleAtoi(f[2], &length)) {
+      std::fprintf(stderr, "gpu_sort_benchmark: bad --segmented shape '%.*s'\n",
+                   static_cast<int>(shape.size()), shape.data());
+      return 2;
+    }
+    RunSegmented(**engine, segments, length, reps,
+                 f[0] == "i64" ? KeyType::kI64 : KeyType::kI32);
   }
   if (quick) return 0;  // policy sweeps: the main cases only
   for (auto [segments, length] :
