@@ -13,7 +13,7 @@ SIZES=${SIZES:-16,20,24,26}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
 echo "== kernel tests on the GPU"
-SORTD_TEST_DEVICE=gpu timeout 240 opencl_engine_test --gtest_brief=1 \
+SORTD_TEST_DEVICE=gpu timeout 420 opencl_engine_test --gtest_brief=1 \
   > "$OUT/kernel-tests.log" 2>&1
 echo "kernel tests exit $?"; tail -4 "$OUT/kernel-tests.log"
 

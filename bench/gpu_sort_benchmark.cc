@@ -10,7 +10,8 @@
 //   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
 //                      [--radix_bits=4|8] [--local_bits=0|4] [--bank_pad=0|1]
-//                      [--onesweep=0|1] [--lookback=N] [--warp_rank=0..3]
+//                      [--onesweep=0|1|2] [--lookback=N] [--warp_rank=0..4]
+//                      [--warp_rank_64=0..4] [--direct_place=0..3]
 //                      [--items32k=N] [--items64k=N] [--max_registers=N]
 //                      [--small_items=N --small_max=N]
 //                      [--segment_radix_above=N] [--alternate_status_max=N]
@@ -21,6 +22,8 @@
 //                      run; all by default)
 //                      [--segmented=i32x4096x4096,i64x...] (segmented sorts
 //                      of these shapes, also under --quick)
+//                      [--trim_pool] (free the engine's idle buffers before
+//                      each size)
 //                      [--kernel_cache_dir=DIR] (keeps the built kernels,
 //                      on NVIDIA their PTX, for inspection)
 #include <algorithm>
@@ -217,10 +220,11 @@ int main(int argc, char** argv) {
   int transpose_log2 = 24;
   int radix_bits = 0, local_bits = -1, work_group = 0, items32 = 0, items64 = 0,
       bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1, items32k = -1,
-      items64k = -1, max_registers = -1;
+      items64k = -1, max_registers = -1, warp_rank_64 = -1, direct_place = -1;
   long bitonic_max = -1, small_items = -1, small_max = -1,
        segment_radix_above = -1, alternate_status_max = -1;
   bool quick = false;
+  bool trim_pool = false;
   std::string case_names = "u32,u64,f32,i32,pairs";
   std::string kernel_cache_dir;
   std::string segmented;
@@ -252,7 +256,14 @@ int main(int argc, char** argv) {
       max_registers = std::stoi(a.substr(16));
     }
     if (a.rfind("--segmented=", 0) == 0) segmented = a.substr(12);
+    if (a.rfind("--warp_rank_64=", 0) == 0) {
+      warp_rank_64 = std::stoi(a.substr(15));
+    }
+    if (a.rfind("--direct_place=", 0) == 0) {
+      direct_place = std::stoi(a.substr(15));
+    }
     if (a == "--quick") quick = true;
+    if (a == "--trim_pool") trim_pool = true;
     if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
     if (a.rfind("--kernel_cache_dir=", 0) == 0) {
       kernel_cache_dir = a.substr(19);
@@ -278,8 +289,9 @@ int main(int argc, char** argv) {
       (radix_bits > 0 || local_bits >= 0 || work_group > 0 || items32 > 0 ||
        items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0 ||
        warp_rank >= 0 || items32k >= 0 || items64k >= 0 || max_registers >= 0 ||
-       bitonic_max >= 0 || small_items >= 0 || small_max >= 0 ||
-       segment_radix_above >= 0 || alternate_status_max >= 0)) {
+       warp_rank_64 >= 0 || direct_place >= 0 || bitonic_max >= 0 ||
+       small_items >= 0 || small_max >= 0 || segment_radix_above >= 0 ||
+       alternate_status_max >= 0)) {
     // Another radix shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
     if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
@@ -291,6 +303,8 @@ int main(int argc, char** argv) {
     if (onesweep >= 0) policy.radix.onesweep = onesweep;
     if (lookback > 0) policy.radix.lookback = lookback;
     if (warp_rank >= 0) policy.radix.warp_rank = warp_rank;
+    if (warp_rank_64 >= 0) policy.radix.warp_rank_64 = warp_rank_64;
+    if (direct_place >= 0) policy.radix.direct_place = direct_place;
     if (items32k >= 0) policy.radix.items_32_keys = items32k;
     if (items64k >= 0) policy.radix.items_64_keys = items64k;
     if (max_registers >= 0) policy.radix.max_registers = max_registers;
@@ -343,6 +357,9 @@ int main(int argc, char** argv) {
     }
   }
   for (int lg : sizes) {
+    // --trim_pool: each size starts with no idle device buffers (a
+    // diagnostic of allocation history: see docs/PERFORMANCE.md).
+    if (trim_pool) (*engine)->TrimPool();
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }
   // Segment shapes of one's own (for example to time radix_segments with

@@ -137,15 +137,16 @@ absl::Status OpenClEngine::Init() {
         "-DKEY_BITS=", bits, " -DRADIX_BITS=", r.radix_bits,
         " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
         " -DITEMS=", items, " -DBANK_PAD=", r.bank_pad,
-        " -DLOOKBACK=", r.lookback, " -DWARP_RANK=", r.warp_rank,
+        " -DLOOKBACK=", r.lookback, " -DWARP_RANK=", r.WarpRank(bits),
+        r.DirectPlace(bits) ? " -DDIRECT_PLACE=1" : "",
         " -DONESWEEP_EARLY=", r.onesweep == 2 ? 1 : 0,
         r.max_registers > 0
             ? absl::StrCat(" -cl-nv-maxrregcount=", r.max_registers)
             : std::string(),
         " -DHAS_INDEX=", with_index);
   };
-  auto radix_kernels = [&](const cl::Program& program,
-                           RadixKernels& k) -> absl::Status {
+  auto radix_kernels = [&](const cl::Program& program, RadixKernels& k,
+                           int bits) -> absl::Status {
     SORTD_RETURN_IF_ERROR(
         kernels(program, {{&k.encode, "radix_encode"},
                           {&k.histogram, "radix_histogram"},
@@ -156,7 +157,7 @@ absl::Status OpenClEngine::Init() {
                           {&k.digit_starts, "radix_digit_starts"},
                           {&k.decode, "radix_decode"}}));
     // Only warp-ranked builds have it.
-    if (r.warp_rank == 0) return absl::OkStatus();
+    if (r.WarpRank(bits) == 0) return absl::OkStatus();
     return kernels(program, {{&k.segments, "radix_segments"}});
   };
   for (int wide = 0; wide < 2; ++wide) {
@@ -180,10 +181,10 @@ absl::Status OpenClEngine::Init() {
       // Kernel objects hold their arguments: each lane has its own.
       for (auto& lane : lanes_) {
         SORTD_RETURN_IF_ERROR(
-            radix_kernels(*radix, lane->radix[wide][with_index]));
+            radix_kernels(*radix, lane->radix[wide][with_index], bits));
         if (small.ok()) {
           SORTD_RETURN_IF_ERROR(
-              radix_kernels(*small, lane->radix_small[wide][with_index]));
+              radix_kernels(*small, lane->radix_small[wide][with_index], bits));
         }
         BitonicKernels& bk = lane->bitonic[wide][with_index];
         SORTD_RETURN_IF_ERROR(

@@ -113,6 +113,8 @@ class OpenClEngine final : public Sorter {
   }
   ProgramCache::Stats cache_stats() const { return cache_->stats(); }
   BufferPool::Stats pool_stats() const { return pool_->stats(); }
+  // Frees the pool's idle device buffers.
+  void TrimPool() { pool_->Trim(); }
 
   absl::Status Sort(const SortJob& job) override;
   absl::Status SortSegments(const SortJob& job,

@@ -28,9 +28,10 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t counters = local_radix * work_group;
   // Warp-level ranking: 32-bit counters per warp and digit; otherwise
   // 16-bit counters per work-item and sub-digit, padded.
+  const int rank = WarpRank(key_bits);
   const size_t counter_bytes =
-      warp_rank != 0 ? (work_group / 32) * radix * 4
-                     : (counters + (bank_pad ? counters / 32 : 0)) * 2;
+      rank != 0 ? (work_group / 32) * radix * 4
+                : (counters + (bank_pad ? counters / 32 : 0)) * 2;
   // The one-launch pass adds each digit's global base.
   const size_t onesweep_bytes = onesweep != 0 ? radix * 4 + 4 : 0;
   // Keys (and indices) share one array with warp_rank 4's digit masks
@@ -38,8 +39,7 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   // the keys are exchanged.
   const size_t tile_bytes =
       padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0);
-  const size_t mask_bytes =
-      warp_rank == 4 ? (work_group / 32) * radix * 3 * 4 : 0;
+  const size_t mask_bytes = rank == 4 ? (work_group / 32) * radix * 3 * 4 : 0;
   return (std::max(tile_bytes, mask_bytes) + 7) / 8 * 8 + counter_bytes +
          radix * 4 + work_group * 4 + onesweep_bytes;
 }
@@ -81,6 +81,14 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
                // 5% (u64) faster than 3's ballots at 2^26 in two same-call
                // A/Bs (bench/results/h100-20261122-s6-ab2, -ab3).
                .warp_rank = 4,
+               // 64-bit keys: ballots, with keys placed as they are ranked:
+               // 80 -> 64 registers for keys-only tiles (four work-groups
+               // per SM instead of three); u64 2^24 1.396 -> 1.314 ms, 2^28
+               // 19.74 -> 18.06, 2^26 level to -5% (bench/results/
+               // h100-20261123-s8-ab10, -ab11). Masks need local memory
+               // that direct placement uses for the keys.
+               .warp_rank_64 = 2,
+               .direct_place = 2,
                // Up to 2^18 keys: tiles of 1024 (bench/results/
                // h100-20261122-small-tiles: 0.095 -> 0.086 ms at 2^16).
                .small_items = 4,
@@ -159,7 +167,14 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
         radix.count_groups_per_cu < 1 || radix.small_items < 0 ||
         (radix.small_items > 0 &&
          radix.small_items > radix.Items(bits, with_index)) ||
-        (radix.onesweep == 2 && radix.warp_rank == 0)) {
+        (radix.onesweep == 2 && radix.warp_rank == 0) ||
+        radix.warp_rank_64 < 0 || radix.warp_rank_64 > 4 ||
+        (radix.warp_rank == 0 && radix.warp_rank_64 != 0) ||
+        (radix.warp_rank_64 >= 2 && !NvidiaPtxRuns(device)) ||
+        radix.direct_place < 0 || radix.direct_place > 3 ||
+        (radix.DirectPlace(bits) &&
+         (radix.onesweep != 2 || radix.WarpRank(bits) < 1 ||
+          radix.WarpRank(bits) > 3))) {
       return absl::FailedPreconditionError(
           absl::StrCat("radix policy ", ToString(), " does not fit ",
                        device.name, " (local memory ", device.local_mem_bytes,
@@ -183,6 +198,8 @@ std::string EnginePolicy::ToString() const {
       "radix{bits=", radix.radix_bits, " local_bits=", radix.LocalBits(),
       " bank_pad=", radix.bank_pad, " onesweep=", radix.onesweep,
       " lookback=", radix.lookback, " warp_rank=", radix.warp_rank,
+      " warp_rank_64=", radix.WarpRank(64),
+      " direct_place=", radix.direct_place,
       " max_registers=", radix.max_registers,
       " small_items=", radix.small_items, " small_max=", radix.small_max,
       " segment_radix_above=", radix.segment_radix_above,

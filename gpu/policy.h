@@ -48,6 +48,14 @@ struct RadixSortPolicy {
   // ranking ranks a whole digit in one step (local_bits does not apply);
   // work_group % 32 == 0.
   int warp_rank = 0;
+  // 64-bit keys' warp_rank, where it differs (0: warp_rank).
+  int warp_rank_64 = 0;
+  // With early counts (onesweep 2) and warp_rank 1-3: keys are written to
+  // their places in local memory as they are ranked (-DDIRECT_PLACE: the
+  // early counts kept per warp give each warp's start within each digit
+  // before the ranking), which holds no ranks in registers. Bit 0: for
+  // 32-bit keys; bit 1: for 64-bit keys.
+  int direct_place = 0;
   // Registers per work-item the radix kernels may use (NVIDIA's
   // -cl-nv-maxrregcount; 0: the compiler's choice). Fewer registers let
   // more work-groups stay resident, which the one-launch pass's look-back
@@ -89,6 +97,12 @@ struct RadixSortPolicy {
   // The tile of radix passes over `count` keys.
   int Tile(int key_bits, bool with_index, size_t count) const {
     return Small(count) ? work_group * small_items : Tile(key_bits, with_index);
+  }
+  int WarpRank(int key_bits) const {
+    return key_bits == 64 && warp_rank_64 != 0 ? warp_rank_64 : warp_rank;
+  }
+  bool DirectPlace(int key_bits) const {
+    return (direct_place & (key_bits == 64 ? 2 : 1)) != 0;
   }
   int LocalBits() const {
     return local_bits > 0 && warp_rank == 0 ? local_bits : radix_bits;

@@ -593,11 +593,23 @@ TEST(Algorithms, WarpRanking) {
   if (absl::StrContains(Engine().info().vendor, "NVIDIA")) {
     modes.insert(modes.end(), {2, 3, 4});
   }
+  struct Config {
+    int radix_bits, onesweep, direct_place;
+  };
   for (int warp_rank : modes) {
-    for (auto [radix_bits, onesweep] :
-         {std::pair{8, 0}, {8, 1}, {8, 2}, {4, 0}, {4, 2}}) {
-      SCOPED_TRACE(absl::StrCat("warp_rank=", warp_rank, " radix_bits=",
-                                radix_bits, " onesweep=", onesweep));
+    for (auto [radix_bits, onesweep, direct_place] : {Config{8, 0, 0},
+                                                      {8, 1, 0},
+                                                      {8, 2, 0},
+                                                      {8, 2, 3},
+                                                      {4, 0, 0},
+                                                      {4, 2, 0},
+                                                      {4, 2, 3}}) {
+      // Keys placed as ranked: warp ranks 1-3 (4's masks share the keys'
+      // local memory).
+      if (direct_place != 0 && warp_rank > 3) continue;
+      SCOPED_TRACE(
+          absl::StrCat("warp_rank=", warp_rank, " radix_bits=", radix_bits,
+                       " onesweep=", onesweep, " direct_place=", direct_place));
       OpenClEngine::Options options = CpuDevice();
       EnginePolicy p = EnginePolicy::For(Engine().info());
       p.radix = {.radix_bits = radix_bits,
@@ -618,12 +630,15 @@ TEST(Algorithms, WarpRanking) {
                  // Look-back status zeroed before every pass, or (arrays
                  // of up to 512 keys, onesweep 2) by the pass before.
                  .alternate_status_max = onesweep == 1 ? 0u : 512u};
+      p.radix.direct_place = direct_place;
       options.policy = p;
       options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
       auto engine = OpenClEngine::Create(options);
       ASSERT_TRUE(engine.ok()) << engine.status();
       EXPECT_THAT((*engine)->policy().ToString(),
                   HasSubstr(absl::StrCat("warp_rank=", warp_rank)));
+      EXPECT_THAT((*engine)->policy().ToString(),
+                  HasSubstr(absl::StrCat("direct_place=", direct_place)));
       EXPECT_EQ((*engine)->policy().radix.LocalBits(), radix_bits);
       for (size_t n : {size_t{1}, size_t{31}, size_t{33}, size_t{511},
                        size_t{512}, size_t{513}, size_t{70'001}}) {
@@ -663,6 +678,20 @@ TEST(Algorithms, WarpRanking) {
   p.radix.warp_rank = 1;
   p.radix.work_group = 48;
   EXPECT_FALSE(p.CheckFits(other).ok());
+  // Direct placement needs early counts and warp ranks 1-3.
+  EnginePolicy d = EnginePolicy::For(Engine().info());
+  d.radix.warp_rank = 1;
+  d.radix.onesweep = 2;
+  d.radix.direct_place = 3;
+  EXPECT_TRUE(d.CheckFits(Engine().info()).ok()) << d.ToString();
+  d.radix.onesweep = 1;
+  EXPECT_FALSE(d.CheckFits(Engine().info()).ok());
+  d.radix.onesweep = 2;
+  d.radix.direct_place = 4;
+  EXPECT_FALSE(d.CheckFits(Engine().info()).ok());
+  d.radix.direct_place = 2;
+  d.radix.warp_rank_64 = 4;  // masks
+  EXPECT_FALSE(d.CheckFits(Engine().info()).ok());
 }
 
 TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
@@ -720,6 +749,10 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy np = EnginePolicy::For(nvidia);
   EXPECT_EQ(np.radix.radix_bits, 8);
   EXPECT_EQ(np.radix.warp_rank, 4);
+  // 64-bit keys: ballots, keys placed as ranked.
+  EXPECT_EQ(np.radix.WarpRank(64), 2);
+  EXPECT_TRUE(np.radix.DirectPlace(64));
+  EXPECT_FALSE(np.radix.DirectPlace(32));
   // An NVIDIA GPU older than sm_70 cannot build the PTX: it gets the
   // portable policy, and a PTX policy does not fit it.
   DeviceInfo old_nvidia = nvidia;

@@ -36,6 +36,13 @@
 //               bounds test per key
 //   COUNT_VEC   (default 16 bytes' worth of keys) keys per load when only
 //               counting digits; 0: one at a time
+//   DIRECT_PLACE (default 0) with ONESWEEP_EARLY, EARLY_SCAN and
+//               WARP_RANK 1-3 (ignored otherwise): the early counts are
+//               kept per warp, so each warp's start within each digit is
+//               known before the ranking, and every key is written to its
+//               place in local memory as soon as it is ranked (no ranks
+//               held in registers, no second loop over the keys). Not with
+//               WARP_RANK 4, whose masks share the keys' local array.
 //   ABLATE      timing diagnostic only (see below)
 // Keys are kept in "ordered" form while sorting: unsigned bits whose order
 // is the requested order (see to_ordered), so every pass is the same
@@ -110,6 +117,12 @@ typedef uint key_t;
 #ifndef EARLY_SCAN
 #define EARLY_SCAN 1
 #endif
+// DIRECT_PLACE applies where it can (see above) and is ignored elsewhere.
+#ifndef DIRECT_PLACE
+#define DIRECT_PLACE 0
+#endif
+#define DIRECT (DIRECT_PLACE && ONESWEEP_EARLY && EARLY_SCAN && \
+                WARP_RANK >= 1 && WARP_RANK <= 3)
 // Timing ablations, never in a policy (their output is not sorted, or not
 // stably), measured in bench/results/h100-20261122-s7-ablate and -s7-ab6:
 //   1  a warp's keys are ranked as if no two shared a digit (no ballots;
@@ -811,6 +824,68 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
 #undef LOAD_INDEX
   barrier(CLK_LOCAL_MEM_FENCE);
 
+#if DIRECT
+  if (early) {
+    // Early counts per warp (this warp's RADIX counters), then per digit
+    // the warps' exclusive prefix (in place) and the tile's count, which is
+    // published and looked back on; the counters then become each warp's
+    // place in the tile for its first key of each digit, and the ranking
+    // adds to them (warp_count) and writes each key there at once.
+    __local uint* mine = counters + warp * RADIX;
+    if (full) {
+      for (uint j = 0; j < ITEMS; ++j) {
+        atomic_inc(&mine[digit_of(k[j], shift)]);
+      }
+    } else {
+      for (uint j = 0; j < ITEMS; ++j) {
+        if (first + j * WARP_SIZE < count) {
+          atomic_inc(&mine[digit_of(k[j], shift)]);
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint d = lid; d < RADIX; d += WG) {
+      uint sum = 0;
+      for (uint w = 0; w < WARPS; ++w) {
+        const uint c = counters[w * RADIX + d];
+        counters[w * RADIX + d] = sum;
+        sum += c;
+      }
+      digit_start[d] = sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint d = lid; d < RADIX; d += WG) {
+#if ABLATE == 3
+      (void)status;
+      early_base[d] += digit_start[d] >> 31;
+#else
+      early_base[d] += lookback_digit(status, tile, d, digit_start[d]);
+#endif
+    }
+    exclusive_scan_digits(digit_start, tmp);
+    for (uint d = lid; d < RADIX; d += WG) {
+      const uint start = digit_start[d];
+      early_base[d] -= start;
+      for (uint w = 0; w < WARPS; ++w) counters[w * RADIX + d] += start;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    // Padding keys (past the end of a last tile) count as digit RADIX - 1
+    // here only: their places start at `count`, after every real key's,
+    // and are never stored.
+    uint pending = NO_PENDING;
+    for (uint j = 0; j < ITEMS; ++j) {
+      const uint to =
+          warp_count(digit_of(k[j], shift), mine, tmp, j, masks, &pending);
+      lkeys[LPAD(to)] = k[j];
+#if HAS_INDEX
+      lindex[LPAD(to)] = x[j];
+#endif
+    }
+    (void)pending;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return count;
+  }
+#endif
   if (early) {
     // Early counts (one-launch pass): the tile's digit counts by local
     // atomics, published and looked back on before the ranking, so that
