@@ -707,6 +707,22 @@ inline uint lookback_digit(__global uint* status, uint tile, uint d,
 }
 
 #if WARP_RANK
+// Per digit: the warps' counters (WARPS sets of RADIX) become each warp's
+// start among the tile's keys of that digit (exclusive over the warps), and,
+// if `totals`, the tile's count of the digit goes to digit_start[d].
+inline void warp_starts(__local uint* counters, __local uint* digit_start,
+                        uint totals) {
+  for (uint d = get_local_id(0); d < RADIX; d += WG) {
+    uint sum = 0;
+    for (uint w = 0; w < WARPS; ++w) {
+      const uint c = counters[w * RADIX + d];
+      counters[w * RADIX + d] = sum;
+      sum += c;
+    }
+    if (totals) digit_start[d] = sum;
+  }
+}
+
 // The keys (and indices) each work-item holds, ranked by their digit at
 // `shift` and moved to their ranks in lkeys (and lindex). Keys are
 // warp-striped: warp w's keys are offsets [w * 32 * ITEMS, (w + 1) * 32 *
@@ -735,15 +751,7 @@ inline void warp_rank_and_move(const key_t* k, const uint* x, uint shift,
   // Per digit: each warp's start among the tile's keys of that digit, and
   // (unless `scanned`: digit_start holds the tile's digit starts already)
   // the tile's count of it, then scanned.
-  for (uint d = lid; d < RADIX; d += WG) {
-    uint sum = 0;
-    for (uint w = 0; w < WARPS; ++w) {
-      const uint c = counters[w * RADIX + d];
-      counters[w * RADIX + d] = sum;
-      sum += c;
-    }
-    if (!scanned) digit_start[d] = sum;
-  }
+  warp_starts(counters, digit_start, !scanned);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!scanned) exclusive_scan_digits(digit_start, tmp);
 
@@ -764,6 +772,38 @@ inline void warp_rank_and_move(const key_t* k, const uint* x, uint shift,
 #endif
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+// Early counts (one-launch pass): each real key of the tile adds one to
+// its digit's counter in `into` (the tile's or this warp's RADIX
+// counters); a full tile counts without a test per key.
+inline void count_early(const key_t* k, uint shift, uint full, uint first,
+                        uint count, __local uint* into) {
+  if (full) {
+    for (uint j = 0; j < ITEMS; ++j) atomic_inc(&into[digit_of(k[j], shift)]);
+  } else {
+    for (uint j = 0; j < ITEMS; ++j) {
+      if (first + j * WARP_SIZE < count) {
+        atomic_inc(&into[digit_of(k[j], shift)]);
+      }
+    }
+  }
+}
+
+// Publishes the tile's digit counts and adds to early_base[d] the count of
+// digit d over all earlier tiles (lookback_digit).
+inline void lookback_early(__global uint* status, uint tile,
+                           __local const uint* counts,
+                           __local uint* early_base) {
+  for (uint d = get_local_id(0); d < RADIX; d += WG) {
+#if ABLATE == 3
+    (void)status;
+    (void)tile;
+    early_base[d] += counts[d] >> 31;
+#else
+    early_base[d] += lookback_digit(status, tile, d, counts[d]);
+#endif
+  }
 }
 
 // rank_tile's contract, by warp-level ranking in one step per pass
@@ -832,36 +872,11 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
     // place in the tile for its first key of each digit, and the ranking
     // adds to them (warp_count) and writes each key there at once.
     __local uint* mine = counters + warp * RADIX;
-    if (full) {
-      for (uint j = 0; j < ITEMS; ++j) {
-        atomic_inc(&mine[digit_of(k[j], shift)]);
-      }
-    } else {
-      for (uint j = 0; j < ITEMS; ++j) {
-        if (first + j * WARP_SIZE < count) {
-          atomic_inc(&mine[digit_of(k[j], shift)]);
-        }
-      }
-    }
+    count_early(k, shift, full, first, count, mine);
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint d = lid; d < RADIX; d += WG) {
-      uint sum = 0;
-      for (uint w = 0; w < WARPS; ++w) {
-        const uint c = counters[w * RADIX + d];
-        counters[w * RADIX + d] = sum;
-        sum += c;
-      }
-      digit_start[d] = sum;
-    }
+    warp_starts(counters, digit_start, 1);
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint d = lid; d < RADIX; d += WG) {
-#if ABLATE == 3
-      (void)status;
-      early_base[d] += digit_start[d] >> 31;
-#else
-      early_base[d] += lookback_digit(status, tile, d, digit_start[d]);
-#endif
-    }
+    lookback_early(status, tile, digit_start, early_base);
     exclusive_scan_digits(digit_start, tmp);
     for (uint d = lid; d < RADIX; d += WG) {
       const uint start = digit_start[d];
@@ -890,26 +905,9 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
     // Early counts (one-launch pass): the tile's digit counts by local
     // atomics, published and looked back on before the ranking, so that
     // later tiles find this tile's prefix as early as possible.
-    if (full) {
-      for (uint j = 0; j < ITEMS; ++j) {
-        atomic_inc(&digit_start[digit_of(k[j], shift)]);
-      }
-    } else {
-      for (uint j = 0; j < ITEMS; ++j) {
-        if (first + j * WARP_SIZE < count) {
-          atomic_inc(&digit_start[digit_of(k[j], shift)]);
-        }
-      }
-    }
+    count_early(k, shift, full, first, count, digit_start);
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint d = lid; d < RADIX; d += WG) {
-#if ABLATE == 3
-      (void)status;
-      early_base[d] += digit_start[d] >> 31;
-#else
-      early_base[d] += lookback_digit(status, tile, d, digit_start[d]);
-#endif
-    }
+    lookback_early(status, tile, digit_start, early_base);
 #if EARLY_SCAN
     // The tile's digit starts from these counts, and each digit's base
     // made relative to them, while the keys wait in registers.
