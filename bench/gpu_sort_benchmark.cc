@@ -24,6 +24,10 @@
 //                      of these shapes, also under --quick)
 //                      [--trim_pool] (free the engine's idle buffers before
 //                      each size)
+//                      [--print_reps] (every repetition's kernel time and
+//                      stages; with SORTD_STAGE_EVENTS=1, every kernel's)
+//                      [--pool_bytes=N] (the engine's idle-buffer budget;
+//                      0: its default)
 //                      [--kernel_cache_dir=DIR] (keeps the built kernels,
 //                      on NVIDIA their PTX, for inspection)
 #include <algorithm>
@@ -49,6 +53,12 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Upload and download stages ("upload", or "upload.3" under
+// SORTD_STAGE_EVENTS=1) are not kernel time.
+bool IsTransfer(const std::string& stage) {
+  return stage.rfind("upload", 0) == 0 || stage.rfind("download", 0) == 0;
+}
+
 struct Case {
   const char* op;  // sort_keys, sort_pairs (u32 payload), argsort
   KeyType type;
@@ -60,6 +70,8 @@ std::vector<uint64_t> RandomWords(size_t n, uint64_t seed) {
   for (uint64_t& x : v) x = rng();
   return v;
 }
+
+bool g_print_reps = false;
 
 void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
          const char* impl = "sortd") {
@@ -78,6 +90,7 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
   std::vector<char> out(n * ks), vout(values.size() * 4), perm(n * 4);
   std::vector<double> kernel_ms, e2e_ms;
   std::map<std::string, std::vector<double>> stage_ms;
+  std::string rep_stages;  // --print_reps: each repetition's stages
   for (int r = 0; r < reps + 1; ++r) {
     sortd::StageTimes stages;
     sortd::SortJob job;
@@ -104,15 +117,39 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
     }
     if (r == 0) continue;  // warm-up
     double k = 0;
+    if (g_print_reps) rep_stages += rep_stages.empty() ? "[{" : "},{";
     for (const auto& st : stages) {
+      if (g_print_reps) {
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), "%s\"%s\":%.4f",
+                      rep_stages.back() == '{' ? "" : ",", st.stage.c_str(),
+                      st.seconds * 1e3);
+        rep_stages += buf;
+      }
       stage_ms[st.stage].push_back(st.seconds * 1e3);
-      if (st.stage != "upload" && st.stage != "download") k += st.seconds * 1e3;
+      if (!IsTransfer(st.stage)) k += st.seconds * 1e3;
     }
     kernel_ms.push_back(k);
     e2e_ms.push_back(
         std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   const double ms = Median(kernel_ms);
+  std::string extra;
+  if (g_print_reps) {
+    char when[48];  // wall-clock seconds, to line up with nvidia-smi's log
+    std::snprintf(when, sizeof(when), ",\"unix_s\":%.1f",
+                  std::chrono::duration<double>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count());
+    extra += when;
+    extra += ",\"rep_ms\":[";
+    for (size_t i = 0; i < kernel_ms.size(); ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%s%.4f", i ? "," : "", kernel_ms[i]);
+      extra += buf;
+    }
+    extra += "],\"rep_stages\":" + rep_stages + "}]";
+  }
   std::string stages_json;
   for (auto& [name, v] : stage_ms) {
     if (!stages_json.empty()) stages_json += ",";
@@ -123,9 +160,9 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
   std::printf(
       "{\"impl\":\"%s\",\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%zu,"
       "\"segments\":1,\"ms\":%.4f,\"gkeys_per_s\":%.3f,\"e2e_ms\":%.3f,"
-      "\"stages\":{%s}}\n",
+      "\"stages\":{%s}%s}\n",
       impl, c.op, sortd::KeyTypeName(c.type), n, ms, n / ms / 1e6,
-      Median(e2e_ms), stages_json.c_str());
+      Median(e2e_ms), stages_json.c_str(), extra.c_str());
   std::fflush(stdout);
 }
 
@@ -161,7 +198,7 @@ void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
     if (r == 0) continue;
     double k = 0;
     for (const auto& st : stages) {
-      if (st.stage != "upload" && st.stage != "download") k += st.seconds * 1e3;
+      if (!IsTransfer(st.stage)) k += st.seconds * 1e3;
     }
     kernel_ms.push_back(k);
     e2e_ms.push_back(
@@ -225,6 +262,7 @@ int main(int argc, char** argv) {
        segment_radix_above = -1, alternate_status_max = -1;
   bool quick = false;
   bool trim_pool = false;
+  long pool_bytes = 0;
   std::string case_names = "u32,u64,f32,i32,pairs";
   std::string kernel_cache_dir;
   std::string segmented;
@@ -264,6 +302,8 @@ int main(int argc, char** argv) {
     }
     if (a == "--quick") quick = true;
     if (a == "--trim_pool") trim_pool = true;
+    if (a == "--print_reps") g_print_reps = true;
+    if (a.rfind("--pool_bytes=", 0) == 0) pool_bytes = std::stol(a.substr(13));
     if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
     if (a.rfind("--kernel_cache_dir=", 0) == 0) {
       kernel_cache_dir = a.substr(19);
@@ -284,6 +324,7 @@ int main(int argc, char** argv) {
   options.kind = device == "gpu" ? sortd::gpu::DeviceKind::kGpu
                                  : sortd::gpu::DeviceKind::kCpu;
   options.cache_dir = kernel_cache_dir;
+  options.pool_bytes = static_cast<size_t>(pool_bytes);
   auto engine = OpenClEngine::Create(options);
   if (engine.ok() &&
       (radix_bits > 0 || local_bits >= 0 || work_group > 0 || items32 > 0 ||

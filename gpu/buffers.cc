@@ -56,12 +56,16 @@ absl::StatusOr<PooledBuffer> BufferPool::Acquire(size_t bytes,
     std::lock_guard<std::mutex> lock(mu_);
     auto it = idle_.find(capacity);
     if (it != idle_.end() && !it->second.empty()) {
-      cl::Buffer b = std::move(it->second.back());
+      cl::Buffer b = std::move(it->second.back().buffer);
       it->second.pop_back();
       stats_.pooled_bytes -= capacity;
       stats_.in_use_bytes += capacity;
       ++stats_.reuses;
       return PooledBuffer(this, std::move(b), capacity);
+    }
+    while (stats_.in_use_bytes + stats_.pooled_bytes + capacity >
+               max_total_bytes_ &&
+           EvictOldestLocked()) {
     }
   }
   cl_int err = CL_SUCCESS;
@@ -84,9 +88,30 @@ absl::StatusOr<PooledBuffer> BufferPool::Acquire(size_t bytes,
 void BufferPool::Release(cl::Buffer buffer, size_t capacity) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.in_use_bytes -= capacity;
-  if (stats_.pooled_bytes + capacity > max_pooled_bytes_) return;  // freed
-  idle_[capacity].push_back(std::move(buffer));
+  if (capacity > max_pooled_bytes_) return;  // freed: it could never fit
+  // Room for it at the expense of what has been idle longest: the sizes
+  // being asked for now are the likeliest to be asked for again.
+  while (stats_.pooled_bytes + capacity > max_pooled_bytes_ &&
+         EvictOldestLocked()) {
+  }
+  idle_[capacity].push_back({std::move(buffer), ++release_clock_});
   stats_.pooled_bytes += capacity;
+}
+
+bool BufferPool::EvictOldestLocked() {
+  auto oldest = idle_.end();
+  for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+    if (!it->second.empty() &&
+        (oldest == idle_.end() ||
+         it->second.front().released < oldest->second.front().released)) {
+      oldest = it;
+    }
+  }
+  if (oldest == idle_.end()) return false;
+  oldest->second.erase(oldest->second.begin());
+  stats_.pooled_bytes -= oldest->first;
+  ++stats_.evictions;
+  return true;
 }
 
 void BufferPool::Trim() {

@@ -56,6 +56,12 @@ int KeyBits(const SortJob& job) {
 
 }  // namespace
 
+OpenClEngine::Run::~Run() {
+  static const bool forward = EnvLong("SORTD_POOL_RELEASE_FORWARD") != 0;
+  if (forward) return;  // the vector releases first to last
+  while (!buffers.empty()) buffers.pop_back();
+}
+
 OpenClEngine::OpenClEngine(Device device, const Options& options)
     : device_(std::move(device)),
       options_(options),
@@ -103,8 +109,12 @@ absl::Status OpenClEngine::Init() {
           ? options_.memory_budget_bytes
           : static_cast<size_t>(device_.info.global_mem_bytes / 10 * 8);
   run_budget_ = budget / static_cast<size_t>(std::max(1, options_.lanes));
-  pool_ = std::make_unique<BufferPool>(context_,
-                                       std::min(options_.pool_bytes, budget));
+  size_t pool_bytes = options_.pool_bytes;
+  if (pool_bytes == 0) {
+    pool_bytes = device_.info.is_gpu ? budget : size_t{4} << 30;
+  }
+  pool_ = std::make_unique<BufferPool>(context_, std::min(pool_bytes, budget),
+                                       budget);
   for (int l = 0; l < std::max(1, options_.lanes); ++l) {
     auto lane = std::make_unique<Lane>();
     lane->queue = cl::CommandQueue(context_, device_.device,
@@ -155,7 +165,8 @@ absl::Status OpenClEngine::Init() {
                           {&k.scatter, "radix_scatter"},
                           {&k.onesweep, "radix_onesweep"},
                           {&k.digit_starts, "radix_digit_starts"},
-                          {&k.decode, "radix_decode"}}));
+                          {&k.decode, "radix_decode"},
+                          {&k.address, "buffer_address"}}));
     // Only warp-ranked builds have it.
     if (r.WarpRank(bits) == 0) return absl::OkStatus();
     return kernels(program, {{&k.segments, "radix_segments"}});
@@ -495,7 +506,13 @@ absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
   if (stages == nullptr) return absl::OkStatus();
   std::map<std::string, double> seconds;
   std::vector<std::string> order;
-  for (auto& [stage, event] : run.events) {
+  // SORTD_STAGE_EVENTS=1 (a diagnostic): every event its own stage,
+  // "scatter.0", "scatter.1", ... in the order enqueued.
+  static const bool each = EnvLong("SORTD_STAGE_EVENTS") != 0;
+  std::map<std::string, int> seen;
+  for (auto& [stage_name, event] : run.events) {
+    const std::string stage =
+        each ? absl::StrCat(stage_name, ".", seen[stage_name]++) : stage_name;
     cl_ulong start = 0, end = 0;
     if (event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) !=
             CL_SUCCESS ||
@@ -625,6 +642,31 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
   }
   if (raw_ends != nullptr && first == skip.size()) {
     return absl::InternalError("radix passes with raw ends but no pass to run");
+  }
+  // SORTD_BUFFER_ADDRESSES=1 (a diagnostic): the device addresses of the
+  // arrays the passes read and write, on stderr.
+  static const bool addresses = EnvLong("SORTD_BUFFER_ADDRESSES") != 0;
+  if (addresses) {
+    absl::StatusOr<cl::Buffer> out = Allocate(run, 3 * 8, "addresses");
+    if (!out.ok()) return out.status();
+    const cl::Buffer* arrays[3] = {raw_ends ? &raw_ends->keys : &a.keys[a.cur],
+                                   &a.keys[0], &a.keys[1]};
+    for (cl_uint i = 0; i < 3; ++i) {
+      k.address.setArg(0, *arrays[i]);
+      k.address.setArg(1, *out);
+      k.address.setArg(2, i);
+      SORTD_RETURN_IF_ERROR(Launch(run, k.address, 1, 1, "scan"));
+    }
+    cl_ulong at[3] = {0, 0, 0};
+    SORTD_CL_RETURN_IF(
+        run.lane->queue.enqueueReadBuffer(*out, CL_TRUE, 0, sizeof(at), at),
+        "clEnqueueReadBuffer(addresses)");
+    std::fprintf(stderr,
+                 "sortd: radix n=%zu first input 0x%llx keys[0] 0x%llx "
+                 "keys[1] 0x%llx\n",
+                 count, static_cast<unsigned long long>(at[0]),
+                 static_cast<unsigned long long>(at[1]),
+                 static_cast<unsigned long long>(at[2]));
   }
   auto mode = [&](size_t pass) -> cl_uint {
     if (raw_ends == nullptr) return 0;

@@ -87,8 +87,13 @@ class OpenClEngine final : public Sorter {
     // this many runs proceed at once (the scheduler keeps as many batches
     // in flight per device), overlapping transfers with kernels.
     int lanes = 2;
-    // Idle device memory kept for reuse between requests.
-    size_t pool_bytes = size_t{4} << 30;
+    // Idle device memory kept for reuse between requests; in use and idle
+    // together never exceed the memory budget. 0: on a GPU, as much as the
+    // budget leaves, so that requests of one shape reuse the same buffers
+    // instead of allocating anew (whose placement moved kernel time by up
+    // to 6%); on an OpenCL CPU device, whose buffers are host memory,
+    // 4 GiB.
+    size_t pool_bytes = 0;
     // Device memory the engine may use, split evenly between its lanes so
     // that concurrent runs always fit; a sort larger than a lane's share is
     // sorted in runs (server/runs.h). 0: 80% of the device's global
@@ -138,7 +143,7 @@ class OpenClEngine final : public Sorter {
  private:
   struct RadixKernels {
     cl::Kernel encode, histogram, scan_blocks, scan_add, scatter, onesweep,
-        digit_starts, segments, decode;
+        digit_starts, segments, decode, address;
   };
   struct BitonicKernels {
     cl::Kernel pad, sort_blocks, merge_global, merge_local, segmented;
@@ -178,6 +183,16 @@ class OpenClEngine final : public Sorter {
   // One call's lane, its enqueued events and the pooled buffers they use;
   // the events and buffers live until the lane's queue has finished.
   struct Run {
+    Run() = default;
+    Run(const Run&) = delete;
+    Run& operator=(const Run&) = delete;
+    // Buffers go back to the pool last-acquired first, so that the next run
+    // of the same shape gets each of its arrays in the same buffer again
+    // (see BufferPool: a pool stack). Forward release order swapped the
+    // roles of same-sized buffers from one run to the next, and with them
+    // the kernel time by up to 6% (docs/PERFORMANCE.md, issue 7, eighth
+    // step). SORTD_POOL_RELEASE_FORWARD=1 restores it, for A/B runs.
+    ~Run();
     Lane* lane = nullptr;
     size_t bytes = 0;  // device memory acquired, by pool size class
     Events events;

@@ -715,6 +715,107 @@ TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
   }
 }
 
+// The pool on its own, in a context of the test device.
+class Pool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto device = sortd::gpu::FindDevice(CpuDevice().kind);
+    ASSERT_TRUE(device.ok()) << device.status();
+    context_ = cl::Context(device->device);
+  }
+  static cl_mem Handle(sortd::gpu::PooledBuffer& b) { return b.buffer()(); }
+  cl::Context context_;
+};
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+TEST_F(Pool, BuffersReleasedInReverseComeBackInTheSameRoles) {
+  sortd::gpu::BufferPool pool(context_, 64 * kMiB);
+  cl_mem first[3];
+  {
+    auto a = pool.Acquire(kMiB, "a");
+    auto b = pool.Acquire(kMiB, "b");
+    auto c = pool.Acquire(kMiB / 4, "c");
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    first[0] = Handle(*a), first[1] = Handle(*b), first[2] = Handle(*c);
+    // Released c, b, a: the reverse of acquiring, as the engine's runs do.
+    *c = {};
+    *b = {};
+    *a = {};
+  }
+  for (int round = 0; round < 3; ++round) {
+    auto a = pool.Acquire(kMiB, "a");
+    auto b = pool.Acquire(kMiB, "b");
+    auto c = pool.Acquire(kMiB / 4, "c");
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    EXPECT_EQ(Handle(*a), first[0]) << "round " << round;
+    EXPECT_EQ(Handle(*b), first[1]) << "round " << round;
+    EXPECT_EQ(Handle(*c), first[2]) << "round " << round;
+    *c = {};
+    *b = {};
+    *a = {};
+  }
+  EXPECT_EQ(pool.stats().allocations, 3u);
+  EXPECT_EQ(pool.stats().reuses, 9u);
+  // Released in the order acquired, two buffers of one size swap roles:
+  // what the engine's reverse release avoids.
+  {
+    auto a = pool.Acquire(kMiB, "a");
+    auto b = pool.Acquire(kMiB, "b");
+    *a = {};
+    *b = {};
+  }
+  auto a = pool.Acquire(kMiB, "a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(Handle(*a), first[1]);
+}
+
+TEST_F(Pool, AFullPoolFreesWhatHasBeenIdleLongest) {
+  sortd::gpu::BufferPool pool(context_, 2 * kMiB);
+  {
+    auto x = pool.Acquire(kMiB, "x");
+    auto y = pool.Acquire(kMiB / 2, "y");
+    auto z = pool.Acquire(kMiB, "z");
+    ASSERT_TRUE(x.ok() && y.ok() && z.ok());
+    *x = {};  // idle longest: freed when z comes back
+    *y = {};
+    *z = {};
+  }
+  EXPECT_EQ(pool.stats().evictions, 1u);
+  EXPECT_EQ(pool.stats().pooled_bytes, kMiB + kMiB / 2);
+  const size_t allocations = pool.stats().allocations;
+  auto z = pool.Acquire(kMiB, "z");
+  auto y = pool.Acquire(kMiB / 2, "y");
+  ASSERT_TRUE(z.ok() && y.ok());
+  EXPECT_EQ(pool.stats().allocations, allocations);  // both kept
+  auto x = pool.Acquire(kMiB, "x");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(pool.stats().allocations, allocations + 1);  // x was freed
+  // A buffer larger than the whole idle budget is freed, evicting nothing.
+  auto big = pool.Acquire(4 * kMiB, "big");
+  ASSERT_TRUE(big.ok());
+  *x = {};
+  *big = {};
+  EXPECT_EQ(pool.stats().pooled_bytes, kMiB);
+  EXPECT_EQ(pool.stats().evictions, 1u);
+}
+
+TEST_F(Pool, NewBuffersFreeIdleOnesToStayWithinTheTotal) {
+  sortd::gpu::BufferPool pool(context_, 8 * kMiB, 3 * kMiB);
+  {
+    auto a = pool.Acquire(kMiB, "a");
+    auto b = pool.Acquire(kMiB, "b");
+    ASSERT_TRUE(a.ok() && b.ok());
+  }
+  EXPECT_EQ(pool.stats().pooled_bytes, 2 * kMiB);
+  // 2 MiB more would make 4 MiB in all: one idle MiB goes first.
+  auto c = pool.Acquire(2 * kMiB, "c");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(pool.stats().evictions, 1u);
+  EXPECT_EQ(pool.stats().pooled_bytes, kMiB);
+  EXPECT_EQ(pool.stats().in_use_bytes, 2 * kMiB);
+}
+
 TEST(FaultInjection, LostDeviceMakesTheEngineUnhealthy) {
   OpenClEngine::Options options = CpuDevice();
   options.lose_device_at = 2;

@@ -1147,3 +1147,9 @@ void radix_decode(__global const key_t* keys, __global key_t* raw_out,
   }
 #endif
 }
+
+// Diagnostic (SORTD_BUFFER_ADDRESSES=1): the device address of a buffer.
+kernel void buffer_address(global const uchar* p, global ulong* out,
+                           uint slot) {
+  out[slot] = (ulong)p;
+}
