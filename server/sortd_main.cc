@@ -85,6 +85,11 @@ ABSL_FLAG(int64_t, device_memory_bytes, 0,
           "global memory). Split between its --pipeline_depth lanes; a sort "
           "larger than a lane's share is sorted in device-sized runs merged "
           "on the CPU.");
+ABSL_FLAG(int64_t, device_pool_bytes, 0,
+          "Idle device memory each OpenCL device keeps for reuse, in bytes "
+          "(0: on a GPU, whatever --device_memory_bytes leaves; on an OpenCL "
+          "CPU device, 4 GiB). Idle and in-use memory together stay within "
+          "--device_memory_bytes; the buffers idle longest are freed first.");
 ABSL_FLAG(bool, echo, true,
           "Serve the Echo RPC: the request's arrays back unsorted through "
           "the same path as Sort, the baseline of end-to-end benchmarks.");
@@ -274,6 +279,8 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
     options.lanes = absl::GetFlag(FLAGS_pipeline_depth);
     options.memory_budget_bytes =
         static_cast<size_t>(absl::GetFlag(FLAGS_device_memory_bytes));
+    options.pool_bytes =
+        static_cast<size_t>(absl::GetFlag(FLAGS_device_pool_bytes));
     sortd::EngineFactory factory =
         [options]() -> absl::StatusOr<std::unique_ptr<sortd::Sorter>> {
       auto engine = OpenClEngine::Create(options);
@@ -334,10 +341,11 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_max_stream_bytes) < 1 ||
       absl::GetFlag(FLAGS_stream_chunk_bytes) < 16 ||
       absl::GetFlag(FLAGS_stream_chunk_bytes) > (int64_t{1} << 30) ||
-      absl::GetFlag(FLAGS_device_memory_bytes) < 0) {
+      absl::GetFlag(FLAGS_device_memory_bytes) < 0 ||
+      absl::GetFlag(FLAGS_device_pool_bytes) < 0) {
     return absl::InvalidArgumentError(
         "--max_stream_bytes must be positive, --stream_chunk_bytes 16 to "
-        "2^30, --device_memory_bytes not negative");
+        "2^30, --device_memory_bytes and --device_pool_bytes not negative");
   }
   if (absl::GetFlag(FLAGS_max_concurrent_streams) < 1) {
     return absl::InvalidArgumentError(

@@ -869,6 +869,9 @@ TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
   ServerProcess bad_limit({"--max_request_bytes=0"});
   EXPECT_FALSE(bad_limit.Start());
   EXPECT_THAT(bad_limit.Output(), HasSubstr("--max_request_bytes"));
+  ServerProcess bad_pool({"--device_pool_bytes=-1"});
+  EXPECT_FALSE(bad_pool.Start());
+  EXPECT_THAT(bad_pool.Output(), HasSubstr("--device_pool_bytes"));
 }
 
 // --- Echo, sortctl bench, SortStream, sorting beyond device memory.
