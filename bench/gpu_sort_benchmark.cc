@@ -26,6 +26,9 @@
 //                      each size)
 //                      [--print_reps] (every repetition's kernel time and
 //                      stages; with SORTD_STAGE_EVENTS=1, every kernel's)
+//                      [--hold_rounds=K] (each case and size K times,
+//                      each time in fresh buffers: the pool's idle ones
+//                      are held, not reused; a placement diagnostic)
 //                      [--pool_bytes=N] (the engine's idle-buffer budget;
 //                      0: its default)
 //                      [--kernel_cache_dir=DIR] (keeps the built kernels,
@@ -263,6 +266,7 @@ int main(int argc, char** argv) {
   bool quick = false;
   bool trim_pool = false;
   long pool_bytes = 0;
+  int hold_rounds = 0;
   std::string case_names = "u32,u64,f32,i32,pairs";
   std::string kernel_cache_dir;
   std::string segmented;
@@ -303,6 +307,7 @@ int main(int argc, char** argv) {
     if (a == "--quick") quick = true;
     if (a == "--trim_pool") trim_pool = true;
     if (a == "--print_reps") g_print_reps = true;
+    if (a.rfind("--hold_rounds=", 0) == 0) hold_rounds = std::stoi(a.substr(14));
     if (a.rfind("--pool_bytes=", 0) == 0) pool_bytes = std::stol(a.substr(13));
     if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
     if (a.rfind("--kernel_cache_dir=", 0) == 0) {
@@ -401,6 +406,18 @@ int main(int argc, char** argv) {
     // --trim_pool: each size starts with no idle device buffers (a
     // diagnostic of allocation history: see docs/PERFORMANCE.md).
     if (trim_pool) (*engine)->TrimPool();
+    if (hold_rounds > 0) {
+      for (const Case& c : cases) {
+        for (int r = 0; r < hold_rounds; ++r) {
+          char impl[32];
+          std::snprintf(impl, sizeof(impl), "sortd-hold%d", r);
+          Run(**engine, c, lg, reps, impl);
+          (*engine)->HoldPoolBuffers();
+        }
+        (*engine)->TrimPool();
+      }
+      continue;
+    }
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }
   // Segment shapes of one's own (for example to time radix_segments with

@@ -114,8 +114,18 @@ bool BufferPool::EvictOldestLocked() {
   return true;
 }
 
+void BufferPool::HoldIdle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [capacity, list] : idle_) {
+    for (Idle& i : list) held_.push_back(std::move(i.buffer));
+  }
+  idle_.clear();
+  stats_.pooled_bytes = 0;
+}
+
 void BufferPool::Trim() {
   std::lock_guard<std::mutex> lock(mu_);
+  held_.clear();
   idle_.clear();
   stats_.pooled_bytes = 0;
 }

@@ -84,6 +84,10 @@ class BufferPool {
   Stats stats() const;
   // Drops every idle buffer (after a device error, or to give memory back).
   void Trim();
+  // A diagnostic: keeps the idle buffers allocated but out of reach, so
+  // that the next requests get fresh ones elsewhere in device memory, until
+  // Trim(). Outside the byte limits.
+  void HoldIdle();
   // The capacity Acquire(bytes) hands out: a power of two, at least 64 KiB.
   static size_t SizeClass(size_t bytes);
 
@@ -103,6 +107,7 @@ class BufferPool {
   size_t max_total_bytes_;
   mutable std::mutex mu_;
   std::map<size_t, std::vector<Idle>> idle_;  // per class, oldest first
+  std::vector<cl::Buffer> held_;              // HoldIdle()
   uint64_t release_clock_ = 0;
   Stats stats_;
 };

@@ -120,6 +120,8 @@ class OpenClEngine final : public Sorter {
   BufferPool::Stats pool_stats() const { return pool_->stats(); }
   // Frees the pool's idle device buffers.
   void TrimPool() { pool_->Trim(); }
+  // Diagnostic: idle buffers stay allocated but unused until TrimPool().
+  void HoldPoolBuffers() { pool_->HoldIdle(); }
 
   absl::Status Sort(const SortJob& job) override;
   absl::Status SortSegments(const SortJob& job,
