@@ -503,6 +503,15 @@ absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
     pool_->Trim();
     return ClStatus(err, "clFinish");
   }
+  for (const Run::PassWrite& w : run.pass_writes) {
+    cl_ulong start = 0, end = 0;
+    cl::Event& e = run.events[w.event].second;
+    if (e.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) ==
+            CL_SUCCESS &&
+        e.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) == CL_SUCCESS) {
+      pool_->RateWrite(w.buffer, w.capacity, w.tag, (end - start) * 1e-9);
+    }
+  }
   if (stages == nullptr) return absl::OkStatus();
   std::map<std::string, double> seconds;
   std::vector<std::string> order;
@@ -733,6 +742,14 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
       k.onesweep.setArg(13, cl_uint{alternate});
       SORTD_RETURN_IF_ERROR(
           Launch(run, k.onesweep, tiles, p.work_group, "scatter"));
+      static const bool qualify = EnvLong("SORTD_QUALIFY") != 0;
+      const size_t key_bytes = count * static_cast<size_t>(key_bits / 8);
+      if (qualify && key_bytes >= (size_t{256} << 20)) {
+        run.pass_writes.push_back({run.events.size() - 1,
+                                   a.keys[1 - a.cur](),
+                                   BufferPool::SizeClass(key_bytes),
+                                   key_bits * 2 + (with_index ? 1 : 0)});
+      }
       a.cur = 1 - a.cur;
       if (alternate) area = 1 - area;
     }

@@ -199,6 +199,15 @@ class OpenClEngine final : public Sorter {
     size_t bytes = 0;  // device memory acquired, by pool size class
     Events events;
     std::vector<PooledBuffer> buffers;
+    // SORTD_QUALIFY=1: the radix passes' events (index into `events`),
+    // the buffer each wrote, its size class and the pass kind.
+    struct PassWrite {
+      size_t event;
+      cl_mem buffer;
+      size_t capacity;
+      int tag;
+    };
+    std::vector<PassWrite> pass_writes;
   };
   // The device arrays of one sort: ordered keys and indices in two
   // ping-pong halves; `cur` says which half holds the current order.

@@ -816,6 +816,32 @@ TEST_F(Pool, NewBuffersFreeIdleOnesToStayWithinTheTotal) {
   EXPECT_EQ(pool.stats().in_use_bytes, 2 * kMiB);
 }
 
+TEST_F(Pool, ABufferRatedSlowIsHeldAsideInsteadOfReused) {
+  sortd::gpu::BufferPool pool(context_, 64 * kMiB);
+  cl_mem fast_handle = nullptr, slow_handle = nullptr;
+  {
+    auto fast = pool.Acquire(kMiB, "fast");
+    auto slow = pool.Acquire(kMiB, "slow");
+    ASSERT_TRUE(fast.ok() && slow.ok());
+    fast_handle = Handle(*fast);
+    slow_handle = Handle(*slow);
+    pool.RateWrite(fast_handle, kMiB, 64, 0.50e-3);
+    pool.RateWrite(slow_handle, kMiB, 64, 0.53e-3);  // 6% slower: held
+  }
+  EXPECT_EQ(pool.stats().pooled_bytes, kMiB);
+  auto a = pool.Acquire(kMiB, "a");
+  auto b = pool.Acquire(kMiB, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(Handle(*a), fast_handle);
+  EXPECT_NE(Handle(*b), slow_handle);  // a new buffer instead
+  // Within 4% of the best is not slow; another tag has its own best.
+  pool.RateWrite(Handle(*b), kMiB, 64, 0.51e-3);
+  pool.RateWrite(Handle(*a), kMiB, 32, 0.90e-3);
+  *b = {};
+  *a = {};
+  EXPECT_EQ(pool.stats().pooled_bytes, 2 * kMiB);
+}
+
 TEST(FaultInjection, LostDeviceMakesTheEngineUnhealthy) {
   OpenClEngine::Options options = CpuDevice();
   options.lose_device_at = 2;
