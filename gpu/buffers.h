@@ -82,7 +82,8 @@ class BufferPool {
   // failures are RESOURCE_EXHAUSTED.
   absl::StatusOr<PooledBuffer> Acquire(size_t bytes, const char* what);
   Stats stats() const;
-  // Drops every idle buffer (after a device error, or to give memory back).
+  // Drops every idle buffer, and those held aside (after a device error, or
+  // to give memory back).
   void Trim();
   // An experiment (SORTD_QUALIFY=1): how long a radix pass of kind `tag`
   // took to write `buffer`. A buffer that comes back slower than the best

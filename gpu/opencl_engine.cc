@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -44,6 +45,18 @@ uint32_t KindCode(KeyType t) {
 long EnvLong(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atol(v) : 0;
+}
+
+// How long a finished, profiled command ran; nullopt if the driver cannot
+// say.
+std::optional<double> EventSeconds(cl::Event& event) {
+  cl_ulong start = 0, end = 0;
+  if (event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) !=
+          CL_SUCCESS ||
+      event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) != CL_SUCCESS) {
+    return std::nullopt;
+  }
+  return (end - start) * 1e-9;
 }
 
 bool WithIndex(const SortJob& job) {
@@ -504,12 +517,8 @@ absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
     return ClStatus(err, "clFinish");
   }
   for (const Run::PassWrite& w : run.pass_writes) {
-    cl_ulong start = 0, end = 0;
-    cl::Event& e = run.events[w.event].second;
-    if (e.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) ==
-            CL_SUCCESS &&
-        e.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) == CL_SUCCESS) {
-      pool_->RateWrite(w.buffer, w.capacity, w.tag, (end - start) * 1e-9);
+    if (auto t = EventSeconds(run.events[w.event].second)) {
+      pool_->RateWrite(w.buffer, w.capacity, w.tag, *t);
     }
   }
   if (stages == nullptr) return absl::OkStatus();
@@ -522,14 +531,10 @@ absl::Status OpenClEngine::Finish(Run& run, StageTimes* stages) {
   for (auto& [stage_name, event] : run.events) {
     const std::string stage =
         each ? absl::StrCat(stage_name, ".", seen[stage_name]++) : stage_name;
-    cl_ulong start = 0, end = 0;
-    if (event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) !=
-            CL_SUCCESS ||
-        event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) != CL_SUCCESS) {
-      continue;
-    }
+    const std::optional<double> t = EventSeconds(event);
+    if (!t) continue;
     if (!seconds.count(stage)) order.push_back(stage);
-    seconds[stage] += (end - start) * 1e-9;
+    seconds[stage] += *t;
   }
   for (const std::string& s : order) stages->push_back({s, seconds[s]});
   return absl::OkStatus();
@@ -664,7 +669,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
       k.address.setArg(0, *arrays[i]);
       k.address.setArg(1, *out);
       k.address.setArg(2, i);
-      SORTD_RETURN_IF_ERROR(Launch(run, k.address, 1, 1, "scan"));
+      SORTD_RETURN_IF_ERROR(Launch(run, k.address, 1, 1, "diagnostic"));
     }
     cl_ulong at[3] = {0, 0, 0};
     SORTD_CL_RETURN_IF(
@@ -745,8 +750,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
       static const bool qualify = EnvLong("SORTD_QUALIFY") != 0;
       const size_t key_bytes = count * static_cast<size_t>(key_bits / 8);
       if (qualify && key_bytes >= (size_t{256} << 20)) {
-        run.pass_writes.push_back({run.events.size() - 1,
-                                   a.keys[1 - a.cur](),
+        run.pass_writes.push_back({run.events.size() - 1, a.keys[1 - a.cur](),
                                    BufferPool::SizeClass(key_bytes),
                                    key_bits * 2 + (with_index ? 1 : 0)});
       }
