@@ -4,14 +4,19 @@
 #   1. the OpenCL kernel test suite on the GPU (SORTD_TEST_DEVICE=gpu)
 #   2. sortd --device=gpu, driven by sortctl --verify for every request kind
 #   3. gpu_sort_benchmark and gpu-anchors.py (CUB, PyTorch, copy bandwidth)
-# Logs and JSON lines go to $OUT.
+# Logs and JSON lines go to $OUT. PARTS (default tests,verify,bench) picks
+# the steps, so that a long run can be split over two calls of the tool's
+# ten-minute limit.
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
 mkdir -p "$OUT"
 SIZES=${SIZES:-16,20,24,26}
+PARTS=${PARTS:-tests,verify,bench}
+part() { [[ ",$PARTS," == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
+if part tests; then
 echo "== kernel tests on the GPU"
 SORTD_TEST_DEVICE=gpu timeout 420 opencl_engine_test --gtest_brief=1 \
   > "$OUT/kernel-tests.log" 2>&1
@@ -22,7 +27,9 @@ SORTD_TEST_DEVICE=cpu timeout 300 opencl_engine_test --gtest_brief=1 \
   --gtest_filter='*Transpose*:SegmentedSort.*:Algorithms.*:OpenClSortTest*u64_desc*:OpenClSortTest*f32_asc*' \
   > "$OUT/kernel-tests-pocl.log" 2>&1
 echo "PoCL kernel tests exit $?"; grep -E "sub-group|PASSED|FAILED" "$OUT/kernel-tests-pocl.log" | head -5
+fi
 
+if part verify; then
 echo "== sortd --device=gpu with sortctl --verify"
 sortd --device=gpu --listen=127.0.0.1:50051 --metrics_listen=127.0.0.1:9464 \
   --kernel_cache_dir=/tmp/sortd-kernels > /tmp/sortd.log 2>&1 &
@@ -46,7 +53,9 @@ echo "sortctl failures: $(grep -c -E 'FAILED|error' "$OUT/sortctl-verify.log")"
 kill -TERM $SORTD; wait $SORTD; echo "sortd exit $?"
 cat /tmp/sortd.log  # in the call's output, not a file of its own (the
                    # device tool returns at most 8 files)
+fi
 
+part bench || exit 0
 echo "== benchmark"
 gpu_sort_benchmark --device=gpu --sizes=$SIZES --reps=7 | tee "$OUT/sortd-bench.jsonl"
 echo "== anchors"

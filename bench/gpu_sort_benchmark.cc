@@ -15,6 +15,8 @@
 //                      [--items32k=N] [--items64k=N] [--max_registers=N]
 //                      [--small_items=N --small_max=N]
 //                      [--segment_radix_above=N] [--alternate_status_max=N]
+//                      [--marked_status_max=N] [--count_unroll=1..4]
+//                      [--status_prefetch=0|1]
 //                      [--bitonic_max=N] (single arrays up to N keys take
 //                      bitonic; 0: radix at every size)
 //                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
@@ -262,7 +264,8 @@ int main(int argc, char** argv) {
       bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1, items32k = -1,
       items64k = -1, max_registers = -1, warp_rank_64 = -1, direct_place = -1;
   long bitonic_max = -1, small_items = -1, small_max = -1,
-       segment_radix_above = -1, alternate_status_max = -1;
+       segment_radix_above = -1, alternate_status_max = -1,
+       marked_status_max = -1, count_unroll = -1, status_prefetch = -1;
   bool quick = false;
   bool trim_pool = false;
   long pool_bytes = 0;
@@ -290,6 +293,15 @@ int main(int argc, char** argv) {
     if (a.rfind("--small_max=", 0) == 0) small_max = std::stol(a.substr(12));
     if (a.rfind("--alternate_status_max=", 0) == 0) {
       alternate_status_max = std::stol(a.substr(23));
+    }
+    if (a.rfind("--marked_status_max=", 0) == 0) {
+      marked_status_max = std::stol(a.substr(20));
+    }
+    if (a.rfind("--count_unroll=", 0) == 0) {
+      count_unroll = std::stol(a.substr(15));
+    }
+    if (a.rfind("--status_prefetch=", 0) == 0) {
+      status_prefetch = std::stol(a.substr(18));
     }
     if (a.rfind("--segment_radix_above=", 0) == 0) {
       segment_radix_above = std::stol(a.substr(22));
@@ -337,7 +349,8 @@ int main(int argc, char** argv) {
        warp_rank >= 0 || items32k >= 0 || items64k >= 0 || max_registers >= 0 ||
        warp_rank_64 >= 0 || direct_place >= 0 || bitonic_max >= 0 ||
        small_items >= 0 || small_max >= 0 || segment_radix_above >= 0 ||
-       alternate_status_max >= 0)) {
+       alternate_status_max >= 0 || marked_status_max >= 0 ||
+       count_unroll >= 0 || status_prefetch >= 0)) {
     // Another radix shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
     if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
@@ -359,6 +372,15 @@ int main(int argc, char** argv) {
     if (alternate_status_max >= 0) {
       policy.radix.alternate_status_max =
           static_cast<size_t>(alternate_status_max);
+    }
+    if (marked_status_max >= 0) {
+      policy.radix.marked_status_max = static_cast<size_t>(marked_status_max);
+    }
+    if (count_unroll >= 0) {
+      policy.radix.count_unroll = static_cast<int>(count_unroll);
+    }
+    if (status_prefetch >= 0) {
+      policy.radix.status_prefetch = static_cast<int>(status_prefetch);
     }
     if (segment_radix_above >= 0) {
       policy.radix.segment_radix_above =

@@ -163,6 +163,9 @@ absl::Status OpenClEngine::Init() {
         " -DLOOKBACK=", r.lookback, " -DWARP_RANK=", r.WarpRank(bits),
         r.DirectPlace(bits) ? " -DDIRECT_PLACE=1" : "",
         " -DONESWEEP_EARLY=", r.onesweep == 2 ? 1 : 0,
+        r.count_unroll > 1 ? absl::StrCat(" -DCOUNT_UNROLL=", r.count_unroll)
+                           : std::string(),
+        r.status_prefetch != 0 && r.onesweep != 0 ? " -DSTATUS_PREFETCH=1" : "",
         r.max_registers > 0
             ? absl::StrCat(" -cl-nv-maxrregcount=", r.max_registers)
             : std::string(),
@@ -703,12 +706,19 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
   };
   if (raw_ends != nullptr) a.keys_raw = true;
   if (UsesOnesweep(count, totals != nullptr)) {
-    // Per pass: the look-back status words and the tile counter, in two
-    // areas the passes alternate between; each pass zeroes the other area
-    // for the next, so the host zeroes both once.
-    // (Or, with alternate_status 0, one area zeroed before every pass.)
-    const bool alternate = count <= p.alternate_status_max;
-    const size_t status_words = tiles * radix + 1;
+    // Per pass: the look-back status words and a tile counter. Three ways
+    // to have them zero (or stale) when a pass starts:
+    //  - marked: one area of status words and a counter per pass, zeroed
+    //    once; each pass marks its words with its parity, so the previous
+    //    pass's words read as not published (radix_onesweep);
+    //  - alternate: two areas of words and counter, zeroed once; each pass
+    //    zeroes the other area for the next;
+    //  - otherwise one area of words and counter, zeroed before every pass.
+    const bool marked = p.MarkedStatus(count);
+    const bool alternate = !marked && count <= p.alternate_status_max;
+    const size_t passes = skip.size();
+    const size_t status_words =
+        marked ? tiles * radix + passes : tiles * radix + 1;
     const size_t areas = alternate ? 2 : 1;
     absl::StatusOr<cl::Buffer> status =
         Allocate(run, areas * status_words * 4, "look-back status");
@@ -722,10 +732,11 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
       run.events.emplace_back("scatter", zeroed);
       return absl::OkStatus();
     };
-    if (alternate) SORTD_RETURN_IF_ERROR(zero_status());
+    const bool zero_once = marked || alternate;
+    if (zero_once) SORTD_RETURN_IF_ERROR(zero_status());
     cl_uint area = 0;
+    cl_uint run_pass = 0;  // passes run so far (marked: the parity)
     // Where each digit starts in each pass's output, from the totals.
-    const size_t passes = skip.size();
     absl::StatusOr<cl::Buffer> starts =
         Allocate(run, passes * radix * 4, "digit starts");
     if (!starts.ok()) return starts.status();
@@ -735,7 +746,7 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
         Launch(run, k.digit_starts, passes, p.work_group, "scan"));
     for (size_t pass = 0; pass < skip.size(); ++pass) {
       if (skip[pass]) continue;
-      if (!alternate) SORTD_RETURN_IF_ERROR(zero_status());
+      if (!zero_once) SORTD_RETURN_IF_ERROR(zero_status());
       pass_args(k.onesweep, pass);
       k.onesweep.setArg(6, *starts);
       k.onesweep.setArg(7, static_cast<cl_uint>(pass * radix));
@@ -745,6 +756,13 @@ absl::Status OpenClEngine::RadixPasses(Run& run, int key_bits, bool with_index,
       k.onesweep.setArg(11, static_cast<cl_uint>(area * status_words));
       k.onesweep.setArg(12, static_cast<cl_uint>((1 - area) * status_words));
       k.onesweep.setArg(13, cl_uint{alternate});
+      k.onesweep.setArg(14, static_cast<cl_uint>(
+                                marked ? tiles * radix + run_pass
+                                       : area * status_words + tiles * radix));
+      k.onesweep.setArg(15, marked ? (run_pass & 1) << 29 : cl_uint{0});
+      k.onesweep.setArg(
+          16, marked ? (cl_uint{1} << 29) - 1 : (cl_uint{1} << 30) - 1);
+      ++run_pass;
       SORTD_RETURN_IF_ERROR(
           Launch(run, k.onesweep, tiles, p.work_group, "scatter"));
       static const bool qualify = EnvLong("SORTD_QUALIFY") != 0;
@@ -1069,11 +1087,14 @@ size_t OpenClEngine::SortFootprint(const SortJob& shape, size_t n) const {
   if (!bitonic && UsesOnesweep(n, true)) {
     // RadixPasses(): the digit starts and the look-back status words.
     total += sc(passes * radix * 4);
-    total +=
-        sc((n <= p.alternate_status_max ? 2 : 1) *
-           (DivUp(n, static_cast<size_t>(p.Tile(bits, with_index, n))) * radix +
-            1) *
-           4);
+    const size_t tiles =
+        DivUp(n, static_cast<size_t>(p.Tile(bits, with_index, n)));
+    if (p.MarkedStatus(n)) {
+      total += sc((tiles * radix + passes) * 4);
+    } else {
+      total +=
+          sc((n <= p.alternate_status_max ? 2 : 1) * (tiles * radix + 1) * 4);
+    }
   } else if (!bitonic) {
     // RadixPasses(): tile offsets, and ScanInPlace()'s block sums, which
     // every pass allocates anew.

@@ -97,7 +97,25 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
                // Same-call A/B (bench/results/h100-20261122-final-v2/
                // ab.jsonl): alternating areas 0.076 vs 0.093 ms for u32 at
                // 2^16; a fill per pass 5% faster for u64 at 2^24-2^26.
-               .alternate_status_max = size_t{1} << 18};
+               // (Marked statuses, below, now take precedence at every size
+               // they cover, so this applies to no size here.)
+               .alternate_status_max = size_t{1} << 18,
+               // Marked statuses (no fill between passes) with each tile's
+               // status lines prefetched to L2, and the digit count's loads
+               // two vectors at a time; same-call A/B, kernel ms, against
+               // the policy before (bench/results/h100-20261123-s10-ab2;
+               // -ab1 for count_unroll 2): u32 2^24/2^26/2^28 0.522/1.685/
+               // 6.821 -> 0.501/1.593/6.539, u64 1.366/5.034/18.54 ->
+               // 1.283/4.962/17.45, 2^16 u32 0.070 -> 0.069. Marks alone
+               // are level at u64 2^26 (the passes lose what the fills
+               // cost), the prefetch alone was not measured.
+               .marked_status_max = RadixSortPolicy::kMarkedStatusLimit,
+               .status_prefetch = 1};
+    // Two vectors per load round: the count kernel is bound by its local
+    // atomics (about 2.2 TB/s of keys at every size); 2 against 1: u64
+    // 2^24 0.0706 -> 0.068 ms, 2^26 0.245 -> 0.2405, u32 2^28 0.483 ->
+    // 0.470 (-ab1); 4 was slower at u64 2^24 (0.075) though faster at 2^28.
+    p.radix.count_unroll = 2;
     // Measured on the H100 (bench/results/h100-20261122-run3, kernel ms,
     // bitonic vs radix): u32 2^16 0.150 vs 0.262, 2^18 0.234 vs 0.245,
     // 2^20 0.359 vs 0.308; u64 2^18 0.264 vs 0.450, 2^20 0.472 vs 0.751.
@@ -164,7 +182,11 @@ absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
          !NvidiaPtxRuns(device)) ||
         radix.max_registers < 0 || radix.max_registers > 255 ||
         radix.onesweep < 0 || radix.onesweep > 2 ||
-        radix.count_groups_per_cu < 1 || radix.small_items < 0 ||
+        radix.count_groups_per_cu < 1 || radix.count_unroll < 1 ||
+        radix.count_unroll > 4 || radix.status_prefetch < 0 ||
+        radix.status_prefetch > 1 ||
+        (radix.status_prefetch != 0 && !NvidiaPtxRuns(device)) ||
+        radix.small_items < 0 ||
         (radix.small_items > 0 &&
          radix.small_items > radix.Items(bits, with_index)) ||
         (radix.onesweep == 2 && radix.warp_rank == 0) ||
@@ -204,8 +226,11 @@ std::string EnginePolicy::ToString() const {
       " small_items=", radix.small_items, " small_max=", radix.small_max,
       " segment_radix_above=", radix.segment_radix_above,
       " alternate_status_max=", radix.alternate_status_max,
-      " wg=", radix.work_group, " items32=", radix.items_32,
-      " items64=", radix.items_64, " items32_keys=", radix.Items(32, false),
+      " marked_status_max=", radix.marked_status_max,
+      " count_unroll=", radix.count_unroll,
+      " status_prefetch=", radix.status_prefetch, " wg=", radix.work_group,
+      " items32=", radix.items_32, " items64=", radix.items_64,
+      " items32_keys=", radix.Items(32, false),
       " items64_keys=", radix.Items(64, false),
       "} bitonic{max_keys=", bitonic.max_keys,
       " max_keys_64=", bitonic.MaxKeys(64),

@@ -67,6 +67,9 @@ struct RadixSortPolicy {
   // work-groups per compute unit, each striding over tiles, so that few
   // groups add their counts to the same global counters.
   int count_groups_per_cu = 8;
+  // 16-byte vectors each work-item of the digit count loads at once
+  // (-DCOUNT_UNROLL, 1-4).
+  int count_unroll = 1;
   // Radix passes over at most small_max keys use tiles of small_items keys
   // per work-item (a second build of the kernels): short arrays then make
   // enough tiles to occupy the device, which is what their latency needs.
@@ -82,6 +85,20 @@ struct RadixSortPolicy {
   // pass zeroing the other (one fill per sort, which short arrays' latency
   // needs); longer ones: a fill before every pass (cheaper for them).
   size_t alternate_status_max = 0;
+  // Arrays of at most this many keys (and fewer than 2^29) take marked
+  // look-back statuses instead: one area for every pass, zeroed once per
+  // sort, each pass's words marked with its parity so that the previous
+  // pass's words read as not yet published (no fill between passes).
+  // Takes precedence over alternate_status_max. 0: off.
+  size_t marked_status_max = 0;
+  // With one-launch passes: 1, each tile has its own status lines brought
+  // to L2 as it starts (-DSTATUS_PREFETCH, PTX: NVIDIA only); 0, not.
+  int status_prefetch = 0;
+  // Arrays of fewer keys than this can take marked statuses (29-bit counts).
+  static constexpr size_t kMarkedStatusLimit = size_t{1} << 29;
+  bool MarkedStatus(size_t count) const {
+    return count <= marked_status_max && count < kMarkedStatusLimit;
+  }
 
   int Items(int key_bits, bool with_index) const {
     const int keys_only = key_bits == 64 ? items_64_keys : items_32_keys;

@@ -694,6 +694,85 @@ TEST(Algorithms, WarpRanking) {
   EXPECT_FALSE(d.CheckFits(Engine().info()).ok());
 }
 
+// Marked look-back statuses (one area zeroed once per sort, each pass's
+// words marked with its parity) under both one-launch pass forms, and the
+// digit count's unrolled loads (3: a remainder loop too). Keys whose odd
+// digits are all equal skip those passes, so a pass's parity must follow
+// the passes that ran, not the pass number; each engine sorts several sizes
+// in turn, so status areas come back from the pool holding another sort's
+// words. On NVIDIA the status lines' L2 prefetch (PTX) runs too.
+TEST(Algorithms, MarkedLookBackStatuses) {
+  const int nvidia = absl::StrContains(Engine().info().vendor, "NVIDIA");
+  struct Config {
+    int onesweep, warp_rank, direct_place, count_unroll, prefetch;
+  };
+  for (auto [onesweep, warp_rank, direct_place, count_unroll, prefetch] :
+       {Config{1, 0, 0, 3, 0}, {2, 1, 3, 2, nvidia}, {2, 1, 0, 4, 0}}) {
+    SCOPED_TRACE(absl::StrCat("onesweep=", onesweep, " warp_rank=", warp_rank,
+                              " direct_place=", direct_place, " count_unroll=",
+                              count_unroll, " status_prefetch=", prefetch));
+    OpenClEngine::Options options = CpuDevice();
+    EnginePolicy p = EnginePolicy::For(Engine().info());
+    p.radix = {.radix_bits = 8,
+               .local_bits = 4,
+               .work_group = 64,
+               .items_32 = 8,
+               .items_64 = 4,
+               .items_32_keys = 16,
+               .items_64_keys = 8,
+               .bank_pad = 1,
+               .onesweep = onesweep,
+               .warp_rank = warp_rank,
+               .count_unroll = count_unroll,
+               .marked_status_max = size_t{1} << 28,
+               .status_prefetch = prefetch};
+    p.radix.direct_place = direct_place;
+    options.policy = p;
+    options.algorithm = OpenClEngine::Options::Algorithm::kRadix;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_THAT((*engine)->policy().ToString(),
+                HasSubstr("marked_status_max=268435456"));
+    EXPECT_TRUE((*engine)->policy().radix.MarkedStatus(size_t{1} << 20));
+    for (size_t n : {size_t{1}, size_t{513}, size_t{100'003}, size_t{4097},
+                     size_t{150'001}}) {
+      const std::string what = absl::StrCat("n=", n);
+      for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kReversed,
+                          Shape::kAllEqual}) {
+        CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 5),
+                  false, Extra::kNone, "marked u32 " + what);
+        CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 6), true,
+                  Extra::kU64ValuesAndPermutation, "marked f32 " + what);
+      }
+      std::vector<uint64_t> gaps =
+          sortd::testing::Generate<uint64_t>(Shape::kRandom, n, 7);
+      for (uint64_t& k : gaps) k &= 0x00FF00FF00FF00FFull;
+      CheckSort(**engine, gaps, false, Extra::kPermutation,
+                "marked u64, odd digits shared, " + what);
+      CheckSort(**engine, gaps, true, Extra::kNone,
+                "marked u64, odd digits shared, desc, " + what);
+    }
+  }
+  // Marks take a bit from the counts: only arrays of fewer than 2^29 keys.
+  RadixSortPolicy r;
+  r.marked_status_max = size_t{1} << 30;
+  EXPECT_TRUE(r.MarkedStatus((size_t{1} << 29) - 1));
+  EXPECT_FALSE(r.MarkedStatus(size_t{1} << 29));
+  r.marked_status_max = 1000;
+  EXPECT_FALSE(r.MarkedStatus(1001));
+  EnginePolicy bad = EnginePolicy::For(Engine().info());
+  bad.radix.count_unroll = 5;
+  EXPECT_FALSE(bad.CheckFits(Engine().info()).ok());
+  // The prefetch is PTX: refused anywhere but NVIDIA.
+  DeviceInfo other = Engine().info();
+  other.vendor = "Some Vendor";
+  EnginePolicy portable = EnginePolicy::For(other);
+  EXPECT_EQ(portable.radix.status_prefetch, 0);
+  EXPECT_TRUE(portable.CheckFits(other).ok()) << portable.ToString();
+  portable.radix.status_prefetch = 1;
+  EXPECT_FALSE(portable.CheckFits(other).ok());
+}
+
 TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
   for (bool pinned : {true, false}) {
     OpenClEngine::Options options = CpuDevice();
@@ -880,6 +959,10 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   EXPECT_EQ(np.radix.WarpRank(64), 2);
   EXPECT_TRUE(np.radix.DirectPlace(64));
   EXPECT_FALSE(np.radix.DirectPlace(32));
+  // Marked look-back statuses up to their limit, status lines prefetched.
+  EXPECT_TRUE(np.radix.MarkedStatus((size_t{1} << 29) - 1));
+  EXPECT_EQ(np.radix.status_prefetch, 1);
+  EXPECT_EQ(np.radix.count_unroll, 2);
   // An NVIDIA GPU older than sm_70 cannot build the PTX: it gets the
   // portable policy, and a PTX policy does not fit it.
   DeviceInfo old_nvidia = nvidia;

@@ -36,6 +36,7 @@
 //               bounds test per key
 //   COUNT_VEC   (default 16 bytes' worth of keys) keys per load when only
 //               counting digits; 0: one at a time
+//   COUNT_UNROLL (default 1) vectors loaded at once when only counting
 //   DIRECT_PLACE (default 0) with ONESWEEP_EARLY, EARLY_SCAN and
 //               WARP_RANK 1-3 (ignored otherwise): the early counts are
 //               kept per warp, so each warp's start within each digit is
@@ -136,6 +137,13 @@ typedef uint key_t;
 // The engine's warm-up check is skipped under -DABLATE.
 #ifndef ABLATE
 #define ABLATE 0
+#endif
+// STATUS_PREFETCH (default 0): 1, as a one-launch tile starts, it asks
+// for each 128-byte line of its own status words to be brought to L2 (PTX
+// prefetch.global.L2; NVIDIA only), so that its first publish does not
+// wait on memory. 0 is the portable twin: no prefetch.
+#ifndef STATUS_PREFETCH
+#define STATUS_PREFETCH 0
 #endif
 // Full tiles load and store without a test per key.
 #ifndef FULL_TILES
@@ -361,6 +369,26 @@ typedef ulong2 count_vec_t;
 #elif COUNT_VEC == 4
 typedef uint4 count_vec_t;
 #endif
+// Vectors each work-item loads before it counts them (COUNT_UNROLL, 1-4):
+// more loads in flight while the local atomics of the last ones run.
+#ifndef COUNT_UNROLL
+#define COUNT_UNROLL 1
+#endif
+#if COUNT_VEC == 2
+#define COUNT_VECTOR(q)                           \
+  do {                                            \
+    count_key(hist, to_ordered((q).s0, kind, descending)); \
+    count_key(hist, to_ordered((q).s1, kind, descending)); \
+  } while (0)
+#elif COUNT_VEC == 4
+#define COUNT_VECTOR(q)                           \
+  do {                                            \
+    count_key(hist, to_ordered((q).s0, kind, descending)); \
+    count_key(hist, to_ordered((q).s1, kind, descending)); \
+    count_key(hist, to_ordered((q).s2, kind, descending)); \
+    count_key(hist, to_ordered((q).s3, kind, descending)); \
+  } while (0)
+#endif
 
 // Raw keys -> ordered keys (and iota indices), while counting the digits of
 // every pass over the whole array so the host can skip passes in which all
@@ -382,14 +410,17 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
     __global const count_vec_t* vec = (__global const count_vec_t*)raw;
     const size_t vectors = n / COUNT_VEC;
     const size_t step = get_global_size(0);
-    for (size_t v = get_global_id(0); v < vectors; v += step) {
-      const count_vec_t q = vec[v];
-      count_key(hist, to_ordered(q.s0, kind, descending));
-      count_key(hist, to_ordered(q.s1, kind, descending));
-#if COUNT_VEC == 4
-      count_key(hist, to_ordered(q.s2, kind, descending));
-      count_key(hist, to_ordered(q.s3, kind, descending));
+    size_t v = get_global_id(0);
+#if COUNT_UNROLL > 1
+    for (; v + (COUNT_UNROLL - 1) * step < vectors; v += COUNT_UNROLL * step) {
+      count_vec_t q[COUNT_UNROLL];
+      for (uint u = 0; u < COUNT_UNROLL; ++u) q[u] = vec[v + u * step];
+      for (uint u = 0; u < COUNT_UNROLL; ++u) COUNT_VECTOR(q[u]);
+    }
 #endif
+    for (; v < vectors; v += step) {
+      const count_vec_t q = vec[v];
+      COUNT_VECTOR(q);
     }
     for (size_t i = vectors * COUNT_VEC + get_global_id(0); i < n; i += step) {
       count_key(hist, to_ordered(raw[i], kind, descending));
@@ -655,30 +686,39 @@ inline uint rank_tile(__global const key_t* keys_in,
 }
 
 // The one-launch pass's decoupled look-back (see radix_onesweep). A tile's
-// status word per digit is 0 (not yet published), AGGREGATE | its own
-// count, or PREFIX | the count of that digit over every tile up to and
-// including it. Counts are 30 bits: n < 2^30.
+// status word per digit is AGGREGATE | mark | its own count, or PREFIX |
+// mark | the count of that digit over every tile up to and including it;
+// anything else (0, or a word of another mark) is not published yet.
+// `marks` is (mark, value mask), from the host:
+//   unmarked, (0, 2^30 - 1): counts are 30 bits (n < 2^30), and the words
+//     are zeroed before every pass;
+//   marked, (parity << 29, 2^29 - 1): bit 29 holds the parity of the
+//     pass's place among the sort's passes, counts are 29 bits (n < 2^29).
+//     One area serves every pass, zeroed once per sort: what a pass finds
+//     there is the previous pass's words, of the other parity, which read
+//     as not published, so no fill is needed between passes.
 #ifndef LOOKBACK
 #define LOOKBACK 8
 #endif
 #define STATUS_AGGREGATE (1U << 30)
 #define STATUS_PREFIX (2U << 30)
-#define STATUS_VALUE ((1U << 30) - 1)
 
 // Publishes `mine`, this tile's count of digit d, and returns the count of
 // d over all earlier tiles, read back LOOKBACK predecessors at a time until
 // a prefix; then publishes this tile's own prefix.
 inline uint lookback_digit(__global uint* status, uint tile, uint d,
-                           uint mine) {
+                           uint mine, uint2 marks) {
   volatile __global uint* seen = status;
   __global uint* my_status = &status[tile * RADIX + d];
+  const uint prefix = STATUS_PREFIX | marks.x;
+  const uint aggregate = STATUS_AGGREGATE | marks.x;
   if (tile == 0) {
-    atomic_xchg(my_status, STATUS_PREFIX | mine);
+    atomic_xchg(my_status, prefix | mine);
     return 0;
   }
-  atomic_xchg(my_status, STATUS_AGGREGATE | mine);
+  atomic_xchg(my_status, aggregate | mine);
 #if ABLATE == 6
-  atomic_xchg(my_status, STATUS_PREFIX | mine);
+  atomic_xchg(my_status, prefix | mine);
   return 0;
 #endif
   uint before = 0;
@@ -687,14 +727,16 @@ inline uint lookback_digit(__global uint* status, uint tile, uint d,
     uint s[LOOKBACK];
     for (uint w = 0; w < LOOKBACK; ++w) {
       // Before tile 0 there is nothing: read as an empty prefix.
-      s[w] = t > w ? seen[(t - 1 - w) * RADIX + d] : STATUS_PREFIX;
+      s[w] = t > w ? seen[(t - 1 - w) * RADIX + d] : prefix;
     }
     uint w = 0;
     bool done = false;
     for (; w < LOOKBACK; ++w) {
-      if (s[w] == 0) break;  // not published yet: read again from here
-      before += s[w] & STATUS_VALUE;
-      if ((s[w] & ~STATUS_VALUE) == STATUS_PREFIX) {
+      const uint kind = s[w] & ~marks.y;
+      // Not published yet (in this pass): read again from here.
+      if (kind != aggregate && kind != prefix) break;
+      before += s[w] & marks.y;
+      if (kind == prefix) {
         done = true;
         break;
       }
@@ -702,7 +744,7 @@ inline uint lookback_digit(__global uint* status, uint tile, uint d,
     if (done) break;
     t -= w;
   }
-  atomic_xchg(my_status, STATUS_PREFIX | (before + mine));
+  atomic_xchg(my_status, prefix | (before + mine));
   return before;
 }
 
@@ -794,14 +836,15 @@ inline void count_early(const key_t* k, uint shift, uint full, uint first,
 // digit d over all earlier tiles (lookback_digit).
 inline void lookback_early(__global uint* status, uint tile,
                            __local const uint* counts,
-                           __local uint* early_base) {
+                           __local uint* early_base, uint2 marks) {
   for (uint d = get_local_id(0); d < RADIX; d += WG) {
 #if ABLATE == 3
     (void)status;
     (void)tile;
+    (void)marks;
     early_base[d] += counts[d] >> 31;
 #else
-    early_base[d] += lookback_digit(status, tile, d, counts[d]);
+    early_base[d] += lookback_digit(status, tile, d, counts[d], marks);
 #endif
   }
 }
@@ -815,7 +858,8 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
                            __local uint* lindex, __local uint* counters,
                            __local uint* digit_start, __local uint* tmp,
                            __local uint* masks, uint early,
-                           __global uint* status, __local uint* early_base) {
+                           __global uint* status, __local uint* early_base,
+                           uint2 marks) {
   const uint lid = get_local_id(0);
   const uint warp = lid / WARP_SIZE;
   const size_t base = tile * (size_t)TILE;
@@ -876,7 +920,7 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
     barrier(CLK_LOCAL_MEM_FENCE);
     warp_starts(counters, digit_start, 1);
     barrier(CLK_LOCAL_MEM_FENCE);
-    lookback_early(status, tile, digit_start, early_base);
+    lookback_early(status, tile, digit_start, early_base, marks);
     exclusive_scan_digits(digit_start, tmp);
     for (uint d = lid; d < RADIX; d += WG) {
       const uint start = digit_start[d];
@@ -907,7 +951,7 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
     // later tiles find this tile's prefix as early as possible.
     count_early(k, shift, full, first, count, digit_start);
     barrier(CLK_LOCAL_MEM_FENCE);
-    lookback_early(status, tile, digit_start, early_base);
+    lookback_early(status, tile, digit_start, early_base, marks);
 #if EARLY_SCAN
     // The tile's digit starts from these counts, and each digit's base
     // made relative to them, while the keys wait in registers.
@@ -925,7 +969,7 @@ inline uint rank_tile_warp(__global const key_t* keys_in,
                   counts, digit_start, tmp, masks)                          \
   rank_tile_warp(keys_in, index_in, n, shift, mode, tile, lkeys, lindex,    \
                  counts, digit_start, tmp, masks, 0, (__global uint*)0,     \
-                 digit_start)
+                 digit_start, (uint2)(0, 0))
 #else
 #define RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys, lindex,     \
                   counts, digit_start, tmp, masks)                          \
@@ -976,19 +1020,24 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 // few memory latencies rather than one per tile. A tile only waits for
 // tiles that started before it, which is what makes the spin safe on
 // devices that keep started work-groups running (NVIDIA and PoCL do;
-// others use radix_scatter). Counts are 30 bits: n < 2^30.
+// others use radix_scatter). Counts are 30 bits (n < 2^30), or 29 with
+// marked statuses (lookback_digit).
 //   starts[starts_at + d]: where digit d starts in this pass's output (from
 //     radix_digit_starts)
-//   status + status_at: tiles * RADIX words, then the tile counter; all
-//     zero on entry. status + next_at: the same for the next pass, zeroed
-//     here if zero_next (otherwise the host zeroes before each pass).
+//   status + status_at: tiles * RADIX words, zero on entry or (marked:
+//     mark, value_mask not (0, 2^30 - 1)) of another mark. status +
+//     next_at: the same for the next pass, zeroed here if zero_next
+//     (otherwise the host zeroes before each pass, or marks make it
+//     needless).
+//   status[counter_at]: the pass's tile counter, zero on entry.
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                     __global const uint* index_in, __global uint* index_out,
                     uint n, uint shift, __global const uint* starts,
                     uint starts_at, __global uint* status, uint tiles,
                     uint mode, uint status_at, uint next_at,
-                    uint zero_next) {
+                    uint zero_next, uint counter_at, uint mark,
+                    uint value_mask) {
   TILE_STORAGE;
   __local rank_counter_t counts[RANK_COUNTERS];
   __local uint digit_start[RADIX];
@@ -1001,18 +1050,28 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
   // the previous pass used, which each tile zeroes its part of for the
   // next pass (so only the first pass needs the host to zero them).
   __global uint* next_status = status + next_at;
+  if (lid == 0) tile_slot = atomic_inc(&status[counter_at]);
   status += status_at;
-  if (lid == 0) tile_slot = atomic_inc(&status[tiles * RADIX]);
+  const uint2 marks = (uint2)(mark, value_mask);
   // Where each digit starts in the output (radix_digit_starts).
   for (uint d = lid; d < RADIX; d += WG) digit_base[d] = starts[starts_at + d];
   barrier(CLK_LOCAL_MEM_FENCE);
   const uint tile = tile_slot;
+#if STATUS_PREFETCH
+  // This tile's status lines on their way to L2 while its keys load. (A
+  // volatile load or an atomic_or of 0 per line instead measured level or
+  // slower: bench/results/h100-20261123-s10-ab2.)
+  if (lid < RADIX / 32) {
+    __global uint* line = status + tile * RADIX + lid * 32;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+  }
+#endif
 
 #if ONESWEEP_EARLY
   // The look-back is done (digit_base holds this tile's share already).
   const uint count = rank_tile_warp(keys_in, index_in, n, shift, mode, tile,
                                     lkeys, lindex, counts, digit_start, tmp,
-                                    masks, 1, status, digit_base);
+                                    masks, 1, status, digit_base, marks);
 #if !EARLY_SCAN
   for (uint d = lid; d < RADIX; d += WG) digit_base[d] -= digit_start[d];
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -1022,8 +1081,9 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                                lindex, counts, digit_start, tmp, masks);
   for (uint d = lid; d < RADIX; d += WG) {
     const uint end = d + 1 < RADIX ? digit_start[d + 1] : count;
-    digit_base[d] += lookback_digit(status, tile, d, end - digit_start[d]) -
-                     digit_start[d];
+    digit_base[d] +=
+        lookback_digit(status, tile, d, end - digit_start[d], marks) -
+        digit_start[d];
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
