@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -29,17 +31,6 @@ const char* OpName(BenchOp op) {
       return "echo";
   }
   return "?";
-}
-
-const char* PathText(v1::ExecutionPath p) {
-  switch (p) {
-    case v1::EXECUTION_PATH_CPU:
-      return "cpu";
-    case v1::EXECUTION_PATH_GPU:
-      return "gpu";
-    default:
-      return "unknown";
-  }
 }
 
 // The requests of one size: a few distinct random inputs.
@@ -147,6 +138,46 @@ std::string FormatSize(uint64_t n) {
   return absl::StrCat(n);
 }
 
+bool ShouldBackOff(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable ||
+         code == absl::StatusCode::kResourceExhausted;
+}
+
+Backoff::Backoff(const BackoffPolicy& policy, uint64_t seed)
+    : policy_(policy), nominal_(policy.initial), rng_(seed) {}
+
+absl::Duration Backoff::Next() {
+  const absl::Duration d = std::min(nominal_, policy_.max);
+  if (d <= absl::ZeroDuration()) return absl::ZeroDuration();
+  nominal_ = std::min(d * std::max(policy_.multiplier, 1.0), policy_.max);
+  return d * std::uniform_real_distribution<double>(0.5, 1.0)(rng_);
+}
+
+void Backoff::Reset() { nominal_ = policy_.initial; }
+
+BenchVerdict JudgeBench(const BenchReport& r) {
+  std::string codes;
+  for (const auto& [code, n] : r.errors_by_code) {
+    absl::StrAppend(&codes, codes.empty() ? "" : ", ", code, " ", n);
+  }
+  if (r.mismatches > 0) {
+    return {3, absl::StrCat(r.mismatches, " of ", r.verified,
+                            " sampled answers were wrong (first: ",
+                            r.first_mismatch, ")")};
+  }
+  if (r.all.ok == 0) {
+    return {1, r.all.errors == 0
+                   ? std::string("no request was answered")
+                   : absl::StrCat("no request was answered: all ", r.all.errors,
+                                  " calls failed (", codes, ")")};
+  }
+  if (2 * r.all.errors > r.ended) {
+    return {1, absl::StrCat(r.all.errors, " of ", r.ended,
+                            " calls failed, more than half (", codes, ")")};
+  }
+  return {};
+}
+
 double BenchStats::Percentile(double p) const {
   if (latencies.empty()) return 0;
   const double rank = p / 100.0 * static_cast<double>(latencies.size() - 1);
@@ -175,13 +206,31 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
 
   Shared shared;
   std::atomic<uint64_t> issued{0};
-  std::atomic<bool> stop{false};
   std::atomic<bool> measuring{o.warmup <= absl::ZeroDuration()};
   std::atomic<int> active{o.concurrency};
+  // Set (under stop_mu, with a notify) when the run ends: by time, or once
+  // the request count is issued. Back-off waits end with it.
+  std::atomic<bool> stop{false};
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  auto stop_all = [&] {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu);
+      stop = true;
+    }
+    stop_cv.notify_all();
+  };
+  auto wait_unless_stopped = [&](absl::Duration d) {
+    std::unique_lock<std::mutex> lock(stop_mu);
+    stop_cv.wait_for(lock, absl::ToChronoNanoseconds(d),
+                     [&] { return stop.load(); });
+  };
 
   auto worker = [&](int id) {
     std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(id));
     std::uniform_real_distribution<double> pick(0, total_weight);
+    Backoff backoff(o.backoff,
+                    o.seed * 2654435761u + static_cast<uint64_t>(id));
     BenchReport local;
     uint64_t calls = 0;
     absl::Time last_end = absl::InfinitePast();
@@ -214,10 +263,12 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
       shared.last_end = std::max(shared.last_end, last_end);
       local = BenchReport();
     };
+    v1::SortResponse answer;
     while (!stop.load()) {
       const bool measured = measuring.load();
       if (measured && o.max_requests > 0 &&
           issued.fetch_add(1) >= o.max_requests) {
+        stop_all();  // wakes workers backing off: nothing is left to send
         break;
       }
       double w = pick(rng);
@@ -248,21 +299,29 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
         }
       } else {
         const v1::SortRequest& req = in.sorts[variant];
-        absl::StatusOr<v1::SortResponse> resp =
-            o.op == BenchOp::kEcho ? client.Echo(req) : client.Sort(req);
-        status = resp.status();
-        if (resp.ok()) {
-          served_by = resp->served_by();
-          bytes = req.ByteSizeLong() + resp->ByteSizeLong();
+        // One answer message per worker, its buffers reused call after
+        // call, as a client that sorts arrays of one size would.
+        status = o.op == BenchOp::kEcho ? client.Echo(req, &answer)
+                                        : client.Sort(req, &answer);
+        if (status.ok()) {
+          served_by = answer.served_by();
+          bytes = req.ByteSizeLong() + answer.ByteSizeLong();
           if (check) {
-            verdict = o.op == BenchOp::kEcho ? VerifyEcho(req, *resp)
-                                             : VerifySort(req, *resp);
+            verdict = o.op == BenchOp::kEcho ? VerifyEcho(req, answer)
+                                             : VerifySort(req, answer);
           }
         }
       }
       const absl::Time finished = absl::Now();
       const double seconds = absl::ToDoubleSeconds(finished - start);
-      if (!measured) continue;
+      // Down or overloaded: wait before the next call (the run's end cuts
+      // the wait short). A success resets the schedule.
+      const bool back_off = ShouldBackOff(status.code());
+      if (status.ok()) backoff.Reset();
+      if (!measured) {
+        if (back_off) wait_unless_stopped(backoff.Next());
+        continue;
+      }
       ++local.ended;
       last_end = std::max(last_end, finished);
       BenchStats& by = local.by_size[in.size];
@@ -298,7 +357,12 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
         ++by.errors;
         ++local.errors_by_code[absl::StatusCodeToString(status.code())];
       }
-      if (local.ended % 64 == 0) flush();
+      if (back_off) {
+        flush();  // the progress line shows the errors while this waits
+        wait_unless_stopped(backoff.Next());
+      } else if (local.ended % 64 == 0) {
+        flush();
+      }
     }
     flush();
     --active;
@@ -331,7 +395,7 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
       progress(absl::ToDoubleSeconds(absl::Now() - start), partial);
     }
   }
-  stop = true;
+  stop_all();
   for (std::thread& t : threads) t.join();
   BenchReport report = std::move(shared.report);
   report.seconds = shared.last_end > start

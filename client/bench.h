@@ -8,16 +8,23 @@
 //   o.mix = *ParseSizeMix("1k:70,64k:25,16m:5");
 //   absl::StatusOr<BenchReport> r = RunBench(client, o, on_progress);
 //   std::fputs(FormatReport(o, *r, /*json=*/false).c_str(), stdout);
+//   BenchVerdict v = JudgeBench(*r);  // exit status and why
+//
+// A worker whose call failed with UNAVAILABLE (server down or unreachable)
+// or RESOURCE_EXHAUSTED (server overloaded) backs off before its next call,
+// so that a dead server is not hammered with calls that fail at once.
 #ifndef SORTD_CLIENT_BENCH_H_
 #define SORTD_CLIENT_BENCH_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/client.h"
@@ -39,6 +46,40 @@ std::string FormatSize(uint64_t n);  // 1024 -> "1k"
 
 enum class BenchOp { kSort, kTranspose, kEcho };
 
+// A worker's wait after a call the server refused as down or overloaded:
+// `initial` after the first such failure, times `multiplier` after each
+// further one in a row, at most `max`; each wait is drawn uniformly from
+// [d/2, d] of that nominal d ("equal jitter"), so that workers do not retry
+// in lockstep. A zero `initial` turns back-off off.
+struct BackoffPolicy {
+  absl::Duration initial = absl::Milliseconds(10);
+  absl::Duration max = absl::Seconds(1);
+  double multiplier = 2;
+};
+
+// The codes a worker backs off on: UNAVAILABLE (server down, unreachable,
+// or draining) and RESOURCE_EXHAUSTED (overloaded: "retry with back-off").
+bool ShouldBackOff(absl::StatusCode code);
+
+// The schedule of one worker's waits. Not thread-safe: one per worker.
+//
+//   Backoff b(policy, seed);
+//   if (s.ok()) b.Reset();
+//   if (ShouldBackOff(s.code())) wait_unless_the_run_ended(b.Next());
+class Backoff {
+ public:
+  Backoff(const BackoffPolicy& policy, uint64_t seed);
+  // The wait after one more failure in a row.
+  absl::Duration Next();
+  // After a success: the next failure waits about `initial` again.
+  void Reset();
+
+ private:
+  BackoffPolicy policy_;
+  absl::Duration nominal_;  // d of the next wait
+  std::mt19937_64 rng_;
+};
+
 struct BenchOptions {
   BenchOp op = BenchOp::kSort;
   KeyType key_type = KeyType::kU32;
@@ -54,6 +95,9 @@ struct BenchOptions {
   // Distinct random inputs per size (answers are never the same array).
   int variants = 4;
   uint64_t seed = 1;
+  // Waits after UNAVAILABLE / RESOURCE_EXHAUSTED; they end early when the
+  // run does.
+  BackoffPolicy backoff;
 };
 
 // Results of one size class (or of all of them).
@@ -87,6 +131,15 @@ using BenchProgress = std::function<void(double, const BenchReport&)>;
 absl::StatusOr<BenchReport> RunBench(Client& client,
                                      const BenchOptions& options,
                                      const BenchProgress& progress = nullptr);
+
+// How a run went, as sortctl's exit status: 0; 1 when no request was
+// answered or more than half of the calls that ended failed; 3 when a
+// sampled answer was wrong (before 1). `reason` says why when not 0.
+struct BenchVerdict {
+  int exit_code = 0;
+  std::string reason;
+};
+BenchVerdict JudgeBench(const BenchReport& r);
 
 // The report for people (a few aligned lines) or one JSON object.
 std::string FormatReport(const BenchOptions& options, const BenchReport& r,

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -69,19 +71,36 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
       args.SetSslTargetNameOverride(options.tls_server_name);
     }
   }
-  auto channel = grpc::CreateCustomChannel(target, credentials, args);
-  if (channel == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot create a channel to ", target));
+  // Separate connections: gRPC would otherwise share one subchannel (one
+  // TCP connection) among channels of equal arguments.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < std::max(1, options.connections); ++i) {
+    auto channel = grpc::CreateCustomChannel(target, credentials, args);
+    if (channel == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot create a channel to ", target));
+    }
+    channels.push_back(std::move(channel));
   }
-  return std::unique_ptr<Client>(new Client(std::move(channel), options));
+  return std::unique_ptr<Client>(new Client(std::move(channels), options));
 }
 
-Client::Client(std::shared_ptr<grpc::Channel> channel,
+Client::Client(std::vector<std::shared_ptr<grpc::Channel>> channels,
                const ClientOptions& options)
-    : channel_(std::move(channel)),
-      stub_(v1::SortService::NewStub(channel_)),
-      options_(options) {}
+    : options_(options) {
+  for (auto& channel : channels) {
+    Connection c;
+    c.stub = v1::SortService::NewStub(channel);
+    c.generic = std::make_unique<grpc::GenericStub>(channel);
+    c.channel = std::move(channel);
+    pool_.push_back(std::move(c));
+  }
+}
+
+Client::Connection& Client::Next() {
+  return pool_[next_.fetch_add(1, std::memory_order_relaxed) % pool_.size()];
+}
 
 void Client::Prepare(grpc::ClientContext* context) const {
   context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
@@ -133,24 +152,132 @@ const std::string* KeysOf(const Message& m) {
 
 }  // namespace
 
-absl::StatusOr<v1::SortResponse> Client::Sort(const v1::SortRequest& request) {
-  if (request.ByteSizeLong() > options_.max_unary_bytes) {
-    return SortStream(request);
+namespace {
+
+// Writes a SortResponse's arrays into a SortResponse message, reusing the
+// buffers its fields already hold; fields the answer lacks are cleared.
+class MessageSink final : public client_wire::SortResponseSink {
+ public:
+  explicit MessageSink(v1::SortResponse* m) : m_(m) {}
+  ~MessageSink() override {
+    if (!keys_) m_->clear_keys();
+    if (!values_) m_->clear_values();
+    if (!permutation_) m_->mutable_permutation()->clear();
+    if (!served_by_) m_->clear_served_by();
   }
+  char* Keys(int field, size_t bytes) override {
+    keys_ = true;
+    return Sized(MutableKeysByNumber(field, m_), bytes);
+  }
+  char* Values(int field, size_t bytes) override {
+    values_ = true;
+    return Sized(
+        field == 9 ? m_->mutable_u64_values() : m_->mutable_u32_values(),
+        bytes);
+  }
+  char* Permutation(size_t bytes) override {
+    permutation_ = true;
+    return Sized(m_->mutable_permutation(), bytes);
+  }
+  void ServedBy(const std::string& bytes) override {
+    served_by_ = true;
+    m_->mutable_served_by()->ParseFromString(bytes);
+  }
+
+ private:
+  static char* Sized(std::string* s, size_t bytes) {
+    s->resize(bytes);
+    return s->data();
+  }
+  v1::SortResponse* m_;
+  bool keys_ = false, values_ = false, permutation_ = false, served_by_ = false;
+};
+
+// The request's fields in wire order, its arrays borrowed.
+client_wire::OutgoingMessage Encode(const v1::SortRequest& request,
+                                    client_wire::Lease* lease) {
+  client_wire::OutgoingMessage m;
+  if (const std::string* keys = KeysOf(request); keys != nullptr) {
+    m.Bytes(static_cast<int>(request.keys_case()), keys->data(), keys->size(),
+            lease);
+  }
+  if (request.order() != 0) m.Varint(7, static_cast<uint32_t>(request.order()));
+  if (request.has_u32_values()) {
+    m.Bytes(8, request.u32_values().data(), request.u32_values().size(), lease);
+  } else if (request.has_u64_values()) {
+    m.Bytes(9, request.u64_values().data(), request.u64_values().size(), lease);
+  }
+  if (request.return_permutation()) m.Varint(10, 1);
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
+                                                 grpc::ByteBuffer request) {
   grpc::ClientContext context;
   Prepare(&context);
-  v1::SortResponse response;
-  grpc::Status s = stub_->Sort(&context, request, &response);
-  if (!s.ok()) return FromGrpcStatus(s);
+  grpc::ByteBuffer response;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  Next().generic->UnaryCall(
+      &context, absl::StrCat("/sortd.v1.SortService/", method),
+      grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+        std::lock_guard<std::mutex> lock(mu);
+        status = std::move(s);
+        done = true;
+        cv.notify_all();
+      });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
 
-absl::StatusOr<v1::SortResponse> Client::Echo(const v1::SortRequest& request) {
-  grpc::ClientContext context;
-  Prepare(&context);
+absl::Status Client::SortRaw(const char* method,
+                             client_wire::OutgoingMessage request,
+                             client_wire::Lease& lease,
+                             client_wire::SortResponseSink& sink) {
+  absl::StatusOr<grpc::ByteBuffer> response = CallRaw(method, request.Take());
+  // gRPC has released the request by now, or is about to: the caller's
+  // arrays must not be freed before it has.
+  lease.Wait();
+  if (!response.ok()) return response.status();
+  return client_wire::DecodeSortResponse(*response, sink);
+}
+
+absl::Status Client::Sort(const v1::SortRequest& request,
+                          v1::SortResponse* response) {
+  client_wire::Lease lease;
+  client_wire::OutgoingMessage m = Encode(request, &lease);
+  if (m.size() > options_.max_unary_bytes) {
+    absl::StatusOr<v1::SortResponse> streamed = SortStream(request);
+    if (!streamed.ok()) return streamed.status();
+    *response = *std::move(streamed);
+    return absl::OkStatus();
+  }
+  MessageSink sink(response);
+  return SortRaw("Sort", std::move(m), lease, sink);
+}
+
+absl::StatusOr<v1::SortResponse> Client::Sort(const v1::SortRequest& request) {
   v1::SortResponse response;
-  grpc::Status s = stub_->Echo(&context, request, &response);
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (absl::Status s = Sort(request, &response); !s.ok()) return s;
+  return response;
+}
+
+absl::Status Client::Echo(const v1::SortRequest& request,
+                          v1::SortResponse* response) {
+  client_wire::Lease lease;
+  MessageSink sink(response);
+  return SortRaw("Echo", Encode(request, &lease), lease, sink);
+}
+
+absl::StatusOr<v1::SortResponse> Client::Echo(const v1::SortRequest& request) {
+  v1::SortResponse response;
+  if (absl::Status s = Echo(request, &response); !s.ok()) return s;
   return response;
 }
 
@@ -183,7 +310,7 @@ absl::StatusOr<v1::SortResponse> Client::SortStream(
   grpc::ClientContext context;
   Prepare(&context);
   std::unique_ptr<grpc::ClientReaderWriter<v1::SortRequest, v1::SortResponse>>
-      stream = stub_->SortStream(&context);
+      stream = Next().stub->SortStream(&context);
   // Every message carries the key field, the first also order and
   // permutation; a trailing partial key goes with the last chunk so that
   // the server's own check reports it.
@@ -233,7 +360,7 @@ absl::StatusOr<v1::TransposeResponse> Client::Transpose(
   grpc::ClientContext context;
   Prepare(&context);
   v1::TransposeResponse response;
-  grpc::Status s = stub_->Transpose(&context, request, &response);
+  grpc::Status s = Next().stub->Transpose(&context, request, &response);
   if (!s.ok()) return FromGrpcStatus(s);
   return response;
 }
@@ -248,7 +375,7 @@ absl::StatusOr<std::vector<uint32_t>> Client::Transpose(
 }
 
 absl::Status Client::CheckHealth(const std::string& service) {
-  auto stub = grpc::health::v1::Health::NewStub(channel_);
+  auto stub = grpc::health::v1::Health::NewStub(Next().channel);
   grpc::ClientContext context;
   Prepare(&context);
   grpc::health::v1::HealthCheckRequest request;

@@ -15,6 +15,7 @@
 #ifndef SORTD_CLIENT_CLIENT_H_
 #define SORTD_CLIENT_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -26,6 +27,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/raw_call.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "sortd/v1/sortd.grpc.pb.h"
 
@@ -56,6 +59,10 @@ struct ClientOptions {
   size_t max_unary_bytes = size_t{256} << 20;
   // Array bytes (keys and values together) per SortStream message.
   size_t stream_chunk_bytes = size_t{2} << 20;
+  // TCP connections to the server; calls take them in turn. One HTTP/2
+  // connection carries about half of what the host's loopback can
+  // (docs/PERFORMANCE.md); concurrent large calls need several.
+  int connections = 4;
 };
 
 struct SortOptions {
@@ -124,7 +131,12 @@ class Client {
 
   // The raw RPCs, for callers that build messages themselves. Sort sends a
   // request larger than ClientOptions::max_unary_bytes through SortStream.
+  // The request's arrays are sent from its own memory (no serialization
+  // copy), and the answer is read from gRPC's buffers in one copy.
   absl::StatusOr<v1::SortResponse> Sort(const v1::SortRequest& request);
+  // The same into `response`, whose array buffers are reused: a caller that
+  // sorts arrays of one size again and again allocates them once.
+  absl::Status Sort(const v1::SortRequest& request, v1::SortResponse* response);
   // Sorts `request` through the SortStream RPC: its arrays go out in
   // chunks of ClientOptions::stream_chunk_bytes and the answer's chunks
   // are joined into one response.
@@ -132,6 +144,7 @@ class Client {
   // The request's arrays back unsorted, through the same path as Sort: the
   // baseline for end-to-end measurements.
   absl::StatusOr<v1::SortResponse> Echo(const v1::SortRequest& request);
+  absl::Status Echo(const v1::SortRequest& request, v1::SortResponse* response);
   absl::StatusOr<v1::TransposeResponse> Transpose(
       const v1::TransposeRequest& request);
 
@@ -157,59 +170,130 @@ class Client {
   absl::Status CheckHealth(const std::string& service = "");
 
  private:
-  Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);
+  Client(std::vector<std::shared_ptr<grpc::Channel>> channels,
+         const ClientOptions& options);
   void Prepare(grpc::ClientContext* context) const;
 
-  template <SortKey K, typename V>
-  absl::StatusOr<SortResult<K, V>> SortTyped(v1::SortRequest& request);
+  // One unary call of `method` ("Sort", "Echo") with raw bytes.
+  absl::StatusOr<grpc::ByteBuffer> CallRaw(const char* method,
+                                           grpc::ByteBuffer request);
+  // A unary sort or echo: `request` sent (its arrays borrowed through
+  // `lease`), the answer decoded into `sink`.
+  absl::Status SortRaw(const char* method, client_wire::OutgoingMessage request,
+                       client_wire::Lease& lease,
+                       client_wire::SortResponseSink& sink);
 
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::SortService::Stub> stub_;
+  template <SortKey K, typename V>
+  absl::StatusOr<SortResult<K, V>> SortSpans(absl::Span<const K> keys,
+                                             absl::Span<const V> values,
+                                             bool with_values,
+                                             const SortOptions& options);
+
+  // One connection of the pool.
+  struct Connection {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::SortService::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> generic;
+  };
+  // The next connection in turn.
+  Connection& Next();
+
+  std::vector<Connection> pool_;
+  std::atomic<size_t> next_{0};
   ClientOptions options_;
 };
 
-template <SortKey K, typename V>
-absl::StatusOr<SortResult<K, V>> Client::SortTyped(v1::SortRequest& request) {
-  absl::StatusOr<v1::SortResponse> response = Sort(request);
-  if (!response.ok()) return response.status();
-  SortResult<K, V> result;
-  result.keys = UnpackArray<K>(KeysField<K>(*response));
-  if constexpr (std::is_same_v<V, uint64_t>) {
-    result.values = UnpackArray<V>(response->u64_values());
-  } else {
-    result.values = UnpackArray<V>(response->u32_values());
+// Key field numbers of requests and responses (sortd.proto).
+template <SortKey K>
+constexpr int KeyField() {
+  if constexpr (std::is_same_v<K, uint32_t>) return 1;
+  if constexpr (std::is_same_v<K, int32_t>) return 2;
+  if constexpr (std::is_same_v<K, float>) return 3;
+  if constexpr (std::is_same_v<K, uint64_t>) return 4;
+  if constexpr (std::is_same_v<K, int64_t>) return 5;
+  if constexpr (std::is_same_v<K, double>) return 6;
+}
+
+// Writes a SortResponse's arrays into a SortResult's vectors.
+template <typename K, typename V>
+class SortResultSink final : public client_wire::SortResponseSink {
+ public:
+  explicit SortResultSink(SortResult<K, V>* result) : result_(result) {}
+  char* Keys(int, size_t bytes) override { return Into(result_->keys, bytes); }
+  char* Values(int, size_t bytes) override {
+    return Into(result_->values, bytes);
   }
-  result.permutation = UnpackArray<uint32_t>(response->permutation());
-  result.served_by = response->served_by();
+  char* Permutation(size_t bytes) override {
+    return Into(result_->permutation, bytes);
+  }
+  void ServedBy(const std::string& bytes) override {
+    result_->served_by.ParseFromString(bytes);
+  }
+
+ private:
+  template <typename T>
+  static char* Into(std::vector<T>& v, size_t bytes) {
+    v.resize(bytes / sizeof(T));
+    return reinterpret_cast<char*>(v.data());
+  }
+  SortResult<K, V>* result_;
+};
+
+template <SortKey K, typename V>
+absl::StatusOr<SortResult<K, V>> Client::SortSpans(absl::Span<const K> keys,
+                                                   absl::Span<const V> values,
+                                                   bool with_values,
+                                                   const SortOptions& options) {
+  client_wire::Lease lease;
+  client_wire::OutgoingMessage m;
+  m.Bytes(KeyField<K>(), keys.data(), keys.size() * sizeof(K), &lease);
+  if (options.descending) m.Varint(7, v1::ORDER_DESCENDING);
+  if (with_values) {
+    m.Bytes(std::is_same_v<V, uint64_t> ? 9 : 8, values.data(),
+            values.size() * sizeof(V), &lease);
+  }
+  if (options.return_permutation) m.Varint(10, 1);
+  SortResult<K, V> result;
+  if (m.size() > options_.max_unary_bytes) {
+    // Beyond one message: through SortStream, from a message of copies.
+    v1::SortRequest request;
+    *MutableKeysField<K>(&request) = PackArray(keys);
+    if (with_values) {
+      *(std::is_same_v<V, uint64_t> ? request.mutable_u64_values()
+                                    : request.mutable_u32_values()) =
+          PackArray(values);
+    }
+    request.set_order(options.descending ? v1::ORDER_DESCENDING
+                                         : v1::ORDER_ASCENDING);
+    request.set_return_permutation(options.return_permutation);
+    absl::StatusOr<v1::SortResponse> response = SortStream(request);
+    if (!response.ok()) return response.status();
+    result.keys = UnpackArray<K>(KeysField<K>(*response));
+    result.values =
+        UnpackArray<V>(std::is_same_v<V, uint64_t> ? response->u64_values()
+                                                   : response->u32_values());
+    result.permutation = UnpackArray<uint32_t>(response->permutation());
+    result.served_by = response->served_by();
+    return result;
+  }
+  SortResultSink<K, V> sink(&result);
+  if (absl::Status s = SortRaw("Sort", std::move(m), lease, sink); !s.ok()) {
+    return s;
+  }
   return result;
 }
 
 template <SortKey K>
 absl::StatusOr<SortResult<K>> Client::Sort(absl::Span<const K> keys,
                                            const SortOptions& options) {
-  v1::SortRequest request;
-  *MutableKeysField<K>(&request) = PackArray(keys);
-  request.set_order(options.descending ? v1::ORDER_DESCENDING
-                                       : v1::ORDER_ASCENDING);
-  request.set_return_permutation(options.return_permutation);
-  return SortTyped<K, uint32_t>(request);
+  return SortSpans<K, uint32_t>(keys, {}, false, options);
 }
 
 template <SortKey K, SortValue V>
 absl::StatusOr<SortResult<K, V>> Client::SortPairs(absl::Span<const K> keys,
                                                    absl::Span<const V> values,
                                                    const SortOptions& options) {
-  v1::SortRequest request;
-  *MutableKeysField<K>(&request) = PackArray(keys);
-  if constexpr (std::is_same_v<V, uint64_t>) {
-    *request.mutable_u64_values() = PackArray(values);
-  } else {
-    *request.mutable_u32_values() = PackArray(values);
-  }
-  request.set_order(options.descending ? v1::ORDER_DESCENDING
-                                       : v1::ORDER_ASCENDING);
-  request.set_return_permutation(options.return_permutation);
-  return SortTyped<K, V>(request);
+  return SortSpans<K, V>(keys, values, true, options);
 }
 
 }  // namespace sortd

@@ -8,12 +8,17 @@
 //   sortctl bench --op echo --sizes 16m --concurrency 1 --requests 20
 //
 // Exit status: 0 success; 1 the call failed (the gRPC status code and
-// message are printed) or an input could not be read; 2 bad usage; 3 the
-// answer did not match the local reference (--verify).
+// message are printed) or an input could not be read (bench: no request was
+// answered, or more than half of its calls failed); 2 bad usage (an unknown
+// command, flag or value; a missing or conflicting argument); 3 the answer
+// did not match the local reference (--verify; bench: a sampled answer).
+#include <malloc.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -27,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/bench.h"
 #include "client/client.h"
@@ -109,6 +115,39 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
+// absl::ParseCommandLine reports a malformed command line (an unknown flag,
+// a value that does not parse, a missing value) on stderr, naming the flag,
+// and calls std::exit(1); sortctl's contract is 2 for bad usage. While it
+// parses, this exit hook turns such an exit into 2. --help and absl's other
+// usage flags, which it also answers with an exit, keep absl's exit code.
+std::atomic<bool> parsing_flags{false};
+std::atomic<bool> help_asked{false};
+
+void ExitWithUsageCodeOnFlagError() {
+  if (!parsing_flags.load() || help_asked.load()) return;
+  std::fputs("Run 'sortctl --help' for usage.\n", stderr);
+  std::fflush(nullptr);
+  std::_Exit(kExitUsage);
+}
+
+// Whether the command line names one of absl's usage flags (--help,
+// --helpfull, --helpon=..., --version, ...).
+bool AsksForHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "-")) continue;
+    absl::ConsumePrefix(&arg, "-");
+    arg = arg.substr(0, arg.find('='));
+    for (absl::string_view name :
+         {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch",
+          "version", "only_check_args"}) {
+      if (arg == name) return true;
+    }
+  }
+  return false;
+}
+
 int Failed(const absl::Status& status) {
   std::fprintf(stderr, "sortctl: error: %s: %s\n",
                absl::StatusCodeToString(status.code()).c_str(),
@@ -181,6 +220,31 @@ absl::Status WriteOutput(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+// The flags every command uses to reach the server. Empty when they are
+// fine, else the usage message.
+std::string CheckConnectionFlags() {
+  if (absl::GetFlag(FLAGS_target).empty()) return "--target: empty";
+  if (absl::GetFlag(FLAGS_timeout) <= absl::ZeroDuration()) {
+    return absl::StrCat("--timeout: expected a positive duration, got ",
+                        absl::FormatDuration(absl::GetFlag(FLAGS_timeout)));
+  }
+  if (absl::GetFlag(FLAGS_tls_cert).empty() !=
+      absl::GetFlag(FLAGS_tls_key).empty()) {
+    return absl::GetFlag(FLAGS_tls_cert).empty()
+               ? "--tls_key needs --tls_cert (this client's certificate)"
+               : "--tls_cert needs --tls_key (this client's key)";
+  }
+  if (absl::GetFlag(FLAGS_max_unary_bytes) < 0) {
+    return absl::StrCat("--max_unary_bytes: negative (",
+                        absl::GetFlag(FLAGS_max_unary_bytes), ")");
+  }
+  if (absl::GetFlag(FLAGS_chunk_bytes) < 1) {
+    return absl::StrCat("--chunk_bytes: expected at least 1, got ",
+                        absl::GetFlag(FLAGS_chunk_bytes));
+  }
+  return "";
+}
+
 absl::StatusOr<std::unique_ptr<sortd::Client>> Connect() {
   sortd::ClientOptions options;
   options.max_unary_bytes = static_cast<size_t>(
@@ -202,17 +266,6 @@ absl::StatusOr<Response> CallWithProgress(Progress& progress, Call call,
   std::future<absl::StatusOr<Response>> result =
       std::async(std::launch::async, call);
   return progress.Wait(result, what);
-}
-
-const char* PathText(sortd::v1::ExecutionPath p) {
-  switch (p) {
-    case sortd::v1::EXECUTION_PATH_CPU:
-      return "cpu";
-    case sortd::v1::EXECUTION_PATH_GPU:
-      return "gpu";
-    default:
-      return "unknown";
-  }
 }
 
 // The summary fields both output styles share.
@@ -238,7 +291,8 @@ void PrintSummary(const Summary& s) {
         ",\"path\":\"%s\",\"device\":%s,\"route\":%s,\"batch_requests\":%d,"
         "\"queue_wait_ms\":%.6f,\"compute_ms\":%.6f,\"wall_ms\":%.6f,"
         "\"verified\":%s}\n",
-        PathText(s.served_by.path()), cli::JsonString(s.served_by.device()),
+        cli::PathText(s.served_by.path()),
+        cli::JsonString(s.served_by.device()),
         cli::JsonString(s.served_by.route()), s.served_by.batch_requests(),
         queue_ms, compute_ms, s.wall_ms, s.verified ? "true" : "false");
     std::fputs(out.c_str(), stdout);
@@ -253,20 +307,39 @@ void PrintSummary(const Summary& s) {
       "%s %s on %s [%s], route %s%s: queue %.3f ms, compute %.3f ms, wall "
       "%.3f ms%s\n",
       s.command == "sort" ? "sorted" : "transposed", s.description.c_str(),
-      PathText(s.served_by.path()), s.served_by.device().c_str(),
+      cli::PathText(s.served_by.path()), s.served_by.device().c_str(),
       s.served_by.route().c_str(), batch.c_str(), queue_ms, compute_ms,
       s.wall_ms, s.verified ? "; verified" : "");
 }
 
-absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(Progress& progress) {
+// Usage messages naming the bad value of --type and --values.
+std::string BadType() {
+  return absl::StrCat("--type: '", absl::GetFlag(FLAGS_type),
+                      "' is not a key type; expected u32|i32|f32|u64|i64|f64");
+}
+
+std::string BadValues() {
+  return absl::StrCat("--values: '", absl::GetFlag(FLAGS_values),
+                      "' is not a value type; expected u32 or u64");
+}
+
+// --input or --random: exactly one, and --random not negative. Empty when
+// they are fine, else the usage message.
+std::string CheckInputFlags(const char* command) {
+  const int64_t random = absl::GetFlag(FLAGS_random);
+  if (random < -1) {
+    return absl::StrCat(command, ": --random: expected a count, got ", random);
+  }
+  if (absl::GetFlag(FLAGS_input).empty() == (random < 0)) {
+    return absl::StrCat(command,
+                        ": give exactly one of --input FILE or --random N");
+  }
+  return "";
+}
+
+absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(
+    sortd::KeyType type, sortd::ValueType value_type, Progress& progress) {
   namespace cli = sortd::cli;
-  const auto type = cli::ParseKeyTypeName(absl::GetFlag(FLAGS_type));
-  const auto value_type = cli::ParseValueTypeName(absl::GetFlag(FLAGS_values));
-  if (!type)
-    return absl::InvalidArgumentError(
-        "--type: expected u32|i32|f32|u64|i64|f64");
-  if (!value_type)
-    return absl::InvalidArgumentError("--values: expected u32 or u64");
 
   absl::StatusOr<std::string> keys;
   if (!absl::GetFlag(FLAGS_input).empty()) {
@@ -274,27 +347,27 @@ absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(Progress& progress) {
     absl::StatusOr<std::string> text = ReadInput(absl::GetFlag(FLAGS_input));
     if (!text.ok()) return text.status();
     progress.Step("parsing keys");
-    keys = cli::ParseKeys(*type, *text);
+    keys = cli::ParseKeys(type, *text);
   } else {
     progress.Step("generating keys");
-    keys = cli::RandomKeys(*type, absl::GetFlag(FLAGS_random),
+    keys = cli::RandomKeys(type, absl::GetFlag(FLAGS_random),
                            absl::GetFlag(FLAGS_seed));
   }
   if (!keys.ok()) return keys.status();
-  const size_t n = keys->size() / sortd::KeySize(*type);
+  const size_t n = keys->size() / sortd::KeySize(type);
 
   sortd::v1::SortRequest request;
-  sortd::cli::SetKeys(*type, std::move(*keys), &request);
+  sortd::cli::SetKeys(type, std::move(*keys), &request);
   request.set_order(absl::GetFlag(FLAGS_desc) ? sortd::v1::ORDER_DESCENDING
                                               : sortd::v1::ORDER_ASCENDING);
   request.set_return_permutation(absl::GetFlag(FLAGS_permutation));
-  if (*value_type != sortd::ValueType::kNone) {
+  if (value_type != sortd::ValueType::kNone) {
     std::string values;
     if (absl::GetFlag(FLAGS_input).empty()) {
-      values = cli::RandomValues(*value_type, n, absl::GetFlag(FLAGS_seed));
+      values = cli::RandomValues(value_type, n, absl::GetFlag(FLAGS_seed));
     } else {
       for (size_t i = 0; i < n; ++i) {
-        if (*value_type == sortd::ValueType::kU32) {
+        if (value_type == sortd::ValueType::kU32) {
           uint32_t v = static_cast<uint32_t>(i);
           values.append(reinterpret_cast<const char*>(&v), 4);
         } else {
@@ -303,7 +376,7 @@ absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(Progress& progress) {
         }
       }
     }
-    if (*value_type == sortd::ValueType::kU32) {
+    if (value_type == sortd::ValueType::kU32) {
       request.set_u32_values(std::move(values));
     } else {
       request.set_u64_values(std::move(values));
@@ -342,11 +415,17 @@ std::string SortOutputText(const sortd::v1::SortRequest& request,
 }
 
 int RunSort() {
-  if (absl::GetFlag(FLAGS_input).empty() == (absl::GetFlag(FLAGS_random) < 0)) {
-    return Usage("sort: give exactly one of --input FILE or --random N");
+  const auto key_type = sortd::cli::ParseKeyTypeName(absl::GetFlag(FLAGS_type));
+  if (!key_type) return Usage(absl::StrCat("sort: ", BadType()));
+  const auto value_type =
+      sortd::cli::ParseValueTypeName(absl::GetFlag(FLAGS_values));
+  if (!value_type) return Usage(absl::StrCat("sort: ", BadValues()));
+  if (std::string bad = CheckInputFlags("sort"); !bad.empty()) {
+    return Usage(bad);
   }
   Progress progress;
-  absl::StatusOr<sortd::v1::SortRequest> request = BuildSortRequest(progress);
+  absl::StatusOr<sortd::v1::SortRequest> request =
+      BuildSortRequest(*key_type, *value_type, progress);
   if (!request.ok()) return Failed(request.status());
   auto client = Connect();
   if (!client.ok()) return Failed(client.status());
@@ -417,8 +496,8 @@ int RunSort() {
 }
 
 int RunTranspose() {
-  if (absl::GetFlag(FLAGS_input).empty() == (absl::GetFlag(FLAGS_random) < 0)) {
-    return Usage("transpose: give exactly one of --input FILE or --random N");
+  if (std::string bad = CheckInputFlags("transpose"); !bad.empty()) {
+    return Usage(bad);
   }
   Progress progress;
   sortd::v1::TransposeRequest request;
@@ -497,33 +576,50 @@ int RunBench() {
   } else if (op == "echo") {
     o.op = cli::BenchOp::kEcho;
   } else {
-    return Usage("bench: --op must be sort, transpose or echo");
+    return Usage(absl::StrCat("bench: --op: '", op,
+                              "' is not an op; expected sort, transpose or "
+                              "echo"));
   }
   const auto type = cli::ParseKeyTypeName(absl::GetFlag(FLAGS_type));
-  if (!type) return Usage("--type: expected u32|i32|f32|u64|i64|f64");
+  if (!type) return Usage(absl::StrCat("bench: ", BadType()));
   o.key_type = *type;
   absl::StatusOr<std::vector<cli::SizeClass>> mix =
       cli::ParseSizeMix(absl::GetFlag(FLAGS_sizes));
-  if (!mix.ok()) return Usage(std::string(mix.status().message()));
+  if (!mix.ok()) {
+    return Usage(absl::StrCat("bench: --sizes: ", mix.status().message()));
+  }
   o.mix = *mix;
+  if (absl::GetFlag(FLAGS_requests) < 0) {
+    return Usage(absl::StrCat("bench: --requests: expected a count, got ",
+                              absl::GetFlag(FLAGS_requests)));
+  }
+  if (absl::GetFlag(FLAGS_warmup) < absl::ZeroDuration()) {
+    return Usage(absl::StrCat("bench: --warmup: negative (",
+                              absl::FormatDuration(absl::GetFlag(FLAGS_warmup)),
+                              ")"));
+  }
+  if (absl::GetFlag(FLAGS_verify_every) < 1) {
+    return Usage(
+        absl::StrCat("bench: --verify_every: expected at least 1, got ",
+                     absl::GetFlag(FLAGS_verify_every)));
+  }
   o.concurrency = absl::GetFlag(FLAGS_concurrency);
   o.duration = absl::GetFlag(FLAGS_duration);
-  o.max_requests = static_cast<uint64_t>(
-      std::max<int64_t>(absl::GetFlag(FLAGS_requests), 0));
+  o.max_requests = static_cast<uint64_t>(absl::GetFlag(FLAGS_requests));
   o.warmup = absl::GetFlag(FLAGS_warmup);
   o.seed = absl::GetFlag(FLAGS_seed);
   if (absl::GetFlag(FLAGS_verify)) {
-    o.verify_every = static_cast<uint64_t>(
-        std::max<int64_t>(absl::GetFlag(FLAGS_verify_every), 1));
+    o.verify_every = static_cast<uint64_t>(absl::GetFlag(FLAGS_verify_every));
   }
   if (o.concurrency < 1 || o.concurrency > 4096) {
-    return Usage("bench: --concurrency must be 1 to 4096");
+    return Usage(absl::StrCat("bench: --concurrency must be 1 to 4096, got ",
+                              o.concurrency));
   }
   if (o.duration > absl::Hours(24) || o.duration < absl::ZeroDuration() ||
       (o.duration == absl::ZeroDuration() && o.max_requests == 0)) {
-    return Usage(
-        "bench: a run is bounded: --duration up to 24h, or 0 with "
-        "--requests N");
+    return Usage(absl::StrCat(
+        "bench: --duration ", absl::FormatDuration(o.duration),
+        ": a run is bounded: --duration up to 24h, or 0 with --requests N"));
   }
   auto client = Connect();
   if (!client.ok()) return Failed(client.status());
@@ -543,17 +639,24 @@ int RunBench() {
   if (!report.ok()) return Failed(report.status());
   std::fputs(cli::FormatReport(o, *report, absl::GetFlag(FLAGS_json)).c_str(),
              stdout);
-  if (report->mismatches > 0) return kExitMismatch;
-  if (report->all.ok == 0) {
-    std::fprintf(stderr, "sortctl: bench: no request was answered\n");
-    return kExitCallFailed;
+  const cli::BenchVerdict verdict = cli::JudgeBench(*report);
+  if (verdict.exit_code != 0) {
+    std::fprintf(stderr, "sortctl: bench: exit %d: %s\n", verdict.exit_code,
+                 verdict.reason.c_str());
   }
-  return 0;
+  return verdict.exit_code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+  // Keep blocks of up to 32 MiB (glibc's largest setting) in the heap and
+  // freed memory there, so that gRPC's buffers of large calls are reused
+  // without page faults, as sortd does (server/memory.h).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   absl::SetProgramUsageMessage(
       "command-line client of sortd.\n\n"
       "  sortctl [--target HOST:PORT] sort --type u32|i32|f32|u64|i64|f64 "
@@ -568,17 +671,33 @@ int main(int argc, char** argv) {
       "          [--concurrency N] [--duration 10s] [--requests N] "
       "[--verify] [--json]\n\n"
       "Prints a one-line summary (--json: one JSON object). Exit status: 0 "
-      "success; 1 the call failed\n(gRPC status code and message printed); "
-      "2 bad usage; 3 the answer did not match the local reference.");
+      "success; 1 the call failed\n(gRPC status code and message printed) "
+      "or an input could not be read; bench: no request\nwas answered, or "
+      "more than half of the calls failed; 2 bad usage; 3 the answer (bench: "
+      "a\nsampled answer) did not match the local reference.");
+  help_asked = AsksForHelp(argc, argv);
+  std::atexit(ExitWithUsageCodeOnFlagError);
+  parsing_flags = true;
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) {
-    return Usage(
-        "expected exactly one command: sort, transpose, health or bench");
+  parsing_flags = false;
+  if (args.size() < 2) {
+    return Usage("expected a command: sort, transpose, health or bench");
   }
   const std::string command = args[1];
+  if (command != "sort" && command != "transpose" && command != "health" &&
+      command != "bench") {
+    return Usage(absl::StrCat("unknown command '", command,
+                              "'; expected sort, transpose, health or bench"));
+  }
+  if (args.size() > 2) {
+    return Usage(absl::StrCat(command, ": unexpected argument '", args[2],
+                              "' (flags start with --)"));
+  }
+  if (std::string bad = CheckConnectionFlags(); !bad.empty()) {
+    return Usage(bad);
+  }
   if (command == "sort") return RunSort();
   if (command == "transpose") return RunTranspose();
   if (command == "health") return RunHealth();
-  if (command == "bench") return RunBench();
-  return Usage(absl::StrCat("unknown command '", command, "'"));
+  return RunBench();
 }

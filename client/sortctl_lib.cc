@@ -370,6 +370,19 @@ absl::Status VerifyTranspose(const std::string& in, const std::string& out) {
   return absl::OkStatus();
 }
 
+const char* PathText(v1::ExecutionPath path) {
+  switch (path) {
+    case v1::EXECUTION_PATH_CPU:
+      return "cpu";
+    case v1::EXECUTION_PATH_GPU:
+      return "gpu";
+    case v1::EXECUTION_PATH_OPENCL_CPU:
+      return "opencl-cpu";
+    default:
+      return "unknown";
+  }
+}
+
 std::string JsonString(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {

@@ -51,6 +51,10 @@ absl::Status VerifySort(const v1::SortRequest& request,
 // Checks a Transpose answer bit by bit.
 absl::Status VerifyTranspose(const std::string& in, const std::string& out);
 
+// How sortctl names an execution path: "cpu", "gpu", "opencl-cpu" (the
+// OpenCL CPU device, e.g. PoCL); "unknown" for any other value.
+const char* PathText(v1::ExecutionPath path);
+
 // JSON string literal for `s` (quotes included).
 std::string JsonString(std::string_view s);
 

@@ -9,8 +9,10 @@
 #include <numeric>
 #include <optional>
 
-#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/keys.h"
 #include "server/transpose.h"
 
@@ -79,18 +81,7 @@ OpenClEngine::OpenClEngine(Device device, const Options& options)
     : device_(std::move(device)),
       options_(options),
       policy_(options.policy ? *options.policy
-                             : EnginePolicy::For(device_.info)) {
-  if (options_.fail_enqueue == 0) {
-    options_.fail_enqueue = EnvLong("SORTD_FAULT_ENQUEUE");
-  }
-  if (options_.lose_device_at == 0) {
-    options_.lose_device_at = EnvLong("SORTD_FAULT_DEVICE_LOST");
-  }
-  if (options_.fail_allocation == 0) {
-    options_.fail_allocation = EnvLong("SORTD_FAULT_OOM");
-  }
-  if (!options_.fail_build) options_.fail_build = EnvLong("SORTD_FAULT_BUILD");
-}
+                             : EnginePolicy::For(device_.info)) {}
 
 absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
     const Options& options) {
@@ -110,7 +101,7 @@ absl::Status OpenClEngine::Init() {
   if (options_.fail_build) {
     return absl::InternalError(absl::StrCat(
         "building radix_sort.cl for ", device_.info.name,
-        " failed: injected program build failure (SORTD_FAULT_BUILD)"));
+        " failed: injected program build failure (--inject_faults)"));
   }
   cl_int err = CL_SUCCESS;
   context_ = cl::Context(device_.device, nullptr, nullptr, nullptr, &err);
@@ -277,6 +268,64 @@ absl::Status OpenClEngine::InitTranspose() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The stable ascending order of the n keys of `type` (u32 or i64) at
+// `keys`, segment by segment (`offsets`), as indices into the whole array.
+std::vector<uint32_t> ReferenceOrder(KeyType type, size_t n,
+                                     const std::byte* keys,
+                                     absl::Span<const uint32_t> offsets) {
+  const size_t ks = KeySize(type);
+  auto key = [&](uint32_t i) -> int64_t {
+    if (type == KeyType::kU32) {
+      uint32_t v = 0;
+      std::memcpy(&v, keys + size_t{i} * ks, ks);
+      return v;
+    }
+    int64_t v = 0;
+    std::memcpy(&v, keys + size_t{i} * ks, ks);
+    return v;
+  };
+  std::vector<uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    std::stable_sort(order.begin() + offsets[s], order.begin() + offsets[s + 1],
+                     [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+  }
+  return order;
+}
+
+}  // namespace
+
+// Every warm-up answer is compared with the reference: the keys bit for bit,
+// and the permutation where one was asked for. This runs whatever the build
+// options (SORTD_KERNEL_EXTRA_OPTIONS included): kernels that do not sort
+// stop Create(), and the device is not used.
+absl::Status OpenClEngine::CheckWarmUpSort(const SortJob& job,
+                                           const std::vector<uint32_t>& want,
+                                           bool segmented) const {
+  const size_t ks = KeySize(job.key_type);
+  const auto* perm = reinterpret_cast<const uint32_t*>(job.permutation_out);
+  for (size_t i = 0; i < job.count; ++i) {
+    const bool key_ok = std::memcmp(job.keys_out + i * ks,
+                                    job.keys + size_t{want[i]} * ks, ks) == 0;
+    if (key_ok && (perm == nullptr || perm[i] == want[i])) continue;
+    const std::string extra = ProgramCache::ExtraOptions();
+    return absl::InternalError(absl::StrCat(
+        "warm-up ", segmented ? "segmented " : "", "sort of ", job.count,
+        job.key_type == KeyType::kU32 ? " u32" : " i64", " keys",
+        perm != nullptr ? " with permutation" : "", " on ", device_.info.name,
+        " gave a wrong answer: its ", key_ok ? "permutation" : "key",
+        " at position ", i, " differs from the reference",
+        extra.empty()
+            ? std::string()
+            : absl::StrCat(" (kernels built with SORTD_KERNEL_EXTRA_OPTIONS=",
+                           extra, ")"),
+        "; this device is not used"));
+  }
+  return absl::OkStatus();
+}
+
 // Runs every kernel once on inputs that cross tile and block boundaries and
 // checks the answers, so that a miscompiling driver is caught before health
 // says SERVING; the larger sorts also fill the buffer pool.
@@ -299,16 +348,6 @@ absl::Status OpenClEngine::WarmUp() {
   const size_t large = std::max(
       small, std::min(options_.preallocate_keys, max_sort_keys(widest) / 2));
   std::vector<size_t> sizes = {size_t{100}, small, large};
-  // Kernels built for a timing ablation (SORTD_KERNEL_EXTRA_OPTIONS with
-  // -DABLATE=, a diagnostic) do not sort: their warm-up sorts run but are
-  // not checked. Nothing else skips the check.
-  const bool ablation =
-      absl::StrContains(ProgramCache::ExtraOptions(), "-DABLATE=");
-  if (ablation) {
-    std::fprintf(stderr,
-                 "sortd: kernels built with -DABLATE (a timing diagnostic): "
-                 "their output is not sorted\n");
-  }
   // With a second build of the radix kernels for short arrays, one size on
   // each side of its limit, so both builds are verified.
   const size_t above_small = policy_.radix.small_max + 1;
@@ -321,19 +360,25 @@ absl::Status OpenClEngine::WarmUp() {
     for (size_t i = 0; i < n; ++i) {
       keys[i] = (i * 0x9E3779B97F4A7C15ull) >> (i % 7);
     }
+    const std::vector<uint32_t> offsets = {0, static_cast<uint32_t>(n / 3),
+                                           static_cast<uint32_t>(n)};
+    const std::vector<uint32_t> whole = {0, static_cast<uint32_t>(n)};
+    const auto* raw = reinterpret_cast<const std::byte*>(keys.data());
     for (KeyType type : {KeyType::kU32, KeyType::kI64}) {
-      for (bool with_index : {false, true}) {
-        std::vector<uint64_t> out(n);
-        std::vector<uint32_t> perm(n);
-        std::vector<uint32_t> offsets = {0, static_cast<uint32_t>(n / 3),
-                                         static_cast<uint32_t>(n)};
-        for (bool segmented : {false, true}) {
-          // Segmented sorts of long segments hold scratch copies: their
-          // warm-up stays at the small sizes, within any workable budget.
-          if (segmented && n > small) continue;
+      for (bool segmented : {false, true}) {
+        // Segmented sorts of long segments hold scratch copies: their
+        // warm-up stays at the small sizes, within any workable budget.
+        if (segmented && n > small) continue;
+        const std::vector<uint32_t> want =
+            ReferenceOrder(type, n, raw, segmented ? offsets : whole);
+        for (bool with_index : {false, true}) {
+          // Filled with what no correct answer holds in every place, so
+          // that a kernel that writes nothing cannot pass.
+          std::vector<uint64_t> out(n, ~uint64_t{0});
+          std::vector<uint32_t> perm(n, ~uint32_t{0});
           SortJob job{.key_type = type,
                       .count = n,
-                      .keys = reinterpret_cast<const std::byte*>(keys.data()),
+                      .keys = raw,
                       .keys_out = reinterpret_cast<std::byte*>(out.data()),
                       .permutation_out =
                           with_index ? reinterpret_cast<std::byte*>(perm.data())
@@ -346,24 +391,7 @@ absl::Status OpenClEngine::WarmUp() {
                 absl::StrCat("warm-up ", segmented ? "segmented " : "",
                              "sort of ", n, " keys: ", s.message()));
           }
-          if (ablation) continue;
-          const size_t ks = KeySize(type);
-          for (size_t i = 1; i < n; ++i) {
-            if (segmented && i == offsets[1]) continue;
-            uint64_t a = 0, b = 0;
-            std::memcpy(&a, reinterpret_cast<char*>(out.data()) + (i - 1) * ks,
-                        ks);
-            std::memcpy(&b, reinterpret_cast<char*>(out.data()) + i * ks, ks);
-            const bool ordered =
-                type == KeyType::kU32
-                    ? a <= b
-                    : static_cast<int64_t>(a) <= static_cast<int64_t>(b);
-            if (!ordered) {
-              return absl::InternalError(absl::StrCat(
-                  "warm-up ", segmented ? "segmented " : "", "sort of ", n,
-                  " keys on ", device_.info.name, " is unsorted at ", i));
-            }
-          }
+          SORTD_RETURN_IF_ERROR(CheckWarmUpSort(job, want, segmented));
         }
       }
     }
@@ -403,18 +431,16 @@ std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes() const {
 
 absl::Status OpenClEngine::InjectedFault(const char* what, bool kernel) {
   if (!faults_armed_) return absl::OkStatus();
-  // SORTD_FAULT_STAGE narrows the count to one kind of enqueue: upload,
-  // download, copy, kernel (any launch) or one kernel stage's name.
-  if (const char* only = std::getenv("SORTD_FAULT_STAGE"); only && *only) {
-    const std::string_view want(only);
+  // fail_stage narrows the count to one kind of enqueue: upload, download,
+  // copy, kernel (any launch) or one kernel stage's name.
+  if (const std::string& want = options_.fail_stage; !want.empty()) {
     if (want != what && !(kernel && want == "kernel")) {
       return absl::OkStatus();
     }
   }
   const long n = ++enqueues_;
   const long at = options_.fail_enqueue;
-  if (at > 0 &&
-      (n == at || (n > at && EnvLong("SORTD_FAULT_ENQUEUE_STICKY")))) {
+  if (at > 0 && (n == at || (n > at && options_.fail_enqueue_sticky))) {
     return ClStatus(CL_OUT_OF_RESOURCES,
                     absl::StrCat(what, kernel ? " kernel" : "",
                                  " (injected fault at enqueue ", n, ")"));
@@ -1167,6 +1193,74 @@ absl::Status OpenClEngine::Transpose(const TransposeJob& job) {
   }();
   absl::Status finished = Finish(run, status.ok() ? job.stages : nullptr);
   return status.ok() ? finished : status;
+}
+
+absl::Status ParseFaultSpec(const std::string& spec,
+                            OpenClEngine::Options* options) {
+  OpenClEngine::Options parsed = *options;
+  parsed.fail_enqueue = 0;
+  parsed.fail_enqueue_sticky = false;
+  parsed.fail_stage.clear();
+  parsed.lose_device_at = 0;
+  parsed.fail_allocation = 0;
+  parsed.fail_build = false;
+  auto bad = [&](absl::string_view item, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--inject_faults: '", item, "' ", why,
+        "; expected a comma-separated list of enqueue=N, sticky, "
+        "stage=upload|download|copy|kernel|<stage>, device_lost=N, oom=N, "
+        "build=1"));
+  };
+  for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const absl::string_view name = item.substr(0, eq);
+    const absl::string_view value = eq == absl::string_view::npos
+                                        ? absl::string_view()
+                                        : item.substr(eq + 1);
+    if (name == "sticky") {
+      if (eq != absl::string_view::npos) return bad(item, "takes no value");
+      parsed.fail_enqueue_sticky = true;
+      continue;
+    }
+    if (eq == absl::string_view::npos || value.empty()) {
+      return bad(item, "needs a value");
+    }
+    if (name == "stage") {
+      parsed.fail_stage = std::string(value);
+      continue;
+    }
+    long n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < 1) {
+      return bad(item, "needs a positive count");
+    }
+    if (name == "enqueue") {
+      parsed.fail_enqueue = n;
+    } else if (name == "device_lost") {
+      parsed.lose_device_at = n;
+    } else if (name == "oom") {
+      parsed.fail_allocation = n;
+    } else if (name == "build") {
+      if (n != 1) return bad(item, "takes only 1");
+      parsed.fail_build = true;
+    } else {
+      return bad(item, "is not a fault");
+    }
+  }
+  if ((parsed.fail_enqueue_sticky || !parsed.fail_stage.empty()) &&
+      parsed.fail_enqueue == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--inject_faults=", spec,
+        ": sticky and stage= qualify enqueue=N, which is missing"));
+  }
+  *options = std::move(parsed);
+  return absl::OkStatus();
+}
+
+bool InjectsFaults(const OpenClEngine::Options& options) {
+  return options.fail_enqueue > 0 || options.lose_device_at > 0 ||
+         options.fail_allocation > 0 || options.fail_build;
 }
 
 }  // namespace sortd::gpu

@@ -8,16 +8,20 @@
 //   auto engine = OpenClEngine::Create({.kind = DeviceKind::kGpu});
 //   if (engine.ok()) status = (*engine)->Sort(job);  // job.stages: timings
 //
-// Fault injection for tests: with SORTD_FAULT_ENQUEUE=N in the environment
-// (or Options::fail_enqueue = N), the N-th enqueue after start-up fails
-// with CL_OUT_OF_RESOURCES, and every one after it while
-// SORTD_FAULT_ENQUEUE_STICKY=1; SORTD_FAULT_STAGE=upload|download|copy|
-// kernel|<stage> counts only those enqueues. SORTD_FAULT_OOM=N fails the
-// N-th device allocation as out of memory; SORTD_FAULT_BUILD=1 fails
-// Create() as a program build failure. With SORTD_FAULT_DEVICE_LOST=N (or
-// Options::lose_device_at = N) the N-th run after start-up finds its queue
-// unable to finish with CL_DEVICE_NOT_AVAILABLE, as when a device is lost:
-// the engine turns unhealthy.
+// Fault injection, for tests only: Options::fail_enqueue = N makes the N-th
+// enqueue after start-up fail with CL_OUT_OF_RESOURCES (and every one after
+// it with fail_enqueue_sticky); fail_stage = upload|download|copy|kernel|
+// <stage> counts only those enqueues. fail_allocation = N fails the N-th
+// device allocation as out of memory; fail_build fails Create() as a
+// program build failure; lose_device_at = N makes the N-th run after
+// start-up find its queue unable to finish with CL_DEVICE_NOT_AVAILABLE, as
+// when a device is lost: the engine turns unhealthy. Nothing in the
+// environment sets them: sortd sets them from its --inject_faults flag
+// (ParseFaultSpec), which it announces loudly.
+//
+// Create() verifies every warm-up answer against a reference (keys,
+// permutation, segment by segment) and fails if one is wrong, whatever the
+// build options: an engine that does not sort is never handed out.
 #ifndef SORTD_GPU_OPENCL_ENGINE_H_
 #define SORTD_GPU_OPENCL_ENGINE_H_
 
@@ -30,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "gpu/buffers.h"
@@ -51,15 +56,21 @@ class OpenClEngine final : public Sorter {
     std::optional<Device> device;
     // Folder of the program-binary cache; empty keeps programs in memory.
     std::string cache_dir;
-    // 0: read SORTD_FAULT_ENQUEUE from the environment.
+    // Fault injection (tests; see the top of this file). 0 / false / empty:
+    // none.
+    // The N-th enqueue after start-up fails.
     long fail_enqueue = 0;
-    // 0: read SORTD_FAULT_DEVICE_LOST from the environment.
+    // ... and every enqueue after it.
+    bool fail_enqueue_sticky = false;
+    // Only enqueues of this kind count: upload, download, copy, kernel (any
+    // launch) or one kernel stage's name; empty: all.
+    std::string fail_stage;
+    // The N-th run after start-up finds the device lost.
     long lose_device_at = 0;
     // The N-th device allocation after start-up fails as out of device
-    // memory; 0: read SORTD_FAULT_OOM.
+    // memory.
     long fail_allocation = 0;
-    // Create() fails as if a program did not build; false: read
-    // SORTD_FAULT_BUILD.
+    // Create() fails as if a program did not build.
     bool fail_build = false;
     // Launch shapes; unset: EnginePolicy::For(device). Tests use tiny tiles
     // to reach every level of the scan with small inputs.
@@ -107,7 +118,12 @@ class OpenClEngine final : public Sorter {
   static absl::StatusOr<std::unique_ptr<OpenClEngine>> Create(
       const Options& options);
 
-  ExecutionPath path() const override { return ExecutionPath::kGpu; }
+  // kGpu on a GPU; kOpenClCpu on an OpenCL CPU device (PoCL), so that work
+  // served without a GPU is labelled as such.
+  ExecutionPath path() const override {
+    return device_.info.is_gpu ? ExecutionPath::kGpu
+                               : ExecutionPath::kOpenClCpu;
+  }
   std::string device_name() const override { return device_.info.name; }
   bool healthy() const override { return healthy_.load(); }
   const DeviceInfo& info() const { return device_.info; }
@@ -228,6 +244,10 @@ class OpenClEngine final : public Sorter {
   OpenClEngine(Device device, const Options& options);
   absl::Status Init();
   absl::Status WarmUp();
+  // Compares a warm-up sort's answer with `want`, the reference order.
+  absl::Status CheckWarmUpSort(const SortJob& job,
+                               const std::vector<uint32_t>& want,
+                               bool segmented) const;
 
   // The steps every sort is made of.
   // `encode`: also write the ordered keys and indices to keys[0] and
@@ -288,6 +308,16 @@ class OpenClEngine final : public Sorter {
   std::condition_variable lanes_cv_;
   std::vector<Lane*> free_lanes_;
 };
+
+// Parses sortd's --inject_faults spec into `options`' fault fields: a
+// comma-separated list of enqueue=N, sticky, stage=NAME, device_lost=N,
+// oom=N, build=1 (e.g. "enqueue=2,stage=upload,sticky"). Empty: no faults.
+// INVALID_ARGUMENT names the bad item.
+absl::Status ParseFaultSpec(const std::string& spec,
+                            OpenClEngine::Options* options);
+
+// Whether `options` injects any fault.
+bool InjectsFaults(const OpenClEngine::Options& options);
 
 }  // namespace sortd::gpu
 

@@ -40,11 +40,27 @@ void Store(std::byte* base, size_t i, T v) {
   std::memcpy(base + i * sizeof(T), &v, sizeof(T));
 }
 
+// f(lo, hi) over [0, n) in chunks of about `grain`; one chunk runs on the
+// calling thread without touching oneTBB.
 template <typename F>
 void ParallelFor(size_t n, size_t grain, F&& f) {
+  if (n <= grain) {
+    f(size_t{0}, n);
+    return;
+  }
   tbb::parallel_for(
       tbb::blocked_range<size_t>(0, n, grain),
       [&](const tbb::blocked_range<size_t>& r) { f(r.begin(), r.end()); });
+}
+
+// f(b) for every block; one block runs on the calling thread.
+template <typename F>
+void ForEachBlock(size_t blocks, F&& f) {
+  if (blocks == 1) {
+    f(size_t{0});
+    return;
+  }
+  tbb::parallel_for(size_t{0}, blocks, f);
 }
 
 // Sorts (key, index) pairs by key; stable. `idx` may be null (keys only).
@@ -82,7 +98,7 @@ bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
     auto block_range = [&](size_t b) {
       return std::pair{b * block_len, std::min(n, (b + 1) * block_len)};
     };
-    tbb::parallel_for(size_t{0}, blocks, [&](size_t b) {
+    ForEachBlock(blocks, [&](size_t b) {
       Counts& c = counts[b];
       c.fill(0);
       auto [lo, hi] = block_range(b);
@@ -105,7 +121,7 @@ bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
     }
     if (single_digit) continue;  // Every key has this digit: nothing moves.
 
-    tbb::parallel_for(size_t{0}, blocks, [&](size_t b) {
+    ForEachBlock(blocks, [&](size_t b) {
       Counts offset = counts[b];
       auto [lo, hi] = block_range(b);
       for (size_t i = lo; i < hi; ++i) {
@@ -200,17 +216,26 @@ absl::Status CpuSorter::Sort(const SortJob& job) {
                      " keys: the CPU path indexes keys with 32 bits"));
   }
   if (job.count == 0) return absl::OkStatus();
-  arena_.execute([&] {
+  auto sort = [&] {
     DispatchKeyType(job.key_type,
                     [&]<KeyType T>() { SortTyped<T>(job, threads_); });
-  });
+  };
+  // A sort short enough for one block runs on the calling thread alone:
+  // it never waits for a slot in the arena, which a large sort may hold
+  // for seconds.
+  if (job.count < kSerialBelow) {
+    sort();
+  } else {
+    arena_.execute(sort);
+  }
   return absl::OkStatus();
 }
 
 absl::Status CpuSorter::Transpose(const TransposeJob& job) {
   constexpr size_t kMatrixBytes = 32 * sizeof(uint32_t);
-  arena_.execute([&] {
-    ParallelFor(job.count, 4096, [&](size_t lo, size_t hi) {
+  constexpr size_t kGrain = 4096;
+  auto transpose = [&] {
+    ParallelFor(job.count, kGrain, [&](size_t lo, size_t hi) {
       for (size_t m = lo; m < hi; ++m) {
         uint32_t rows[32];
         std::memcpy(rows, job.in + m * kMatrixBytes, kMatrixBytes);
@@ -218,7 +243,12 @@ absl::Status CpuSorter::Transpose(const TransposeJob& job) {
         std::memcpy(job.out + m * kMatrixBytes, rows, kMatrixBytes);
       }
     });
-  });
+  };
+  if (job.count <= kGrain) {  // one chunk: on the calling thread
+    transpose();
+  } else {
+    arena_.execute(transpose);
+  }
   return absl::OkStatus();
 }
 

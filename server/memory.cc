@@ -23,6 +23,13 @@ size_t ResidentBytes() {
          static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
+void KeepLargeBlocksInHeap() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
 size_t TrimHeap() {
   const size_t before = ResidentBytes();
 #if defined(__GLIBC__)

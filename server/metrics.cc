@@ -65,8 +65,9 @@ Metrics::Metrics()
       requests_(prometheus::BuildCounter()
                     .Name("sortd_requests_total")
                     .Help("RPCs answered, by method, gRPC status code and "
-                          "execution path (cpu, gpu, none when rejected "
-                          "before any engine ran)")
+                          "execution path (cpu, gpu, opencl-cpu for the "
+                          "OpenCL CPU device, none when rejected before any "
+                          "engine ran)")
                     .Register(*registry_)),
       request_duration_(prometheus::BuildHistogram()
                             .Name("sortd_request_duration_seconds")
@@ -164,7 +165,13 @@ Metrics::Metrics()
                               .Name("sortd_heap_trimmed_bytes_total")
                               .Help("Resident bytes released by those trims")
                               .Register(*registry_)
-                              .Add({})) {
+                              .Add({})),
+      fault_injection_(
+          Gauges(*registry_, "sortd_fault_injection_enabled",
+                 "1 when sortd was started with --inject_faults: device "
+                 "runs fail on purpose (tests only; never in production)")
+              .Add({})) {
+  fault_injection_.Set(0);
   prometheus::BuildGauge()
       .Name("sortd_build_info")
       .Help("Always 1; the label carries the sortd version")
@@ -316,6 +323,10 @@ void Metrics::RecordMemory(double resident_bytes, bool trimmed,
     heap_trims_.Increment();
     heap_trimmed_bytes_.Increment(released_bytes);
   }
+}
+
+void Metrics::SetFaultInjection(bool enabled) {
+  fault_injection_.Set(enabled ? 1 : 0);
 }
 
 void Metrics::OnQueue(size_t queued_units, size_t queued_requests,

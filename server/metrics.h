@@ -3,6 +3,10 @@
 //
 //   auto metrics = Metrics::Create("127.0.0.1:9464");
 //   (*metrics)->RecordRequest("Sort", "OK", "cpu", 0.004);
+//
+// Path labels: cpu (the oneTBB CPU path), gpu (an OpenCL GPU), opencl-cpu
+// (the OpenCL CPU device, PoCL: serving without a GPU), none (rejected
+// before any engine ran).
 #ifndef SORTD_SERVER_METRICS_H_
 #define SORTD_SERVER_METRICS_H_
 
@@ -49,6 +53,10 @@ class Metrics final : public SchedulerListener {
   void ObserveQueueWait(std::string_view method, double seconds);
   // The router's thresholds, in keys (32 per matrix for transposes).
   void SetThresholds(const Thresholds& sort, const Thresholds& transpose);
+
+  // sortd_fault_injection_enabled: 1 while --inject_faults arms injected
+  // device faults (tests only), else 0.
+  void SetFaultInjection(bool enabled);
 
   // Resident memory of sortd, and an idle heap trim when `trimmed`.
   void RecordMemory(double resident_bytes, bool trimmed, double released_bytes);
@@ -104,6 +112,7 @@ class Metrics final : public SchedulerListener {
   prometheus::Gauge& resident_bytes_;
   prometheus::Counter& heap_trims_;
   prometheus::Counter& heap_trimmed_bytes_;
+  prometheus::Gauge& fault_injection_;
 };
 
 }  // namespace sortd

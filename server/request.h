@@ -1,9 +1,11 @@
-// Validation of wire requests and the bridge from protobuf messages to
-// engine jobs. Everything a client can get wrong is caught here, before any
-// engine work, with a status whose message names the field and the numbers.
+// Validation of parsed requests (server/wire.h) and the bridge to engine
+// jobs. Everything a client can get wrong is caught here, before any engine
+// work, with a status whose message names the field and the numbers.
 //
-//   absl::StatusOr<SortJob> job = PrepareSort(request, limits, &response);
-//   if (job.ok()) status = sorter->Sort(*job);  // writes into `response`
+//   absl::StatusOr<SortJob> job = ParseSort(request, limits, bytes.size());
+//   SortOutputs out = AllocateSortOutputs(*job, request.return_permutation);
+//   status = sorter->Sort(*job);             // writes into `out`
+//   response = wire::EncodeSortResponse(out.Slices(*job, 0, job->count), ...);
 #ifndef SORTD_SERVER_REQUEST_H_
 #define SORTD_SERVER_REQUEST_H_
 
@@ -11,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/sorter.h"
-#include "sortd/v1/sortd.pb.h"
+#include "server/wire.h"
 
 namespace sortd {
 
@@ -27,32 +29,33 @@ struct RequestLimits {
   size_t stream_chunk_bytes = size_t{2} << 20;
 };
 
-// Checks `request` and sizes the arrays of `response` to receive the
-// answer. The job borrows from both; they must outlive it.
-absl::StatusOr<SortJob> PrepareSort(const v1::SortRequest& request,
-                                    const RequestLimits& limits,
-                                    v1::SortResponse* response);
+// Checks a parsed sort request (message_bytes: its serialized size). The
+// job's inputs point into the request's bytes; its outputs are unset.
+absl::StatusOr<SortJob> ParseSort(const wire::SortRequest& request,
+                                  const RequestLimits& limits,
+                                  size_t message_bytes);
 
-// The checks of PrepareSort alone: the job's inputs point into `request`,
-// its outputs are unset.
-absl::StatusOr<SortJob> ParseSort(const v1::SortRequest& request,
-                                  const RequestLimits& limits);
-// Sizes the arrays of `response` for `job` (parsed from `request`) and
-// points the job's outputs at them.
-void SizeSortOutputs(const v1::SortRequest& request, SortJob& job,
-                     v1::SortResponse* response);
+// The answer's arrays, allocated for a job and sent as they are.
+struct SortOutputs {
+  wire::OutputArray keys, values, permutation;
+  bool with_permutation = false;
+  // Elements [first, first + n) of each array, as a response's slices.
+  wire::SortArrays Slices(const SortJob& job, size_t first, size_t n) const;
+};
 
-absl::StatusOr<TransposeJob> PrepareTranspose(
-    const v1::TransposeRequest& request, const RequestLimits& limits,
-    v1::TransposeResponse* response);
+// Allocates the outputs `job` writes (uninitialised: the sort writes every
+// byte; from `pool` when given) and points the job at them.
+SortOutputs AllocateSortOutputs(SortJob& job, bool permutation,
+                                HostBufferPool* pool = nullptr);
+
+absl::StatusOr<TransposeJob> ParseTranspose(
+    const wire::TransposeRequest& request, const RequestLimits& limits,
+    size_t message_bytes);
 
 // Scheduler units of a request, known before validation: its keys (whole
 // ones), or for transposes its 32-bit rows (32 per matrix).
-size_t SortRequestUnits(const v1::SortRequest& request);
-size_t TransposeRequestUnits(const v1::TransposeRequest& request);
-
-// The key type of a request whose keys are set (for labels and logs).
-KeyType RequestKeyType(const v1::SortRequest& request);
+size_t SortRequestUnits(const wire::SortRequest& request);
+size_t TransposeRequestUnits(const wire::TransposeRequest& request);
 
 }  // namespace sortd
 

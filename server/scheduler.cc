@@ -148,6 +148,10 @@ void Scheduler::ReportQueueLocked() {
                      admitted_requests_);
 }
 
+size_t Scheduler::ChargeOf(const Task& task) const {
+  return std::min(task.units, options_.max_call_units);
+}
+
 void Scheduler::Submit(std::shared_ptr<Task> task) {
   task->enqueued = Now();
   absl::Status rejected;
@@ -168,17 +172,18 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
                        options_.max_queued_requests,
                        " (--max_queued_requests); retry with back-off"));
     } else if (admitted_requests_ > 0 &&
-               admitted_units_ + task->units > options_.max_queued_units) {
+               admitted_units_ + ChargeOf(*task) > options_.max_queued_units) {
       // A lone request is always admitted: its size is bounded by
       // --max_request_bytes, and refusing it would refuse it forever.
       rejected = absl::ResourceExhaustedError(absl::StrCat(
           "sortd is overloaded: ", admitted_units_,
-          " keys are queued or running and this request adds ", task->units,
-          ", the limit is ", options_.max_queued_units,
+          " keys are queued or running and this request counts for ",
+          ChargeOf(*task), ", the limit is ", options_.max_queued_units,
           " (--max_queued_keys); retry with back-off"));
     }
     if (rejected.ok()) {
-      admitted_units_ += task->units;
+      task->charged = ChargeOf(*task);
+      admitted_units_ += task->charged;
       ++admitted_requests_;
     } else {
       ++stats_.rejected;
@@ -326,7 +331,7 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
   // still inside notify_all.
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.answered;
-  admitted_units_ -= task->units;
+  admitted_units_ -= task->charged;
   --admitted_requests_;
   ReportQueueLocked();
   idle_cv_.notify_all();
@@ -574,7 +579,7 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
   }
   for (auto& t : live) {
     TaskResult result;
-    result.path = ExecutionPath::kGpu;
+    result.path = dev.engine->path();
     result.device = dev.name;
     result.queue_wait = start - t->enqueued;
     result.compute = compute;

@@ -107,6 +107,7 @@ struct Task {
 
   // Set by the scheduler.
   absl::Time enqueued;
+  size_t charged = 0;  // units it holds of the admission budget
   Route route = Route::kCpu;
 };
 
@@ -166,6 +167,10 @@ class Scheduler {
     // Admission bounds over every task not yet answered.
     size_t max_queued_units = size_t{1} << 28;
     size_t max_queued_requests = 4096;
+    // Units one task counts against max_queued_units at most, so that one
+    // huge call (a long SortStream) cannot hold the whole budget and
+    // starve every other client while it runs.
+    size_t max_call_units = size_t{1} << 26;
     Thresholds sort, transpose;
     // Calibrated costs; spilling needs both of an operation's models.
     CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;
@@ -236,6 +241,8 @@ class Scheduler {
   using Batch = std::vector<std::shared_ptr<Task>>;
 
   static ClassKey ClassOf(const Task& task);
+  // What `task` holds of the admission budget while it is not answered.
+  size_t ChargeOf(const Task& task) const;
   const Thresholds& ThresholdsFor(Op op) const;
   Route RouteLocked(const Task& task) const;
   void EnqueueCpu(std::shared_ptr<Task> task, Route route);

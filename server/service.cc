@@ -1,96 +1,280 @@
 #include "server/service.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <numeric>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/status.h"
+#include "server/wire.h"
 
 namespace sortd {
 namespace {
 
-void FillServedBy(const TaskResult& result, v1::ServedBy* served_by) {
-  served_by->set_path(result.path == ExecutionPath::kCpu
-                          ? v1::EXECUTION_PATH_CPU
-                          : v1::EXECUTION_PATH_GPU);
-  served_by->set_device(result.device);
-  served_by->set_queue_wait_ns(absl::ToInt64Nanoseconds(result.queue_wait));
-  served_by->set_compute_ns(absl::ToInt64Nanoseconds(result.compute));
-  served_by->set_batch_requests(result.batch_requests);
-  served_by->set_route(RouteName(result.route));
-  served_by->set_device_runs(result.device_runs);
+v1::ExecutionPath WirePath(ExecutionPath path) {
+  switch (path) {
+    case ExecutionPath::kCpu:
+      return v1::EXECUTION_PATH_CPU;
+    case ExecutionPath::kGpu:
+      return v1::EXECUTION_PATH_GPU;
+    case ExecutionPath::kOpenClCpu:
+      return v1::EXECUTION_PATH_OPENCL_CPU;
+  }
+  return v1::EXECUTION_PATH_UNSPECIFIED;
 }
 
-// The key field of `response` for `type`, set to `bytes`.
-void SetKeys(KeyType type, const std::byte* data, size_t bytes,
-             v1::SortResponse* response) {
-  const char* p = reinterpret_cast<const char*>(data);
-  switch (type) {
-    case KeyType::kU32:
-      response->set_u32_keys(p, bytes);
-      break;
-    case KeyType::kI32:
-      response->set_i32_keys(p, bytes);
-      break;
-    case KeyType::kF32:
-      response->set_f32_keys(p, bytes);
-      break;
-    case KeyType::kU64:
-      response->set_u64_keys(p, bytes);
-      break;
-    case KeyType::kI64:
-      response->set_i64_keys(p, bytes);
-      break;
-    case KeyType::kF64:
-      response->set_f64_keys(p, bytes);
-      break;
-  }
+v1::ServedBy ServedBy(const TaskResult& result) {
+  v1::ServedBy by;
+  by.set_path(WirePath(result.path));
+  by.set_device(result.device);
+  by.set_queue_wait_ns(absl::ToInt64Nanoseconds(result.queue_wait));
+  by.set_compute_ns(absl::ToInt64Nanoseconds(result.compute));
+  by.set_batch_requests(result.batch_requests);
+  by.set_route(RouteName(result.route));
+  by.set_device_runs(result.device_runs);
+  return by;
 }
 
-const char* KeysFieldName(KeyType t) {
-  switch (t) {
-    case KeyType::kU32:
-      return "u32_keys";
-    case KeyType::kI32:
-      return "i32_keys";
-    case KeyType::kF32:
-      return "f32_keys";
-    case KeyType::kU64:
-      return "u64_keys";
-    case KeyType::kI64:
-      return "i64_keys";
-    case KeyType::kF64:
-      return "f64_keys";
-  }
-  return "?";
-}
-
-const char* ValuesFieldName(ValueType t) {
-  switch (t) {
-    case ValueType::kU32:
-      return "u32_values";
-    case ValueType::kU64:
-      return "u64_values";
-    case ValueType::kNone:
-      break;
-  }
-  return "no values";
+absl::Status Starting() {
+  return absl::UnavailableError(
+      "sortd is starting: its engine is not ready yet; retry shortly");
 }
 
 }  // namespace
+
+// What one unary call holds while it runs: the request's bytes, what was
+// parsed from them (pointing into them) and the arrays of the answer.
+struct SortServiceImpl::UnaryCall {
+  const char* method = "";
+  grpc::CallbackServerContext* context = nullptr;
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  grpc::ByteBuffer* response = nullptr;
+  absl::Time received;
+  wire::Received bytes;
+  wire::SortRequest sort;
+  SortOutputs sort_out;
+  wire::TransposeRequest transpose;
+  wire::OutputArray matrices;
+};
+
+void SortServiceImpl::RecordEnd(const char* method, absl::Time received,
+                                const absl::Status& status,
+                                const TaskResult* result) {
+  const bool ok = status.ok() && result != nullptr;
+  const std::string path = ok ? PathName(result->path) : "none";
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - received);
+  const std::string code = absl::StatusCodeToString(status.code());
+  metrics_->RecordRequest(method, code, path, seconds);
+  if (ok) {
+    metrics_->ObserveQueueWait(method,
+                               absl::ToDoubleSeconds(result->queue_wait));
+  }
+  if (options_.log_requests) {
+    std::fprintf(
+        stderr, "sortd: end %s %s path=%s route=%s batch=%d %.3f ms%s%s\n",
+        method, code.c_str(), path.c_str(),
+        result != nullptr ? RouteName(result->route) : "none",
+        result != nullptr ? result->batch_requests : 0, seconds * 1e3,
+        status.ok() ? "" : ": ", std::string(status.message()).c_str());
+  }
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::Refuse(const UnaryCall& call,
+                                                  const absl::Status& status) {
+  RecordEnd(call.method, call.received, status, nullptr);
+  call.reactor->Finish(ToGrpcStatus(status));
+  return call.reactor;
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::Submit(
+    std::shared_ptr<UnaryCall> call, std::shared_ptr<Task> task,
+    std::function<grpc::ByteBuffer(const TaskResult&)> finish) {
+  grpc::ServerUnaryReactor* reactor = call->reactor;
+  grpc::CallbackServerContext* context = call->context;
+  task->deadline = absl::FromChrono(context->deadline());
+  task->cancelled = [context] { return context->IsCancelled(); };
+  task->done = [this, call,
+                finish = std::move(finish)](const TaskResult& result) {
+    if (result.status.ok()) {
+      grpc::ByteBuffer answer = finish(result);
+      call->response->Swap(&answer);
+      RecordEnd(call->method, call->received, result.status, &result);
+    } else {
+      RecordEnd(call->method, call->received, result.status, nullptr);
+    }
+    call->reactor->Finish(ToGrpcStatus(result.status));
+  };
+  Scheduler* scheduler = scheduler_.load();
+  if (scheduler == nullptr) {
+    TaskResult result;
+    result.status = Starting();
+    task->done(result);
+    return reactor;
+  }
+  scheduler->Submit(std::move(task));
+  return reactor;
+}
+
+std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
+    const char* method, grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+    absl::Status* read) {
+  auto call = std::make_shared<UnaryCall>();
+  call->method = method;
+  call->context = context;
+  call->reactor = context->DefaultReactor();
+  call->response = response;
+  call->received = absl::Now();
+  metrics_->AddRequestBytes(method, static_cast<double>(request->Length()));
+  if (options_.log_requests) {
+    std::fprintf(stderr, "sortd: start %s from %s\n", method,
+                 context->peer().c_str());
+  }
+  absl::StatusOr<wire::Received> bytes =
+      wire::Received::From(*request, options_.buffers);
+  if (bytes.ok()) {
+    call->bytes = *std::move(bytes);
+    // gRPC's own copy of the request is not read again: free it now rather
+    // than when the call ends, so a request in flight holds its bytes once.
+    const_cast<grpc::ByteBuffer*>(request)->Clear();
+  } else {
+    *read = bytes.status();
+  }
+  return call;
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::Sort(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  absl::Status read;
+  std::shared_ptr<UnaryCall> call =
+      BeginCall("Sort", context, request, response, &read);
+  if (!read.ok()) return Refuse(*call, read);
+  absl::StatusOr<wire::SortRequest> parsed =
+      wire::ParseSortRequest(call->bytes.data());
+  if (!parsed.ok()) return Refuse(*call, parsed.status());
+  call->sort = *parsed;
+
+  auto task = std::make_shared<Task>();
+  task->op = Op::kSort;
+  task->units = SortRequestUnits(call->sort);
+  UnaryCall* c = call.get();
+  Task* t = task.get();
+  task->prepare = [this, c, t] {
+    absl::StatusOr<SortJob> job =
+        ParseSort(c->sort, options_.limits, c->bytes.data().size());
+    if (!job.ok()) return job.status();
+    t->sort = *job;
+    c->sort_out = AllocateSortOutputs(t->sort, c->sort.return_permutation,
+                                      options_.buffers);
+    return absl::OkStatus();
+  };
+  return Submit(std::move(call), std::move(task),
+                [this, c, t](const TaskResult& result) {
+                  const SortJob& job = t->sort;
+                  metrics_->AddKeysSorted(PathName(result.path),
+                                          KeyTypeName(job.key_type),
+                                          static_cast<double>(job.count));
+                  const v1::ServedBy by = ServedBy(result);
+                  return wire::EncodeSortResponse(
+                      c->sort_out.Slices(job, 0, job.count), &by);
+                });
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::Transpose(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  absl::Status read;
+  std::shared_ptr<UnaryCall> call =
+      BeginCall("Transpose", context, request, response, &read);
+  if (!read.ok()) return Refuse(*call, read);
+  absl::StatusOr<wire::TransposeRequest> parsed =
+      wire::ParseTransposeRequest(call->bytes.data());
+  if (!parsed.ok()) return Refuse(*call, parsed.status());
+  call->transpose = *parsed;
+
+  auto task = std::make_shared<Task>();
+  task->op = Op::kTranspose;
+  task->units = TransposeRequestUnits(call->transpose);
+  UnaryCall* c = call.get();
+  Task* t = task.get();
+  task->prepare = [this, c, t] {
+    absl::StatusOr<TransposeJob> job =
+        ParseTranspose(c->transpose, options_.limits, c->bytes.data().size());
+    if (!job.ok()) return job.status();
+    t->transpose = *job;
+    c->matrices =
+        wire::OutputArray(c->transpose.matrices.size(), options_.buffers);
+    t->transpose.out = c->matrices.data();
+    return absl::OkStatus();
+  };
+  return Submit(
+      std::move(call), std::move(task), [this, c, t](const TaskResult& result) {
+        metrics_->AddMatricesTransposed(
+            PathName(result.path), static_cast<double>(t->transpose.count));
+        return wire::EncodeTransposeResponse(c->matrices.Share(),
+                                             ServedBy(result));
+      });
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::Echo(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  if (!options_.echo) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "Echo is disabled on this server (--echo)"));
+    return reactor;
+  }
+  absl::Status read;
+  std::shared_ptr<UnaryCall> call =
+      BeginCall("Echo", context, request, response, &read);
+  if (!read.ok()) return Refuse(*call, read);
+  absl::StatusOr<wire::SortRequest> parsed =
+      wire::ParseSortRequest(call->bytes.data());
+  if (!parsed.ok()) return Refuse(*call, parsed.status());
+  absl::StatusOr<SortJob> job =
+      ParseSort(*parsed, options_.limits, call->bytes.data().size());
+  if (!job.ok()) return Refuse(*call, job.status());
+  // What Sort does, less the sort: the same parsing, validation, output
+  // allocation and response encoding, with the arrays copied as they came.
+  SortOutputs out =
+      AllocateSortOutputs(*job, parsed->return_permutation, options_.buffers);
+  const size_t ks = KeySize(job->key_type), vs = ValueSize(job->value_type);
+  if (job->count > 0) {
+    std::memcpy(job->keys_out, job->keys, job->count * ks);
+    if (vs > 0) std::memcpy(job->values_out, job->values, job->count * vs);
+  }
+  if (job->permutation_out != nullptr) {
+    for (uint32_t i = 0; i < job->count; ++i) {
+      std::memcpy(job->permutation_out + size_t{i} * 4, &i, 4);
+    }
+  }
+  TaskResult result;
+  result.path = ExecutionPath::kCpu;
+  result.device = "echo (no sort)";
+  result.batch_requests = 1;
+  result.compute = absl::Now() - call->received;
+  v1::ServedBy by = ServedBy(result);
+  by.set_route("echo");
+  grpc::ByteBuffer answer =
+      wire::EncodeSortResponse(out.Slices(*job, 0, job->count), &by);
+  response->Swap(&answer);
+  RecordEnd("Echo", call->received, absl::OkStatus(), &result);
+  call->reactor->Finish(grpc::Status::OK);
+  return call->reactor;
+}
 
 // One SortStream call: gathers the chunks, sorts the whole array through
 // the scheduler as one task, and streams the answer back in chunks. Lives
 // until gRPC calls OnDone, which is after Finish: Finish is called only
 // once the task is answered, so the task never outlives its buffers.
 class SortStreamReactor final
-    : public grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   SortStreamReactor(SortServiceImpl* service,
                     grpc::CallbackServerContext* context)
@@ -110,13 +294,14 @@ class SortStreamReactor final
       }
       return;
     }
-    service_->metrics_->AddRequestBytes(
-        "SortStream", static_cast<double>(chunk_.ByteSizeLong()));
-    if (absl::Status s = Append(); !s.ok()) {
-      End(s);
+    service_->metrics_->AddRequestBytes("SortStream",
+                                        static_cast<double>(chunk_.Length()));
+    absl::Status appended = Append();
+    chunk_.Clear();
+    if (!appended.ok()) {
+      End(appended);
       return;
     }
-    chunk_.Clear();
     StartRead(&chunk_);
   }
 
@@ -134,23 +319,36 @@ class SortStreamReactor final
 
  private:
   absl::Status Append() {
-    absl::StatusOr<SortJob> part = ParseSort(chunk_, limits_);
-    if (!part.ok()) {
-      return absl::Status(part.status().code(),
-                          absl::StrCat("stream message ", messages_ + 1, ": ",
-                                       part.status().message()));
-    }
+    const size_t number = messages_ + 1;
+    auto failed = [number](const absl::Status& s) {
+      return absl::Status(
+          s.code(), absl::StrCat("stream message ", number, ": ", s.message()));
+    };
+    absl::StatusOr<wire::Received> bytes =
+        wire::Received::From(chunk_, service_->options_.buffers);
+    if (!bytes.ok()) return failed(bytes.status());
+    absl::StatusOr<wire::SortRequest> parsed =
+        wire::ParseSortRequest(bytes->data());
+    if (!parsed.ok()) return failed(parsed.status());
+    // `order` and `return_permutation` are read from the first message and
+    // ignored in later ones (the contract, sortd.proto).
+    if (messages_ > 0) parsed->order = first_order_;
+    absl::StatusOr<SortJob> part =
+        ParseSort(*parsed, limits_, bytes->data().size());
+    if (!part.ok()) return failed(part.status());
     if (messages_ == 0) {
       key_type_ = part->key_type;
       value_type_ = part->value_type;
       order_ = part->order;
-      permutation_ = chunk_.return_permutation();
+      first_order_ = parsed->order;
+      permutation_ = parsed->return_permutation;
     } else if (part->key_type != key_type_ || part->value_type != value_type_) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "stream message ", messages_ + 1, " sets ",
-          KeysFieldName(part->key_type), " with ",
-          ValuesFieldName(part->value_type), "; the first message set ",
-          KeysFieldName(key_type_), " with ", ValuesFieldName(value_type_),
+          "stream message ", number, " sets ",
+          wire::KeyFieldName(part->key_type), " with ",
+          wire::ValueFieldName(part->value_type), "; the first message set ",
+          wire::KeyFieldName(key_type_), " with ",
+          wire::ValueFieldName(value_type_),
           ": every message of a stream uses the same fields"));
     }
     ++messages_;
@@ -185,11 +383,9 @@ class SortStreamReactor final
     }
     Scheduler* scheduler = service_->scheduler_.load();
     if (scheduler == nullptr) {
-      End(absl::UnavailableError(
-          "sortd is starting: its engine is not ready yet; retry shortly"));
+      End(Starting());
       return;
     }
-    const size_t ks = KeySize(key_type_), vs = ValueSize(value_type_);
     auto task = std::make_shared<Task>();
     task->op = Op::kSort;
     task->units = count_;
@@ -197,22 +393,18 @@ class SortStreamReactor final
     grpc::CallbackServerContext* context = context_;
     task->cancelled = [context] { return context->IsCancelled(); };
     Task* raw = task.get();
-    task->prepare = [this, raw, ks, vs] {
-      // Outputs are not zero-filled: the sort writes every byte.
-      out_keys_.reset(new std::byte[std::max<size_t>(count_ * ks, 1)]);
-      if (vs > 0) out_values_.reset(new std::byte[count_ * vs]);
-      if (permutation_) out_perm_.reset(new std::byte[count_ * 4]);
+    task->prepare = [this, raw] {
       SortJob& job = raw->sort;
       job.key_type = key_type_;
       job.order = order_;
       job.count = count_;
       job.keys = reinterpret_cast<const std::byte*>(keys_.data());
       job.value_type = value_type_;
-      job.values =
-          vs > 0 ? reinterpret_cast<const std::byte*>(values_.data()) : nullptr;
-      job.keys_out = out_keys_.get();
-      job.values_out = out_values_.get();
-      job.permutation_out = out_perm_.get();
+      job.values = value_type_ != ValueType::kNone
+                       ? reinterpret_cast<const std::byte*>(values_.data())
+                       : nullptr;
+      out_ = AllocateSortOutputs(job, permutation_, service_->options_.buffers);
+      job_ = job;
       return absl::OkStatus();
     };
     task->done = [this](const TaskResult& result) {
@@ -235,21 +427,11 @@ class SortStreamReactor final
     const size_t per_chunk = std::max<size_t>(
         1, limits_.stream_chunk_bytes / (ks + vs + (permutation_ ? 4 : 0)));
     const size_t at = sent_, n = std::min(per_chunk, count_ - sent_);
-    response_.Clear();
-    SetKeys(key_type_, out_keys_.get() + at * ks, n * ks, &response_);
-    if (value_type_ == ValueType::kU32) {
-      response_.set_u32_values(
-          reinterpret_cast<const char*>(out_values_.get() + at * vs), n * vs);
-    } else if (value_type_ == ValueType::kU64) {
-      response_.set_u64_values(
-          reinterpret_cast<const char*>(out_values_.get() + at * vs), n * vs);
-    }
-    if (permutation_) {
-      response_.set_permutation(
-          reinterpret_cast<const char*>(out_perm_.get() + at * 4), n * 4);
-    }
     sent_ += n;
-    if (sent_ == count_) FillServedBy(result_, response_.mutable_served_by());
+    v1::ServedBy by;
+    if (sent_ == count_) by = ServedBy(result_);
+    response_ = wire::EncodeSortResponse(out_.Slices(job_, at, n),
+                                         sent_ == count_ ? &by : nullptr);
     StartWrite(&response_);
   }
 
@@ -284,158 +466,26 @@ class SortStreamReactor final
   const RequestLimits limits_;
   const absl::Time received_;
 
-  v1::SortRequest chunk_;
+  grpc::ByteBuffer chunk_;
   size_t messages_ = 0;
   KeyType key_type_ = KeyType::kU32;
   ValueType value_type_ = ValueType::kNone;
   Order order_ = Order::kAscending;
+  int32_t first_order_ = 0;
   bool permutation_ = false;
   size_t count_ = 0;
   std::string keys_, values_;
 
-  std::unique_ptr<std::byte[]> out_keys_, out_values_, out_perm_;
+  SortJob job_;
+  SortOutputs out_;
   TaskResult result_;
   size_t sent_ = 0;
-  v1::SortResponse response_;
+  grpc::ByteBuffer response_;
 };
 
-template <typename Request, typename Response, typename Prepare, typename Count>
-grpc::ServerUnaryReactor* SortServiceImpl::Handle(
-    Op op, grpc::CallbackServerContext* context, const Request* request,
-    Response* response, size_t units, Prepare prepare, Count count) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time received = absl::Now();
-  const char* method = op == Op::kSort ? "Sort" : "Transpose";
-  metrics_->AddRequestBytes(method,
-                            static_cast<double>(request->ByteSizeLong()));
-  if (options_.log_requests) {
-    std::fprintf(stderr, "sortd: start %s from %s\n", method,
-                 context->peer().c_str());
-  }
-  auto task = std::make_shared<Task>();
-  task->op = op;
-  task->units = units;
-  task->deadline = absl::FromChrono(context->deadline());
-  task->cancelled = [context] { return context->IsCancelled(); };
-  Task* raw = task.get();
-  task->prepare = [=, this] { return prepare(raw, options_.limits); };
-  task->done = [=, this](const TaskResult& result) {
-    const std::string path =
-        result.status.ok() ? PathName(result.path) : "none";
-    if (result.status.ok()) {
-      FillServedBy(result, response->mutable_served_by());
-      metrics_->ObserveQueueWait(method,
-                                 absl::ToDoubleSeconds(result.queue_wait));
-      count(*raw, path);
-    } else {
-      response->Clear();  // never answer half-done
-    }
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - received);
-    const std::string code = absl::StatusCodeToString(result.status.code());
-    metrics_->RecordRequest(method, code, path, seconds);
-    if (options_.log_requests) {
-      std::fprintf(
-          stderr, "sortd: end %s %s path=%s route=%s batch=%d %.3f ms%s%s\n",
-          method, code.c_str(), path.c_str(), RouteName(result.route),
-          result.batch_requests, seconds * 1e3, result.status.ok() ? "" : ": ",
-          std::string(result.status.message()).c_str());
-    }
-    reactor->Finish(ToGrpcStatus(result.status));
-  };
-  Scheduler* scheduler = scheduler_.load();
-  if (scheduler == nullptr) {
-    TaskResult result;
-    result.status = absl::UnavailableError(
-        "sortd is starting: its engine is not ready yet; retry shortly");
-    task->done(result);
-    return reactor;
-  }
-  scheduler->Submit(std::move(task));
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* SortServiceImpl::Sort(
-    grpc::CallbackServerContext* context, const v1::SortRequest* request,
-    v1::SortResponse* response) {
-  return Handle(
-      Op::kSort, context, request, response, SortRequestUnits(*request),
-      [=](Task* task, const RequestLimits& limits) -> absl::Status {
-        absl::StatusOr<SortJob> job = PrepareSort(*request, limits, response);
-        if (!job.ok()) return job.status();
-        task->sort = *job;
-        return absl::OkStatus();
-      },
-      [this](const Task& task, const std::string& path) {
-        metrics_->AddKeysSorted(path, KeyTypeName(task.sort.key_type),
-                                static_cast<double>(task.sort.count));
-      });
-}
-
-grpc::ServerUnaryReactor* SortServiceImpl::Transpose(
-    grpc::CallbackServerContext* context, const v1::TransposeRequest* request,
-    v1::TransposeResponse* response) {
-  return Handle(
-      Op::kTranspose, context, request, response,
-      TransposeRequestUnits(*request),
-      [=](Task* task, const RequestLimits& limits) -> absl::Status {
-        absl::StatusOr<TransposeJob> job =
-            PrepareTranspose(*request, limits, response);
-        if (!job.ok()) return job.status();
-        task->transpose = *job;
-        return absl::OkStatus();
-      },
-      [this](const Task& task, const std::string& path) {
-        metrics_->AddMatricesTransposed(
-            path, static_cast<double>(task.transpose.count));
-      });
-}
-
-grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 SortServiceImpl::SortStream(grpc::CallbackServerContext* context) {
   return new SortStreamReactor(this, context);
-}
-
-grpc::ServerUnaryReactor* SortServiceImpl::Echo(
-    grpc::CallbackServerContext* context, const v1::SortRequest* request,
-    v1::SortResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (!options_.echo) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                 "Echo is disabled on this server (--echo)"));
-    return reactor;
-  }
-  const absl::Time received = absl::Now();
-  metrics_->AddRequestBytes("Echo",
-                            static_cast<double>(request->ByteSizeLong()));
-  absl::StatusOr<SortJob> job =
-      PrepareSort(*request, options_.limits, response);
-  if (job.ok()) {
-    // What Sort does, less the sort: the same validation, response sizing
-    // and serialisation, with the arrays copied as they came.
-    const size_t ks = KeySize(job->key_type), vs = ValueSize(job->value_type);
-    if (job->count > 0) {
-      std::memcpy(job->keys_out, job->keys, job->count * ks);
-      if (vs > 0) std::memcpy(job->values_out, job->values, job->count * vs);
-    }
-    if (job->permutation_out != nullptr) {
-      for (uint32_t i = 0; i < job->count; ++i) {
-        std::memcpy(job->permutation_out + size_t{i} * 4, &i, 4);
-      }
-    }
-    v1::ServedBy* by = response->mutable_served_by();
-    by->set_path(v1::EXECUTION_PATH_CPU);
-    by->set_device("echo (no sort)");
-    by->set_route("echo");
-    by->set_batch_requests(1);
-    by->set_compute_ns(absl::ToInt64Nanoseconds(absl::Now() - received));
-  } else {
-    response->Clear();
-  }
-  metrics_->RecordRequest("Echo", absl::StatusCodeToString(job.status().code()),
-                          job.ok() ? "cpu" : "none",
-                          absl::ToDoubleSeconds(absl::Now() - received));
-  reactor->Finish(ToGrpcStatus(job.status()));
-  return reactor;
 }
 
 }  // namespace sortd

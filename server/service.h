@@ -3,6 +3,10 @@
 // validated, routed, batched, run, and answered exactly once, completely or
 // with a status. gRPC's threads never block on a sort.
 //
+// Every method takes and returns raw byte buffers (server/wire.h): requests
+// are parsed in place, so a malformed one gets INVALID_ARGUMENT saying what
+// was wrong, and answers are sent from the arrays the engine wrote.
+//
 //   SortServiceImpl service(&metrics, options);
 //   builder.RegisterService(&service);
 //   ... start the server, bring the engines up, calibrate ...
@@ -11,6 +15,8 @@
 #define SORTD_SERVER_SERVICE_H_
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <string_view>
 
 #include "grpcpp/grpcpp.h"
@@ -21,7 +27,14 @@
 
 namespace sortd {
 
-class SortServiceImpl final : public v1::SortService::CallbackService {
+// The generated service with every method taking raw byte buffers.
+using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
+    v1::SortService::WithRawCallbackMethod_Transpose<
+        v1::SortService::WithRawCallbackMethod_SortStream<
+            v1::SortService::WithRawCallbackMethod_Echo<
+                v1::SortService::Service>>>>;
+
+class SortServiceImpl final : public RawSortService {
  public:
   struct Options {
     RequestLimits limits;
@@ -29,6 +42,9 @@ class SortServiceImpl final : public v1::SortService::CallbackService {
     bool log_requests = false;
     // Serve the Echo RPC (--echo).
     bool echo = true;
+    // Where large request and answer arrays live (not owned; null: the
+    // allocator).
+    HostBufferPool* buffers = nullptr;
   };
 
   SortServiceImpl(Metrics* metrics, const Options& options)
@@ -38,25 +54,37 @@ class SortServiceImpl final : public v1::SortService::CallbackService {
   void SetScheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
 
   grpc::ServerUnaryReactor* Sort(grpc::CallbackServerContext* context,
-                                 const v1::SortRequest* request,
-                                 v1::SortResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Transpose(grpc::CallbackServerContext* context,
-                                      const v1::TransposeRequest* request,
-                                      v1::TransposeResponse* response) override;
-  grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>* SortStream(
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortStream(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
-                                 const v1::SortRequest* request,
-                                 v1::SortResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
 
  private:
-  // Fills the task's common parts, submits it, and answers the call when it
-  // is done. `prepare` and `count` fill in the request-specific parts.
-  template <typename Request, typename Response, typename Prepare,
-            typename Count>
-  grpc::ServerUnaryReactor* Handle(Op op, grpc::CallbackServerContext* context,
-                                   const Request* request, Response* response,
-                                   size_t units, Prepare prepare, Count count);
+  struct UnaryCall;
+  // Starts a unary call: its metrics and log line, and its request's bytes
+  // (`read` says if they could not be read).
+  std::shared_ptr<UnaryCall> BeginCall(const char* method,
+                                       grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response,
+                                       absl::Status* read);
+  // Submits a parsed call's task and answers the call when it is done:
+  // `finish` turns a successful result into the response's bytes.
+  grpc::ServerUnaryReactor* Submit(
+      std::shared_ptr<UnaryCall> call, std::shared_ptr<Task> task,
+      std::function<grpc::ByteBuffer(const TaskResult&)> finish);
+  // Answers a call that never reached the scheduler.
+  grpc::ServerUnaryReactor* Refuse(const UnaryCall& call,
+                                   const absl::Status& status);
+  // Metrics and the log line of a call's end.
+  void RecordEnd(const char* method, absl::Time received,
+                 const absl::Status& status, const TaskResult* result);
 
   friend class SortStreamReactor;
 

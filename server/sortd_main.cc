@@ -38,6 +38,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/calibrate.h"
 #include "server/cpu_sorter.h"
+#include "server/host_buffers.h"
 #include "server/memory.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
@@ -74,7 +75,10 @@ ABSL_FLAG(int64_t, max_request_bytes, int64_t{256} << 20,
           "this value. At most 2147483647.");
 ABSL_FLAG(int64_t, max_stream_bytes, int64_t{4} << 30,
           "Largest array (keys plus values) one SortStream call may send, in "
-          "bytes; the server holds about twice that while sorting it.");
+          "bytes. The server holds up to 7 times that while sorting it (u32 "
+          "keys with a permutation on the CPU path: the input, the sorted "
+          "keys, the permutation and the radix sort's scratch; "
+          "deploy/README.md derives a memory limit from it).");
 ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{2} << 20,
           "Array bytes (keys, values and permutation together) per "
           "SortStream response message; the default stays under gRPC's "
@@ -90,6 +94,11 @@ ABSL_FLAG(int64_t, device_pool_bytes, 0,
           "(0: on a GPU, whatever --device_memory_bytes leaves; on an OpenCL "
           "CPU device, 4 GiB). Idle and in-use memory together stay within "
           "--device_memory_bytes; the buffers idle longest are freed first.");
+ABSL_FLAG(int64_t, host_pool_bytes, int64_t{1} << 30,
+          "Idle host memory kept for the arrays of large requests and "
+          "answers, in bytes: a reused buffer costs no page faults, a fresh "
+          "64 MiB one 16384 of them. Emptied when sortd goes quiet "
+          "(--idle_trim_interval); 0 turns the pool off.");
 ABSL_FLAG(bool, echo, true,
           "Serve the Echo RPC: the request's arrays back unsorted through "
           "the same path as Sort, the baseline of end-to-end benchmarks.");
@@ -113,6 +122,10 @@ ABSL_FLAG(int, max_batch_requests, 256,
 ABSL_FLAG(int64_t, max_queued_keys, int64_t{1} << 28,
           "Keys (32 per matrix) admitted and not yet answered, at most; "
           "beyond, new requests get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_call_keys, 0,
+          "Keys one call counts against --max_queued_keys at most (0: a "
+          "quarter of it): a larger call (a long SortStream) is admitted as "
+          "if it held this many, so that it cannot starve other clients.");
 ABSL_FLAG(int, max_queued_requests, 4096,
           "Requests admitted and not yet answered, at most; beyond, new "
           "requests get RESOURCE_EXHAUSTED.");
@@ -168,6 +181,16 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "certificate signed by one of them (mutual TLS).");
 ABSL_FLAG(bool, log_requests, false,
           "Log the start and end of every request to stderr.");
+ABSL_FLAG(std::string, inject_faults, "",
+          "TESTS ONLY: make the OpenCL engines fail on purpose, a "
+          "comma-separated list of enqueue=N (the N-th device enqueue after "
+          "start-up fails), sticky (and every later one), "
+          "stage=upload|download|copy|kernel|<stage> (count only those "
+          "enqueues), device_lost=N (the N-th device run finds the device "
+          "lost), oom=N (the N-th device allocation fails), build=1 (the "
+          "programs fail to build). Failed device work is answered by the CPU "
+          "path. Logged loudly at startup and exported as "
+          "sortd_fault_injection_enabled 1. Never in production.");
 
 namespace {
 
@@ -178,8 +201,9 @@ constexpr char kServiceName[] = "sortd.v1.SortService";
 // else none (the CPU path serves alone), and logs why it passed over each;
 // an explicit device that cannot be brought up is an error, never a silent
 // substitute.
+// `base`: the engine options every device shares (fault injection).
 absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
-    const std::string& flag) {
+    const std::string& flag, const sortd::gpu::OpenClEngine::Options& base) {
   using sortd::gpu::DeviceKind;
   using sortd::gpu::OpenClEngine;
   struct Spec {
@@ -272,7 +296,7 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
   }
   std::vector<sortd::DeviceSlot> slots;
   for (const Part& spec : parts) {
-    OpenClEngine::Options options;
+    OpenClEngine::Options options = base;
     options.kind = spec.kind;
     options.device = spec.device;
     options.cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir);
@@ -287,20 +311,29 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
       if (!engine.ok()) return engine.status();
       return std::unique_ptr<sortd::Sorter>(std::move(*engine));
     };
+    // Create() builds the programs and verifies a warm-up of every kernel
+    // against a reference: an engine that answers wrongly is never used.
     auto engine = OpenClEngine::Create(options);
     if (!engine.ok()) {
+      const char* kind = spec.kind == DeviceKind::kGpu ? "GPU" : "CPU";
       if (auto_mode) {
         std::fprintf(stderr,
-                     "sortd: --device=auto: passing over an OpenCL %s "
-                     "device: %s\n",
-                     spec.kind == DeviceKind::kGpu ? "GPU" : "CPU",
+                     "sortd: --device=auto: passing over the OpenCL %s "
+                     "device %s: %s\n",
+                     kind, spec.device.info.name.c_str(),
                      engine.status().ToString().c_str());
         continue;
       }
-      return engine.status();
+      return absl::Status(
+          engine.status().code(),
+          absl::StrCat("--device=", flag, ": cannot bring up the OpenCL ", kind,
+                       " device ", spec.device.info.name, ": ",
+                       engine.status().message()));
     }
-    std::fprintf(stderr, "sortd: OpenCL device %s\nsortd: policy %s\n",
+    std::fprintf(stderr,
+                 "sortd: OpenCL device %s (path %s)\nsortd: policy %s\n",
                  (*engine)->info().ToString().c_str(),
+                 sortd::PathName((*engine)->path()),
                  (*engine)->policy().ToString().c_str());
     const sortd::SortJob u32{.key_type = sortd::KeyType::kU32};
     std::fprintf(stderr,
@@ -312,6 +345,20 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
   }
   if (slots.empty()) {
     std::fprintf(stderr, "sortd: no OpenCL device: serving on the CPU path\n");
+  }
+  // --device=auto on a node whose GPU is missing (or failed) still serves,
+  // slowly: say so where nobody can miss it. --device=gpu refuses instead.
+  if (auto_mode &&
+      std::none_of(slots.begin(), slots.end(), [](const sortd::DeviceSlot& s) {
+        return s.engine->path() == sortd::ExecutionPath::kGpu;
+      })) {
+    std::fprintf(
+        stderr,
+        "sortd: WARNING: --device=auto found no usable GPU: SERVING WITHOUT "
+        "A GPU, on %s (work is labelled path=%s); start with --device=gpu "
+        "to refuse to start without one\n",
+        slots.empty() ? "the CPU path alone" : "the OpenCL CPU device",
+        slots.empty() ? "cpu" : "opencl-cpu");
   }
   return slots;
 }
@@ -331,21 +378,24 @@ absl::Status CheckFlags() {
       absl::GetFlag(FLAGS_max_batch_keys) > (int64_t{1} << 31) ||
       absl::GetFlag(FLAGS_max_batch_requests) < 1 ||
       absl::GetFlag(FLAGS_max_queued_keys) < 1 ||
+      absl::GetFlag(FLAGS_max_call_keys) < 0 ||
       absl::GetFlag(FLAGS_max_queued_requests) < 1 ||
       absl::GetFlag(FLAGS_pipeline_depth) < 1) {
     return absl::InvalidArgumentError(
         "--max_batch_keys (1 to 2^31), --max_batch_requests, "
         "--max_queued_keys, --max_queued_requests and --pipeline_depth must "
-        "be positive");
+        "be positive, --max_call_keys not negative");
   }
   if (absl::GetFlag(FLAGS_max_stream_bytes) < 1 ||
       absl::GetFlag(FLAGS_stream_chunk_bytes) < 16 ||
       absl::GetFlag(FLAGS_stream_chunk_bytes) > (int64_t{1} << 30) ||
       absl::GetFlag(FLAGS_device_memory_bytes) < 0 ||
-      absl::GetFlag(FLAGS_device_pool_bytes) < 0) {
+      absl::GetFlag(FLAGS_device_pool_bytes) < 0 ||
+      absl::GetFlag(FLAGS_host_pool_bytes) < 0) {
     return absl::InvalidArgumentError(
         "--max_stream_bytes must be positive, --stream_chunk_bytes 16 to "
-        "2^30, --device_memory_bytes and --device_pool_bytes not negative");
+        "2^30, --device_memory_bytes, --device_pool_bytes and "
+        "--host_pool_bytes not negative");
   }
   if (absl::GetFlag(FLAGS_max_concurrent_streams) < 1) {
     return absl::InvalidArgumentError(
@@ -372,6 +422,10 @@ sortd::Scheduler::Options SchedulerOptions(int cpu_workers) {
       static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_keys));
   o.max_queued_requests =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
+  const int64_t call_keys = absl::GetFlag(FLAGS_max_call_keys);
+  o.max_call_units = call_keys > 0
+                         ? static_cast<size_t>(call_keys)
+                         : std::max<size_t>(1, o.max_queued_units / 4);
   o.spill = absl::GetFlag(FLAGS_spill_to_cpu);
   o.cpu_workers = cpu_workers;
   o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
@@ -483,14 +537,33 @@ int Fail(const absl::Status& status) {
 
 int Serve() {
   if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s);
+  // Fault injection: only from this flag (never from the environment).
+  sortd::gpu::OpenClEngine::Options engine_base;
+  const std::string faults = absl::GetFlag(FLAGS_inject_faults);
+  if (absl::Status s = sortd::gpu::ParseFaultSpec(faults, &engine_base);
+      !s.ok()) {
+    return Fail(s);
+  }
+  const bool injecting = sortd::gpu::InjectsFaults(engine_base);
+  if (injecting) {
+    std::fprintf(stderr,
+                 "sortd: FAULT INJECTION ENABLED (--inject_faults=%s): device "
+                 "runs fail on purpose and answers may fail over or fail; "
+                 "for tests only, never use in production\n",
+                 faults.c_str());
+  }
   auto metrics = sortd::Metrics::Create(absl::GetFlag(FLAGS_metrics_listen));
   if (!metrics.ok()) return Fail(metrics.status());
+  (*metrics)->SetFaultInjection(injecting);
 
   const int cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   int request_threads = absl::GetFlag(FLAGS_request_threads);
   if (request_threads == 0) request_threads = std::max(2, cpu_threads);
   const int max_bytes =
       static_cast<int>(absl::GetFlag(FLAGS_max_request_bytes));
+  sortd::HostBufferPool host_buffers(
+      {.max_idle_bytes =
+           static_cast<size_t>(absl::GetFlag(FLAGS_host_pool_bytes))});
   sortd::SortServiceImpl service(
       metrics->get(),
       {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes),
@@ -499,7 +572,9 @@ int Serve() {
                   .stream_chunk_bytes = static_cast<size_t>(
                       absl::GetFlag(FLAGS_stream_chunk_bytes))},
        .log_requests = absl::GetFlag(FLAGS_log_requests),
-       .echo = absl::GetFlag(FLAGS_echo)});
+       .echo = absl::GetFlag(FLAGS_echo),
+       .buffers =
+           absl::GetFlag(FLAGS_host_pool_bytes) > 0 ? &host_buffers : nullptr});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -522,7 +597,7 @@ int Serve() {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
 
-  auto engines = CreateEngines(absl::GetFlag(FLAGS_device));
+  auto engines = CreateEngines(absl::GetFlag(FLAGS_device), engine_base);
   if (!engines.ok()) {
     server->Shutdown();
     return Fail(engines.status());
@@ -542,6 +617,10 @@ int Serve() {
   service.SetScheduler(&scheduler);
   sortd::IdleTrimmer::Options trim_options;
   trim_options.interval = absl::GetFlag(FLAGS_idle_trim_interval);
+  trim_options.trim = [&host_buffers] {
+    host_buffers.Trim();
+    return sortd::TrimHeap();
+  };
   sortd::IdleTrimmer trimmer(
       trim_options,
       [&scheduler] {
@@ -604,6 +683,7 @@ int Serve() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sortd::KeepLargeBlocksInHeap();
   // Signals are taken by sigwait in Serve(); block them before any thread
   // (gRPC, oneTBB, the metrics server) starts so that none of those threads
   // receives them instead.

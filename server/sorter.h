@@ -66,10 +66,21 @@ struct TransposeJob {
   StageTimes* stages = nullptr;
 };
 
-enum class ExecutionPath { kCpu, kGpu };
+// kCpu: the oneTBB CPU path; kGpu: an OpenCL GPU; kOpenClCpu: the OpenCL
+// CPU device (PoCL), labelled apart so that a node serving without its GPU
+// shows it.
+enum class ExecutionPath { kCpu, kGpu, kOpenClCpu };
 
 inline const char* PathName(ExecutionPath p) {
-  return p == ExecutionPath::kCpu ? "cpu" : "gpu";
+  switch (p) {
+    case ExecutionPath::kCpu:
+      return "cpu";
+    case ExecutionPath::kGpu:
+      return "gpu";
+    case ExecutionPath::kOpenClCpu:
+      return "opencl-cpu";
+  }
+  return "cpu";
 }
 
 class Sorter {

@@ -5,7 +5,10 @@
   * `kubectl kustomize deploy/k8s` renders, and the rendered objects carry
     what a production deployment needs (GPU resource, gRPC probes, security
     context, scrape annotations, services for round_robin, PDB, HPA);
-  * every flag in the ConfigMap's flagfile is one sortd knows;
+  * every flag in the ConfigMap's flagfile is one sortd knows; it asks for
+    the GPU explicitly (--device=gpu) and injects no faults;
+  * the container's memory limit covers what those flags let sortd hold
+    (memory_need(): the formula of deploy/README.md, "Memory limit");
   * the Dockerfile's build stage runs the same install and build scripts as
     README's commands and .ci/run, and its runtime stage carries the Intel
     GPU runtime, PoCL, a non-root user, the health check and the cache volume;
@@ -38,6 +41,91 @@ def run(cmd, cwd=None):
 
 def flagfile_names(text):
     return [m.group(1) for m in re.finditer(r"^--([a-z_]+)=", text, re.M)]
+
+
+QUANTITY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+                  "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def quantity_bytes(q):
+    """A Kubernetes memory quantity ("16Gi", "8G", "1073741824") in bytes."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Za-z]*)", str(q).strip())
+    if not m or (m.group(2) and m.group(2) not in QUANTITY_UNITS):
+        raise ValueError("unknown memory quantity %r" % q)
+    return float(m.group(1)) * QUANTITY_UNITS.get(m.group(2), 1)
+
+
+def flag_defaults(helpfull):
+    """sortd's flag defaults, from its --helpfull text."""
+    # Each entry: "--name (help, over lines); default: value;", the default
+    # sometimes on a line of its own; a match never runs into the next entry.
+    return {m.group(1): m.group(2).strip('"') for m in re.finditer(
+        r"^\s*--([a-z_]+) \((?:(?!\n\s*--[a-z_]+ \().)*?\);\s+default: "
+        r"([^;]*);", helpfull, re.S | re.M)}
+
+
+# One GPU (the pod asks for gpu.intel.com/i915: 1) of up to two tiles, each
+# a device worker (--sub_devices).
+WORKERS_PER_GPU = 2
+
+
+def memory_need(flags):
+    """The most memory sortd holds at once under `flags` (name -> int), in
+    bytes; deploy/README.md ("Memory limit") derives each term:
+      7 x max_stream_bytes    one SortStream of u32 keys with a permutation
+                              on the CPU path: input 4 B/key, output keys 4,
+                              permutation 4, radix scratch keys 8, indices 8
+      12 x max_request_bytes  one lone unary sort at the limit (10 x: raw
+                              and parsed request, response, its serialized
+                              copy, radix scratch) plus a stream's message
+                              being received and parsed (2 x)
+      96 x max_queued_keys    admitted work, per key at worst (u64 keys and
+                              values with a permutation): request raw 16,
+                              parsed 16, response 20, serialized 20, radix
+                              scratch 24
+      workers x pipeline_depth x (36 x max_batch_keys + 64 MiB)
+                              each device runner's packing buffer (in and
+                              out: 36 B/key at worst) and pinned staging
+      host_pool_bytes         idle host buffers kept for reuse (where sortd
+                              has the flag)
+      1 GiB                   the process: code, gRPC, oneTBB, the OpenCL
+                              runtime and compiled programs
+    """
+    gib, mib = 2**30, 2**20
+    return (7 * flags["max_stream_bytes"] + 12 * flags["max_request_bytes"] +
+            96 * flags["max_queued_keys"] +
+            flags["gpus"] * WORKERS_PER_GPU * flags["pipeline_depth"] *
+            (36 * flags["max_batch_keys"] + 64 * mib) +
+            flags.get("host_pool_bytes", 0) + gib)
+
+
+def check_memory_limit(flagfile, helpfull, limit, gpus):
+    """The container's memory limit covers memory_need() of the flagfile's
+    flags (sortd's defaults for those it does not set)."""
+    defaults = flag_defaults(helpfull)
+    values = {}
+    for name in ("max_stream_bytes", "max_request_bytes", "max_queued_keys",
+                 "max_batch_keys", "pipeline_depth", "host_pool_bytes"):
+        m = re.search(r"^--%s=(\d+)$" % name, flagfile, re.M)
+        text = m.group(1) if m else defaults.get(name)
+        if name == "host_pool_bytes" and text is None:
+            continue  # a sortd without a host buffer pool
+        if not check(text is not None and text.isdigit(),
+                     "no value or default for --%s" % name):
+            return
+        values[name] = int(text)
+    values["gpus"] = gpus
+    need = memory_need(values)
+    try:
+        have = quantity_bytes(limit)
+    except ValueError as e:
+        check(False, str(e))
+        return
+    check(have >= need,
+          "container memory limit %s (%.2f GiB) is below what the flags let "
+          "sortd hold, %.2f GiB (deploy/README.md, \"Memory limit\"; lower "
+          "--max_stream_bytes, --max_request_bytes or --max_queued_keys, or "
+          "raise the limit)" % (limit, have / 2**30, need / 2**30))
 
 
 def check_k8s(repo, sortd):
@@ -112,6 +200,18 @@ def check_k8s(repo, sortd):
                            helpfull.stderr))
     for n in names:
         check(n in known, "flagfile flag --%s is not a sortd flag" % n)
+    # The pod asks for its GPU explicitly: without one sortd refuses to
+    # start (the probes fail) rather than serve on the OpenCL CPU device.
+    devices = re.findall(r"^--device=(\S+)$", flags, re.M)
+    check(devices == ["gpu"],
+          "the flagfile does not ask for the GPU explicitly (--device=gpu), "
+          "but %s" % (devices or "no --device"))
+    check(not re.search(r"^--inject_faults", flags, re.M),
+          "the flagfile injects faults (--inject_faults is for tests only)")
+    gpus = res.get("limits", {}).get("gpu.intel.com/i915", 0)
+    if check("memory" in res.get("limits", {}), "no memory limit"):
+        check_memory_limit(flags, helpfull.stdout + helpfull.stderr,
+                           res["limits"]["memory"], gpus)
     m = re.search(r"^--drain_timeout=(\d+)s$", flags, re.M)
     check(m and pod.get("terminationGracePeriodSeconds", 30) >
           int(m.group(1)),

@@ -940,6 +940,90 @@ TEST(FaultInjection, LostDeviceMakesTheEngineUnhealthy) {
   EXPECT_FALSE((*engine)->healthy());
 }
 
+// Fault injection is set through Options (sortd: --inject_faults) only:
+// the environment variables that once armed it do nothing.
+TEST(FaultInjection, TheEnvironmentInjectsNothing) {
+  const char* vars[] = {"SORTD_FAULT_ENQUEUE", "SORTD_FAULT_DEVICE_LOST",
+                        "SORTD_FAULT_OOM"};
+  for (const char* v : vars) setenv(v, "1", 1);
+  setenv("SORTD_FAULT_ENQUEUE_STICKY", "1", 1);
+  auto engine = OpenClEngine::Create(CpuDevice());
+  setenv("SORTD_FAULT_BUILD", "1", 1);
+  auto built = OpenClEngine::Create(CpuDevice());
+  for (const char* v : vars) unsetenv(v);
+  unsetenv("SORTD_FAULT_ENQUEUE_STICKY");
+  unsetenv("SORTD_FAULT_BUILD");
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_TRUE(built.ok()) << built.status();
+  const auto keys = sortd::testing::Generate<uint32_t>(Shape::kRandom, 3000, 2);
+  for (int i = 0; i < 3; ++i) {
+    CheckSort(**engine, keys, i == 1, Extra::kPermutation, "env faults");
+  }
+  EXPECT_TRUE((*engine)->healthy());
+}
+
+TEST(FaultInjection, SpecParsesIntoOptions) {
+  OpenClEngine::Options o = CpuDevice();
+  ASSERT_TRUE(ParseFaultSpec("", &o).ok());
+  EXPECT_FALSE(InjectsFaults(o));
+  ASSERT_TRUE(
+      ParseFaultSpec(
+          "enqueue=2,stage=upload,sticky,device_lost=3,oom=4,build=1", &o)
+          .ok());
+  EXPECT_EQ(o.fail_enqueue, 2);
+  EXPECT_EQ(o.fail_stage, "upload");
+  EXPECT_TRUE(o.fail_enqueue_sticky);
+  EXPECT_EQ(o.lose_device_at, 3);
+  EXPECT_EQ(o.fail_allocation, 4);
+  EXPECT_TRUE(o.fail_build);
+  EXPECT_TRUE(InjectsFaults(o));
+  ASSERT_TRUE(ParseFaultSpec("oom=7", &o).ok());  // replaces, not adds
+  EXPECT_EQ(o.fail_enqueue, 0);
+  EXPECT_FALSE(o.fail_enqueue_sticky);
+  EXPECT_TRUE(o.fail_stage.empty());
+  EXPECT_EQ(o.fail_allocation, 7);
+  EXPECT_TRUE(InjectsFaults(o));
+  for (const char* bad :
+       {"enqueue", "enqueue=0", "enqueue=x", "enqueue=-1", "sticky=1",
+        "stage=", "build=2", "lost=1", "sticky", "stage=upload"}) {
+    OpenClEngine::Options b = CpuDevice();
+    const absl::Status s = ParseFaultSpec(bad, &b);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--inject_faults")) << bad;
+    EXPECT_FALSE(InjectsFaults(b)) << bad;
+  }
+}
+
+// An engine on the OpenCL CPU device says so: its work is not labelled as
+// a GPU's.
+TEST(OpenClEngine, PathNamesTheKindOfDevice) {
+  EXPECT_EQ(Engine().path(), Engine().info().is_gpu
+                                 ? ExecutionPath::kGpu
+                                 : ExecutionPath::kOpenClCpu);
+  if (!Engine().info().is_gpu) {
+    EXPECT_STREQ(PathName(Engine().path()), "opencl-cpu");
+  }
+}
+
+// Create() verifies every warm-up answer against the reference whatever the
+// build options: kernels that leave keys unsorted (-DITEMS=8 under the
+// timing ablation -DABLATE, which used to switch the check off) or sort
+// keys but not their permutation (-DHAS_INDEX=0) are refused.
+TEST(WarmUp, KernelsThatDoNotSortAreRefused) {
+  for (const char* extra : {"-DABLATE=5 -DITEMS=8", "-DHAS_INDEX=0"}) {
+    setenv("SORTD_KERNEL_EXTRA_OPTIONS", extra, 1);
+    auto engine = OpenClEngine::Create(CpuDevice());
+    unsetenv("SORTD_KERNEL_EXTRA_OPTIONS");
+    ASSERT_FALSE(engine.ok()) << extra;
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInternal) << extra;
+    EXPECT_THAT(engine.status().message(), HasSubstr("warm-up")) << extra;
+    EXPECT_THAT(engine.status().message(),
+                HasSubstr("differs from the reference"))
+        << extra;
+    EXPECT_THAT(engine.status().message(), HasSubstr(extra));
+  }
+}
+
 TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy& p = Engine().policy();
   EXPECT_TRUE(p.CheckFits(Engine().info()).ok());

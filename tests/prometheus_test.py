@@ -2,7 +2,8 @@
 """The metrics, the dashboard and the rules against a real Prometheus.
 
 Starts the real sortd on the OpenCL CPU device (so kernel stage timings
-exist) with one injected device fault (so a CPU fallback exists), a real
+exist, labelled path="opencl-cpu") with one injected device fault
+(--inject_faults, so a CPU fallback exists), a real
 Prometheus (Debian's package) scraping it every second with the repository's
 rules, drives a bounded verified load through sortctl, then:
 
@@ -11,6 +12,8 @@ rules, drives a bounded verified load through sortctl, then:
     parse and return data (at least one sample that is not NaN);
   * every recording rule must return data, every alerting rule must parse,
     and Prometheus must report every rule group healthy;
+  * the alerts this server must raise (serving without a GPU, fault
+    injection on) become pending or firing;
   * the per-stage kernel histograms are there, per device.
 
 Usage: prometheus_test.py --sortd PATH --sortctl PATH --repo DIR
@@ -32,6 +35,8 @@ import urllib.parse
 import urllib.request
 
 RATE_INTERVAL = "1m"  # what Grafana's $__rate_interval stands for here
+# Alerts this sortd (OpenCL CPU device, --inject_faults) must raise.
+EXPECTED_ALERTS = {"SortdServingWithoutGpu", "SortdFaultInjectionEnabled"}
 
 
 def fail(msg):
@@ -160,14 +165,14 @@ def main():
     promtool("check", "rules", rules_path)
 
     tmp = tempfile.mkdtemp(prefix="sortd-prom-")
-    env = dict(os.environ, SORTD_FAULT_ENQUEUE="4")
     sortd = Sortd(a.sortd, [
         "--device=opencl-cpu", "--kernel_cache_dir=",
         "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
         "--cpu_max_keys=100", "--solo_min_keys=100000",
         "--transpose_cpu_max_matrices=1",
         "--transpose_solo_min_matrices=100000",
-        "--spill_to_cpu=false", "--max_batch_delay=2ms"], env)
+        "--spill_to_cpu=false", "--max_batch_delay=2ms",
+        "--inject_faults=enqueue=4"], dict(os.environ))
     prom = None
     try:
         if not sortd.serving.wait(180):
@@ -223,6 +228,11 @@ def main():
 
         scrape = http_get("http://%s/metrics" % sortd.metrics)
         promtool("check", "metrics", stdin=scrape)
+        if "\nsortd_fault_injection_enabled 1\n" not in scrape:
+            fail("sortd_fault_injection_enabled is not 1 with --inject_faults")
+        if 'path="opencl-cpu"' not in scrape or 'path="gpu"' in scrape:
+            fail('work on the OpenCL CPU device is not labelled '
+                 'path="opencl-cpu" (or some is labelled gpu)')
         # Per-stage kernel histograms, per device, in the scrape itself.
         stages = set(re.findall(
             r'sortd_kernel_stage_duration_seconds_count\{device="([^"]+)",'
@@ -261,6 +271,15 @@ def main():
                 urllib.parse.urlencode({"match[]": m.group(1)}))))
             if not values.get("data"):
                 failures.append("instance variable: no values")
+
+        def alert_states():
+            groups = json.loads(http_get(p.base + "/api/v1/rules"))
+            return {r["name"]: r.get("state") for g in groups["data"]["groups"]
+                    for r in g["rules"] if r["type"] == "alerting"}
+
+        wait_for("alerts %s pending or firing" % sorted(EXPECTED_ALERTS),
+                 lambda: all(alert_states().get(name) in ("pending", "firing")
+                             for name in EXPECTED_ALERTS), 60)
 
         rules = json.loads(http_get(p.base + "/api/v1/rules"))
         groups = rules["data"]["groups"]

@@ -1,5 +1,7 @@
 // Validation of requests: every malformed request gets the right code and a
 // message that names what was wrong; valid ones get correctly sized outputs.
+// Requests are built with the generated protobuf classes, serialized, and
+// read back through the server's own parser (server/wire.h).
 #include "server/request.h"
 
 #include <gmock/gmock.h>
@@ -12,107 +14,122 @@ using ::testing::HasSubstr;
 
 constexpr RequestLimits kLimits{.max_request_bytes = 1 << 20};
 
-TEST(PrepareSort, NoKeysIsInvalid) {
+// A request as the server sees it: its bytes and what was parsed from them.
+struct Parsed {
+  explicit Parsed(const google::protobuf::MessageLite& message)
+      : bytes(wire::Received::Copy(message.SerializeAsString())) {}
+  absl::StatusOr<SortJob> Sort() {
+    auto request = wire::ParseSortRequest(bytes.data());
+    EXPECT_TRUE(request.ok()) << request.status();
+    sort = *request;
+    return ParseSort(sort, kLimits, bytes.data().size());
+  }
+  absl::StatusOr<TransposeJob> Transpose() {
+    auto request = wire::ParseTransposeRequest(bytes.data());
+    EXPECT_TRUE(request.ok()) << request.status();
+    return ParseTranspose(*request, kLimits, bytes.data().size());
+  }
+  wire::Received bytes;
+  wire::SortRequest sort;
+};
+
+TEST(ParseSort, NoKeysIsInvalid) {
   v1::SortRequest req;
-  v1::SortResponse resp;
-  auto job = PrepareSort(req, kLimits, &resp);
+  auto job = Parsed(req).Sort();
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(), HasSubstr("no keys set"));
 }
 
-TEST(PrepareSort, EmptyKeysAreValid) {
+TEST(ParseSort, EmptyKeysAreValid) {
   v1::SortRequest req;
   req.set_f64_keys("");
-  v1::SortResponse resp;
-  auto job = PrepareSort(req, kLimits, &resp);
+  auto job = Parsed(req).Sort();
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->count, 0u);
   EXPECT_EQ(job->key_type, KeyType::kF64);
-  EXPECT_TRUE(resp.has_f64_keys());
 }
 
-TEST(PrepareSort, PartialKeyIsInvalid) {
+TEST(ParseSort, PartialKeyIsInvalid) {
   v1::SortRequest req;
   req.set_u64_keys(std::string(12, 'x'));
-  v1::SortResponse resp;
-  auto job = PrepareSort(req, kLimits, &resp);
+  auto job = Parsed(req).Sort();
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(), HasSubstr("u64_keys holds 12 bytes"));
 }
 
-TEST(PrepareSort, PayloadLengthMustMatchKeyCount) {
+TEST(ParseSort, PayloadLengthMustMatchKeyCount) {
   v1::SortRequest req;
   req.set_u32_keys(std::string(40, 'k'));    // 10 keys
   req.set_u64_values(std::string(72, 'v'));  // 9 values
-  v1::SortResponse resp;
-  auto job = PrepareSort(req, kLimits, &resp);
+  auto job = Parsed(req).Sort();
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(),
               HasSubstr("u64_values holds 72 bytes (9 values)"));
   EXPECT_THAT(job.status().message(), HasSubstr("10 values, 80 bytes"));
 }
 
-TEST(PrepareSort, UnknownOrderIsInvalid) {
+TEST(ParseSort, UnknownOrderIsInvalid) {
   v1::SortRequest req;
   req.set_i32_keys(std::string(8, 'k'));
   req.set_order(static_cast<v1::Order>(7));
-  v1::SortResponse resp;
-  auto job = PrepareSort(req, kLimits, &resp);
+  auto job = Parsed(req).Sort();
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(), HasSubstr("order: unknown value 7"));
+  req.set_order(static_cast<v1::Order>(-3));
+  job = Parsed(req).Sort();
+  EXPECT_THAT(job.status().message(), HasSubstr("order: unknown value -3"));
 }
 
-TEST(PrepareSort, OversizeIsResourceExhaustedAndStatesTheLimit) {
+TEST(ParseSort, OversizeIsResourceExhaustedAndStatesTheLimit) {
   v1::SortRequest req;
   req.set_u32_keys(std::string((1 << 20) + 4, 'k'));
-  v1::SortResponse resp;
-  auto job = PrepareSort(req, kLimits, &resp);
+  auto job = Parsed(req).Sort();
   EXPECT_EQ(job.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(job.status().message(), HasSubstr("at most 1048576 bytes"));
 }
 
-TEST(PrepareSort, SizesEveryOutput) {
+TEST(ParseSort, SizesEveryOutput) {
   v1::SortRequest req;
   req.set_i64_keys(std::string(5 * 8, 'k'));
   req.set_u32_values(std::string(5 * 4, 'v'));
   req.set_order(v1::ORDER_DESCENDING);
   req.set_return_permutation(true);
-  v1::SortResponse resp;
-  auto job = PrepareSort(req, kLimits, &resp);
+  Parsed parsed(req);
+  auto job = parsed.Sort();
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->count, 5u);
   EXPECT_EQ(job->order, Order::kDescending);
   EXPECT_EQ(job->value_type, ValueType::kU32);
-  EXPECT_EQ(resp.i64_keys().size(), 40u);
-  EXPECT_EQ(resp.u32_values().size(), 20u);
-  EXPECT_EQ(resp.permutation().size(), 20u);
-  EXPECT_NE(job->permutation_out, nullptr);
+  SortOutputs out = AllocateSortOutputs(*job, parsed.sort.return_permutation);
+  EXPECT_EQ(out.keys.size(), 40u);
+  EXPECT_EQ(out.values.size(), 20u);
+  EXPECT_EQ(out.permutation.size(), 20u);
+  EXPECT_EQ(job->keys_out, out.keys.data());
+  EXPECT_EQ(job->values_out, out.values.data());
+  EXPECT_EQ(job->permutation_out, out.permutation.data());
 }
 
-TEST(PrepareTranspose, WordCountMustBeAMultipleOf32) {
+TEST(ParseTranspose, WordCountMustBeAMultipleOf32) {
   v1::TransposeRequest req;
   req.set_matrices(std::string(31 * 4, 'm'));
-  v1::TransposeResponse resp;
-  auto job = PrepareTranspose(req, kLimits, &resp);
+  auto job = Parsed(req).Transpose();
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(), HasSubstr("31 words"));
   req.set_matrices(std::string(130, 'm'));
-  job = PrepareTranspose(req, kLimits, &resp);
+  job = Parsed(req).Transpose();
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(), HasSubstr("130 bytes"));
 }
 
-TEST(PrepareTranspose, ValidBatchAndEmptyBatch) {
+TEST(ParseTranspose, ValidBatchAndEmptyBatch) {
   v1::TransposeRequest req;
-  v1::TransposeResponse resp;
-  auto job = PrepareTranspose(req, kLimits, &resp);
+  auto job = Parsed(req).Transpose();
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->count, 0u);
   req.set_matrices(std::string(3 * 128, 'm'));
-  job = PrepareTranspose(req, kLimits, &resp);
+  job = Parsed(req).Transpose();
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->count, 3u);
-  EXPECT_EQ(resp.matrices().size(), 384u);
 }
 
 }  // namespace

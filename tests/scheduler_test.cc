@@ -511,6 +511,40 @@ TEST_F(SchedulerTest, OverloadIsRefusedWithResourceExhausted) {
   EXPECT_EQ(sched->stats().rejected, 2u);
 }
 
+// One call far larger than the whole budget is admitted (alone it always
+// is) but counts only max_call_units against it: the others keep the rest.
+TEST_F(SchedulerTest, OneHugeCallHoldsAtMostItsShareOfTheBudget) {
+  Scheduler::Options o = BatchAll();
+  o.sort.solo_min = 1;
+  o.pipeline_depth = 1;
+  o.max_queued_units = 10000;
+  o.max_call_units = 2500;
+  auto sched = Make(o);
+  gate_.Close();
+  auto huge = U32(50000, 1);
+  sched->Submit(huge->task);
+  gate_.WaitEntered(1);  // it holds the device
+  std::vector<std::shared_ptr<SortCall>> small;
+  for (int i = 0; i < 7; ++i) {  // 7 x 1000 fit the 7500 left
+    small.push_back(U32(1000, 10 + i));
+    sched->Submit(small.back()->task);
+    EXPECT_FALSE(small.back()->done.HasBeenNotified()) << i;
+  }
+  auto over = U32(1000, 99);
+  sched->Submit(over->task);
+  ASSERT_TRUE(over->done.HasBeenNotified());
+  EXPECT_EQ(over->result.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over->result.status.message(), HasSubstr("--max_queued_keys"));
+  gate_.Open();
+  huge->Wait();
+  huge->verify();
+  for (auto& c : small) {
+    c->Wait();
+    c->verify();
+  }
+  EXPECT_EQ(sched->stats().rejected, 1u);
+}
+
 TEST_F(SchedulerTest, ExpiredAndCancelledTasksNeverReachTheDevice) {
   Scheduler::Options o = BatchAll();
   o.sort.solo_min = 5000;

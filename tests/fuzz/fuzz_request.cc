@@ -1,11 +1,16 @@
 // libFuzzer target: arbitrary bytes as SortRequest and TransposeRequest,
-// through the validation the server runs (server/request.h) and, when a
-// request is accepted, the CPU path and the reference check. Any crash,
-// sanitizer report, or accepted request answered wrongly is a finding.
-// Allocation is bounded by the input: sizes are checked before buffers are.
+// through the server's own parser (server/wire.h) and validation
+// (server/request.h) and, when a request is accepted, the CPU path, the
+// response encoder and the reference check. Any crash, sanitizer report,
+// refusal without a message, message accepted that protobuf refuses, or
+// accepted request answered wrongly is a finding. Allocation is bounded by
+// the input: sizes are checked before buffers are.
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "client/sortctl_lib.h"
 #include "server/cpu_sorter.h"
@@ -23,41 +28,87 @@ void Fail(const char* what, const absl::Status& s) {
   std::abort();
 }
 
+// A response as its receiver parses it.
+template <typename Message>
+Message Decode(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  (void)buffer.Dump(&slices);
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  Message m;
+  if (!m.ParseFromString(bytes)) Fail("response", absl::DataLossError(""));
+  return m;
+}
+
+void CheckRefusal(const absl::Status& s) {
+  if (s.message().empty()) Fail("a refusal without a message", s);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const sortd::RequestLimits limits{.max_request_bytes = 1 << 16};
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   sortd::v1::SortRequest sort;
-  if (sort.ParseFromArray(data, static_cast<int>(size))) {
-    (void)sortd::SortRequestUnits(sort);
-    sortd::v1::SortResponse response;
+  const bool protobuf_sort = sort.ParseFromArray(data, static_cast<int>(size));
+  absl::StatusOr<sortd::wire::SortRequest> parsed =
+      sortd::wire::ParseSortRequest(bytes);
+  if (parsed.ok() && !protobuf_sort) {
+    Fail("a SortRequest protobuf refuses was accepted", absl::OkStatus());
+  }
+  if (parsed.ok()) {
+    (void)sortd::SortRequestUnits(*parsed);
     absl::StatusOr<sortd::SortJob> job =
-        sortd::PrepareSort(sort, limits, &response);
+        sortd::ParseSort(*parsed, limits, size);
     if (job.ok()) {
+      sortd::SortOutputs out =
+          sortd::AllocateSortOutputs(*job, parsed->return_permutation);
       if (absl::Status s = Cpu().Sort(*job); !s.ok()) Fail("cpu sort", s);
+      const auto response =
+          Decode<sortd::v1::SortResponse>(sortd::wire::EncodeSortResponse(
+              out.Slices(*job, 0, job->count), nullptr));
       if (absl::Status s = sortd::cli::VerifySort(sort, response); !s.ok()) {
         Fail("verify", s);
       }
-    } else if (job.status().message().empty()) {
-      Fail("a refusal without a message", job.status());
+    } else {
+      CheckRefusal(job.status());
     }
+  } else {
+    CheckRefusal(parsed.status());
   }
+
   sortd::v1::TransposeRequest transpose;
-  if (transpose.ParseFromArray(data, static_cast<int>(size))) {
-    (void)sortd::TransposeRequestUnits(transpose);
-    sortd::v1::TransposeResponse response;
+  const bool protobuf_transpose =
+      transpose.ParseFromArray(data, static_cast<int>(size));
+  absl::StatusOr<sortd::wire::TransposeRequest> t =
+      sortd::wire::ParseTransposeRequest(bytes);
+  if (t.ok() && !protobuf_transpose) {
+    Fail("a TransposeRequest protobuf refuses was accepted", absl::OkStatus());
+  }
+  if (t.ok()) {
+    (void)sortd::TransposeRequestUnits(*t);
     absl::StatusOr<sortd::TransposeJob> job =
-        sortd::PrepareTranspose(transpose, limits, &response);
+        sortd::ParseTranspose(*t, limits, size);
     if (job.ok()) {
+      sortd::wire::OutputArray out(t->matrices.size());
+      job->out = out.data();
       if (absl::Status s = Cpu().Transpose(*job); !s.ok()) {
         Fail("cpu transpose", s);
       }
+      const auto response = Decode<sortd::v1::TransposeResponse>(
+          sortd::wire::EncodeTransposeResponse(out.Share(), {}));
       if (absl::Status s = sortd::cli::VerifyTranspose(transpose.matrices(),
                                                        response.matrices());
           !s.ok()) {
         Fail("verify transpose", s);
       }
+    } else {
+      CheckRefusal(job.status());
     }
+  } else {
+    CheckRefusal(t.status());
   }
   return 0;
 }

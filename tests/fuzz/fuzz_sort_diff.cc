@@ -58,8 +58,8 @@ sortd::Sorter* OpenCl() {
 
 // Lengths around the boundaries of the tiles above (64 keys radix, 256
 // bitonic block, 512 bitonic limit) and of the merge's runs.
-constexpr size_t kLengths[] = {0,   1,   2,   3,   63,  64,   65,   127,
-                               128, 255, 256, 257, 511, 512,  513,  1000,
+constexpr size_t kLengths[] = {0,    1,    2,    3,    63,   64,   65,   127,
+                               128,  255,  256,  257,  511,  512,  513,  1000,
                                1023, 1024, 1025, 4095, 4096, 4097, 10007};
 
 void Check(const char* path, const sortd::v1::SortRequest& request,
@@ -97,12 +97,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   sortd::v1::SortRequest request;
   switch (type) {
-    case KeyType::kU32: request.set_u32_keys(keys); break;
-    case KeyType::kI32: request.set_i32_keys(keys); break;
-    case KeyType::kF32: request.set_f32_keys(keys); break;
-    case KeyType::kU64: request.set_u64_keys(keys); break;
-    case KeyType::kI64: request.set_i64_keys(keys); break;
-    case KeyType::kF64: request.set_f64_keys(keys); break;
+    case KeyType::kU32:
+      request.set_u32_keys(keys);
+      break;
+    case KeyType::kI32:
+      request.set_i32_keys(keys);
+      break;
+    case KeyType::kF32:
+      request.set_f32_keys(keys);
+      break;
+    case KeyType::kU64:
+      request.set_u64_keys(keys);
+      break;
+    case KeyType::kI64:
+      request.set_i64_keys(keys);
+      break;
+    case KeyType::kF64:
+      request.set_f64_keys(keys);
+      break;
   }
   request.set_order(descending ? sortd::v1::ORDER_DESCENDING
                                : sortd::v1::ORDER_ASCENDING);
@@ -116,16 +128,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   request.set_return_permutation(permutation);
 
   const sortd::RequestLimits limits{.max_request_bytes = size_t{1} << 30};
+  const std::string bytes = request.SerializeAsString();
   auto run = [&](const char* path, auto sort) {
-    sortd::v1::SortResponse response;
+    absl::StatusOr<sortd::wire::SortRequest> parsed =
+        sortd::wire::ParseSortRequest(bytes);
     absl::StatusOr<sortd::SortJob> job =
-        sortd::PrepareSort(request, limits, &response);
+        parsed.ok() ? sortd::ParseSort(*parsed, limits, bytes.size())
+                    : absl::StatusOr<sortd::SortJob>(parsed.status());
     if (!job.ok()) {
       std::fprintf(stderr, "fuzz_sort_diff: refused: %s\n",
                    job.status().ToString().c_str());
       std::abort();
     }
-    Check(path, request, response, sort(*job));
+    sortd::SortOutputs out =
+        sortd::AllocateSortOutputs(*job, parsed->return_permutation);
+    const absl::Status sorted = sort(*job);
+    std::vector<grpc::Slice> slices;
+    (void)sortd::wire::EncodeSortResponse(out.Slices(*job, 0, job->count),
+                                          nullptr)
+        .Dump(&slices);
+    std::string answer;
+    for (const grpc::Slice& s : slices) {
+      answer.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    sortd::v1::SortResponse response;
+    response.ParseFromString(answer);
+    Check(path, request, response, sorted);
   };
   run("cpu", [](const sortd::SortJob& j) { return Cpu().Sort(j); });
   run("runs", [&](const sortd::SortJob& j) {

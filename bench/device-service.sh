@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The service against its floor on a GPU host, every figure with its anchors
+# from the same run. On this repository's build machine:
+#   ../shared/tools/device-bundle .device build/sortd build/sortctl \
+#     build/bench/gpu_sort_benchmark /usr/bin/iperf3
+#   (optional) an earlier build to compare with, in .device/base/:
+#     mkdir -p .device/base && cp OLD/sortd OLD/sortctl .device/base/
+# then on the GPU host (the device tool carries .device):
+#   bash bench/device-service.sh
+# Figures:
+#   1. raw TCP on loopback (iperf3): one stream, four streams
+#   2. the engine alone, host memory to host memory: 16M u32 keys
+#      (gpu_sort_benchmark e2e_ms: upload, sort, download)
+#   3. one 16M-key u32 Sort, and Echo, at a time: p50 wall against the
+#      floor = 2 x 64 MiB / one-stream TCP + the engine's time
+#   4. one sortctl process, 16 concurrent 16M-key sorts: bytes both ways
+#      against iperf3's four-stream bandwidth
+#   5. --device=gpu against --device=cpu, 16M keys, 16 streams: keys/s
+#   6. 1K-key sorts at 64 streams: requests/s and p99 (nothing worse)
+# 3-6 run for each build present (.device/base first). Results:
+# $OUT/service.jsonl (one JSON object per line, tagged) and
+# $OUT/summary.txt (the ratios).
+set -uo pipefail
+source .device/setup.sh
+OUT=${OUT:-/tmp/sortd-out}
+mkdir -p "$OUT"
+J="$OUT/service.jsonl"
+: > "$J"
+SECS=${SECS:-6}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
+  | tee "$OUT/summary.txt"
+
+tag() { sed "s/^{/{\"tag\":\"$1\",/" >> "$J"; }
+
+echo "== 1. iperf3 on loopback"
+iperf3 -s -p 5299 -D
+sleep 0.5
+for p in 1 4; do
+  iperf3 -c 127.0.0.1 -p 5299 -t 5 -P $p -J > /tmp/iperf$p.json
+  python3 -c "import json;d=json.load(open('/tmp/iperf$p.json'));print(json.dumps({'streams':$p,'bytes_per_s':d['end']['sum_received']['bits_per_second']/8}))" | tag iperf
+done
+pkill iperf3
+
+echo "== 2. the engine alone"
+gpu_sort_benchmark --device=gpu --sizes=24 --reps=7 2>/dev/null \
+  | grep '"u32"' | head -1 | tag engine
+
+# A build name: base (.device/base) or new (.device/bin); with "+tuned",
+# glibc keeps blocks up to 32 MiB in its heap (GLIBC_TUNABLES) in both
+# processes.
+builds=()
+[ -x .device/base/sortd ] && builds+=(base)
+builds+=(new ${EXTRA_BUILDS:-})
+TUNED="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
+for b in "${builds[@]}"; do
+  if [ "$b" = base ]; then D=.device/base/sortd C=.device/base/sortctl
+  else D=.device/bin/sortd C=.device/bin/sortctl; fi
+  unset GLIBC_TUNABLES
+  case $b in *+tuned) export GLIBC_TUNABLES=$TUNED ;; esac
+  for dev in gpu cpu; do
+    $D --device=$dev --listen=127.0.0.1:50051 --metrics_listen= \
+      --kernel_cache_dir=/tmp/sortd-kernels > /tmp/sortd-$b-$dev.log 2>&1 &
+    S=$!
+    for _ in $(seq 1 240); do
+      $C --timeout=1s health >/dev/null 2>&1 && break
+      sleep 0.5
+    done
+    run() {  # run TAG ARGS...
+      local t=$1; shift
+      timeout 300 $C --timeout=120s bench --json "$@" 2>/dev/null \
+        | tag "$b-$dev-$t"
+    }
+    echo "== $b --device=$dev"
+    if [ $dev = gpu ]; then
+      run single-sort --op=sort --sizes=16m --concurrency=1 --requests=15 \
+        --duration=0 --warmup=2s
+      run single-echo --op=echo --sizes=16m --concurrency=1 --requests=15 \
+        --duration=0 --warmup=2s
+      run small64 --op=sort --sizes=1k --concurrency=64 --duration=${SECS}s
+    fi
+    run many16m --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s
+    kill -TERM $S
+    wait $S
+  done
+done
+
+python3 - "$J" <<'EOF' | tee -a "$OUT/summary.txt"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+by = {r["tag"]: r for r in rows}
+tcp1 = next(r["bytes_per_s"] for r in rows if r["tag"] == "iperf" and r["streams"] == 1)
+tcp4 = next(r["bytes_per_s"] for r in rows if r["tag"] == "iperf" and r["streams"] == 4)
+engine = by["engine"]["e2e_ms"]
+array = 16 * 2**20 * 4
+floor = 2 * array / tcp1 * 1e3 + engine
+print(f"iperf3 loopback: {tcp1/1e9:.2f} GB/s one stream, {tcp4/1e9:.2f} GB/s four")
+print(f"engine host-to-host, 16M u32: {engine:.2f} ms; floor of one call {floor:.1f} ms")
+for b in dict.fromkeys(r["tag"].split("-gpu-")[0] for r in rows if "-gpu-" in r["tag"]):
+    g = lambda t: by.get(f"{b}-{t}")
+    if g("gpu-single-sort") is None:
+        continue
+    s, e = g("gpu-single-sort"), g("gpu-single-echo")
+    print(f"[{b}] one 16M Sort p50 {s['latency_ms']['p50']:.1f} ms = "
+          f"{s['latency_ms']['p50']/floor:.2f}x floor; Echo p50 "
+          f"{e['latency_ms']['p50']:.1f} ms")
+    m = g("gpu-many16m")
+    print(f"[{b}] 16 x 16M sorts, one process: {m['requests_per_s']:.2f} req/s, "
+          f"{m['bytes_per_s']/1e9:.2f} GB/s = {m['bytes_per_s']/tcp4:.2f} of "
+          f"four-stream TCP")
+    c = g("cpu-many16m")
+    print(f"[{b}] gpu/cpu keys/s at 16M, 16 streams: "
+          f"{m['keys_per_s']/c['keys_per_s']:.2f}")
+    k = g("gpu-small64")
+    print(f"[{b}] 1K sorts, 64 streams: {k['requests_per_s']:.0f} req/s, "
+          f"p99 {k['latency_ms']['p99']:.2f} ms")
+EOF

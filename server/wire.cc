@@ -1,0 +1,358 @@
+#include "server/wire.h"
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/slice.h"
+
+namespace sortd::wire {
+namespace {
+
+// Protocol Buffers wire types.
+constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kStartGroup = 3,
+              kEndGroup = 4, kFixed32 = 5;
+
+const char* WireTypeName(int type) {
+  switch (type) {
+    case kVarint:
+      return "varint";
+    case kFixed64:
+      return "64-bit";
+    case kLengthDelimited:
+      return "length-delimited";
+    case kStartGroup:
+      return "start-group";
+    case kEndGroup:
+      return "end-group";
+    case kFixed32:
+      return "32-bit";
+  }
+  return "invalid";
+}
+
+// Reads one message's fields in order. Every error names the message, the
+// byte offset and what was found there.
+class Reader {
+ public:
+  Reader(std::string_view bytes, const char* message)
+      : bytes_(bytes), message_(message) {}
+
+  bool done() const { return at_ == bytes_.size(); }
+
+  // The next field's number and wire type.
+  absl::Status Tag(int* field, int* type) {
+    const size_t start = at_;
+    uint64_t tag = 0;
+    if (absl::Status s = Varint(&tag, "a field tag"); !s.ok()) return s;
+    *type = static_cast<int>(tag & 7);
+    const uint64_t number = tag >> 3;
+    if (number == 0) {
+      return Error(start, "field number 0, which no message has");
+    }
+    if (number > 536870911) {
+      return Error(start, absl::StrCat("field number ", number,
+                                       " is past the largest, 2^29-1"));
+    }
+    if (*type > kFixed32) {
+      return Error(start, absl::StrCat("field ", number, " has wire type ",
+                                       *type, ", which does not exist"));
+    }
+    *field = static_cast<int>(number);
+    return absl::OkStatus();
+  }
+
+  absl::Status Varint(uint64_t* value, const char* what) {
+    const size_t start = at_;
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+      if (at_ == bytes_.size()) {
+        return Error(start, absl::StrCat("the message ends inside ", what,
+                                         " (an unterminated varint)"));
+      }
+      const uint8_t byte = static_cast<uint8_t>(bytes_[at_++]);
+      if (shift < 64) v |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) {
+        *value = v;
+        return absl::OkStatus();
+      }
+    }
+    return Error(start,
+                 absl::StrCat(what, " is a varint longer than 10 bytes"));
+  }
+
+  absl::Status Bytes(int field, std::string_view* out) {
+    const size_t start = at_;
+    uint64_t length = 0;
+    if (absl::Status s = Varint(&length, "a length prefix"); !s.ok()) return s;
+    const size_t left = bytes_.size() - at_;
+    if (length > left) {
+      return Error(start,
+                   absl::StrCat("field ", field, " claims ", length,
+                                " bytes but only ", left, " remain in the ",
+                                bytes_.size(), "-byte message (truncated?)"));
+    }
+    *out = bytes_.substr(at_, length);
+    at_ += length;
+    return absl::OkStatus();
+  }
+
+  // Skips an unknown field's value.
+  absl::Status Skip(int field, int type) {
+    switch (type) {
+      case kVarint: {
+        uint64_t ignored;
+        return Varint(&ignored, "a varint field");
+      }
+      case kFixed64:
+      case kFixed32: {
+        const size_t n = type == kFixed64 ? 8 : 4;
+        if (bytes_.size() - at_ < n) {
+          return Error(at_, absl::StrCat("the message ends inside field ",
+                                         field, "'s ", n, "-byte value"));
+        }
+        at_ += n;
+        return absl::OkStatus();
+      }
+      case kLengthDelimited: {
+        std::string_view ignored;
+        return Bytes(field, &ignored);
+      }
+      default:
+        // Groups do not exist in proto3 messages.
+        return Error(at_,
+                     absl::StrCat("field ", field, " is a ", WireTypeName(type),
+                                  ", which sortd.v1 messages never use"));
+    }
+  }
+
+  absl::Status WrongType(size_t start, int field, const char* name, int type,
+                         int expected) {
+    return Error(start, absl::StrCat("field ", field, " (", name, ") has wire ",
+                                     "type ", type, " (", WireTypeName(type),
+                                     "); it is ", WireTypeName(expected)));
+  }
+
+  size_t at() const { return at_; }
+
+ private:
+  absl::Status Error(size_t offset, const std::string& what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", message_, " did not parse: at byte ", offset,
+                     " of ", bytes_.size(), ", ", what));
+  }
+
+  std::string_view bytes_;
+  const char* message_;
+  size_t at_ = 0;
+};
+
+constexpr std::array<KeyType, 6> kKeyFields = {KeyType::kU32, KeyType::kI32,
+                                               KeyType::kF32, KeyType::kU64,
+                                               KeyType::kI64, KeyType::kF64};
+
+// A field header: tag and length of a length-delimited field.
+size_t PutHeader(uint8_t* out, int field, uint64_t length) {
+  size_t n = 0;
+  uint64_t tag = static_cast<uint64_t>(field) << 3 | kLengthDelimited;
+  for (uint64_t v : {tag, length}) {
+    while (v >= 0x80) {
+      out[n++] = static_cast<uint8_t>(v | 0x80);
+      v >>= 7;
+    }
+    out[n++] = static_cast<uint8_t>(v);
+  }
+  return n;
+}
+
+// Builds a message from headers and array slices.
+class Writer {
+ public:
+  void Field(int field, const grpc::Slice& payload) {
+    uint8_t header[20];
+    const size_t n = PutHeader(header, field, payload.size());
+    slices_.emplace_back(header, n);
+    if (payload.size() > 0) slices_.push_back(payload);
+  }
+  void Message(int field, const google::protobuf::MessageLite& message) {
+    std::string bytes = message.SerializeAsString();
+    uint8_t header[20];
+    const size_t n = PutHeader(header, field, bytes.size());
+    bytes.insert(0, reinterpret_cast<const char*>(header), n);
+    slices_.emplace_back(bytes);
+  }
+  grpc::ByteBuffer Take() {
+    return grpc::ByteBuffer(slices_.data(), slices_.size());
+  }
+
+ private:
+  std::vector<grpc::Slice> slices_;
+};
+
+}  // namespace
+
+int KeyFieldNumber(KeyType type) {
+  for (size_t i = 0; i < kKeyFields.size(); ++i) {
+    if (kKeyFields[i] == type) return static_cast<int>(i) + 1;
+  }
+  return 1;
+}
+
+int ValueFieldNumber(ValueType type) { return type == ValueType::kU64 ? 9 : 8; }
+
+const char* KeyFieldName(KeyType type) {
+  switch (type) {
+    case KeyType::kU32:
+      return "u32_keys";
+    case KeyType::kI32:
+      return "i32_keys";
+    case KeyType::kF32:
+      return "f32_keys";
+    case KeyType::kU64:
+      return "u64_keys";
+    case KeyType::kI64:
+      return "i64_keys";
+    case KeyType::kF64:
+      return "f64_keys";
+  }
+  return "?";
+}
+
+const char* ValueFieldName(ValueType type) {
+  switch (type) {
+    case ValueType::kU32:
+      return "u32_values";
+    case ValueType::kU64:
+      return "u64_values";
+    case ValueType::kNone:
+      break;
+  }
+  return "no values";
+}
+
+absl::StatusOr<Received> Received::From(const grpc::ByteBuffer& buffer,
+                                        HostBufferPool* pool) {
+  Received r;
+  if (buffer.TrySingleSlice(&r.slice_).ok()) return r;
+  std::vector<grpc::Slice> parts;
+  grpc::Status s = buffer.Dump(&parts);
+  if (!s.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot read the received message: ", s.error_message()));
+  }
+  OutputArray joined(buffer.Length(), pool);
+  std::byte* at = joined.data();
+  for (const grpc::Slice& part : parts) {
+    std::memcpy(at, part.begin(), part.size());
+    at += part.size();
+  }
+  r.slice_ = joined.Share();
+  return r;
+}
+
+Received Received::Copy(std::string_view bytes) {
+  Received r;
+  r.slice_ = grpc::Slice(bytes.data(), bytes.size());
+  return r;
+}
+
+absl::StatusOr<SortRequest> ParseSortRequest(std::string_view bytes) {
+  SortRequest request;
+  Reader in(bytes, "SortRequest");
+  while (!in.done()) {
+    const size_t start = in.at();
+    int field = 0, type = 0;
+    if (absl::Status s = in.Tag(&field, &type); !s.ok()) return s;
+    if (field >= 1 && field <= 6) {
+      const KeyType key = kKeyFields[field - 1];
+      if (type != kLengthDelimited) {
+        return in.WrongType(start, field, KeyFieldName(key), type,
+                            kLengthDelimited);
+      }
+      if (absl::Status s = in.Bytes(field, &request.keys); !s.ok()) return s;
+      request.key_type = key;
+    } else if (field == 8 || field == 9) {
+      const ValueType value = field == 8 ? ValueType::kU32 : ValueType::kU64;
+      if (type != kLengthDelimited) {
+        return in.WrongType(start, field, ValueFieldName(value), type,
+                            kLengthDelimited);
+      }
+      if (absl::Status s = in.Bytes(field, &request.values); !s.ok()) return s;
+      request.value_type = value;
+    } else if (field == 7 || field == 10) {
+      const char* name = field == 7 ? "order" : "return_permutation";
+      if (type != kVarint)
+        return in.WrongType(start, field, name, type, kVarint);
+      uint64_t v = 0;
+      if (absl::Status s = in.Varint(&v, name); !s.ok()) return s;
+      if (field == 7) {
+        request.order = static_cast<int32_t>(static_cast<uint32_t>(v));
+      } else {
+        request.return_permutation = v != 0;
+      }
+    } else if (absl::Status s = in.Skip(field, type); !s.ok()) {
+      return s;
+    }
+  }
+  return request;
+}
+
+absl::StatusOr<TransposeRequest> ParseTransposeRequest(std::string_view bytes) {
+  TransposeRequest request;
+  Reader in(bytes, "TransposeRequest");
+  while (!in.done()) {
+    const size_t start = in.at();
+    int field = 0, type = 0;
+    if (absl::Status s = in.Tag(&field, &type); !s.ok()) return s;
+    if (field == 1) {
+      if (type != kLengthDelimited) {
+        return in.WrongType(start, field, "matrices", type, kLengthDelimited);
+      }
+      if (absl::Status s = in.Bytes(field, &request.matrices); !s.ok()) {
+        return s;
+      }
+    } else if (absl::Status s = in.Skip(field, type); !s.ok()) {
+      return s;
+    }
+  }
+  return request;
+}
+
+OutputArray::OutputArray(size_t bytes, HostBufferPool* pool)
+    // Always a reference-counted heap slice, never an inlined one (whose
+    // bytes would move with every copy of the slice), so data() stays put.
+    : slice_(pool != nullptr ? pool->Allocate(bytes)
+                             : grpc::Slice(grpc_slice_malloc_large(bytes),
+                                           grpc::Slice::STEAL_REF)) {
+  // A fresh slice is ours alone until shared; gRPC reads it only once sent.
+  data_ = reinterpret_cast<std::byte*>(const_cast<uint8_t*>(slice_.begin()));
+}
+
+grpc::Slice OutputArray::Sub(size_t offset, size_t length) const {
+  return slice_.sub(offset, offset + length);
+}
+
+grpc::ByteBuffer EncodeSortResponse(const SortArrays& arrays,
+                                    const v1::ServedBy* served_by) {
+  Writer out;
+  out.Field(KeyFieldNumber(arrays.key_type), arrays.keys);
+  if (arrays.value_type != ValueType::kNone) {
+    out.Field(ValueFieldNumber(arrays.value_type), arrays.values);
+  }
+  if (arrays.permutation.has_value()) out.Field(10, *arrays.permutation);
+  if (served_by != nullptr) out.Message(11, *served_by);
+  return out.Take();
+}
+
+grpc::ByteBuffer EncodeTransposeResponse(const grpc::Slice& matrices,
+                                         const v1::ServedBy& served_by) {
+  Writer out;
+  out.Field(1, matrices);
+  out.Message(2, served_by);
+  return out.Take();
+}
+
+}  // namespace sortd::wire

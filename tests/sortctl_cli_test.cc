@@ -1,0 +1,182 @@
+// The sortctl binary's exit status and its load generator's manners, run as
+// a user runs them: bad usage exits 2 before any call; a bench whose server
+// died backs off instead of hammering it, and exits 1 when most of its
+// calls failed.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "tests/server_process.h"
+
+namespace sortd {
+namespace {
+
+using testing::CommandResult;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::RunCommand;
+using testing::ServerProcess;
+
+// A loopback port with nothing listening: bound, read, closed.
+int DeadPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string DeadTarget() { return "127.0.0.1:" + std::to_string(DeadPort()); }
+
+CommandResult Sortctl(const std::string& target, const std::string& args) {
+  return RunCommand(std::string(SORTCTL_BINARY) + " --target=" + target + " " +
+                    args);
+}
+
+// The unsigned number after "name": in sortctl's JSON; -1 when absent.
+int64_t JsonCount(const std::string& json, const std::string& name) {
+  const std::string key = "\"" + name + "\":";
+  const size_t at = json.find(key);
+  if (at == std::string::npos) return -1;
+  size_t i = at + key.size();
+  if (i >= json.size() || json[i] < '0' || json[i] > '9') return -1;
+  int64_t n = 0;
+  for (; i < json.size() && json[i] >= '0' && json[i] <= '9'; ++i) {
+    n = n * 10 + (json[i] - '0');
+  }
+  return n;
+}
+
+// Every usage error exits 2 with a message naming what was wrong, before
+// any call: the target is a dead port, so a call would have exited 1.
+TEST(SortctlCli, BadUsageExitsTwoAndNamesTheArgument) {
+  const std::string target = DeadTarget();
+  struct Case {
+    std::string args;
+    std::string names;  // in the message on stderr
+  };
+  const std::vector<Case> cases = {
+      {"sort --type u8 --random 10", "--type: 'u8'"},
+      {"sort --type=u32 --values=u16 --random=10", "--values: 'u16'"},
+      {"sort --random=10 --input=keys.txt", "exactly one of --input"},
+      {"sort", "exactly one of --input"},
+      {"sort --random=-5", "--random"},
+      {"transpose", "exactly one of --input"},
+      {"bench --type=u8", "--type: 'u8'"},
+      {"bench --sizes=1q:5", "--sizes"},
+      {"bench --duration=abc", "'duration'"},
+      {"bench --duration=25h", "--duration"},
+      {"bench --duration", "'duration'"},
+      {"bench --concurrency=0", "--concurrency"},
+      {"bench --requests=-1", "--requests"},
+      {"bench --op=shuffle", "--op: 'shuffle'"},
+      {"frobnicate", "'frobnicate'"},
+      {"", "expected a command"},
+      {"health now", "'now'"},
+      {"--no_such_flag health", "'no_such_flag'"},
+      {"--tls_cert=client.pem health", "--tls_key"},
+      {"--timeout=0s health", "--timeout"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CommandResult r = Sortctl(target, c.args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.names));
+    EXPECT_THAT(r.err, Not(HasSubstr("UNAVAILABLE")));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// A failed call or an unreadable input stays 1.
+TEST(SortctlCli, FailedCallsAndUnreadableInputExitOne) {
+  const std::string target = DeadTarget();
+  CommandResult r = Sortctl(target, "--timeout=10s health");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
+
+  r = Sortctl(target, "sort --input=/nonexistent/sortctl_keys.txt");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("cannot read"));
+}
+
+// A bench against a server that is down from the start stops at its first
+// check, before any measured call.
+TEST(SortctlCli, BenchAgainstADeadPortFailsAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r =
+      Sortctl(DeadTarget(), "bench --duration 2s --concurrency 4 --json");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
+  EXPECT_LT(seconds, 30);
+}
+
+// The server dies during the warmup (killed as its first call arrives), so
+// every measured call finds it gone. The old sortctl made some 100,000
+// calls a second, each failing at once, and exited 0 or 1 depending on
+// whether one had been answered; the workers now back off (10 ms doubling
+// to 1 s), and the run exits 1 saying why.
+TEST(SortctlCli, BenchBacksOffFromADeadServerAndExitsOne) {
+  ServerProcess server({"--device=cpu", "--log_requests"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  std::future<CommandResult> bench = std::async(std::launch::async, [&] {
+    return Sortctl(server.address(),
+                   "bench --duration=2s --warmup=2s --concurrency=4 --json");
+  });
+  ASSERT_TRUE(server.WaitForLine("sortd: start Sort", std::chrono::seconds(60)))
+      << server.Output();
+  server.Terminate(SIGKILL);
+  const CommandResult r = bench.get();
+
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("calls failed"));
+  const int64_t started = JsonCount(r.out, "started");
+  EXPECT_GT(started, 0) << r.out;
+  EXPECT_LT(started, 1000) << r.out;
+  EXPECT_EQ(JsonCount(r.out, "ended"), started) << r.out;
+  EXPECT_EQ(JsonCount(r.out, "errors"), started) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"errors_by_code\":{\"UNAVAILABLE\":"));
+}
+
+// Most calls fail (sizes beyond the server's request limit are refused with
+// RESOURCE_EXHAUSTED) but some are answered: exit 1, not only when none
+// was answered. One worker, a fixed seed: the same 16 picks every run
+// (12 of them 64k).
+TEST(SortctlCli, BenchExitsOneWhenMostCallsFail) {
+  ServerProcess server({"--device=cpu", "--max_request_bytes=65536"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  const CommandResult r =
+      Sortctl(server.address(),
+              "bench --sizes=1k:1,64k:2 --concurrency=1 --requests=16 "
+              "--duration=0 --warmup=0 --seed=3 --json");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("more than half"));
+  const int64_t answered = JsonCount(r.out, "requests");
+  const int64_t errors = JsonCount(r.out, "errors");
+  EXPECT_GT(answered, 0) << r.out;
+  EXPECT_GT(errors, answered) << r.out;
+  EXPECT_EQ(answered + errors, 16) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"RESOURCE_EXHAUSTED\":"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+}  // namespace
+}  // namespace sortd
