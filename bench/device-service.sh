@@ -17,6 +17,8 @@
 #      against iperf3's four-stream bandwidth
 #   5. --device=gpu against --device=cpu, 16M keys, 16 streams: keys/s
 #   6. 1K-key sorts at 64 streams: requests/s and p99 (nothing worse)
+#   7. one 16M-key u32 Sort at a time through shared memory (--shm_dir),
+#      against the engine's host-to-host time (new build only)
 # 3-6 run for each build present (.device/base first). Results:
 # $OUT/service.jsonl (one JSON object per line, tagged) and
 # $OUT/summary.txt (the ratios).
@@ -45,21 +47,18 @@ echo "== 2. the engine alone"
 gpu_sort_benchmark --device=gpu --sizes=24 --reps=7 2>/dev/null \
   | grep '"u32"' | head -1 | tag engine
 
-# A build name: base (.device/base) or new (.device/bin); with "+tuned",
-# glibc keeps blocks up to 32 MiB in its heap (GLIBC_TUNABLES) in both
-# processes.
 builds=()
 [ -x .device/base/sortd ] && builds+=(base)
-builds+=(new ${EXTRA_BUILDS:-})
-TUNED="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
+builds+=(new)
 for b in "${builds[@]}"; do
   if [ "$b" = base ]; then D=.device/base/sortd C=.device/base/sortctl
   else D=.device/bin/sortd C=.device/bin/sortctl; fi
-  unset GLIBC_TUNABLES
-  case $b in *+tuned) export GLIBC_TUNABLES=$TUNED ;; esac
   for dev in gpu cpu; do
+    SHM=()
+    [ $b != base ] && SHM=(--shm_dir=/dev/shm/sortd-bench)
     $D --device=$dev --listen=127.0.0.1:50051 --metrics_listen= \
-      --kernel_cache_dir=/tmp/sortd-kernels > /tmp/sortd-$b-$dev.log 2>&1 &
+      --kernel_cache_dir=/tmp/sortd-kernels "${SHM[@]}" \
+      > /tmp/sortd-$b-$dev.log 2>&1 &
     S=$!
     for _ in $(seq 1 240); do
       $C --timeout=1s health >/dev/null 2>&1 && break
@@ -77,8 +76,16 @@ for b in "${builds[@]}"; do
       run single-echo --op=echo --sizes=16m --concurrency=1 --requests=15 \
         --duration=0 --warmup=2s
       run small64 --op=sort --sizes=1k --concurrency=64 --duration=${SECS}s
+      if [ $b != base ]; then
+        run shm-sort --op=sort --sizes=16m --concurrency=1 --requests=15 \
+          --duration=0 --warmup=2s --shm_dir=/dev/shm/sortd-bench
+      fi
     fi
     run many16m --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s
+    # The same load with every 4th answer of each worker checked against a
+    # reference (the check costs the client seconds of CPU: not timed).
+    run many16m-verified --op=sort --sizes=16m --concurrency=16 \
+      --requests=64 --duration=0 --warmup=0s --verify --verify_every=4
     kill -TERM $S
     wait $S
   done
@@ -110,6 +117,17 @@ for b in dict.fromkeys(r["tag"].split("-gpu-")[0] for r in rows if "-gpu-" in r[
     c = g("cpu-many16m")
     print(f"[{b}] gpu/cpu keys/s at 16M, 16 streams: "
           f"{m['keys_per_s']/c['keys_per_s']:.2f}")
+    h = g("gpu-shm-sort")
+    if h is not None:
+        print(f"[{b}] one 16M Sort through shared memory: p50 "
+              f"{h['latency_ms']['p50']:.2f} ms = "
+              f"{h['latency_ms']['p50']/engine:.2f}x the engine's host-to-host")
+    for dev in ("gpu", "cpu"):
+        v = g(f"{dev}-many16m-verified")
+        if v is not None:
+            print(f"[{b}] {dev}: {v.get('verified', 0)} answers of 16M keys "
+                  f"verified, {v.get('mismatches', 0)} wrong, "
+                  f"{v['errors']} errors")
     k = g("gpu-small64")
     print(f"[{b}] 1K sorts, 64 streams: {k['requests_per_s']:.0f} req/s, "
           f"p99 {k['latency_ms']['p99']:.2f} ms")

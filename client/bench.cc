@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/shared_memory.h"
 #include "client/sortctl_lib.h"
 
 namespace sortd::cli {
@@ -59,6 +60,31 @@ Inputs MakeInputs(const BenchOptions& o, uint64_t size, size_t class_index) {
     }
   }
   return in;
+}
+
+const std::string& RequestKeys(const v1::SortRequest& r) {
+  const std::string* bytes = nullptr;
+  KeysOf(r, &bytes);
+  static const std::string kNone;
+  return bytes != nullptr ? *bytes : kNone;
+}
+
+// The answer's key field (of the type it names) set to `bytes`.
+void SetAnswerKeys(std::string bytes, v1::SortResponse* r) {
+  switch (r->keys_case()) {
+    case v1::SortResponse::kI32Keys:
+      return r->set_i32_keys(std::move(bytes));
+    case v1::SortResponse::kF32Keys:
+      return r->set_f32_keys(std::move(bytes));
+    case v1::SortResponse::kU64Keys:
+      return r->set_u64_keys(std::move(bytes));
+    case v1::SortResponse::kI64Keys:
+      return r->set_i64_keys(std::move(bytes));
+    case v1::SortResponse::kF64Keys:
+      return r->set_f64_keys(std::move(bytes));
+    default:
+      return r->set_u32_keys(std::move(bytes));
+  }
 }
 
 // Echo answers with the input unchanged.
@@ -204,6 +230,49 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
     total_weight += o.mix[c].weight;
   }
 
+  // Shared memory: per worker, a region with every input and room for its
+  // answer, and the requests that name them.
+  struct WorkerRegion {
+    std::unique_ptr<SharedRegion> region;
+    std::vector<std::vector<v1::SortRequest>> sorts;  // [class][variant]
+    std::vector<std::vector<uint64_t>> out_offsets;
+  };
+  std::vector<WorkerRegion> regions(o.shm_dir.empty() ? 0 : o.concurrency);
+  if (!o.shm_dir.empty() && o.op == BenchOp::kTranspose) {
+    return absl::InvalidArgumentError("--shm_dir serves sorts and echoes");
+  }
+  for (WorkerRegion& w : regions) {
+    size_t bytes = 0;
+    for (const Inputs& in : inputs) {
+      for (const v1::SortRequest& r : in.sorts) {
+        bytes += 2 * RequestKeys(r).size();
+      }
+    }
+    absl::StatusOr<std::unique_ptr<SharedRegion>> region =
+        SharedRegion::Create(client, o.shm_dir, std::max<size_t>(bytes, 1));
+    if (!region.ok()) return region.status();
+    w.region = *std::move(region);
+    size_t at = 0;
+    for (const Inputs& in : inputs) {
+      w.sorts.emplace_back();
+      w.out_offsets.emplace_back();
+      for (const v1::SortRequest& r : in.sorts) {
+        const std::string& keys = RequestKeys(r);
+        std::memcpy(w.region->data() + at, keys.data(), keys.size());
+        v1::SortRequest named = r;
+        SetKeys(o.key_type, "", &named);
+        v1::SharedArrays* a = named.mutable_shared();
+        a->set_region(w.region->handle());
+        a->set_count(keys.size() / KeySize(o.key_type));
+        a->set_keys_offset(at);
+        a->set_keys_out_offset(at + keys.size());
+        w.sorts.back().push_back(std::move(named));
+        w.out_offsets.back().push_back(at + keys.size());
+        at += 2 * keys.size();
+      }
+    }
+  }
+
   Shared shared;
   std::atomic<uint64_t> issued{0};
   std::atomic<bool> measuring{o.warmup <= absl::ZeroDuration()};
@@ -299,13 +368,23 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
         }
       } else {
         const v1::SortRequest& req = in.sorts[variant];
+        const v1::SortRequest& sent =
+            regions.empty() ? req : regions[id].sorts[c][variant];
         // One answer message per worker, its buffers reused call after
         // call, as a client that sorts arrays of one size would.
-        status = o.op == BenchOp::kEcho ? client.Echo(req, &answer)
-                                        : client.Sort(req, &answer);
+        status = o.op == BenchOp::kEcho ? client.Echo(sent, &answer)
+                                        : client.Sort(sent, &answer);
         if (status.ok()) {
           served_by = answer.served_by();
-          bytes = req.ByteSizeLong() + answer.ByteSizeLong();
+          bytes = sent.ByteSizeLong() + answer.ByteSizeLong();
+          if (!regions.empty() && check) {
+            // The answer is in the region: read it back for the check.
+            const std::byte* out = regions[id].region->data() +
+                                   regions[id].out_offsets[c][variant];
+            SetAnswerKeys(std::string(reinterpret_cast<const char*>(out),
+                                      RequestKeys(req).size()),
+                          &answer);
+          }
           if (check) {
             verdict = o.op == BenchOp::kEcho ? VerifyEcho(req, answer)
                                              : VerifySort(req, answer);

@@ -193,9 +193,11 @@ class MessageSink final : public client_wire::SortResponseSink {
   bool keys_ = false, values_ = false, permutation_ = false, served_by_ = false;
 };
 
-// The request's fields in wire order, its arrays borrowed.
+// The request's fields in wire order, its arrays borrowed; `shared` holds
+// the serialized SharedArrays while the call runs.
 client_wire::OutgoingMessage Encode(const v1::SortRequest& request,
-                                    client_wire::Lease* lease) {
+                                    client_wire::Lease* lease,
+                                    std::string* shared) {
   client_wire::OutgoingMessage m;
   if (const std::string* keys = KeysOf(request); keys != nullptr) {
     m.Bytes(static_cast<int>(request.keys_case()), keys->data(), keys->size(),
@@ -208,6 +210,10 @@ client_wire::OutgoingMessage Encode(const v1::SortRequest& request,
     m.Bytes(9, request.u64_values().data(), request.u64_values().size(), lease);
   }
   if (request.return_permutation()) m.Varint(10, 1);
+  if (request.has_shared()) {
+    *shared = request.shared().SerializeAsString();
+    m.Bytes(11, shared->data(), shared->size(), lease);
+  }
   return m;
 }
 
@@ -251,7 +257,8 @@ absl::Status Client::SortRaw(const char* method,
 absl::Status Client::Sort(const v1::SortRequest& request,
                           v1::SortResponse* response) {
   client_wire::Lease lease;
-  client_wire::OutgoingMessage m = Encode(request, &lease);
+  std::string shared;
+  client_wire::OutgoingMessage m = Encode(request, &lease, &shared);
   if (m.size() > options_.max_unary_bytes) {
     absl::StatusOr<v1::SortResponse> streamed = SortStream(request);
     if (!streamed.ok()) return streamed.status();
@@ -271,14 +278,23 @@ absl::StatusOr<v1::SortResponse> Client::Sort(const v1::SortRequest& request) {
 absl::Status Client::Echo(const v1::SortRequest& request,
                           v1::SortResponse* response) {
   client_wire::Lease lease;
+  std::string shared;
   MessageSink sink(response);
-  return SortRaw("Echo", Encode(request, &lease), lease, sink);
+  return SortRaw("Echo", Encode(request, &lease, &shared), lease, sink);
 }
 
 absl::StatusOr<v1::SortResponse> Client::Echo(const v1::SortRequest& request) {
   v1::SortResponse response;
   if (absl::Status s = Echo(request, &response); !s.ok()) return s;
   return response;
+}
+
+std::unique_ptr<
+    grpc::ClientReaderWriter<v1::SharedMemoryRequest, v1::SharedMemoryResponse>>
+Client::SharedMemoryStream(grpc::ClientContext* context) {
+  // No deadline: the stream lives as long as its regions.
+  context->set_wait_for_ready(options_.wait_for_ready);
+  return Next().stub->SharedMemory(context);
 }
 
 absl::StatusOr<v1::SortResponse> Client::SortStream(

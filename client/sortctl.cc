@@ -102,6 +102,11 @@ ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
           "bench: unmeasured calls before the measured part");
 ABSL_FLAG(int64_t, verify_every, 16,
           "bench with --verify: check every N-th answer of each worker");
+ABSL_FLAG(std::string, shm_dir, "",
+          "bench: send sorts through shared memory, one region per worker "
+          "in this directory (the server's --shm_dir; same host only)");
+ABSL_FLAG(int, connections, 4,
+          "TCP connections to the server; calls take them in turn");
 
 namespace {
 
@@ -257,6 +262,7 @@ absl::StatusOr<std::unique_ptr<sortd::Client>> Connect() {
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  options.connections = std::max(1, absl::GetFlag(FLAGS_connections));
   return sortd::Client::Create(absl::GetFlag(FLAGS_target), options);
 }
 
@@ -608,6 +614,7 @@ int RunBench() {
   o.max_requests = static_cast<uint64_t>(absl::GetFlag(FLAGS_requests));
   o.warmup = absl::GetFlag(FLAGS_warmup);
   o.seed = absl::GetFlag(FLAGS_seed);
+  o.shm_dir = absl::GetFlag(FLAGS_shm_dir);
   if (absl::GetFlag(FLAGS_verify)) {
     o.verify_every = static_cast<uint64_t>(absl::GetFlag(FLAGS_verify_every));
   }

@@ -5,7 +5,10 @@
 // stable per-block scatter; a pass whose digit is the same for every key is
 // skipped. Payloads and permutations ride along as uint32 input indices and
 // are gathered once at the end. All parallel work runs in the sorter's own
-// task arena, so `threads` bounds the cores a request can take.
+// task arena, so `threads` bounds the cores a request can take. Sorts of
+// one block run on the caller's thread without oneTBB; sorts of a million
+// keys or more are bulk work, run from a thread of lower CPU priority
+// (nice 10), so that small requests on the same cores keep their latency.
 //
 //   CpuSorter cpu(CpuSorter::Options{.threads = 8});
 //   absl::Status s = cpu.Sort(job);

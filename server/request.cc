@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -117,6 +118,69 @@ wire::SortArrays SortOutputs::Slices(const SortJob& job, size_t first,
         permutation.Sub(first * sizeof(uint32_t), n * sizeof(uint32_t));
   }
   return a;
+}
+
+absl::Status PlaceInRegion(const v1::SharedArrays& shared, bool permutation,
+                           const Region& region, SortJob& job) {
+  // ParseSort has checked that the values are as many as the keys.
+  if (job.count != 0) {
+    return absl::InvalidArgumentError(
+        "with `shared`, the key and value fields name the types and must be "
+        "empty: the arrays are in the region");
+  }
+  if (shared.count() > std::numeric_limits<uint32_t>::max()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "shared.count is ", shared.count(), "; at most 2^32-1 keys"));
+  }
+  const size_t n = shared.count();
+  const size_t ks = KeySize(job.key_type), vs = ValueSize(job.value_type);
+  struct Range {
+    const char* name;
+    uint64_t offset;
+    size_t bytes;
+    bool output;
+  };
+  std::vector<Range> ranges = {
+      {"keys_offset", shared.keys_offset(), n * ks, false},
+      {"keys_out_offset", shared.keys_out_offset(), n * ks, true}};
+  if (vs > 0) {
+    ranges.push_back({"values_offset", shared.values_offset(), n * vs, false});
+    ranges.push_back(
+        {"values_out_offset", shared.values_out_offset(), n * vs, true});
+  }
+  if (permutation) {
+    ranges.push_back({"permutation_offset", shared.permutation_offset(),
+                      n * sizeof(uint32_t), true});
+  }
+  for (const Range& r : ranges) {
+    if (r.offset > region.size() || r.bytes > region.size() - r.offset) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shared.", r.name, " ", r.offset, " + ", r.bytes,
+          " bytes lies outside the region's ", region.size(), " bytes"));
+    }
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    for (size_t j = i + 1; j < ranges.size(); ++j) {
+      const Range &a = ranges[i], &b = ranges[j];
+      if (!a.output && !b.output) continue;
+      if (a.bytes > 0 && b.bytes > 0 && a.offset < b.offset + b.bytes &&
+          b.offset < a.offset + a.bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("shared.", a.name, " and shared.", b.name,
+                         " overlap; an output may overlap nothing else"));
+      }
+    }
+  }
+  std::byte* base = region.base();
+  job.count = n;
+  job.keys = base + shared.keys_offset();
+  job.keys_out = base + shared.keys_out_offset();
+  if (vs > 0) {
+    job.values = base + shared.values_offset();
+    job.values_out = base + shared.values_out_offset();
+  }
+  if (permutation) job.permutation_out = base + shared.permutation_offset();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TransposeJob> ParseTranspose(

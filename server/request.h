@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "absl/status/statusor.h"
+#include "server/shared_memory.h"
 #include "server/sorter.h"
 #include "server/wire.h"
 
@@ -47,6 +48,13 @@ struct SortOutputs {
 // byte; from `pool` when given) and points the job at them.
 SortOutputs AllocateSortOutputs(SortJob& job, bool permutation,
                                 HostBufferPool* pool = nullptr);
+
+// Points `job` (from ParseSort of a request with SortRequest.shared, its
+// key and value fields empty) at its arrays in `region`: every range is
+// checked to lie inside the region, and the outputs not to overlap one
+// another or the inputs.
+absl::Status PlaceInRegion(const v1::SharedArrays& shared, bool permutation,
+                           const Region& region, SortJob& job);
 
 absl::StatusOr<TransposeJob> ParseTranspose(
     const wire::TransposeRequest& request, const RequestLimits& limits,

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -57,6 +58,9 @@ struct SortServiceImpl::UnaryCall {
   wire::Received bytes;
   wire::SortRequest sort;
   SortOutputs sort_out;
+  // With SortRequest.shared: the region (held while the call runs).
+  std::shared_ptr<Region> region;
+  v1::SharedArrays shared;
   wire::TransposeRequest transpose;
   wire::OutputArray matrices;
 };
@@ -147,6 +151,64 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
   return call;
 }
 
+namespace {
+
+// Resolves SortRequest.shared: the region it names, held by the call.
+template <typename Call>
+absl::Status FindRegion(RegionRegistry* regions, Call& call) {
+  if (!call.sort.shared.has_value()) return absl::OkStatus();
+  if (regions == nullptr || !regions->enabled()) {
+    return absl::FailedPreconditionError(
+        "shared memory is off on this server (start sortd with --shm_dir)");
+  }
+  const std::string_view bytes = *call.sort.shared;
+  if (!call.shared.ParseFromArray(bytes.data(),
+                                  static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError(
+        "field 11 (shared) is not a SharedArrays message");
+  }
+  call.region = regions->Find(call.shared.region());
+  if (call.region == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "shared.region '", call.shared.region(),
+        "' is not registered (never, or its SharedMemory stream has closed)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SortServiceImpl::PlaceSort(UnaryCall& call, SortJob& job) {
+  if (call.region != nullptr &&
+      (!call.sort.keys.empty() || !call.sort.values.empty())) {
+    return absl::InvalidArgumentError(
+        "with `shared`, the key and value fields name the types and must be "
+        "empty: the arrays are in the region");
+  }
+  absl::StatusOr<SortJob> parsed =
+      ParseSort(call.sort, options_.limits, call.bytes.data().size());
+  if (!parsed.ok()) return parsed.status();
+  job = *parsed;
+  if (call.region != nullptr) {
+    return PlaceInRegion(call.shared, call.sort.return_permutation,
+                         *call.region, job);
+  }
+  call.sort_out =
+      AllocateSortOutputs(job, call.sort.return_permutation, options_.buffers);
+  return absl::OkStatus();
+}
+
+grpc::ByteBuffer SortServiceImpl::EncodeSort(const UnaryCall& call,
+                                             const SortJob& job,
+                                             const v1::ServedBy& by) {
+  if (call.region != nullptr) {
+    // The arrays are in the region: the answer names the types only.
+    return wire::EncodeSortResponse(
+        {.key_type = job.key_type, .value_type = job.value_type}, &by);
+  }
+  return wire::EncodeSortResponse(call.sort_out.Slices(job, 0, job.count), &by);
+}
+
 grpc::ServerUnaryReactor* SortServiceImpl::Sort(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
@@ -159,29 +221,23 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
   if (!parsed.ok()) return Refuse(*call, parsed.status());
   call->sort = *parsed;
 
+  if (absl::Status s = FindRegion(options_.regions, *call); !s.ok()) {
+    return Refuse(*call, s);
+  }
   auto task = std::make_shared<Task>();
   task->op = Op::kSort;
-  task->units = SortRequestUnits(call->sort);
+  task->units = call->region != nullptr ? call->shared.count()
+                                        : SortRequestUnits(call->sort);
   UnaryCall* c = call.get();
   Task* t = task.get();
-  task->prepare = [this, c, t] {
-    absl::StatusOr<SortJob> job =
-        ParseSort(c->sort, options_.limits, c->bytes.data().size());
-    if (!job.ok()) return job.status();
-    t->sort = *job;
-    c->sort_out = AllocateSortOutputs(t->sort, c->sort.return_permutation,
-                                      options_.buffers);
-    return absl::OkStatus();
-  };
+  task->prepare = [this, c, t] { return PlaceSort(*c, t->sort); };
   return Submit(std::move(call), std::move(task),
                 [this, c, t](const TaskResult& result) {
                   const SortJob& job = t->sort;
                   metrics_->AddKeysSorted(PathName(result.path),
                                           KeyTypeName(job.key_type),
                                           static_cast<double>(job.count));
-                  const v1::ServedBy by = ServedBy(result);
-                  return wire::EncodeSortResponse(
-                      c->sort_out.Slices(job, 0, job.count), &by);
+                  return EncodeSort(*c, job, ServedBy(result));
                 });
 }
 
@@ -237,13 +293,17 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   absl::StatusOr<wire::SortRequest> parsed =
       wire::ParseSortRequest(call->bytes.data());
   if (!parsed.ok()) return Refuse(*call, parsed.status());
-  absl::StatusOr<SortJob> job =
-      ParseSort(*parsed, options_.limits, call->bytes.data().size());
-  if (!job.ok()) return Refuse(*call, job.status());
+  call->sort = *parsed;
+  if (absl::Status s = FindRegion(options_.regions, *call); !s.ok()) {
+    return Refuse(*call, s);
+  }
   // What Sort does, less the sort: the same parsing, validation, output
-  // allocation and response encoding, with the arrays copied as they came.
-  SortOutputs out =
-      AllocateSortOutputs(*job, parsed->return_permutation, options_.buffers);
+  // placement and response encoding, with the arrays copied as they came.
+  SortJob placed;
+  if (absl::Status s = PlaceSort(*call, placed); !s.ok()) {
+    return Refuse(*call, s);
+  }
+  SortJob* job = &placed;
   const size_t ks = KeySize(job->key_type), vs = ValueSize(job->value_type);
   if (job->count > 0) {
     std::memcpy(job->keys_out, job->keys, job->count * ks);
@@ -261,8 +321,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   result.compute = absl::Now() - call->received;
   v1::ServedBy by = ServedBy(result);
   by.set_route("echo");
-  grpc::ByteBuffer answer =
-      wire::EncodeSortResponse(out.Slices(*job, 0, job->count), &by);
+  grpc::ByteBuffer answer = EncodeSort(*call, *job, by);
   response->Swap(&answer);
   RecordEnd("Echo", call->received, absl::OkStatus(), &result);
   call->reactor->Finish(grpc::Status::OK);
@@ -330,6 +389,10 @@ class SortStreamReactor final
     absl::StatusOr<wire::SortRequest> parsed =
         wire::ParseSortRequest(bytes->data());
     if (!parsed.ok()) return failed(parsed.status());
+    if (parsed->shared.has_value()) {
+      return failed(absl::InvalidArgumentError(
+          "`shared` is for Sort and Echo: a stream carries its arrays"));
+    }
     // `order` and `return_permutation` are read from the first message and
     // ignored in later ones (the contract, sortd.proto).
     if (messages_ > 0) parsed->order = first_order_;
@@ -486,6 +549,84 @@ class SortStreamReactor final
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 SortServiceImpl::SortStream(grpc::CallbackServerContext* context) {
   return new SortStreamReactor(this, context);
+}
+
+// One SharedMemory stream: registers a region per message and unregisters
+// all of them when the stream ends, however it ends.
+class SharedMemoryReactor final
+    : public grpc::ServerBidiReactor<v1::SharedMemoryRequest,
+                                     v1::SharedMemoryResponse> {
+ public:
+  explicit SharedMemoryReactor(RegionRegistry* regions) : regions_(regions) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The client closed: its regions are gone before it hears so.
+      ReleaseAll();
+      Finish(grpc::Status::OK);
+      return;
+    }
+    absl::StatusOr<std::string> handle =
+        regions_->Register(request_.file(), request_.bytes());
+    if (!handle.ok()) {
+      ReleaseAll();
+      Finish(ToGrpcStatus(handle.status()));
+      return;
+    }
+    handles_.push_back(*handle);
+    response_.set_region(*handle);
+    response_.set_bytes(request_.bytes());
+    StartWrite(&response_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      ReleaseAll();
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnDone() override {
+    ReleaseAll();  // however the stream ended
+    delete this;
+  }
+
+ private:
+  void ReleaseAll() {
+    for (const std::string& h : handles_) regions_->Unregister(h);
+    handles_.clear();
+  }
+
+  RegionRegistry* regions_;
+  v1::SharedMemoryRequest request_;
+  v1::SharedMemoryResponse response_;
+  std::vector<std::string> handles_;
+};
+
+grpc::ServerBidiReactor<v1::SharedMemoryRequest, v1::SharedMemoryResponse>*
+SortServiceImpl::SharedMemory(grpc::CallbackServerContext* context) {
+  if (options_.regions == nullptr || !options_.regions->enabled()) {
+    // A reactor that refuses at once.
+    class Refused final
+        : public grpc::ServerBidiReactor<v1::SharedMemoryRequest,
+                                         v1::SharedMemoryResponse> {
+     public:
+      Refused() {
+        Finish(grpc::Status(
+            grpc::StatusCode::FAILED_PRECONDITION,
+            "shared memory is off on this server (start sortd with "
+            "--shm_dir)"));
+      }
+      void OnDone() override { delete this; }
+    };
+    (void)context;
+    return new Refused;
+  }
+  return new SharedMemoryReactor(options_.regions);
 }
 
 }  // namespace sortd

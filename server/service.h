@@ -23,6 +23,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/scheduler.h"
+#include "server/shared_memory.h"
 #include "sortd/v1/sortd.grpc.pb.h"
 
 namespace sortd {
@@ -32,7 +33,8 @@ using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
     v1::SortService::WithRawCallbackMethod_Transpose<
         v1::SortService::WithRawCallbackMethod_SortStream<
             v1::SortService::WithRawCallbackMethod_Echo<
-                v1::SortService::Service>>>>;
+                v1::SortService::WithCallbackMethod_SharedMemory<
+                    v1::SortService::Service>>>>>;
 
 class SortServiceImpl final : public RawSortService {
  public:
@@ -45,6 +47,9 @@ class SortServiceImpl final : public RawSortService {
     // Where large request and answer arrays live (not owned; null: the
     // allocator).
     HostBufferPool* buffers = nullptr;
+    // Shared-memory regions of co-located clients (not owned; null: the
+    // SharedMemory RPC answers FAILED_PRECONDITION).
+    RegionRegistry* regions = nullptr;
   };
 
   SortServiceImpl(Metrics* metrics, const Options& options)
@@ -64,6 +69,8 @@ class SortServiceImpl final : public RawSortService {
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<v1::SharedMemoryRequest, v1::SharedMemoryResponse>*
+  SharedMemory(grpc::CallbackServerContext* context) override;
 
  private:
   struct UnaryCall;
@@ -82,6 +89,12 @@ class SortServiceImpl final : public RawSortService {
   // Answers a call that never reached the scheduler.
   grpc::ServerUnaryReactor* Refuse(const UnaryCall& call,
                                    const absl::Status& status);
+  // Points a parsed sort at its arrays: into the request's bytes and freshly
+  // allocated outputs, or into a shared-memory region.
+  absl::Status PlaceSort(UnaryCall& call, SortJob& job);
+  // The answer's bytes for a placed sort.
+  grpc::ByteBuffer EncodeSort(const UnaryCall& call, const SortJob& job,
+                              const v1::ServedBy& served_by);
   // Metrics and the log line of a call's end.
   void RecordEnd(const char* method, absl::Time received,
                  const absl::Status& status, const TaskResult* result);

@@ -43,6 +43,7 @@
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/service.h"
+#include "server/shared_memory.h"
 
 namespace {
 // $XDG_CACHE_HOME/sortd/kernels, else $HOME/.cache/sortd/kernels.
@@ -122,6 +123,15 @@ ABSL_FLAG(int, max_batch_requests, 256,
 ABSL_FLAG(int64_t, max_queued_keys, int64_t{1} << 28,
           "Keys (32 per matrix) admitted and not yet answered, at most; "
           "beyond, new requests get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, shm_dir, "",
+          "Directory whose files co-located clients register as shared-"
+          "memory regions (the SharedMemory RPC): requests then name "
+          "offsets in a region instead of carrying arrays. Created (mode "
+          "0770) if missing; it must not be writable by others, and a "
+          "registered file must be owned by sortd's user or by the "
+          "directory's group. Empty: shared memory is off.");
+ABSL_FLAG(int64_t, shm_max_bytes, int64_t{16} << 30,
+          "Bytes all registered shared-memory regions may map together.");
 ABSL_FLAG(int64_t, max_call_keys, 0,
           "Keys one call counts against --max_queued_keys at most (0: a "
           "quarter of it): a larger call (a long SortStream) is admitted as "
@@ -564,6 +574,18 @@ int Serve() {
   sortd::HostBufferPool host_buffers(
       {.max_idle_bytes =
            static_cast<size_t>(absl::GetFlag(FLAGS_host_pool_bytes))});
+  sortd::RegionRegistry regions(
+      {.dir = absl::GetFlag(FLAGS_shm_dir),
+       .max_bytes = static_cast<size_t>(
+           std::max<int64_t>(0, absl::GetFlag(FLAGS_shm_max_bytes)))});
+  if (absl::Status s = regions.PrepareDirectory(); !s.ok()) return Fail(s);
+  if (regions.enabled()) {
+    std::fprintf(stderr,
+                 "sortd: shared memory: files of %s, at most %zu "
+                 "bytes mapped\n",
+                 absl::GetFlag(FLAGS_shm_dir).c_str(),
+                 static_cast<size_t>(absl::GetFlag(FLAGS_shm_max_bytes)));
+  }
   sortd::SortServiceImpl service(
       metrics->get(),
       {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes),
@@ -574,7 +596,8 @@ int Serve() {
        .log_requests = absl::GetFlag(FLAGS_log_requests),
        .echo = absl::GetFlag(FLAGS_echo),
        .buffers =
-           absl::GetFlag(FLAGS_host_pool_bytes) > 0 ? &host_buffers : nullptr});
+           absl::GetFlag(FLAGS_host_pool_bytes) > 0 ? &host_buffers : nullptr,
+       .regions = &regions});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -282,6 +282,13 @@ absl::StatusOr<SortRequest> ParseSortRequest(std::string_view bytes) {
       }
       if (absl::Status s = in.Bytes(field, &request.values); !s.ok()) return s;
       request.value_type = value;
+    } else if (field == 11) {
+      if (type != kLengthDelimited) {
+        return in.WrongType(start, field, "shared", type, kLengthDelimited);
+      }
+      std::string_view shared;
+      if (absl::Status s = in.Bytes(field, &shared); !s.ok()) return s;
+      request.shared = shared;
     } else if (field == 7 || field == 10) {
       const char* name = field == 7 ? "order" : "return_permutation";
       if (type != kVarint)

@@ -66,6 +66,8 @@ struct SortRequest {
   std::string_view values;
   int32_t order = 0;  // the enum's number, as sent (validated later)
   bool return_permutation = false;
+  // The serialized SharedArrays message, when field 11 is present.
+  std::optional<std::string_view> shared;
 };
 
 struct TransposeRequest {

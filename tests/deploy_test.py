@@ -193,6 +193,16 @@ def check_k8s(repo, sortd):
           "sortd is not started with the ConfigMap's flagfile")
     cm = by_kind.get("ConfigMap", [{}])[0]
     flags = cm.get("data", {}).get("sortd.flags", "")
+    # Shared memory: --shm_dir inside a memory-backed emptyDir mounted in
+    # the container.
+    shm_dir = next((f.split("=", 1)[1] for f in flags.split()
+                    if f.startswith("--shm_dir=")), "")
+    shm_volumes = {v["name"] for v in spec["template"]["spec"].get(
+        "volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"}
+    check(shm_dir != "" and any(
+        shm_dir.startswith(path.rstrip("/") + "/") and name in shm_volumes
+        for path, name in mounts.items()),
+        "--shm_dir is not inside a memory-backed emptyDir mounted in sortd")
     names = flagfile_names(flags)
     check(names, "the flagfile holds no flags")
     helpfull = run([sortd, "--helpfull"])

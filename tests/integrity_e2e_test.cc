@@ -2,8 +2,8 @@
 // bytes the way a client in any language can send them: an answer is
 // complete or absent. Malformed messages, unary or inside a stream, are
 // refused with INVALID_ARGUMENT saying what was wrong and nothing is
-// sorted; a stream's later messages follow the contract; one huge call
-// does not starve other clients.
+// sorted; a stream's later messages follow the contract; the C++ client's
+// reused answers hold only the latest answer.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,134 +25,20 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "sortd/v1/sortd.pb.h"
+#include "tests/raw_grpc.h"
 #include "tests/server_process.h"
 
 namespace sortd {
 namespace {
 
+using testing::Channel;
+using testing::Flatten;
 using ::testing::HasSubstr;
+using testing::RawStream;
 using testing::ServerProcess;
-using Clock = std::chrono::steady_clock;
-
-std::string U32Bytes(std::initializer_list<uint32_t> keys) {
-  std::string s;
-  for (uint32_t k : keys) s.append(reinterpret_cast<const char*>(&k), 4);
-  return s;
-}
-
-std::string Flatten(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  (void)buffer.Dump(&slices);
-  std::string out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
-}
-
-std::shared_ptr<grpc::Channel> Channel(const ServerProcess& server) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  return grpc::CreateCustomChannel(server.address(),
-                                   grpc::InsecureChannelCredentials(), args);
-}
-
-struct UnaryResult {
-  grpc::Status status;
-  std::string response;
-};
-
-UnaryResult Unary(grpc::GenericStub& stub, const std::string& method,
-                  const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  grpc::ByteBuffer request(&slice, 1), response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, "/sortd.v1.SortService/" + method, {}, &request,
-                 &response, [&](grpc::Status s) { done.set_value(s); });
-  UnaryResult r;
-  r.status = done.get_future().get();
-  r.response = Flatten(response);
-  return r;
-}
-
-// One SortStream call with raw messages: sends them in order, half-closes,
-// reads every answer chunk. Records when the half-close was sent and when
-// the first answer arrived.
-class RawStream final
-    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  RawStream(grpc::GenericStub& stub, std::vector<std::string> messages)
-      : messages_(std::move(messages)) {
-    context_.set_deadline(std::chrono::system_clock::now() +
-                          std::chrono::seconds(300));
-    stub.PrepareBidiStreamingCall(&context_, "/sortd.v1.SortService/SortStream",
-                                  {}, this);
-    StartRead(&in_);
-    WriteNextOrClose();
-    StartCall();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (ok) WriteNextOrClose();
-  }
-  void OnWritesDoneDone(bool) override {
-    std::lock_guard<std::mutex> l(mu_);
-    closed_at_ = Clock::now();
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (responses_.empty()) first_answer_at_ = Clock::now();
-      responses_.push_back(Flatten(in_));
-    }
-    StartRead(&in_);
-  }
-  void OnDone(const grpc::Status& s) override {
-    std::lock_guard<std::mutex> l(mu_);
-    status_ = s;
-    done_ = true;
-    cv_.notify_all();
-  }
-
-  // Waits for the end of the call.
-  grpc::Status Await() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return done_; });
-    return status_;
-  }
-  // Call after Await().
-  const std::vector<std::string>& responses() const { return responses_; }
-  Clock::time_point closed_at() const { return closed_at_; }
-  Clock::time_point first_answer_at() const { return first_answer_at_; }
-
- private:
-  void WriteNextOrClose() {
-    if (next_ < messages_.size()) {
-      out_ = grpc::ByteBuffer();
-      grpc::Slice slice(messages_[next_]);
-      out_ = grpc::ByteBuffer(&slice, 1);
-      ++next_;
-      StartWrite(&out_);
-    } else {
-      StartWritesDone();
-    }
-  }
-
-  grpc::ClientContext context_;
-  std::vector<std::string> messages_;
-  size_t next_ = 0;
-  grpc::ByteBuffer out_, in_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  grpc::Status status_;
-  std::vector<std::string> responses_;
-  Clock::time_point closed_at_, first_answer_at_;
-};
+using testing::U32Bytes;
+using testing::Unary;
+using testing::UnaryResult;
 
 class IntegrityTest : public ::testing::Test {
  protected:
@@ -308,101 +194,6 @@ TEST_F(IntegrityTest, ReusedAnswerMessagesHoldOnlyTheLatestAnswer) {
   EXPECT_FALSE((*client)->Echo(bad, &answer).ok());
   EXPECT_EQ(answer.keys_case(), v1::SortResponse::KEYS_NOT_SET);
   EXPECT_FALSE(answer.has_served_by());
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
-
-// One client's SortStream far larger than the whole admission budget runs
-// while other clients' 1k-key sorts keep being answered, quickly.
-TEST(FairnessTest, SmallSortsAreServedWhileAHugeStreamRuns) {
-  ServerProcess server(
-      {"--device=cpu", "--cpu_threads=2", "--max_queued_keys=4194304"});
-  ASSERT_TRUE(server.Start()) << server.Output();
-  std::mt19937 rng(3);
-  std::string small_keys(4096, '\0');
-  for (char& c : small_keys) c = static_cast<char>(rng());
-  const std::string small = "\x0a\x80\x20" + small_keys;  // 1024 u32 keys
-  auto small_channel = Channel(server);
-  grpc::GenericStub small_stub(small_channel);
-
-  // Idle: the same calls, one at a time.
-  std::vector<double> idle;
-  for (int i = 0; i < 200; ++i) {
-    const auto t0 = Clock::now();
-    ASSERT_TRUE(Unary(small_stub, "Sort", small).status.ok());
-    idle.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  const double idle_p99 = Percentile(idle, 0.99);
-
-  // The stream: 32M keys (128 MiB, 8x the budget) in 2 MiB messages.
-  constexpr size_t kStreamKeys = size_t{32} << 20, kPerMessage = 512 << 10;
-  std::vector<std::string> messages;
-  std::mt19937_64 big(11);
-  for (size_t at = 0; at < kStreamKeys; at += kPerMessage) {
-    std::string keys(kPerMessage * 4, '\0');
-    for (size_t i = 0; i < keys.size(); i += 8) {
-      const uint64_t x = big();
-      std::memcpy(&keys[i], &x, 8);
-    }
-    v1::SortRequest m;
-    m.set_u32_keys(std::move(keys));
-    messages.push_back(m.SerializeAsString());
-  }
-  auto stream_channel = Channel(server);
-  grpc::GenericStub stream_stub(stream_channel);
-
-  struct Call {
-    Clock::time_point start, end;
-    grpc::StatusCode code;
-  };
-  std::mutex mu;
-  std::vector<Call> calls;
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> clients;
-  for (int c = 0; c < 2; ++c) {
-    clients.emplace_back([&] {
-      while (!stop) {
-        const auto t0 = Clock::now();
-        const grpc::Status s = Unary(small_stub, "Sort", small).status;
-        std::lock_guard<std::mutex> l(mu);
-        calls.push_back({t0, Clock::now(), s.error_code()});
-      }
-    });
-  }
-  RawStream stream(stream_stub, std::move(messages));
-  const grpc::Status s = stream.Await();
-  stop = true;
-  for (std::thread& t : clients) t.join();
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  ASSERT_EQ(stream.responses().size(), 64u);
-
-  // The calls made entirely while the stream's sort was admitted: from its
-  // half-close to its first answer.
-  std::vector<double> during;
-  std::map<grpc::StatusCode, int> codes;
-  for (const Call& c : calls) {
-    if (c.start < stream.closed_at() || c.end > stream.first_answer_at()) {
-      continue;
-    }
-    ++codes[c.code];
-    during.push_back(std::chrono::duration<double>(c.end - c.start).count());
-  }
-  EXPECT_EQ(codes[grpc::StatusCode::RESOURCE_EXHAUSTED], 0);
-  EXPECT_EQ(codes[grpc::StatusCode::OK], static_cast<int>(during.size()));
-  ASSERT_GE(during.size(), 20u) << "too few calls overlapped the sort";
-  const double p99 = Percentile(during, 0.99);
-  std::printf(
-      "1k-key sorts: idle p99 %.3f ms; during the stream p99 %.3f ms "
-      "over %zu calls\n",
-      idle_p99 * 1e3, p99 * 1e3, during.size());
-  EXPECT_LE(p99, 10 * idle_p99)
-      << "idle p99 " << idle_p99 * 1e3 << " ms, during the stream " << p99 * 1e3
-      << " ms over " << during.size() << " calls";
-  EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
 }  // namespace
