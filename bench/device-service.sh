@@ -19,6 +19,8 @@
 #   6. 1K-key sorts at 64 streams: requests/s and p99 (nothing worse)
 #   7. one 16M-key u32 Sort at a time through shared memory (--shm_dir),
 #      against the engine's host-to-host time (new build only)
+#   8. a size sweep, 1K to 16M keys, 16 streams, Sort and Echo (new build
+#      only; bench/plot-e2e.py draws it with the TCP floor)
 # 3-6 run for each build present (.device/base first). Results:
 # $OUT/service.jsonl (one JSON object per line, tagged) and
 # $OUT/summary.txt (the ratios).
@@ -79,6 +81,13 @@ for b in "${builds[@]}"; do
       if [ $b != base ]; then
         run shm-sort --op=sort --sizes=16m --concurrency=1 --requests=15 \
           --duration=0 --warmup=2s --shm_dir=/dev/shm/sortd-bench
+        for n in 1k 4k 16k 64k 256k 1m 4m 16m; do
+          for op in sort echo; do
+            timeout 300 $C --timeout=120s bench --json --op=$op --sizes=$n \
+              --concurrency=16 --duration=${SWEEP_SECS:-3}s --warmup=500ms \
+              2>/dev/null | tag "sweep-$op"
+          done
+        done
       fi
     fi
     run many16m --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Plots end-to-end throughput and p99 latency against request size, for
-Sort and its Echo baseline, from the size sweep of bench/device-e2e.sh
-(lines tagged sweep-sort and sweep-echo in e2e.jsonl).
+Sort and its Echo baseline, from a size sweep (lines tagged sweep-sort and
+sweep-echo, from bench/device-service.sh or bench/device-e2e.sh), with the
+floor that loopback TCP sets when the same run measured it (lines tagged
+iperf): the most keys/s the socket carries both ways, and the time the
+concurrent requests' bytes need on it.
 
-    python3 bench/plot-e2e.py bench/results/<run>/e2e.jsonl out.png
+    python3 bench/plot-e2e.py bench/baselines/h100-service.jsonl out.png
 
 Needs matplotlib: `bash scripts/install-deps.sh --bench` installs Debian's
 python3-matplotlib (run this with Debian's /usr/bin/python3).
@@ -20,6 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 def load(path):
     series = {"sort": [], "echo": []}
     title = ""
+    tcp = {}  # streams -> bytes/s
+    key_bytes, concurrency = 4, 1
     with open(path) as f:
         for line in f:
             line = line.strip()
@@ -27,8 +32,13 @@ def load(path):
                 continue
             row = json.loads(line)
             tag = row.get("tag", "")
+            if tag == "iperf":
+                tcp[row["streams"]] = row["bytes_per_s"]
+                continue
             if not tag.startswith("sweep-"):
                 continue
+            key_bytes = 4 if row["type"] in ("u32", "i32", "f32") else 8
+            concurrency = row["concurrency"]
             op = tag[len("sweep-"):]
             size = row["by_size"][0]["size"]
             series[op].append((size, row["keys_per_s"], row["latency_ms"]["p99"],
@@ -36,13 +46,17 @@ def load(path):
             title = f'{row["type"]} keys, {row["concurrency"]} concurrent streams'
     for op in series:
         series[op].sort()
-    return series, title
+    floor = None
+    if tcp:
+        floor = {"bytes_per_s": tcp.get(4, max(tcp.values())),
+                 "key_bytes": key_bytes, "concurrency": concurrency}
+    return series, title, floor
 
 
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    series, title = load(sys.argv[1])
+    series, title, floor = load(sys.argv[1])
     if not series["sort"]:
         sys.exit("no sweep-sort lines in " + sys.argv[1])
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 8), sharex=True)
@@ -57,6 +71,18 @@ def main():
                  color=color, label=label)
         bottom.plot(sizes, [p[2] for p in points], marker=marker, color=color,
                     label=label)
+    if floor is not None:
+        # Each key crosses the socket twice (request and answer).
+        sizes = sorted({p[0] for op in series.values() for p in op})
+        bw = floor["bytes_per_s"]
+        top.plot(sizes, [bw / (2 * floor["key_bytes"]) / 1e6] * len(sizes),
+                 linestyle="--", color="tab:red",
+                 label=f"loopback TCP ceiling (iperf3, {bw / 1e9:.1f} GB/s)")
+        c = floor["concurrency"]
+        bottom.plot(sizes,
+                    [c * 2 * n * floor["key_bytes"] / bw * 1e3 for n in sizes],
+                    linestyle="--", color="tab:red",
+                    label=f"transfer floor: {c} requests' bytes both ways")
     # Ratio of sort to echo throughput, annotated at each size.
     echo = dict((p[0], p[1]) for p in series["echo"])
     for size, kps, _, _ in series["sort"]:

@@ -225,9 +225,12 @@ template <typename K, typename V>
 class SortResultSink final : public client_wire::SortResponseSink {
  public:
   explicit SortResultSink(SortResult<K, V>* result) : result_(result) {}
-  char* Keys(int, size_t bytes) override { return Into(result_->keys, bytes); }
-  char* Values(int, size_t bytes) override {
-    return Into(result_->values, bytes);
+  char* Keys(int field, size_t bytes) override {
+    return field == KeyField<K>() ? Into(result_->keys, bytes) : nullptr;
+  }
+  char* Values(int field, size_t bytes) override {
+    const int want = std::is_same_v<V, uint64_t> ? 9 : 8;
+    return field == want ? Into(result_->values, bytes) : nullptr;
   }
   char* Permutation(size_t bytes) override {
     return Into(result_->permutation, bytes);
@@ -237,8 +240,10 @@ class SortResultSink final : public client_wire::SortResponseSink {
   }
 
  private:
+  // Null (refused) unless `bytes` is a whole number of elements.
   template <typename T>
   static char* Into(std::vector<T>& v, size_t bytes) {
+    if (bytes % sizeof(T) != 0) return nullptr;
     v.resize(bytes / sizeof(T));
     return reinterpret_cast<char*>(v.data());
   }

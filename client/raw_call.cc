@@ -170,13 +170,22 @@ absl::Status DecodeSortResponse(const grpc::ByteBuffer& response,
     }
     char* out = nullptr;
     std::string served_by;
+    bool array = true;
     if (field >= 1 && field <= 6) {
       out = sink.Keys(field, length);
     } else if (field == 8 || field == 9) {
       out = sink.Values(field, length);
     } else if (field == 10) {
       out = sink.Permutation(length);
-    } else if (field == 11) {
+    } else {
+      array = false;
+    }
+    if (array && out == nullptr && length > 0) {
+      return absl::DataLossError(absl::StrCat(
+          "the server's SortResponse has field ", field, " of ", length,
+          " bytes, which does not fit the answer asked for"));
+    }
+    if (field == 11) {
       served_by.resize(length);
       out = served_by.data();
     }

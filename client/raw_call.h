@@ -70,7 +70,9 @@ class OutgoingMessage {
 };
 
 // Where the arrays of a SortResponse go: each call returns a buffer of
-// exactly `bytes` bytes for the field's contents.
+// exactly `bytes` bytes for the field's contents, or null to refuse the
+// field (a length that is not a whole number of elements, a type other
+// than the one asked for): the answer is then DATA_LOSS.
 class SortResponseSink {
  public:
   virtual ~SortResponseSink() = default;

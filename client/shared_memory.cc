@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,11 +26,17 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot create ", region->path_, ": ", std::strerror(errno)));
   }
+  // Readable and writable by the directory's group (sortd's), whatever the
+  // umask; every page allocated now, so that a full file system says so
+  // here rather than as a fault in either process later.
   void* base = MAP_FAILED;
-  if (ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
+  int error = fchmod(fd, 0660) == 0
+                  ? posix_fallocate(fd, 0, static_cast<off_t>(bytes))
+                  : errno;
+  if (error == 0) {
     base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) error = errno;
   }
-  const int error = errno;
   close(fd);
   if (base == MAP_FAILED) {
     unlink(region->path_.c_str());

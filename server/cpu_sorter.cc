@@ -29,7 +29,10 @@ constexpr int kBulkNice = 10;
 
 // Lowers the calling thread's CPU priority for good (raising it back would
 // need privileges sortd does not have).
-void LowerPriority() { setpriority(PRIO_PROCESS, gettid(), kBulkNice); }
+void LowerPriority() {
+  // Best effort: a failure leaves the thread at its priority.
+  (void)setpriority(PRIO_PROCESS, gettid(), kBulkNice);
+}
 
 constexpr int kDigitBits = 8;
 constexpr size_t kBuckets = size_t{1} << kDigitBits;

@@ -121,7 +121,8 @@ wire::SortArrays SortOutputs::Slices(const SortJob& job, size_t first,
 }
 
 absl::Status PlaceInRegion(const v1::SharedArrays& shared, bool permutation,
-                           const Region& region, SortJob& job) {
+                           const Region& region, const RequestLimits& limits,
+                           SortJob& job) {
   // ParseSort has checked that the values are as many as the keys.
   if (job.count != 0) {
     return absl::InvalidArgumentError(
@@ -134,6 +135,12 @@ absl::Status PlaceInRegion(const v1::SharedArrays& shared, bool permutation,
   }
   const size_t n = shared.count();
   const size_t ks = KeySize(job.key_type), vs = ValueSize(job.value_type);
+  if (n * (ks + vs) > limits.max_stream_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "shared.count ", n, " makes ", n * (ks + vs),
+        " bytes of keys and values; this server sorts at most ",
+        limits.max_stream_bytes, " in one call (--max_stream_bytes)"));
+  }
   struct Range {
     const char* name;
     uint64_t offset;

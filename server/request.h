@@ -52,9 +52,11 @@ SortOutputs AllocateSortOutputs(SortJob& job, bool permutation,
 // Points `job` (from ParseSort of a request with SortRequest.shared, its
 // key and value fields empty) at its arrays in `region`: every range is
 // checked to lie inside the region, and the outputs not to overlap one
-// another or the inputs.
+// another or the inputs. The keys and values are bounded as a stream's are
+// (limits.max_stream_bytes).
 absl::Status PlaceInRegion(const v1::SharedArrays& shared, bool permutation,
-                           const Region& region, SortJob& job);
+                           const Region& region, const RequestLimits& limits,
+                           SortJob& job);
 
 absl::StatusOr<TransposeJob> ParseTranspose(
     const wire::TransposeRequest& request, const RequestLimits& limits,

@@ -94,6 +94,16 @@ grpc::ServerUnaryReactor* SortServiceImpl::Refuse(const UnaryCall& call,
   return call.reactor;
 }
 
+absl::Status SortServiceImpl::RegionIntact(const UnaryCall& call) {
+  if (call.region == nullptr || !call.region->broken()) {
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(
+      "the shared-memory region's file shrank, or its file system ran out of "
+      "memory, while this request used it: the answer is lost; register a "
+      "new region (and keep the file at its size)");
+}
+
 grpc::ServerUnaryReactor* SortServiceImpl::Submit(
     std::shared_ptr<UnaryCall> call, std::shared_ptr<Task> task,
     std::function<grpc::ByteBuffer(const TaskResult&)> finish) {
@@ -103,14 +113,16 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
   task->cancelled = [context] { return context->IsCancelled(); };
   task->done = [this, call,
                 finish = std::move(finish)](const TaskResult& result) {
-    if (result.status.ok()) {
+    const absl::Status status =
+        result.status.ok() ? RegionIntact(*call) : result.status;
+    if (status.ok()) {
       grpc::ByteBuffer answer = finish(result);
       call->response->Swap(&answer);
-      RecordEnd(call->method, call->received, result.status, &result);
+      RecordEnd(call->method, call->received, status, &result);
     } else {
-      RecordEnd(call->method, call->received, result.status, nullptr);
+      RecordEnd(call->method, call->received, status, nullptr);
     }
-    call->reactor->Finish(ToGrpcStatus(result.status));
+    call->reactor->Finish(ToGrpcStatus(status));
   };
   Scheduler* scheduler = scheduler_.load();
   if (scheduler == nullptr) {
@@ -191,7 +203,7 @@ absl::Status SortServiceImpl::PlaceSort(UnaryCall& call, SortJob& job) {
   job = *parsed;
   if (call.region != nullptr) {
     return PlaceInRegion(call.shared, call.sort.return_permutation,
-                         *call.region, job);
+                         *call.region, options_.limits, job);
   }
   call.sort_out =
       AllocateSortOutputs(job, call.sort.return_permutation, options_.buffers);
@@ -319,6 +331,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   result.device = "echo (no sort)";
   result.batch_requests = 1;
   result.compute = absl::Now() - call->received;
+  if (absl::Status s = RegionIntact(*call); !s.ok()) return Refuse(*call, s);
   v1::ServedBy by = ServedBy(result);
   by.set_route("echo");
   grpc::ByteBuffer answer = EncodeSort(*call, *job, by);
@@ -552,30 +565,37 @@ SortServiceImpl::SortStream(grpc::CallbackServerContext* context) {
 }
 
 // One SharedMemory stream: registers a region per message and unregisters
-// all of them when the stream ends, however it ends.
+// all of them when the stream ends, however it ends (the client closing or
+// going away, a refused registration, the server draining).
 class SharedMemoryReactor final
     : public grpc::ServerBidiReactor<v1::SharedMemoryRequest,
                                      v1::SharedMemoryResponse> {
  public:
-  explicit SharedMemoryReactor(RegionRegistry* regions) : regions_(regions) {
+  SharedMemoryReactor(SortServiceImpl* service, RegionRegistry* regions)
+      : service_(service), regions_(regions) {
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
       // The client closed: its regions are gone before it hears so.
-      ReleaseAll();
-      Finish(grpc::Status::OK);
+      End(grpc::Status::OK);
       return;
     }
     absl::StatusOr<std::string> handle =
         regions_->Register(request_.file(), request_.bytes());
     if (!handle.ok()) {
-      ReleaseAll();
-      Finish(ToGrpcStatus(handle.status()));
+      End(ToGrpcStatus(handle.status()));
       return;
     }
-    handles_.push_back(*handle);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ended_) {  // the server began draining meanwhile
+        regions_->Unregister(*handle);
+        return;
+      }
+      handles_.push_back(*handle);
+    }
     response_.set_region(*handle);
     response_.set_bytes(request_.bytes());
     StartWrite(&response_);
@@ -583,29 +603,56 @@ class SharedMemoryReactor final
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
-      ReleaseAll();
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
       return;
     }
     StartRead(&request_);
   }
 
   void OnDone() override {
-    ReleaseAll();  // however the stream ended
+    // Finish has run (End called it): only what is left to release.
+    End(grpc::Status::OK);
+    service_->ForgetSharedMemory(this);
     delete this;
   }
 
- private:
-  void ReleaseAll() {
-    for (const std::string& h : handles_) regions_->Unregister(h);
-    handles_.clear();
+  // Unregisters every region and ends the stream with `status`, once.
+  void End(const grpc::Status& status) {
+    std::vector<std::string> handles;
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      handles.swap(handles_);
+      finish = !ended_;
+      ended_ = true;
+    }
+    for (const std::string& h : handles) regions_->Unregister(h);
+    if (finish) Finish(status);
   }
 
+ private:
+  SortServiceImpl* service_;
   RegionRegistry* regions_;
   v1::SharedMemoryRequest request_;
   v1::SharedMemoryResponse response_;
+  std::mutex mu_;
+  bool ended_ = false;  // Finish called
   std::vector<std::string> handles_;
 };
+
+void SortServiceImpl::ForgetSharedMemory(SharedMemoryReactor* reactor) {
+  std::lock_guard<std::mutex> lock(shm_mu_);
+  shm_streams_.erase(reactor);
+}
+
+void SortServiceImpl::CloseSharedMemory() {
+  std::lock_guard<std::mutex> lock(shm_mu_);
+  for (SharedMemoryReactor* r : shm_streams_) {
+    r->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "sortd is shutting down: its shared-memory regions "
+                        "are unregistered"));
+  }
+}
 
 grpc::ServerBidiReactor<v1::SharedMemoryRequest, v1::SharedMemoryResponse>*
 SortServiceImpl::SharedMemory(grpc::CallbackServerContext* context) {
@@ -626,7 +673,10 @@ SortServiceImpl::SharedMemory(grpc::CallbackServerContext* context) {
     (void)context;
     return new Refused;
   }
-  return new SharedMemoryReactor(options_.regions);
+  auto* reactor = new SharedMemoryReactor(this, options_.regions);
+  std::lock_guard<std::mutex> lock(shm_mu_);
+  shm_streams_.insert(reactor);
+  return reactor;
 }
 
 }  // namespace sortd

@@ -17,6 +17,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string_view>
 
 #include "grpcpp/grpcpp.h"
@@ -27,6 +29,8 @@
 #include "sortd/v1/sortd.grpc.pb.h"
 
 namespace sortd {
+
+class SharedMemoryReactor;
 
 // The generated service with every method taking raw byte buffers.
 using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
@@ -57,6 +61,10 @@ class SortServiceImpl final : public RawSortService {
 
   // Requests run through `scheduler` from now on (not owned).
   void SetScheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
+
+  // Ends every SharedMemory stream (UNAVAILABLE), unregistering their
+  // regions: a drain does not wait for clients that keep theirs open.
+  void CloseSharedMemory();
 
   grpc::ServerUnaryReactor* Sort(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
@@ -95,11 +103,17 @@ class SortServiceImpl final : public RawSortService {
   // The answer's bytes for a placed sort.
   grpc::ByteBuffer EncodeSort(const UnaryCall& call, const SortJob& job,
                               const v1::ServedBy& served_by);
+  // DATA_LOSS when the call's shared-memory region broke while it ran.
+  static absl::Status RegionIntact(const UnaryCall& call);
   // Metrics and the log line of a call's end.
   void RecordEnd(const char* method, absl::Time received,
                  const absl::Status& status, const TaskResult* result);
 
   friend class SortStreamReactor;
+  friend class SharedMemoryReactor;
+  void ForgetSharedMemory(SharedMemoryReactor* reactor);
+  std::mutex shm_mu_;
+  std::set<SharedMemoryReactor*> shm_streams_;
 
   Metrics* metrics_;
   Options options_;

@@ -10,9 +10,10 @@
 // the configured directory (a name, no path; opened without following
 // symbolic links), regular files with a single link, owned by the server's
 // user or by the directory's group, no larger than the file is; the
-// directory itself must not be writable by others. The bytes mapped by all
-// regions together are bounded (--shm_max_bytes). A region lives as long as
-// the stream that registered it and every request still using it.
+// directory itself must belong to sortd's user (or root), not be a symbolic
+// link, and not be writable by others. The bytes mapped by all regions
+// together (in whole pages) and their number are bounded. A region lives as
+// long as the stream that registered it and every request still using it.
 //
 //   RegionRegistry registry({.dir = "/dev/shm/sortd"});
 //   if (absl::Status s = registry.PrepareDirectory(); !s.ok()) ...
@@ -22,6 +23,7 @@
 #ifndef SORTD_SERVER_SHARED_MEMORY_H_
 #define SORTD_SERVER_SHARED_MEMORY_H_
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -36,17 +38,26 @@ namespace sortd {
 // One mapped file.
 class Region {
  public:
-  Region(std::byte* base, size_t size) : base_(base), size_(size) {}
+  Region(std::byte* base, size_t size, size_t charged);
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
   std::byte* base() const { return base_; }
   size_t size() const { return size_; }
+  // What it counts against --shm_max_bytes: its size in whole pages.
+  size_t charged() const { return charged_; }
+  // True once a page of it could not be read or written (the client shrank
+  // its file, or the file system had no page for it): work on it since
+  // then saw zeros, and its answers are lost.
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
 
  private:
   std::byte* base_;
   size_t size_;
+  size_t charged_;
+  std::atomic<bool> broken_{false};
+  int slot_ = -1;  // in the SIGBUS guard's table
 };
 
 class RegionRegistry {
@@ -54,6 +65,9 @@ class RegionRegistry {
   struct Options {
     std::string dir;  // empty: shared memory is off
     size_t max_bytes = size_t{16} << 30;
+    // Regions mapped at once, all clients (each is a mapping of the
+    // process, whose number the kernel bounds).
+    size_t max_regions = 1024;
   };
 
   explicit RegionRegistry(const Options& options) : options_(options) {}

@@ -123,13 +123,14 @@ ABSL_FLAG(int, max_batch_requests, 256,
 ABSL_FLAG(int64_t, max_queued_keys, int64_t{1} << 28,
           "Keys (32 per matrix) admitted and not yet answered, at most; "
           "beyond, new requests get RESOURCE_EXHAUSTED.");
-ABSL_FLAG(std::string, shm_dir, "",
-          "Directory whose files co-located clients register as shared-"
-          "memory regions (the SharedMemory RPC): requests then name "
-          "offsets in a region instead of carrying arrays. Created (mode "
-          "0770) if missing; it must not be writable by others, and a "
-          "registered file must be owned by sortd's user or by the "
-          "directory's group. Empty: shared memory is off.");
+ABSL_FLAG(
+    std::string, shm_dir, "",
+    "Directory whose files co-located clients register as shared-"
+    "memory regions (the SharedMemory RPC): requests then name "
+    "offsets in a region instead of carrying arrays. Created (mode "
+    "2770) if missing; it must be sortd's and not writable by others, and a "
+    "registered file must be owned by sortd's user or by the "
+    "directory's group. Empty: shared memory is off.");
 ABSL_FLAG(int64_t, shm_max_bytes, int64_t{16} << 30,
           "Bytes all registered shared-memory regions may map together.");
 ABSL_FLAG(int64_t, max_call_keys, 0,
@@ -685,6 +686,7 @@ int Serve() {
   // (gRPC's own deadline is a second later, so that answer goes out first).
   const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
   scheduler.StartDrain();
+  service.CloseSharedMemory();
   absl::Notification shut_down;
   std::thread shutdown([&] {
     server->Shutdown(absl::ToChronoTime(deadline + absl::Seconds(1)));

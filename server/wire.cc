@@ -129,8 +129,8 @@ class Reader {
     }
   }
 
-  absl::Status WrongType(size_t start, int field, const char* name, int type,
-                         int expected) {
+  absl::Status WrongType(size_t start, int field, const std::string& name,
+                         int type, int expected) {
     return Error(start, absl::StrCat("field ", field, " (", name, ") has wire ",
                                      "type ", type, " (", WireTypeName(type),
                                      "); it is ", WireTypeName(expected)));
@@ -203,34 +203,13 @@ int KeyFieldNumber(KeyType type) {
 
 int ValueFieldNumber(ValueType type) { return type == ValueType::kU64 ? 9 : 8; }
 
-const char* KeyFieldName(KeyType type) {
-  switch (type) {
-    case KeyType::kU32:
-      return "u32_keys";
-    case KeyType::kI32:
-      return "i32_keys";
-    case KeyType::kF32:
-      return "f32_keys";
-    case KeyType::kU64:
-      return "u64_keys";
-    case KeyType::kI64:
-      return "i64_keys";
-    case KeyType::kF64:
-      return "f64_keys";
-  }
-  return "?";
+std::string KeyFieldName(KeyType type) {
+  return absl::StrCat(KeyTypeName(type), "_keys");
 }
 
-const char* ValueFieldName(ValueType type) {
-  switch (type) {
-    case ValueType::kU32:
-      return "u32_values";
-    case ValueType::kU64:
-      return "u64_values";
-    case ValueType::kNone:
-      break;
-  }
-  return "no values";
+std::string ValueFieldName(ValueType type) {
+  if (type == ValueType::kNone) return "no values";
+  return absl::StrCat(ValueTypeName(type), "_values");
 }
 
 absl::StatusOr<Received> Received::From(const grpc::ByteBuffer& buffer,
@@ -243,7 +222,9 @@ absl::StatusOr<Received> Received::From(const grpc::ByteBuffer& buffer,
     return absl::InternalError(
         absl::StrCat("cannot read the received message: ", s.error_message()));
   }
-  OutputArray joined(buffer.Length(), pool);
+  size_t bytes = 0;
+  for (const grpc::Slice& part : parts) bytes += part.size();
+  OutputArray joined(bytes, pool);
   std::byte* at = joined.data();
   for (const grpc::Slice& part : parts) {
     std::memcpy(at, part.begin(), part.size());

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -118,8 +119,8 @@ grpc::ByteBuffer EncodeTransposeResponse(const grpc::Slice& matrices,
 int KeyFieldNumber(KeyType type);
 int ValueFieldNumber(ValueType type);
 // The proto field name of a key or value array ("u32_keys", "u64_values").
-const char* KeyFieldName(KeyType type);
-const char* ValueFieldName(ValueType type);
+std::string KeyFieldName(KeyType type);
+std::string ValueFieldName(ValueType type);
 
 }  // namespace sortd::wire
 

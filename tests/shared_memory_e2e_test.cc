@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -167,6 +168,29 @@ TEST_F(SharedMemoryTest, RangesOutsideTheRegionOrOverlappingAreRefused) {
   }
 }
 
+// A client that shrinks its file under the server cannot bring it down:
+// the request that touched the missing pages is DATA_LOSS, the server
+// serves on.
+TEST_F(SharedMemoryTest, AFileShrunkUnderTheServerLosesOnlyItsAnswer) {
+  constexpr size_t n = 1 << 16;
+  auto region = SharedRegion::Create(*client_, *dir_, n * 28);
+  ASSERT_TRUE(region.ok()) << region.status();
+  std::string file;
+  for (const auto& e : std::filesystem::directory_iterator(*dir_)) {
+    file = e.path();  // the only file in the directory
+  }
+  ASSERT_FALSE(file.empty());
+  ASSERT_EQ(truncate(file.c_str(), 0), 0);
+  absl::StatusOr<v1::SortResponse> r = client_->Sort(Layout(**region, n));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("shrank"));
+  // Another region still sorts.
+  auto fresh = SharedRegion::Create(*client_, *dir_, 4096);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  std::memset((*fresh)->data(), 0, 4096);
+  EXPECT_TRUE(client_->Sort(Layout(**fresh, 100)).ok());
+}
+
 TEST_F(SharedMemoryTest, AClosedRegionCanNoLongerBeNamed) {
   std::string handle;
   v1::SortRequest request;
@@ -272,6 +296,37 @@ TEST(SharedMemoryOff, AMissingDirectoryIsMadeForSortdsGroupOnly) {
   EXPECT_EQ(st.st_mode & 0777, 0770u);
   EXPECT_EQ(server.Terminate(), 0);
   std::filesystem::remove_all(parent);
+}
+
+TEST(SharedMemoryOff, ADirectoryOfAnotherUserStopsStartup) {
+  const std::string dir = PrivateDir();
+  if (chown(dir.c_str(), 65534, 65534) != 0) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "cannot give a directory to another user here";
+  }
+  ServerProcess server({"--device=cpu", "--shm_dir=" + dir});
+  EXPECT_FALSE(server.Start());
+  EXPECT_THAT(server.Output(), HasSubstr("belongs to uid 65534"));
+  EXPECT_NE(server.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// A client that keeps its regions does not hold up a drain.
+TEST(SharedMemoryOff, OpenRegionsDoNotHoldUpShutdown) {
+  const std::string dir = PrivateDir();
+  ServerProcess server(
+      {"--device=cpu", "--shm_dir=" + dir, "--drain_timeout=20s"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Client::Create(server.address());
+  ASSERT_TRUE(client.ok());
+  auto region = SharedRegion::Create(**client, dir, 4096);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15))
+      << "the drain waited for the open SharedMemory stream";
+  region->reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SharedMemoryOff, ADirectoryOthersMayWriteStopsStartup) {
