@@ -77,7 +77,8 @@ def main():
         bw = floor["bytes_per_s"]
         top.plot(sizes, [bw / (2 * floor["key_bytes"]) / 1e6] * len(sizes),
                  linestyle="--", color="tab:red",
-                 label=f"loopback TCP ceiling (iperf3, {bw / 1e9:.1f} GB/s)")
+                 label=f"loopback TCP (iperf3, {bw / 1e9:.1f} GB/s, "
+                 "its streams on one thread)")
         c = floor["concurrency"]
         bottom.plot(sizes,
                     [c * 2 * n * floor["key_bytes"] / bw * 1e3 for n in sizes],
