@@ -173,12 +173,7 @@ absl::Status FindRegion(RegionRegistry* regions, Call& call) {
     return absl::FailedPreconditionError(
         "shared memory is off on this server (start sortd with --shm_dir)");
   }
-  const std::string_view bytes = *call.sort.shared;
-  if (!call.shared.ParseFromArray(bytes.data(),
-                                  static_cast<int>(bytes.size()))) {
-    return absl::InvalidArgumentError(
-        "field 11 (shared) is not a SharedArrays message");
-  }
+  call.shared = *call.sort.shared;
   call.region = regions->Find(call.shared.region());
   if (call.region == nullptr) {
     return absl::NotFoundError(absl::StrCat(

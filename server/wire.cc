@@ -48,6 +48,9 @@ class Reader {
     const size_t start = at_;
     uint64_t tag = 0;
     if (absl::Status s = Varint(&tag, "a field tag"); !s.ok()) return s;
+    if (at_ - start > 5 || tag > 0xffffffffu) {
+      return Error(start, "a field tag longer than 32 bits");
+    }
     *type = static_cast<int>(tag & 7);
     const uint64_t number = tag >> 3;
     if (number == 0) {
@@ -267,9 +270,14 @@ absl::StatusOr<SortRequest> ParseSortRequest(std::string_view bytes) {
       if (type != kLengthDelimited) {
         return in.WrongType(start, field, "shared", type, kLengthDelimited);
       }
-      std::string_view shared;
-      if (absl::Status s = in.Bytes(field, &shared); !s.ok()) return s;
-      request.shared = shared;
+      std::string_view bytes;
+      if (absl::Status s = in.Bytes(field, &bytes); !s.ok()) return s;
+      if (!request.shared.has_value()) request.shared.emplace();
+      if (!request.shared->MergeFromString(std::string(bytes))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the SortRequest did not parse: at byte ", start,
+                         ", field 11 (shared) is not a SharedArrays message"));
+      }
     } else if (field == 7 || field == 10) {
       const char* name = field == 7 ? "order" : "return_permutation";
       if (type != kVarint)

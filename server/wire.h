@@ -67,8 +67,8 @@ struct SortRequest {
   std::string_view values;
   int32_t order = 0;  // the enum's number, as sent (validated later)
   bool return_permutation = false;
-  // The serialized SharedArrays message, when field 11 is present.
-  std::optional<std::string_view> shared;
+  // Field 11, when present (occurrences merged, as protobuf does).
+  std::optional<v1::SharedArrays> shared;
 };
 
 struct TransposeRequest {

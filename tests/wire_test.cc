@@ -103,6 +103,10 @@ TEST(ParseSortRequest, MalformedInputsAreRefusedWithWhereAndWhy) {
        "field 1 (u32_keys) has wire type 0 (varint); it is "
        "length-delimited"},
       {"order sent as bytes", Bytes({0x3a, 0x00}), "field 7 (order)"},
+      {"a tag of 6 bytes", Bytes({0xd8, 0xff, 0xf7, 0xfc, 0x8c, 0x00, 0x00}),
+       "a field tag longer than 32 bits"},
+      {"shared that is not a SharedArrays", Bytes({0x5a, 0x02, 0x0a, 0x05}),
+       "field 11 (shared) is not a SharedArrays message"},
   };
   for (const Malformed& c : cases) {
     SCOPED_TRACE(c.name);
