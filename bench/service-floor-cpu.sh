@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # One 16M-key u32 Echo against its floor on a machine without a GPU, in
 # one run: floor = 2 x 64 MiB / iperf3's one-stream loopback bandwidth.
-#   bash bench/service-floor-cpu.sh            (after scripts/build.sh;
-#                                               needs iperf3 installed)
+#   bash bench/service-floor-cpu.sh
+# (builds as scripts/build.sh does; installs iperf3 through
+# scripts/install-deps.sh --bench)
 # Prints one JSON line per figure, then the ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh --bench
+bash scripts/build.sh >/dev/null
 B=${SORTD_BUILD_DIR:-build}
 PORT=${PORT:-50093}
 iperf3 -s -p 5299 -D

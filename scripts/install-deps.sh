@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package sortd needs to build, test and run
-# (with --bench, also the plotting library of bench/plot-e2e.py).
+# (with --bench, also the plotting library of bench/plot-e2e.py and the
+# iperf3 that bench/service-floor-cpu.sh measures loopback TCP with).
 # The single source of the package list: README, .ci/run and the Dockerfile
 # all call this script. Idempotent: packages already present are skipped, so a
 # second run takes well under a second and needs no network.
@@ -33,9 +34,9 @@ if ! command -v kubectl >/dev/null 2>&1; then
   PACKAGES+=(kubernetes-client)
 fi
 
-# --bench: also what the benchmark scripts' plots need (not build or test).
+# --bench: also what the benchmark scripts need (not build or test).
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(python3-matplotlib)
+  PACKAGES+=(python3-matplotlib iperf3)
 fi
 
 missing=()
