@@ -56,6 +56,7 @@ Inputs MakeInputs(const BenchOptions& o, uint64_t size, size_t class_index) {
     } else {
       v1::SortRequest r;
       SetKeys(o.key_type, RandomKeys(o.key_type, size, seed), &r);
+      if (o.compact_keys) r.set_response_key_coding(v1::KEY_CODING_COMPACT);
       in.sorts.push_back(std::move(r));
     }
   }
@@ -376,7 +377,10 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
                                         : client.Sort(sent, &answer);
         if (status.ok()) {
           served_by = answer.served_by();
-          bytes = sent.ByteSizeLong() + answer.ByteSizeLong();
+          // On the wire: compact keys arrive decoded into `answer`.
+          bytes = sent.ByteSizeLong() + answer.ByteSizeLong() -
+                  static_cast<uint64_t>(
+                      std::max<int64_t>(0, served_by.key_bytes_saved()));
           if (!regions.empty() && check) {
             // The answer is in the region: read it back for the check.
             const std::byte* out = regions[id].region->data() +

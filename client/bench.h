@@ -100,6 +100,8 @@ struct BenchOptions {
   // inputs and answers (client/shared_memory.h); only handles and offsets
   // cross the socket.
   std::string shm_dir;
+  // Sorts ask for their keys in compact form (SortOptions::compact_keys).
+  bool compact_keys = false;
   // Waits after UNAVAILABLE / RESOURCE_EXHAUSTED; they end early when the
   // run does.
   BackoffPolicy backoff;

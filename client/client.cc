@@ -150,6 +150,25 @@ const std::string* KeysOf(const Message& m) {
   return nullptr;
 }
 
+const v1::CompactKeys* CompactKeysOf(const v1::SortResponse& m) {
+  switch (m.keys_case()) {
+    case v1::SortResponse::kCompactU32Keys:
+      return &m.compact_u32_keys();
+    case v1::SortResponse::kCompactI32Keys:
+      return &m.compact_i32_keys();
+    case v1::SortResponse::kCompactF32Keys:
+      return &m.compact_f32_keys();
+    default:
+      return nullptr;
+  }
+}
+
+KeyType CompactKeyType(const v1::SortResponse& m) {
+  return m.keys_case() == v1::SortResponse::kCompactI32Keys   ? KeyType::kI32
+         : m.keys_case() == v1::SortResponse::kCompactF32Keys ? KeyType::kF32
+                                                              : KeyType::kU32;
+}
+
 }  // namespace
 
 namespace {
@@ -210,6 +229,9 @@ client_wire::OutgoingMessage Encode(const v1::SortRequest& request,
     m.Bytes(9, request.u64_values().data(), request.u64_values().size(), lease);
   }
   if (request.return_permutation()) m.Varint(10, 1);
+  if (request.response_key_coding() != 0) {
+    m.Varint(12, static_cast<uint32_t>(request.response_key_coding()));
+  }
   if (request.has_shared()) {
     *shared = request.shared().SerializeAsString();
     m.Bytes(11, shared->data(), shared->size(), lease);
@@ -335,6 +357,7 @@ absl::StatusOr<v1::SortResponse> Client::SortStream(
     if (at == 0) {
       chunk.set_order(request.order());
       chunk.set_return_permutation(request.return_permutation());
+      chunk.set_response_key_coding(request.response_key_coding());
     }
     const size_t m = std::min(per_chunk, n - at);
     const size_t end = at + m >= n ? keys->size() : (at + m) * ks;
@@ -356,6 +379,16 @@ absl::StatusOr<v1::SortResponse> Client::SortStream(
   while (stream->Read(&chunk)) {
     if (const std::string* k = KeysOf(chunk); k != nullptr) {
       out_keys->append(*k);
+    } else if (const v1::CompactKeys* c = CompactKeysOf(chunk); c != nullptr) {
+      const compact::Encoded encoded{c->count(), c->widths(), c->bases(),
+                                     c->deltas()};
+      absl::Status s = client_wire::AppendCompactKeys(
+          encoded, CompactKeyType(chunk), c->descending(), out_keys);
+      if (!s.ok()) {
+        context.TryCancel();
+        stream->Finish();
+        return s;
+      }
     }
     if (chunk.has_u32_values()) {
       response.mutable_u32_values()->append(chunk.u32_values());

@@ -68,6 +68,10 @@ struct ClientOptions {
 struct SortOptions {
   bool descending = false;
   bool return_permutation = false;
+  // Ask for the sorted keys in compact form (KEY_CODING_COMPACT: about a
+  // third of the bytes for evenly spread 32-bit keys, at the cost of
+  // encoding on the server and decoding here); the result is the same.
+  bool compact_keys = false;
 };
 
 // The answer to a typed sort. `values` is filled by SortPairs, and
@@ -264,6 +268,7 @@ absl::StatusOr<SortResult<K, V>> Client::SortSpans(absl::Span<const K> keys,
             values.size() * sizeof(V), &lease);
   }
   if (options.return_permutation) m.Varint(10, 1);
+  if (options.compact_keys) m.Varint(12, v1::KEY_CODING_COMPACT);
   SortResult<K, V> result;
   if (m.size() > options_.max_unary_bytes) {
     // Beyond one message: through SortStream, from a message of copies.
@@ -277,6 +282,9 @@ absl::StatusOr<SortResult<K, V>> Client::SortSpans(absl::Span<const K> keys,
     request.set_order(options.descending ? v1::ORDER_DESCENDING
                                          : v1::ORDER_ASCENDING);
     request.set_return_permutation(options.return_permutation);
+    if (options.compact_keys) {
+      request.set_response_key_coding(v1::KEY_CODING_COMPACT);
+    }
     absl::StatusOr<v1::SortResponse> response = SortStream(request);
     if (!response.ok()) return response.status();
     result.keys = UnpackArray<K>(KeysField<K>(*response));

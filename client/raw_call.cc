@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/compact_keys.h"
 
 namespace sortd::client_wire {
 namespace {
@@ -67,6 +69,21 @@ class SliceReader {
     return true;
   }
   size_t remaining() const { return remaining_; }
+  // The next `n` bytes: a view into the slice when they lie in one, else
+  // copied into `storage`.
+  bool View(size_t n, std::string_view* out, std::string* storage) {
+    if (!done() && slices_[slice_].size() - at_ >= n) {
+      *out = std::string_view(
+          reinterpret_cast<const char*>(slices_[slice_].begin()) + at_, n);
+      at_ += n;
+      remaining_ -= n;
+      Settle();
+      return true;
+    }
+    storage->resize(n);
+    *out = *storage;
+    return Read(storage->data(), n);
+  }
 
  private:
   // Moves past finished (and empty) slices.
@@ -80,6 +97,100 @@ class SliceReader {
   std::vector<grpc::Slice> slices_;
   size_t slice_ = 0, at_ = 0, remaining_ = 0;
 };
+
+// Decodes a checked compact array into `out` (raw keys of `type`): in
+// parts on several threads when it is large.
+void DecodeCompact(const compact::Encoded& e, KeyType type, bool descending,
+                   uint32_t* out) {
+  constexpr size_t kKeysPerThread = size_t{2} << 20;
+  const size_t blocks = compact::Blocks(e.count);
+  const size_t threads = std::clamp<size_t>(
+      e.count / kKeysPerThread, 1,
+      std::max<size_t>(1, std::min(8u, std::thread::hardware_concurrency())));
+  const auto* widths = reinterpret_cast<const uint8_t*>(e.widths.data());
+  auto part = [&](size_t first, size_t last, size_t offset) {
+    compact::UnpackBlocks(e, first, last, offset, out);
+    const size_t begin = first * compact::kBlockKeys;
+    const size_t end = std::min(e.count, last * compact::kBlockKeys);
+    compact::FromOrderValues(type, descending, out + begin, end - begin);
+  };
+  if (threads == 1) return part(0, blocks, 0);
+  std::vector<std::thread> workers;
+  size_t offset = 0;
+  for (size_t t = 0; t < threads; ++t) {
+    const size_t first = blocks * t / threads,
+                 last = blocks * (t + 1) / threads;
+    if (t + 1 < threads) {
+      workers.emplace_back(part, first, last, offset);
+    } else {
+      part(first, last, offset);
+    }
+    offset += compact::DeltaBytes(widths, first, last);
+  }
+  for (std::thread& w : workers) w.join();
+}
+
+// Reads a CompactKeys message of `length` bytes (field `field` of a
+// SortResponse) and decodes it into the sink's key buffer.
+absl::Status ReadCompactKeys(SliceReader& in, size_t length, int field,
+                             SortResponseSink& sink) {
+  auto bad = [&](const char* what) {
+    return absl::DataLossError(absl::StrCat("the server's compact keys (field ",
+                                            field, ") did not parse: ", what));
+  };
+  const size_t end = in.remaining() - length;
+  compact::Encoded e;
+  bool descending = false;
+  std::string widths, bases, deltas;  // used when a field spans slices
+  while (in.remaining() > end) {
+    uint64_t tag = 0, v = 0;
+    if (!in.Varint(&tag)) return bad("a truncated field tag");
+    const int sub = static_cast<int>(tag >> 3), type = tag & 7;
+    if (type == kVarint) {
+      if (!in.Varint(&v)) return bad("a truncated varint");
+      if (sub == 1) e.count = v;
+      if (sub == 2) descending = v != 0;
+      continue;
+    }
+    if (type != kLengthDelimited) return bad("an unexpected wire type");
+    if (!in.Varint(&v) || v > in.remaining() - end) {
+      return bad("a length past the end");
+    }
+    std::string_view* view = sub == 3   ? &e.widths
+                             : sub == 4 ? &e.bases
+                             : sub == 5 ? &e.deltas
+                                        : nullptr;
+    std::string* storage = sub == 3 ? &widths : sub == 4 ? &bases : &deltas;
+    if (view == nullptr) {
+      if (!in.Read(nullptr, v)) return bad("a truncated field");
+    } else if (!in.View(v, view, storage)) {
+      return bad("a truncated field");
+    }
+  }
+  if (in.remaining() != end) return bad("a field past the message's end");
+  if (absl::Status s = compact::Check(e); !s.ok()) return s;
+  const KeyType type = field == 12   ? KeyType::kU32
+                       : field == 13 ? KeyType::kI32
+                                     : KeyType::kF32;
+  char* out = sink.Keys(field - 11, e.count * 4);
+  if (out == nullptr && e.count > 0) {
+    return absl::DataLossError(absl::StrCat(
+        "the server's SortResponse has ", e.count, " compact keys in field ",
+        field, ", which does not fit the answer asked for"));
+  }
+  if (e.count > 0) {
+    // The key buffer may be unaligned (a std::string's): decode in place
+    // only when it is not.
+    if (reinterpret_cast<uintptr_t>(out) % alignof(uint32_t) == 0) {
+      DecodeCompact(e, type, descending, reinterpret_cast<uint32_t*>(out));
+    } else {
+      std::vector<uint32_t> aligned(e.count);
+      DecodeCompact(e, type, descending, aligned.data());
+      std::memcpy(out, aligned.data(), e.count * 4);
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -168,6 +279,12 @@ absl::Status DecodeSortResponse(const grpc::ByteBuffer& response,
     if (!in.Varint(&length) || length > in.remaining()) {
       return bad("a length past the end");
     }
+    if (field >= 12 && field <= 14) {
+      if (absl::Status s = ReadCompactKeys(in, length, field, sink); !s.ok()) {
+        return s;
+      }
+      continue;
+    }
     char* out = nullptr;
     std::string served_by;
     bool array = true;
@@ -192,6 +309,18 @@ absl::Status DecodeSortResponse(const grpc::ByteBuffer& response,
     if (!in.Read(out, length)) return bad("a truncated field");
     if (field == 11) sink.ServedBy(served_by);
   }
+  return absl::OkStatus();
+}
+
+absl::Status AppendCompactKeys(const compact::Encoded& encoded, KeyType type,
+                               bool descending, std::string* out) {
+  if (absl::Status s = compact::Check(encoded); !s.ok()) return s;
+  const size_t at = out->size();
+  out->resize(at + encoded.count * 4);
+  std::vector<uint32_t> keys(encoded.count);
+  DecodeCompact(encoded, type, descending, keys.data());
+  if (encoded.count > 0)
+    std::memcpy(out->data() + at, keys.data(), encoded.count * 4);
   return absl::OkStatus();
 }
 

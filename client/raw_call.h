@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/compact_keys.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 
@@ -76,7 +77,8 @@ class OutgoingMessage {
 class SortResponseSink {
  public:
   virtual ~SortResponseSink() = default;
-  // `field`: 1-6, the key field (u32, i32, f32, u64, i64, f64).
+  // `field`: 1-6, the key field (u32, i32, f32, u64, i64, f64); compact
+  // keys (fields 12-14) arrive decoded, through their raw field.
   virtual char* Keys(int field, size_t bytes) = 0;
   // `field`: 8 (u32_values) or 9 (u64_values).
   virtual char* Values(int field, size_t bytes) = 0;
@@ -85,10 +87,16 @@ class SortResponseSink {
   virtual void ServedBy(const std::string& bytes) = 0;
 };
 
-// Reads a SortResponse from gRPC's slices into `sink`, one copy per array.
+// Reads a SortResponse from gRPC's slices into `sink`, one copy per array
+// (compact keys are decoded straight into the sink's buffer).
 // DATA_LOSS if the bytes are not a well-formed SortResponse.
 absl::Status DecodeSortResponse(const grpc::ByteBuffer& response,
                                 SortResponseSink& sink);
+
+// Checks a compact key array (a CompactKeys message's fields) and appends
+// its keys, raw, to `out`; DATA_LOSS if it is malformed.
+absl::Status AppendCompactKeys(const compact::Encoded& encoded, KeyType type,
+                               bool descending, std::string* out);
 
 }  // namespace sortd::client_wire
 

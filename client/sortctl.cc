@@ -105,6 +105,9 @@ ABSL_FLAG(int64_t, verify_every, 16,
 ABSL_FLAG(std::string, shm_dir, "",
           "bench: send sorts through shared memory, one region per worker "
           "in this directory (the server's --shm_dir; same host only)");
+ABSL_FLAG(bool, compact, false,
+          "sort, bench: ask for the sorted keys in compact form (32-bit "
+          "keys: about a third of the bytes back; the result is the same)");
 ABSL_FLAG(int, connections, 4,
           "TCP connections to the server; calls take them in turn");
 
@@ -367,6 +370,9 @@ absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(
   request.set_order(absl::GetFlag(FLAGS_desc) ? sortd::v1::ORDER_DESCENDING
                                               : sortd::v1::ORDER_ASCENDING);
   request.set_return_permutation(absl::GetFlag(FLAGS_permutation));
+  if (absl::GetFlag(FLAGS_compact)) {
+    request.set_response_key_coding(sortd::v1::KEY_CODING_COMPACT);
+  }
   if (value_type != sortd::ValueType::kNone) {
     std::string values;
     if (absl::GetFlag(FLAGS_input).empty()) {
@@ -472,10 +478,16 @@ int RunSort() {
                     response->served_by().device_runs(),
                     " device runs merged on the CPU");
   }
+  const int64_t saved = response->served_by().key_bytes_saved();
+  if (saved != 0) {
+    absl::StrAppendFormat(&summary.description,
+                          ", keys sent compact (%.1f MB saved)", saved / 1e6);
+  }
   summary.json_fields = {
       {"keys", absl::StrCat(n)},
       {"stream", stream ? "true" : "false"},
       {"device_runs", absl::StrCat(response->served_by().device_runs())},
+      {"key_bytes_saved", absl::StrCat(saved)},
       {"type", sortd::cli::JsonString(type_name)},
       {"order", desc ? "\"descending\"" : "\"ascending\""},
       {"values", sortd::cli::JsonString(values)},
@@ -615,6 +627,7 @@ int RunBench() {
   o.warmup = absl::GetFlag(FLAGS_warmup);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.shm_dir = absl::GetFlag(FLAGS_shm_dir);
+  o.compact_keys = absl::GetFlag(FLAGS_compact);
   if (absl::GetFlag(FLAGS_verify)) {
     o.verify_every = static_cast<uint64_t>(absl::GetFlag(FLAGS_verify_every));
   }

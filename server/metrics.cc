@@ -86,6 +86,12 @@ Metrics::Metrics()
                          .Name("sortd_request_bytes_total")
                          .Help("Serialized request bytes received, by method")
                          .Register(*registry_)),
+      key_bytes_saved_(
+          prometheus::BuildCounter()
+              .Name("sortd_response_key_bytes_saved_total")
+              .Help("Response bytes saved by sending sorted keys compact "
+                    "(response_key_coding), by method")
+              .Register(*registry_)),
       stage_duration_(
           prometheus::BuildHistogram()
               .Name("sortd_kernel_stage_duration_seconds")
@@ -356,6 +362,10 @@ void Metrics::OnDeviceMemory(
 
 void Metrics::AddRequestBytes(std::string_view method, double bytes) {
   request_bytes_.Add({{"method", std::string(method)}}).Increment(bytes);
+}
+
+void Metrics::AddKeyBytesSaved(std::string_view method, double bytes) {
+  key_bytes_saved_.Add({{"method", std::string(method)}}).Increment(bytes);
 }
 
 }  // namespace sortd

@@ -43,6 +43,7 @@ class Metrics final : public SchedulerListener {
                      double keys);
   void AddMatricesTransposed(std::string_view path, double matrices);
   void AddRequestBytes(std::string_view method, double bytes);
+  void AddKeyBytesSaved(std::string_view method, double bytes);
   // Device time of one stage of one engine run (OpenCL profiling events).
   void ObserveStage(std::string_view device, std::string_view kernel,
                     std::string_view stage, double seconds);
@@ -95,6 +96,7 @@ class Metrics final : public SchedulerListener {
   prometheus::Family<prometheus::Counter>& keys_sorted_;
   prometheus::Family<prometheus::Counter>& matrices_transposed_;
   prometheus::Family<prometheus::Counter>& request_bytes_;
+  prometheus::Family<prometheus::Counter>& key_bytes_saved_;
   prometheus::Family<prometheus::Histogram>& stage_duration_;
   prometheus::Family<prometheus::Counter>& cpu_fallbacks_;
   prometheus::Family<prometheus::Histogram>& queue_wait_;

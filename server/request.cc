@@ -1,11 +1,14 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/compact_keys.h"
+#include "tbb/parallel_for.h"
 
 namespace sortd {
 namespace {
@@ -59,6 +62,13 @@ absl::StatusOr<SortJob> ParseSort(const wire::SortRequest& request,
                      "; expected ORDER_ASCENDING (0) or ORDER_DESCENDING (1)"));
   }
 
+  if (request.key_coding != v1::KEY_CODING_RAW &&
+      request.key_coding != v1::KEY_CODING_COMPACT) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "response_key_coding: unknown value ", request.key_coding,
+        "; expected KEY_CODING_RAW (0) or KEY_CODING_COMPACT (1)"));
+  }
+
   SortJob job;
   job.key_type = key_type;
   job.order = request.order == v1::ORDER_DESCENDING ? Order::kDescending
@@ -91,7 +101,13 @@ absl::StatusOr<SortJob> ParseSort(const wire::SortRequest& request,
 SortOutputs AllocateSortOutputs(SortJob& job, bool permutation,
                                 HostBufferPool* pool) {
   SortOutputs out;
-  out.keys = wire::OutputArray(job.count * KeySize(job.key_type), pool);
+  // 32-bit keys get room for whole blocks of compact::kBlockKeys: their
+  // compact form is written over them (CompactSlices).
+  const size_t key_bytes =
+      compact::Supports(job.key_type)
+          ? compact::Blocks(job.count) * compact::kBlockKeys * 4
+          : job.count * KeySize(job.key_type);
+  out.keys = wire::OutputArray(key_bytes, pool);
   job.keys_out = out.keys.data();
   if (job.value_type != ValueType::kNone) {
     out.values = wire::OutputArray(job.count * ValueSize(job.value_type), pool);
@@ -117,6 +133,53 @@ wire::SortArrays SortOutputs::Slices(const SortJob& job, size_t first,
     a.permutation =
         permutation.Sub(first * sizeof(uint32_t), n * sizeof(uint32_t));
   }
+  return a;
+}
+
+wire::SortArrays SortOutputs::CompactSlices(const SortJob& job, size_t first,
+                                            size_t n, HostBufferPool* pool) {
+  wire::SortArrays a = Slices(job, first, n);
+  if (!compact::Supports(job.key_type)) return a;
+  // Blocks per task: 1M keys, a few milliseconds of work.
+  constexpr size_t kTaskBlocks = (size_t{1} << 20) / compact::kBlockKeys;
+  auto* values = reinterpret_cast<uint32_t*>(keys.data()) + first;
+  const bool descending = job.order == Order::kDescending;
+  const size_t blocks = compact::Blocks(n);
+  const size_t tasks = (blocks + kTaskBlocks - 1) / kTaskBlocks;
+  wire::CompactArray c;
+  c.count = n;
+  c.descending = descending;
+  wire::OutputArray widths(blocks, pool), bases(blocks * 4, pool);
+  std::vector<size_t> written(tasks);
+  // Each task's differences overwrite its own keys from their start on: a
+  // block is read before its bytes land, and they end within its room
+  // (AllocateSortOutputs leaves whole blocks of it). `first` must start a
+  // block, and only the array's last block may be short.
+  auto encode = [&](size_t task) {
+    const size_t b0 = task * kTaskBlocks;
+    const size_t b1 = std::min(blocks, b0 + kTaskBlocks);
+    uint32_t* v = values + b0 * compact::kBlockKeys;
+    const size_t count =
+        std::min(n - b0 * compact::kBlockKeys, (b1 - b0) * compact::kBlockKeys);
+    compact::ToOrderValues(job.key_type, descending, v, count);
+    written[task] = compact::EncodeBlocks(
+        values, n, b0, b1, reinterpret_cast<uint8_t*>(widths.data()),
+        reinterpret_cast<uint32_t*>(bases.data()),
+        reinterpret_cast<uint8_t*>(v));
+  };
+  if (tasks <= 1) {
+    if (tasks == 1) encode(0);
+  } else {
+    tbb::parallel_for(size_t{0}, tasks, encode);
+  }
+  for (size_t t = 0; t < tasks; ++t) {
+    const size_t at = (first + t * kTaskBlocks * compact::kBlockKeys) * 4;
+    c.deltas.push_back(keys.Sub(at, written[t]));
+  }
+  c.widths = widths.Share();
+  c.bases = bases.Share();
+  a.keys = grpc::Slice();
+  a.compact = std::move(c);
   return a;
 }
 

@@ -42,6 +42,13 @@ struct SortOutputs {
   bool with_permutation = false;
   // Elements [first, first + n) of each array, as a response's slices.
   wire::SortArrays Slices(const SortJob& job, size_t first, size_t n) const;
+  // The same with the keys in compact form where their type has one
+  // (wire::CompactArray): the keys are encoded in place, so elements
+  // [first, first + n) cannot be asked for again. `first` is a multiple of
+  // compact::kBlockKeys, and so is `n` unless the range ends the array.
+  // Large ranges are encoded by several threads.
+  wire::SortArrays CompactSlices(const SortJob& job, size_t first, size_t n,
+                                 HostBufferPool* pool);
 };
 
 // Allocates the outputs `job` writes (uninitialised: the sort writes every

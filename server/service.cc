@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/compact_keys.h"
 #include "server/status.h"
 #include "server/wire.h"
 
@@ -205,15 +206,34 @@ absl::Status SortServiceImpl::PlaceSort(UnaryCall& call, SortJob& job) {
   return absl::OkStatus();
 }
 
-grpc::ByteBuffer SortServiceImpl::EncodeSort(const UnaryCall& call,
+grpc::ByteBuffer SortServiceImpl::EncodeSort(UnaryCall& call,
                                              const SortJob& job,
-                                             const v1::ServedBy& by) {
+                                             v1::ServedBy by) {
   if (call.region != nullptr) {
     // The arrays are in the region: the answer names the types only.
     return wire::EncodeSortResponse(
         {.key_type = job.key_type, .value_type = job.value_type}, &by);
   }
-  return wire::EncodeSortResponse(call.sort_out.Slices(job, 0, job.count), &by);
+  if (call.sort.key_coding != v1::KEY_CODING_COMPACT) {
+    return wire::EncodeSortResponse(call.sort_out.Slices(job, 0, job.count),
+                                    &by);
+  }
+  wire::SortArrays arrays =
+      call.sort_out.CompactSlices(job, 0, job.count, options_.buffers);
+  RecordKeyBytesSaved(call.method, job, arrays, by);
+  return wire::EncodeSortResponse(arrays, &by);
+}
+
+void SortServiceImpl::RecordKeyBytesSaved(const char* method,
+                                          const SortJob& job,
+                                          const wire::SortArrays& arrays,
+                                          v1::ServedBy& by) {
+  if (!arrays.compact.has_value()) return;
+  const int64_t saved =
+      static_cast<int64_t>(arrays.compact->count * KeySize(job.key_type)) -
+      static_cast<int64_t>(arrays.compact->MessageBytes());
+  by.set_key_bytes_saved(by.key_bytes_saved() + saved);
+  metrics_->AddKeyBytesSaved(method, static_cast<double>(saved));
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::Sort(
@@ -329,7 +349,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   if (absl::Status s = RegionIntact(*call); !s.ok()) return Refuse(*call, s);
   v1::ServedBy by = ServedBy(result);
   by.set_route("echo");
-  grpc::ByteBuffer answer = EncodeSort(*call, *job, by);
+  grpc::ByteBuffer answer = EncodeSort(*call, *job, std::move(by));
   response->Swap(&answer);
   RecordEnd("Echo", call->received, absl::OkStatus(), &result);
   call->reactor->Finish(grpc::Status::OK);
@@ -403,7 +423,10 @@ class SortStreamReactor final
     }
     // `order` and `return_permutation` are read from the first message and
     // ignored in later ones (the contract, sortd.proto).
-    if (messages_ > 0) parsed->order = first_order_;
+    if (messages_ > 0) {
+      parsed->order = first_order_;
+      parsed->key_coding = first_key_coding_;
+    }
     absl::StatusOr<SortJob> part =
         ParseSort(*parsed, limits_, bytes->data().size());
     if (!part.ok()) return failed(part.status());
@@ -412,6 +435,7 @@ class SortStreamReactor final
       value_type_ = part->value_type;
       order_ = part->order;
       first_order_ = parsed->order;
+      first_key_coding_ = parsed->key_coding;
       permutation_ = parsed->return_permutation;
     } else if (part->key_type != key_type_ || part->value_type != value_type_) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -495,14 +519,30 @@ class SortStreamReactor final
   // Sends the next chunk; the last one carries served_by.
   void WriteNext() {
     const size_t ks = KeySize(key_type_), vs = ValueSize(value_type_);
-    const size_t per_chunk = std::max<size_t>(
+    size_t per_chunk = std::max<size_t>(
         1, limits_.stream_chunk_bytes / (ks + vs + (permutation_ ? 4 : 0)));
+    if (first_key_coding_ == v1::KEY_CODING_COMPACT) {
+      // Compact chunks cover whole blocks (SortOutputs::CompactSlices).
+      per_chunk =
+          std::max(compact::kBlockKeys,
+                   per_chunk / compact::kBlockKeys * compact::kBlockKeys);
+    }
     const size_t at = sent_, n = std::min(per_chunk, count_ - sent_);
     sent_ += n;
+    wire::SortArrays arrays =
+        first_key_coding_ == v1::KEY_CODING_COMPACT
+            ? out_.CompactSlices(job_, at, n, service_->options_.buffers)
+            : out_.Slices(job_, at, n);
     v1::ServedBy by;
-    if (sent_ == count_) by = ServedBy(result_);
-    response_ = wire::EncodeSortResponse(out_.Slices(job_, at, n),
-                                         sent_ == count_ ? &by : nullptr);
+    by.set_key_bytes_saved(key_bytes_saved_);
+    service_->RecordKeyBytesSaved("SortStream", job_, arrays, by);
+    key_bytes_saved_ = by.key_bytes_saved();
+    if (sent_ == count_) {
+      by = ServedBy(result_);
+      by.set_key_bytes_saved(key_bytes_saved_);
+    }
+    response_ =
+        wire::EncodeSortResponse(arrays, sent_ == count_ ? &by : nullptr);
     StartWrite(&response_);
   }
 
@@ -543,6 +583,8 @@ class SortStreamReactor final
   ValueType value_type_ = ValueType::kNone;
   Order order_ = Order::kAscending;
   int32_t first_order_ = 0;
+  int32_t first_key_coding_ = 0;
+  int64_t key_bytes_saved_ = 0;  // by the chunks sent so far
   bool permutation_ = false;
   size_t count_ = 0;
   std::string keys_, values_;

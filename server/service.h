@@ -101,8 +101,12 @@ class SortServiceImpl final : public RawSortService {
   // allocated outputs, or into a shared-memory region.
   absl::Status PlaceSort(UnaryCall& call, SortJob& job);
   // The answer's bytes for a placed sort.
-  grpc::ByteBuffer EncodeSort(const UnaryCall& call, const SortJob& job,
-                              const v1::ServedBy& served_by);
+  grpc::ByteBuffer EncodeSort(UnaryCall& call, const SortJob& job,
+                              v1::ServedBy by);
+  // With compact keys in `arrays`: adds the bytes they saved to `by` and
+  // to the metrics.
+  void RecordKeyBytesSaved(const char* method, const SortJob& job,
+                           const wire::SortArrays& arrays, v1::ServedBy& by);
   // DATA_LOSS when the call's shared-memory region broke while it ran.
   static absl::Status RegionIntact(const UnaryCall& call);
   // Metrics and the log line of a call's end.

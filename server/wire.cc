@@ -158,17 +158,21 @@ constexpr std::array<KeyType, 6> kKeyFields = {KeyType::kU32, KeyType::kI32,
                                                KeyType::kI64, KeyType::kF64};
 
 // A field header: tag and length of a length-delimited field.
-size_t PutHeader(uint8_t* out, int field, uint64_t length) {
+size_t PutVarint(uint8_t* out, uint64_t v) {
   size_t n = 0;
-  uint64_t tag = static_cast<uint64_t>(field) << 3 | kLengthDelimited;
-  for (uint64_t v : {tag, length}) {
-    while (v >= 0x80) {
-      out[n++] = static_cast<uint8_t>(v | 0x80);
-      v >>= 7;
-    }
-    out[n++] = static_cast<uint8_t>(v);
+  while (v >= 0x80) {
+    out[n++] = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
   }
+  out[n++] = static_cast<uint8_t>(v);
   return n;
+}
+
+// The tag and length of a length-delimited field.
+size_t PutHeader(uint8_t* out, int field, uint64_t length) {
+  const size_t n =
+      PutVarint(out, static_cast<uint64_t>(field) << 3 | kLengthDelimited);
+  return n + PutVarint(out + n, length);
 }
 
 // Builds a message from headers and array slices.
@@ -179,6 +183,27 @@ class Writer {
     const size_t n = PutHeader(header, field, payload.size());
     slices_.emplace_back(header, n);
     if (payload.size() > 0) slices_.push_back(payload);
+  }
+  // A CompactKeys message, its byte fields sent from their slices.
+  void Compact(int field, const CompactArray& c) {
+    uint8_t header[64];
+    size_t n = PutHeader(header, field, c.MessageBytes());
+    header[n++] = 1 << 3 | kVarint;
+    n += PutVarint(header + n, c.count);
+    if (c.descending) {
+      header[n++] = 2 << 3 | kVarint;
+      header[n++] = 1;
+    }
+    slices_.emplace_back(header, n);
+    Field(3, c.widths);
+    Field(4, c.bases);
+    size_t deltas_bytes = 0;
+    for (const grpc::Slice& s : c.deltas) deltas_bytes += s.size();
+    n = PutHeader(header, 5, deltas_bytes);
+    slices_.emplace_back(header, n);
+    for (const grpc::Slice& s : c.deltas) {
+      if (s.size() > 0) slices_.push_back(s);
+    }
   }
   void Message(int field, const google::protobuf::MessageLite& message) {
     std::string bytes = message.SerializeAsString();
@@ -278,14 +303,18 @@ absl::StatusOr<SortRequest> ParseSortRequest(std::string_view bytes) {
             absl::StrCat("the SortRequest did not parse: at byte ", start,
                          ", field 11 (shared) is not a SharedArrays message"));
       }
-    } else if (field == 7 || field == 10) {
-      const char* name = field == 7 ? "order" : "return_permutation";
+    } else if (field == 7 || field == 10 || field == 12) {
+      const char* name = field == 7    ? "order"
+                         : field == 10 ? "return_permutation"
+                                       : "response_key_coding";
       if (type != kVarint)
         return in.WrongType(start, field, name, type, kVarint);
       uint64_t v = 0;
       if (absl::Status s = in.Varint(&v, name); !s.ok()) return s;
       if (field == 7) {
         request.order = static_cast<int32_t>(static_cast<uint32_t>(v));
+      } else if (field == 12) {
+        request.key_coding = static_cast<int32_t>(static_cast<uint32_t>(v));
       } else {
         request.return_permutation = v != 0;
       }
@@ -331,10 +360,25 @@ grpc::Slice OutputArray::Sub(size_t offset, size_t length) const {
   return slice_.sub(offset, offset + length);
 }
 
+size_t CompactArray::MessageBytes() const {
+  size_t deltas_bytes = 0;
+  for (const grpc::Slice& s : deltas) deltas_bytes += s.size();
+  uint8_t scratch[20];
+  return 1 + PutVarint(scratch, count) + (descending ? 2 : 0) +
+         PutHeader(scratch, 3, widths.size()) + widths.size() +
+         PutHeader(scratch, 4, bases.size()) + bases.size() +
+         PutHeader(scratch, 5, deltas_bytes) + deltas_bytes;
+}
+
 grpc::ByteBuffer EncodeSortResponse(const SortArrays& arrays,
                                     const v1::ServedBy* served_by) {
   Writer out;
-  out.Field(KeyFieldNumber(arrays.key_type), arrays.keys);
+  if (arrays.compact.has_value()) {
+    out.Compact(KeyFieldNumber(arrays.key_type) + kCompactKeyFieldOffset,
+                *arrays.compact);
+  } else {
+    out.Field(KeyFieldNumber(arrays.key_type), arrays.keys);
+  }
   if (arrays.value_type != ValueType::kNone) {
     out.Field(ValueFieldNumber(arrays.value_type), arrays.values);
   }

@@ -69,6 +69,7 @@ struct SortRequest {
   bool return_permutation = false;
   // Field 11, when present (occurrences merged, as protobuf does).
   std::optional<v1::SharedArrays> shared;
+  int32_t key_coding = 0;  // response_key_coding, as sent (validated later)
 };
 
 struct TransposeRequest {
@@ -97,12 +98,26 @@ class OutputArray {
   std::byte* data_ = nullptr;
 };
 
+// Sorted keys in their compact form (core/compact_keys.h): a CompactKeys
+// message whose byte fields are slices.
+struct CompactArray {
+  size_t count = 0;
+  bool descending = false;
+  grpc::Slice widths{}, bases{};
+  std::vector<grpc::Slice> deltas{};  // concatenated, in order
+
+  // Serialized size of the CompactKeys message.
+  size_t MessageBytes() const;
+};
+
 // The arrays of one SortResponse (or of one SortStream chunk of it). Key
 // and value fields are written even when empty, so that the answer names
 // its types; the permutation only when `permutation` is set.
 struct SortArrays {
   KeyType key_type = KeyType::kU32;
   grpc::Slice keys{};
+  // When set, sent instead of `keys` (in compact_*_keys).
+  std::optional<CompactArray> compact{};
   ValueType value_type = ValueType::kNone;
   grpc::Slice values{};
   std::optional<grpc::Slice> permutation{};
@@ -115,7 +130,9 @@ grpc::ByteBuffer EncodeSortResponse(const SortArrays& arrays,
 grpc::ByteBuffer EncodeTransposeResponse(const grpc::Slice& matrices,
                                          const v1::ServedBy& served_by);
 
-// Field numbers shared by request and response (sortd.proto).
+// Field numbers shared by request and response (sortd.proto); a key
+// type's compact_*_keys field is its key field's number plus this.
+inline constexpr int kCompactKeyFieldOffset = 11;
 int KeyFieldNumber(KeyType type);
 int ValueFieldNumber(ValueType type);
 // The proto field name of a key or value array ("u32_keys", "u64_values").

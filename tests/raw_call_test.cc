@@ -5,7 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "client/client.h"
+#include "server/request.h"
+#include "tests/reference.h"
 
 namespace sortd {
 namespace {
@@ -13,6 +18,16 @@ namespace {
 grpc::ByteBuffer Message(const std::string& bytes) {
   grpc::Slice slice(bytes);
   return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
 }
 
 TEST(DecodeSortResponse, FillsTheCallersArrays) {
@@ -59,6 +74,114 @@ TEST(DecodeSortResponse, ArraysThatDoNotFitAreDataLoss) {
   EXPECT_EQ(
       client_wire::DecodeSortResponse(Message("\x0a\x10\x01\x02"), sink).code(),
       absl::StatusCode::kDataLoss);
+}
+
+// Sorted keys of type K in compact form, encoded by the server's code
+// (SortOutputs::CompactSlices), sent, and decoded by the client's.
+template <typename K>
+void CompactRoundTrip(KeyType type) {
+  for (bool descending : {false, true}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{129}, size_t{3000},
+                     (size_t{1} << 20) + 77}) {
+      SCOPED_TRACE(::testing::Message() << KeyTypeName(type) << " n=" << n
+                                        << (descending ? " desc" : " asc"));
+      std::vector<K> keys = testing::Generate<K>(testing::Shape::kRandom, n, n);
+      std::stable_sort(keys.begin(), keys.end(), [&](K a, K b) {
+        return descending ? testing::RefLess(b, a) : testing::RefLess(a, b);
+      });
+      SortJob job;
+      job.key_type = type;
+      job.order = descending ? Order::kDescending : Order::kAscending;
+      job.count = n;
+      SortOutputs out = AllocateSortOutputs(job, false);
+      std::memcpy(job.keys_out, keys.data(), n * sizeof(K));  // "sorted"
+      const wire::SortArrays arrays = out.CompactSlices(job, 0, n, nullptr);
+      ASSERT_TRUE(arrays.compact.has_value());
+      const std::string bytes =
+          Flatten(wire::EncodeSortResponse(arrays, nullptr));
+      v1::SortResponse parsed;  // what protobuf makes of it
+      ASSERT_TRUE(parsed.ParseFromString(bytes));
+      ASSERT_EQ(static_cast<int>(parsed.keys_case()),
+                wire::KeyFieldNumber(type) + wire::kCompactKeyFieldOffset);
+      SortResult<K> result;
+      SortResultSink<K, uint32_t> sink(&result);
+      const absl::Status s =
+          client_wire::DecodeSortResponse(Message(bytes), sink);
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ(std::memcmp(result.keys.data(), keys.data(), n * sizeof(K)), 0);
+      EXPECT_EQ(result.keys.size(), n);
+    }
+  }
+}
+
+TEST(CompactKeys, ServerEncodingDecodesInTheClientU32) {
+  CompactRoundTrip<uint32_t>(KeyType::kU32);
+}
+TEST(CompactKeys, ServerEncodingDecodesInTheClientI32) {
+  CompactRoundTrip<int32_t>(KeyType::kI32);
+}
+TEST(CompactKeys, ServerEncodingDecodesInTheClientF32) {
+  CompactRoundTrip<float>(KeyType::kF32);
+}
+
+TEST(CompactKeys, StreamChunksDecodeOnTheirOwn) {
+  const size_t n = 1000;
+  std::vector<uint32_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = static_cast<uint32_t>(i * i);
+  SortJob job;
+  job.key_type = KeyType::kU32;
+  job.count = n;
+  SortOutputs out = AllocateSortOutputs(job, false);
+  std::memcpy(job.keys_out, keys.data(), n * 4);
+  std::vector<uint32_t> joined;
+  for (size_t at = 0; at < n; at += 256) {
+    const size_t m = std::min<size_t>(256, n - at);
+    const std::string bytes = Flatten(wire::EncodeSortResponse(
+        out.CompactSlices(job, at, m, nullptr), nullptr));
+    SortResult<uint32_t> chunk;
+    SortResultSink<uint32_t, uint32_t> sink(&chunk);
+    ASSERT_TRUE(client_wire::DecodeSortResponse(Message(bytes), sink).ok());
+    joined.insert(joined.end(), chunk.keys.begin(), chunk.keys.end());
+  }
+  EXPECT_EQ(joined, keys);
+}
+
+TEST(CompactKeys, MalformedOrMisfitCompactKeysAreDataLoss) {
+  v1::SortResponse r;
+  v1::CompactKeys* c = r.mutable_compact_u32_keys();
+  c->set_count(3);
+  c->set_widths(std::string(1, '\x02'));
+  c->set_bases(std::string(4, '\0'));
+  c->set_deltas(std::string(32, '\0'));
+  {
+    SortResult<uint32_t> result;
+    SortResultSink<uint32_t, uint32_t> sink(&result);
+    ASSERT_TRUE(
+        client_wire::DecodeSortResponse(Message(r.SerializeAsString()), sink)
+            .ok());
+    EXPECT_EQ(result.keys, std::vector<uint32_t>(3, 0));
+  }
+  struct Case {
+    const char* name;
+    v1::SortResponse response;
+  };
+  std::vector<Case> cases(4, Case{"", r});
+  cases[0].name = "a width over 32";
+  cases[0].response.mutable_compact_u32_keys()->set_widths("\x21");
+  cases[1].name = "differences shorter than the widths need";
+  cases[1].response.mutable_compact_u32_keys()->set_deltas(std::string(31, 0));
+  cases[2].name = "more keys than the blocks hold";
+  cases[2].response.mutable_compact_u32_keys()->set_count(129);
+  cases[3].name = "compact i32 keys for a u32 sort";
+  *cases[3].response.mutable_compact_i32_keys() = *c;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    SortResult<uint32_t> result;
+    SortResultSink<uint32_t, uint32_t> sink(&result);
+    const absl::Status s = client_wire::DecodeSortResponse(
+        Message(k.response.SerializeAsString()), sink);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  }
 }
 
 }  // namespace

@@ -80,6 +80,18 @@ TEST(ParseSort, UnknownOrderIsInvalid) {
   EXPECT_THAT(job.status().message(), HasSubstr("order: unknown value -3"));
 }
 
+TEST(ParseSort, UnknownKeyCodingIsInvalid) {
+  v1::SortRequest req;
+  req.set_u32_keys(std::string(8, 'k'));
+  req.set_response_key_coding(static_cast<v1::KeyCoding>(7));
+  auto job = Parsed(req).Sort();
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status().message(),
+              HasSubstr("response_key_coding: unknown value 7"));
+  req.set_response_key_coding(v1::KEY_CODING_COMPACT);
+  EXPECT_TRUE(Parsed(req).Sort().ok());
+}
+
 TEST(ParseSort, OversizeIsResourceExhaustedAndStatesTheLimit) {
   v1::SortRequest req;
   req.set_u32_keys(std::string((1 << 20) + 4, 'k'));

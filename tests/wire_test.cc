@@ -37,6 +37,7 @@ TEST(ParseSortRequest, ReadsWhatProtobufWrites) {
   req.set_u64_values(std::string(24, 'v'));
   req.set_order(v1::ORDER_DESCENDING);
   req.set_return_permutation(true);
+  req.set_response_key_coding(v1::KEY_CODING_COMPACT);
   const std::string bytes = req.SerializeAsString();
   auto parsed = ParseSortRequest(bytes);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -46,6 +47,7 @@ TEST(ParseSortRequest, ReadsWhatProtobufWrites) {
   EXPECT_EQ(parsed->values, req.u64_values());
   EXPECT_EQ(parsed->order, 1);
   EXPECT_TRUE(parsed->return_permutation);
+  EXPECT_EQ(parsed->key_coding, v1::KEY_CODING_COMPACT);
   // The arrays are views into the message, not copies.
   EXPECT_GE(parsed->keys.data(), bytes.data());
   EXPECT_LT(parsed->keys.data(), bytes.data() + bytes.size());

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/raw_call.h"
 #include "client/sortctl_lib.h"
 #include "server/cpu_sorter.h"
 #include "server/request.h"
@@ -42,6 +43,43 @@ Message Decode(const grpc::ByteBuffer& buffer) {
   return m;
 }
 
+// Compact keys (fields 12-14) decoded, as the client does, into the raw
+// key field of their type.
+void DecodeCompactKeys(sortd::v1::SortResponse& response) {
+  using R = sortd::v1::SortResponse;
+  const sortd::v1::CompactKeys* c = nullptr;
+  std::string* raw = nullptr;
+  sortd::KeyType type = sortd::KeyType::kU32;
+  switch (response.keys_case()) {
+    case R::kCompactU32Keys:
+      c = &response.compact_u32_keys();
+      break;
+    case R::kCompactI32Keys:
+      c = &response.compact_i32_keys();
+      type = sortd::KeyType::kI32;
+      break;
+    case R::kCompactF32Keys:
+      c = &response.compact_f32_keys();
+      type = sortd::KeyType::kF32;
+      break;
+    default:
+      return;
+  }
+  std::string keys;
+  const sortd::compact::Encoded e{c->count(), c->widths(), c->bases(),
+                                  c->deltas()};
+  const bool descending = c->descending();
+  if (absl::Status s =
+          sortd::client_wire::AppendCompactKeys(e, type, descending, &keys);
+      !s.ok()) {
+    Fail("compact keys", s);
+  }
+  raw = type == sortd::KeyType::kU32   ? response.mutable_u32_keys()
+        : type == sortd::KeyType::kI32 ? response.mutable_i32_keys()
+                                       : response.mutable_f32_keys();
+  *raw = std::move(keys);
+}
+
 void CheckRefusal(const absl::Status& s) {
   if (s.message().empty()) Fail("a refusal without a message", s);
 }
@@ -66,9 +104,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       sortd::SortOutputs out =
           sortd::AllocateSortOutputs(*job, parsed->return_permutation);
       if (absl::Status s = Cpu().Sort(*job); !s.ok()) Fail("cpu sort", s);
-      const auto response =
+      // Compact keys asked for: encoded by the server's code, decoded by
+      // the client's, checked like raw ones.
+      const bool compact =
+          parsed->key_coding == sortd::v1::KEY_CODING_COMPACT;
+      auto response =
           Decode<sortd::v1::SortResponse>(sortd::wire::EncodeSortResponse(
-              out.Slices(*job, 0, job->count), nullptr));
+              compact ? out.CompactSlices(*job, 0, job->count, nullptr)
+                      : out.Slices(*job, 0, job->count),
+              nullptr));
+      DecodeCompactKeys(response);
       if (absl::Status s = sortd::cli::VerifySort(sort, response); !s.ok()) {
         Fail("verify", s);
       }

@@ -51,6 +51,10 @@ requests = {
     "bad_order": field_bytes(1, pack("I", [1, 2])) + field_varint(7, 5),
     "one_matrix": field_bytes(1, pack("I", [(1 << i) | 1 for i in range(32)])),
     "no_keys": field_varint(10, 1),
+    "compact_f32_desc": field_bytes(3, pack("f", [nan, -0.0, 0.0, inf, -inf, 1.5] * 30))
+    + field_varint(7, 1) + field_varint(12, 1),
+    "compact_u32_values": field_bytes(1, pack("I", range(300, 0, -1)))
+    + field_bytes(8, pack("I", range(300))) + field_varint(12, 1),
 }
 for name, data in requests.items():
     with open(os.path.join(HERE, "corpus", "request", name), "wb") as f:
