@@ -4,8 +4,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <future>
+#include <map>
 #include <mutex>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -96,6 +100,45 @@ Client::Client(std::vector<std::shared_ptr<grpc::Channel>> channels,
     c.channel = std::move(channel);
     pool_.push_back(std::move(c));
   }
+  instances_.resize(pool_.size());
+}
+
+void Client::NoteInstance(size_t i, const grpc::ClientContext& context) {
+  const auto& metadata = context.GetServerInitialMetadata();
+  auto it = metadata.find("sortd-instance");
+  if (it == metadata.end()) return;
+  std::lock_guard<std::mutex> lock(instances_mu_);
+  instances_[i].assign(it->second.data(), it->second.size());
+}
+
+std::vector<size_t> Client::SameServerConnections() {
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    {
+      std::lock_guard<std::mutex> lock(instances_mu_);
+      if (!instances_[i].empty()) continue;
+    }
+    // An empty sort: a few bytes each way, and the process's name back.
+    const std::string empty_sort("\x0a\x00", 2);
+    grpc::Slice slice(empty_sort);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext context;
+    Prepare(&context);
+    std::promise<grpc::Status> done;
+    pool_[i].generic->UnaryCall(&context, "/sortd.v1.SortService/Sort",
+                                grpc::StubOptions(), &request, &response,
+                                [&](grpc::Status s) { done.set_value(s); });
+    if (done.get_future().get().ok()) NoteInstance(i, context);
+  }
+  std::lock_guard<std::mutex> lock(instances_mu_);
+  std::map<std::string, std::vector<size_t>> by_instance;
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    if (!instances_[i].empty()) by_instance[instances_[i]].push_back(i);
+  }
+  std::vector<size_t> best;
+  for (auto& [name, connections] : by_instance) {
+    if (connections.size() > best.size()) best = connections;
+  }
+  return best;
 }
 
 Client::Connection& Client::Next() {
@@ -212,6 +255,45 @@ class MessageSink final : public client_wire::SortResponseSink {
   bool keys_ = false, values_ = false, permutation_ = false, served_by_ = false;
 };
 
+// Writes one part's answer into its place in the whole answer's arrays,
+// which the caller has sized; anything else is refused (DATA_LOSS).
+class PartSink final : public client_wire::SortResponseSink {
+ public:
+  PartSink(const SortArraysView& a, char* keys, char* values, char* permutation,
+           size_t first, size_t n)
+      : a_(a),
+        keys_(keys),
+        values_(values),
+        permutation_(permutation),
+        first_(first),
+        n_(n) {}
+  char* Keys(int field, size_t bytes) override {
+    return field == a_.key_field && bytes == n_ * a_.key_size
+               ? keys_ + first_ * a_.key_size
+               : nullptr;
+  }
+  char* Values(int field, size_t bytes) override {
+    return values_ != nullptr && field == a_.value_field &&
+                   bytes == n_ * a_.value_size
+               ? values_ + first_ * a_.value_size
+               : nullptr;
+  }
+  char* Permutation(size_t bytes) override {
+    return permutation_ != nullptr && bytes == n_ * 4
+               ? permutation_ + first_ * 4
+               : nullptr;
+  }
+  void ServedBy(const std::string& bytes) override {
+    served_by.ParseFromString(bytes);
+  }
+  v1::ServedBy served_by;
+
+ private:
+  const SortArraysView& a_;
+  char *keys_, *values_, *permutation_;
+  size_t first_, n_;
+};
+
 // The request's fields in wire order, its arrays borrowed; `shared` holds
 // the serialized SharedArrays while the call runs.
 client_wire::OutgoingMessage Encode(const v1::SortRequest& request,
@@ -250,7 +332,9 @@ absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
   std::condition_variable cv;
   bool done = false;
   grpc::Status status;
-  Next().generic->UnaryCall(
+  const size_t connection =
+      next_.fetch_add(1, std::memory_order_relaxed) % pool_.size();
+  pool_[connection].generic->UnaryCall(
       &context, absl::StrCat("/sortd.v1.SortService/", method),
       grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
         std::lock_guard<std::mutex> lock(mu);
@@ -261,6 +345,7 @@ absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
   if (!status.ok()) return FromGrpcStatus(status);
+  NoteInstance(connection, context);
   return response;
 }
 
@@ -276,11 +361,170 @@ absl::Status Client::SortRaw(const char* method,
   return client_wire::DecodeSortResponse(*response, sink);
 }
 
+std::vector<size_t> Client::SplitOver(size_t bytes) {
+  constexpr size_t kPartBytes = size_t{8} << 20;
+  // With client-side load balancing a connection's calls go to several
+  // servers in turn: parts could not be kept together.
+  if (options_.split_bytes == 0 || bytes < options_.split_bytes ||
+      pool_.size() < 2 || !options_.load_balancing.empty()) {
+    return {};
+  }
+  size_t parts = std::min(pool_.size(), bytes / kPartBytes);
+  if (parts < 2) return {};
+  std::vector<size_t> connections = SameServerConnections();
+  parts = std::min(parts, connections.size());
+  // Each part must fit one message, or the sort goes through SortStream.
+  if (parts < 2 || bytes / parts + 4096 > options_.max_unary_bytes) return {};
+  connections.resize(parts);
+  return connections;
+}
+
+absl::Status Client::SortInParts(const SortArraysView& a,
+                                 const std::vector<size_t>& connections,
+                                 client_wire::SortResponseSink& sink) {
+  size_t parts = connections.size();
+  // Parts of whole 128-key blocks, so that compact keys apply to each.
+  constexpr size_t kBlock = 128;
+  const size_t per =
+      ((a.count + parts - 1) / parts + kBlock - 1) / kBlock * kBlock;
+  parts = std::max<size_t>(1, (a.count + per - 1) / per);
+  // The whole answer's arrays, sized once; each part's lands in its place.
+  char* keys = sink.Keys(a.key_field, a.count * a.key_size);
+  char* values = a.value_field != 0
+                     ? sink.Values(a.value_field, a.count * a.value_size)
+                     : nullptr;
+  char* permutation = a.permutation ? sink.Permutation(a.count * 4) : nullptr;
+  if (keys == nullptr && a.count > 0) {
+    return absl::InternalError("the answer's key buffer was refused");
+  }
+  std::string group(16, '\0');
+  std::random_device rd;
+  for (char& c : group) c = static_cast<char>(rd());
+
+  struct Call {
+    grpc::ClientContext context;
+    grpc::ByteBuffer request, response;
+    grpc::Status status;
+    std::string part;  // the serialized Part
+    size_t first = 0, n = 0;
+  };
+  std::vector<Call> calls(parts);
+  client_wire::Lease lease;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t pending = parts;
+  for (size_t i = 0; i < parts; ++i) {
+    Call& c = calls[i];
+    c.first = i * per;
+    c.n = std::min(per, a.count - c.first);
+    v1::Part part;
+    part.set_group(group);
+    part.set_index(static_cast<uint32_t>(i));
+    part.set_count(static_cast<uint32_t>(parts));
+    c.part = part.SerializeAsString();
+    client_wire::OutgoingMessage m;
+    m.Bytes(a.key_field, a.keys + c.first * a.key_size, c.n * a.key_size,
+            &lease);
+    if (a.descending) m.Varint(7, v1::ORDER_DESCENDING);
+    if (a.value_field != 0) {
+      m.Bytes(a.value_field, a.values + c.first * a.value_size,
+              c.n * a.value_size, &lease);
+    }
+    if (a.permutation) m.Varint(10, 1);
+    if (a.compact_keys) m.Varint(12, v1::KEY_CODING_COMPACT);
+    m.Bytes(13, c.part.data(), c.part.size(), &lease);
+    c.request = m.Take();
+    Prepare(&c.context);
+    pool_[connections[i]].generic->UnaryCall(
+        &c.context, "/sortd.v1.SortService/Sort", grpc::StubOptions(),
+        &c.request, &c.response, [&, i](grpc::Status s) {
+          std::lock_guard<std::mutex> lock(mu);
+          calls[i].status = std::move(s);
+          if (--pending == 0) cv.notify_all();
+        });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return pending == 0; });
+  }
+  for (size_t i = 0; i < parts; ++i) {
+    calls[i].request.Clear();
+    if (calls[i].status.ok()) NoteInstance(connections[i], calls[i].context);
+  }
+  lease.Wait();
+  for (const Call& c : calls) {
+    if (!c.status.ok()) return FromGrpcStatus(c.status);
+  }
+  // Each answer decoded into its place, the parts side by side.
+  std::vector<PartSink> sinks;
+  sinks.reserve(parts);
+  for (const Call& c : calls) {
+    sinks.emplace_back(a, keys, values, permutation, c.first, c.n);
+  }
+  std::vector<absl::Status> decoded(parts);
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < parts; ++i) {
+    threads.emplace_back([&, i] {
+      decoded[i] = client_wire::DecodeSortResponse(calls[i].response, sinks[i]);
+    });
+  }
+  decoded[0] = client_wire::DecodeSortResponse(calls[0].response, sinks[0]);
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : decoded) {
+    if (!s.ok()) return s;
+  }
+  v1::ServedBy by = sinks[0].served_by;
+  for (size_t i = 1; i < parts; ++i) {
+    by.set_key_bytes_saved(by.key_bytes_saved() +
+                           sinks[i].served_by.key_bytes_saved());
+  }
+  sink.ServedBy(by.SerializeAsString());
+  return absl::OkStatus();
+}
+
 absl::Status Client::Sort(const v1::SortRequest& request,
                           v1::SortResponse* response) {
   client_wire::Lease lease;
   std::string shared;
   client_wire::OutgoingMessage m = Encode(request, &lease, &shared);
+  if (const std::vector<size_t> parts =
+          request.has_shared() || request.has_part() ? std::vector<size_t>{}
+                                                     : SplitOver(m.size());
+      !parts.empty()) {
+    const std::string* keys = KeysOf(request);
+    if (keys != nullptr) {
+      const int field = static_cast<int>(request.keys_case());
+      const size_t ks = field <= 3 ? 4 : 8;
+      const std::string* values =
+          request.has_u32_values()   ? &request.u32_values()
+          : request.has_u64_values() ? &request.u64_values()
+                                     : nullptr;
+      const SortArraysView view{
+          .key_field = field,
+          .keys = keys->data(),
+          .key_size = ks,
+          .value_field = request.has_u32_values()   ? 8
+                         : request.has_u64_values() ? 9
+                                                    : 0,
+          .values = values != nullptr ? values->data() : nullptr,
+          .value_size = request.has_u32_values()   ? size_t{4}
+                        : request.has_u64_values() ? size_t{8}
+                                                   : size_t{0},
+          .count = keys->size() / ks,
+          .descending = request.order() == v1::ORDER_DESCENDING,
+          .permutation = request.return_permutation(),
+          .compact_keys =
+              request.response_key_coding() == v1::KEY_CODING_COMPACT};
+      // Whole keys and values as many as keys: otherwise one call, whose
+      // answer says what is wrong.
+      if (keys->size() % ks == 0 &&
+          (values == nullptr ||
+           values->size() == view.count * view.value_size)) {
+        MessageSink sink(response);
+        return SortInParts(view, parts, sink);
+      }
+    }
+  }
   if (m.size() > options_.max_unary_bytes) {
     absl::StatusOr<v1::SortResponse> streamed = SortStream(request);
     if (!streamed.ok()) return streamed.status();

@@ -63,6 +63,29 @@ struct ClientOptions {
   // connection carries about half of what the host's loopback can
   // (docs/PERFORMANCE.md); concurrent large calls need several.
   int connections = 4;
+  // A sort whose arrays hold at least this many bytes goes out as parts
+  // over several connections at once (SortRequest.part; one part per
+  // 8 MiB, at most `connections`), sorted by the server as one array and
+  // answered part by part: one TCP connection does not carry what the
+  // host can. Parts go only over connections that reached the same sortd
+  // process (so behind an L4 balancer, e.g. a Kubernetes Service, they
+  // stay together); never with `load_balancing` set, shared memory or
+  // SortStream. 0: never.
+  size_t split_bytes = size_t{16} << 20;
+};
+
+// One sort's arrays as the caller holds them, for sending in parts.
+struct SortArraysView {
+  int key_field = 1;  // sortd.proto's field number of the key type
+  const char* keys = nullptr;
+  size_t key_size = 4;
+  int value_field = 0;  // 0: none, 8: u32_values, 9: u64_values
+  const char* values = nullptr;
+  size_t value_size = 0;
+  size_t count = 0;
+  bool descending = false;
+  bool permutation = false;
+  bool compact_keys = false;
 };
 
 struct SortOptions {
@@ -193,6 +216,21 @@ class Client {
                        client_wire::Lease& lease,
                        client_wire::SortResponseSink& sink);
 
+  // The connections a sort of `bytes` bytes goes out in parts over, one
+  // part each; empty: one call.
+  std::vector<size_t> SplitOver(size_t bytes);
+  // Connections known to reach the same sortd process (its
+  // "sortd-instance" metadata), the largest such set; a connection not yet
+  // known is asked once, with an empty Sort.
+  std::vector<size_t> SameServerConnections();
+  // Remembers which sortd connection `i` reached, from a finished call.
+  void NoteInstance(size_t i, const grpc::ClientContext& context);
+  // Sends a sort as concurrent calls, one part on each of `connections`,
+  // and decodes each answer into its place in `sink`'s arrays.
+  absl::Status SortInParts(const SortArraysView& arrays,
+                           const std::vector<size_t>& connections,
+                           client_wire::SortResponseSink& sink);
+
   template <SortKey K, typename V>
   absl::StatusOr<SortResult<K, V>> SortSpans(absl::Span<const K> keys,
                                              absl::Span<const V> values,
@@ -210,6 +248,8 @@ class Client {
 
   std::vector<Connection> pool_;
   std::atomic<size_t> next_{0};
+  std::mutex instances_mu_;
+  std::vector<std::string> instances_;  // per connection; "": not known
   ClientOptions options_;
 };
 
@@ -270,6 +310,22 @@ absl::StatusOr<SortResult<K, V>> Client::SortSpans(absl::Span<const K> keys,
   if (options.return_permutation) m.Varint(10, 1);
   if (options.compact_keys) m.Varint(12, v1::KEY_CODING_COMPACT);
   SortResult<K, V> result;
+  if (const std::vector<size_t> parts = SplitOver(m.size()); !parts.empty()) {
+    SortResultSink<K, V> sink(&result);
+    const SortArraysView view{
+        .key_field = KeyField<K>(),
+        .keys = reinterpret_cast<const char*>(keys.data()),
+        .key_size = sizeof(K),
+        .value_field = with_values ? (std::is_same_v<V, uint64_t> ? 9 : 8) : 0,
+        .values = reinterpret_cast<const char*>(values.data()),
+        .value_size = with_values ? sizeof(V) : 0,
+        .count = keys.size(),
+        .descending = options.descending,
+        .permutation = options.return_permutation,
+        .compact_keys = options.compact_keys};
+    if (absl::Status s = SortInParts(view, parts, sink); !s.ok()) return s;
+    return result;
+  }
   if (m.size() > options_.max_unary_bytes) {
     // Beyond one message: through SortStream, from a message of copies.
     v1::SortRequest request;

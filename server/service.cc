@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "core/compact_keys.h"
 #include "server/status.h"
 #include "server/wire.h"
+#include "tbb/parallel_for.h"
 
 namespace sortd {
 namespace {
@@ -65,6 +67,12 @@ struct SortServiceImpl::UnaryCall {
   wire::TransposeRequest transpose;
   wire::OutputArray matrices;
 };
+
+std::string SortServiceImpl::NewInstanceId() {
+  std::random_device rd;
+  const uint64_t id = (uint64_t{rd()} << 32) ^ rd();
+  return absl::StrCat(absl::Hex(id, absl::kZeroPad16));
+}
 
 void SortServiceImpl::RecordEnd(const char* method, absl::Time received,
                                 const absl::Status& status,
@@ -146,6 +154,7 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
   call->reactor = context->DefaultReactor();
   call->response = response;
   call->received = absl::Now();
+  context->AddInitialMetadata(kInstanceHeader, instance_);
   metrics_->AddRequestBytes(method, static_cast<double>(request->Length()));
   if (options_.log_requests) {
     std::fprintf(stderr, "sortd: start %s from %s\n", method,
@@ -251,6 +260,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
   if (absl::Status s = FindRegion(options_.regions, *call); !s.ok()) {
     return Refuse(*call, s);
   }
+  if (call->sort.part.has_value()) return SortPart(std::move(call));
   auto task = std::make_shared<Task>();
   task->op = Op::kSort;
   task->units = call->region != nullptr ? call->shared.count()
@@ -266,6 +276,148 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
                                           static_cast<double>(job.count));
                   return EncodeSort(*c, job, ServedBy(result));
                 });
+}
+
+// The calls of one array sent in parts, sorted together.
+struct SortServiceImpl::PartGroup {
+  std::vector<PartAssembler::Part> parts;  // in index order
+  std::vector<size_t> first;               // each part's first element
+  size_t count = 0;
+  wire::OutputArray keys, values;  // the parts' arrays joined
+  SortOutputs out;
+
+  UnaryCall& Call(size_t i) {
+    return *static_cast<UnaryCall*>(parts[i].call.get());
+  }
+};
+
+grpc::ServerUnaryReactor* SortServiceImpl::SortPart(
+    std::shared_ptr<UnaryCall> call) {
+  if (call->region != nullptr) {
+    return Refuse(*call, absl::InvalidArgumentError(
+                             "`part` and `shared` do not go together: a "
+                             "region holds its whole array"));
+  }
+  absl::StatusOr<SortJob> job =
+      ParseSort(call->sort, options_.limits, call->bytes.data().size());
+  if (!job.ok()) return Refuse(*call, job.status());
+  PartAssembler::Part part;
+  part.terms = {.key_type = job->key_type,
+                .value_type = job->value_type,
+                .order = job->order,
+                .permutation = call->sort.return_permutation,
+                .key_coding = call->sort.key_coding};
+  part.job = *job;
+  UnaryCall* c = call.get();
+  part.fail = [this, c](const absl::Status& s) { Refuse(*c, s); };
+  part.call = call;
+  absl::StatusOr<std::vector<PartAssembler::Part>> whole =
+      parts_.Add(*call->sort.part, std::move(part));
+  if (!whole.ok()) return Refuse(*call, whole.status());
+  if (!whole->empty()) SortWhole(*std::move(whole));
+  return c->reactor;
+}
+
+void SortServiceImpl::SortWhole(std::vector<PartAssembler::Part> parts) {
+  auto group = std::make_shared<PartGroup>();
+  group->parts = std::move(parts);
+  for (const PartAssembler::Part& p : group->parts) {
+    group->first.push_back(group->count);
+    group->count += p.job.count;
+  }
+  auto task = std::make_shared<Task>();
+  task->op = Op::kSort;
+  task->units = group->count;
+  task->deadline = absl::InfiniteFuture();
+  for (size_t i = 0; i < group->parts.size(); ++i) {
+    task->deadline = std::min(
+        task->deadline, absl::FromChrono(group->Call(i).context->deadline()));
+  }
+  PartGroup* g = group.get();
+  Task* t = task.get();
+  task->cancelled = [g] {
+    for (size_t i = 0; i < g->parts.size(); ++i) {
+      if (g->Call(i).context->IsCancelled()) return true;
+    }
+    return false;
+  };
+  task->prepare = [this, g, t] { return JoinParts(*g, t->sort); };
+  task->done = [this, group, t](const TaskResult& result) {
+    AnswerParts(*group, t->sort, result);
+  };
+  Scheduler* scheduler = scheduler_.load();
+  if (scheduler == nullptr) {
+    TaskResult result;
+    result.status = Starting();
+    task->done(result);
+    return;
+  }
+  scheduler->Submit(std::move(task));
+}
+
+absl::Status SortServiceImpl::JoinParts(PartGroup& g, SortJob& job) {
+  const SortJob& head = g.parts[0].job;
+  if (g.count > std::numeric_limits<uint32_t>::max()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the parts hold ", g.count, " keys; at most 2^32-1 are supported"));
+  }
+  const size_t ks = KeySize(head.key_type), vs = ValueSize(head.value_type);
+  g.keys = wire::OutputArray(g.count * ks, options_.buffers);
+  if (vs > 0) g.values = wire::OutputArray(g.count * vs, options_.buffers);
+  // One copy per part, side by side; the parts' own bytes go as soon as
+  // they are joined.
+  tbb::parallel_for(size_t{0}, g.parts.size(), [&](size_t i) {
+    const SortJob& p = g.parts[i].job;
+    if (p.count > 0) {
+      std::memcpy(g.keys.data() + g.first[i] * ks, p.keys, p.count * ks);
+      if (vs > 0) {
+        std::memcpy(g.values.data() + g.first[i] * vs, p.values, p.count * vs);
+      }
+    }
+    g.Call(i).bytes = wire::Received();
+  });
+  job = SortJob{};
+  job.key_type = head.key_type;
+  job.order = head.order;
+  job.count = g.count;
+  job.keys = g.keys.data();
+  job.value_type = head.value_type;
+  job.values = vs > 0 ? g.values.data() : nullptr;
+  g.out =
+      AllocateSortOutputs(job, g.parts[0].terms.permutation, options_.buffers);
+  return absl::OkStatus();
+}
+
+void SortServiceImpl::AnswerParts(PartGroup& g, const SortJob& job,
+                                  const TaskResult& result) {
+  if (result.status.ok()) {
+    metrics_->AddKeysSorted(PathName(result.path), KeyTypeName(job.key_type),
+                            static_cast<double>(job.count));
+  }
+  const bool compact = g.parts[0].terms.key_coding == v1::KEY_CODING_COMPACT;
+  for (size_t i = 0; i < g.parts.size(); ++i) {
+    UnaryCall& call = g.Call(i);
+    if (!result.status.ok()) {
+      Refuse(call, result.status);
+      continue;
+    }
+    const size_t first = g.first[i], n = g.parts[i].job.count;
+    // Compact keys code whole blocks in place: a part that starts
+    // mid-block, or ends mid-block before the array's end, comes raw.
+    const bool whole_blocks =
+        first % compact::kBlockKeys == 0 &&
+        (n % compact::kBlockKeys == 0 || first + n == g.count);
+    wire::SortArrays arrays =
+        compact && whole_blocks
+            ? g.out.CompactSlices(job, first, n, options_.buffers)
+            : g.out.Slices(job, first, n);
+    v1::ServedBy by = ServedBy(result);
+    RecordKeyBytesSaved(call.method, job, arrays, by);
+    grpc::ByteBuffer answer = wire::EncodeSortResponse(arrays, &by);
+    call.response->Swap(&answer);
+    RecordEnd(call.method, call.received, absl::OkStatus(), &result);
+    call.reactor->Finish(grpc::Status::OK);
+  }
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::Transpose(
@@ -321,6 +473,11 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
       wire::ParseSortRequest(call->bytes.data());
   if (!parsed.ok()) return Refuse(*call, parsed.status());
   call->sort = *parsed;
+  if (call->sort.part.has_value()) {
+    return Refuse(*call, absl::InvalidArgumentError(
+                             "`part` is for Sort: Echo answers each call "
+                             "with its own arrays"));
+  }
   if (absl::Status s = FindRegion(options_.regions, *call); !s.ok()) {
     return Refuse(*call, s);
   }
@@ -420,6 +577,10 @@ class SortStreamReactor final
     if (parsed->shared.has_value()) {
       return failed(absl::InvalidArgumentError(
           "`shared` is for Sort and Echo: a stream carries its arrays"));
+    }
+    if (parsed->part.has_value()) {
+      return failed(absl::InvalidArgumentError(
+          "`part` is for Sort: a stream carries its whole array"));
     }
     // `order` and `return_permutation` are read from the first message and
     // ignored in later ones (the contract, sortd.proto).
@@ -682,7 +843,10 @@ void SortServiceImpl::ForgetSharedMemory(SharedMemoryReactor* reactor) {
   shm_streams_.erase(reactor);
 }
 
-void SortServiceImpl::CloseSharedMemory() {
+void SortServiceImpl::EndWaitingCalls() {
+  parts_.Close(absl::UnavailableError(
+      "sortd is shutting down: it takes no more parts of arrays; send the "
+      "array again (to another replica)"));
   std::lock_guard<std::mutex> lock(shm_mu_);
   for (SharedMemoryReactor* r : shm_streams_) {
     r->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,

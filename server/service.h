@@ -23,6 +23,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "server/metrics.h"
+#include "server/parts.h"
 #include "server/request.h"
 #include "server/scheduler.h"
 #include "server/shared_memory.h"
@@ -54,17 +55,30 @@ class SortServiceImpl final : public RawSortService {
     // Shared-memory regions of co-located clients (not owned; null: the
     // SharedMemory RPC answers FAILED_PRECONDITION).
     RegionRegistry* regions = nullptr;
+    // How long the parts of an array sent in parts (SortRequest.part) may
+    // take to come together (--part_timeout).
+    absl::Duration part_timeout = absl::Seconds(10);
   };
 
   SortServiceImpl(Metrics* metrics, const Options& options)
-      : metrics_(metrics), options_(options) {}
+      : metrics_(metrics),
+        options_(options),
+        parts_({.timeout = options.part_timeout,
+                .max_waiting_bytes = options.limits.max_stream_bytes}),
+        instance_(NewInstanceId()) {}
+
+  // Initial metadata on every unary answer naming this process (random,
+  // new at each start): clients that send an array in parts over several
+  // connections split only over connections that reach the same process.
+  static constexpr char kInstanceHeader[] = "sortd-instance";
 
   // Requests run through `scheduler` from now on (not owned).
   void SetScheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
 
-  // Ends every SharedMemory stream (UNAVAILABLE), unregistering their
-  // regions: a drain does not wait for clients that keep theirs open.
-  void CloseSharedMemory();
+  // Ends every SharedMemory stream, unregistering their regions, and every
+  // part of an array still waiting for the others (UNAVAILABLE): a drain
+  // does not wait for clients that keep them open.
+  void EndWaitingCalls();
 
   grpc::ServerUnaryReactor* Sort(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
@@ -82,6 +96,7 @@ class SortServiceImpl final : public RawSortService {
 
  private:
   struct UnaryCall;
+  struct PartGroup;
   // Starts a unary call: its metrics and log line, and its request's bytes
   // (`read` says if they could not be read).
   std::shared_ptr<UnaryCall> BeginCall(const char* method,
@@ -107,6 +122,14 @@ class SortServiceImpl final : public RawSortService {
   // to the metrics.
   void RecordKeyBytesSaved(const char* method, const SortJob& job,
                            const wire::SortArrays& arrays, v1::ServedBy& by);
+  // A Sort call that carries one part of an array (SortRequest.part): it
+  // waits for the others, and the last to come sorts the whole.
+  grpc::ServerUnaryReactor* SortPart(std::shared_ptr<UnaryCall> call);
+  // Sorts a whole group of parts as one array and answers every part.
+  void SortWhole(std::vector<PartAssembler::Part> parts);
+  absl::Status JoinParts(PartGroup& group, SortJob& job);
+  void AnswerParts(PartGroup& group, const SortJob& job,
+                   const TaskResult& result);
   // DATA_LOSS when the call's shared-memory region broke while it ran.
   static absl::Status RegionIntact(const UnaryCall& call);
   // Metrics and the log line of a call's end.
@@ -119,8 +142,12 @@ class SortServiceImpl final : public RawSortService {
   std::mutex shm_mu_;
   std::set<SharedMemoryReactor*> shm_streams_;
 
+  static std::string NewInstanceId();
+
   Metrics* metrics_;
   Options options_;
+  PartAssembler parts_;
+  const std::string instance_;
   std::atomic<Scheduler*> scheduler_{nullptr};
 };
 

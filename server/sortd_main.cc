@@ -172,6 +172,9 @@ ABSL_FLAG(int, sub_device_units, 0,
           "and for sharing a CPU device).");
 ABSL_FLAG(int64_t, calibrate_max_keys, int64_t{1} << 20,
           "Largest sort timed by the startup calibration.");
+ABSL_FLAG(absl::Duration, part_timeout, absl::Seconds(10),
+          "How long the parts of an array sent as several Sort calls "
+          "(SortRequest.part) may take to come together, from the first.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long calls in flight may take to finish "
           "before they are cancelled.");
@@ -598,7 +601,8 @@ int Serve() {
        .echo = absl::GetFlag(FLAGS_echo),
        .buffers =
            absl::GetFlag(FLAGS_host_pool_bytes) > 0 ? &host_buffers : nullptr,
-       .regions = &regions});
+       .regions = &regions,
+       .part_timeout = absl::GetFlag(FLAGS_part_timeout)});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -686,7 +690,7 @@ int Serve() {
   // (gRPC's own deadline is a second later, so that answer goes out first).
   const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
   scheduler.StartDrain();
-  service.CloseSharedMemory();
+  service.EndWaitingCalls();
   absl::Notification shut_down;
   std::thread shutdown([&] {
     server->Shutdown(absl::ToChronoTime(deadline + absl::Seconds(1)));

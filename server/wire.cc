@@ -303,6 +303,18 @@ absl::StatusOr<SortRequest> ParseSortRequest(std::string_view bytes) {
             absl::StrCat("the SortRequest did not parse: at byte ", start,
                          ", field 11 (shared) is not a SharedArrays message"));
       }
+    } else if (field == 13) {
+      if (type != kLengthDelimited) {
+        return in.WrongType(start, field, "part", type, kLengthDelimited);
+      }
+      std::string_view bytes;
+      if (absl::Status s = in.Bytes(field, &bytes); !s.ok()) return s;
+      if (!request.part.has_value()) request.part.emplace();
+      if (!request.part->MergeFromString(std::string(bytes))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the SortRequest did not parse: at byte ", start,
+                         ", field 13 (part) is not a Part message"));
+      }
     } else if (field == 7 || field == 10 || field == 12) {
       const char* name = field == 7    ? "order"
                          : field == 10 ? "return_permutation"

@@ -70,6 +70,8 @@ struct SortRequest {
   // Field 11, when present (occurrences merged, as protobuf does).
   std::optional<v1::SharedArrays> shared;
   int32_t key_coding = 0;  // response_key_coding, as sent (validated later)
+  // Field 13, when present (occurrences merged).
+  std::optional<v1::Part> part;
 };
 
 struct TransposeRequest {

@@ -1,0 +1,193 @@
+#include "server/parts.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/keys.h"
+
+namespace sortd {
+namespace {
+
+size_t PartBytes(const SortJob& job) {
+  return job.count * (KeySize(job.key_type) + ValueSize(job.value_type));
+}
+
+void FailParts(std::vector<PartAssembler::Part>& parts,
+               const absl::Status& status) {
+  for (PartAssembler::Part& p : parts) p.fail(status);
+}
+
+}  // namespace
+
+PartAssembler::PartAssembler(const Options& options)
+    : options_(options), reaper_([this] { Expire(); }) {}
+
+PartAssembler::~PartAssembler() {
+  FailAll(absl::UnavailableError(
+      "sortd is shutting down: the array's other parts will not come"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  reaper_.join();
+}
+
+size_t PartAssembler::waiting_groups() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return groups_.size();
+}
+
+std::vector<PartAssembler::Part> PartAssembler::Drop(const std::string& name) {
+  std::vector<Part> parts;
+  auto it = groups_.find(name);
+  if (it == groups_.end()) return parts;
+  parts = std::move(it->second.parts);
+  waiting_bytes_ -= it->second.bytes;
+  groups_.erase(it);
+  return parts;
+}
+
+absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
+    const v1::Part& spec, Part part) {
+  if (spec.group().empty() || spec.group().size() > kMaxGroupBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.group holds ", spec.group().size(),
+                     " bytes; name the array with 1 to ", kMaxGroupBytes));
+  }
+  if (spec.count() == 0 || spec.count() > kMaxParts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.count is ", spec.count(), "; an array has 1 to ",
+                     kMaxParts, " parts"));
+  }
+  if (spec.index() >= spec.count()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.index is ", spec.index(), " of part.count ",
+                     spec.count(), " parts (0 to ", spec.count() - 1, ")"));
+  }
+  part.index = spec.index();
+  const size_t bytes = PartBytes(part.job);
+
+  std::vector<Part> failed, whole;
+  absl::Status refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_.ok()) return closed_;
+    auto [it, fresh] = groups_.try_emplace(spec.group());
+    Group& g = it->second;
+    if (fresh) {
+      g.count = spec.count();
+      g.expires = absl::Now() + options_.timeout;
+      changed_.notify_all();
+    }
+    const Terms& first = g.parts.empty() ? part.terms : g.parts[0].terms;
+    const bool repeated =
+        std::any_of(g.parts.begin(), g.parts.end(),
+                    [&](const Part& p) { return p.index == part.index; });
+    if (spec.count() != g.count) {
+      refused = absl::InvalidArgumentError(
+          absl::StrCat("part.count is ", spec.count(),
+                       " where the array's first part said ", g.count));
+    } else if (repeated) {
+      refused = absl::InvalidArgumentError(
+          absl::StrCat("part ", part.index, " of the array came twice"));
+    } else if (!(part.terms == first)) {
+      refused = absl::InvalidArgumentError(absl::StrCat(
+          "part ", part.index,
+          " differs from the array's other parts in its key or value "
+          "field, order, return_permutation or response_key_coding"));
+    } else if (g.parts.size() + 1 < g.count &&
+               waiting_bytes_ + bytes > options_.max_waiting_bytes) {
+      // (The last part of a group does not wait: it is not counted.)
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          "parts of arrays waiting for their other parts hold ", waiting_bytes_,
+          " bytes; this one's ", bytes, " would pass the bound of ",
+          options_.max_waiting_bytes, " (--max_stream_bytes); retry"));
+    }
+    if (!refused.ok()) {
+      failed = Drop(spec.group());
+    } else if (g.parts.size() + 1 == g.count) {
+      g.parts.push_back(std::move(part));
+      whole = Drop(spec.group());
+    } else {
+      g.parts.push_back(std::move(part));
+      g.bytes += bytes;
+      waiting_bytes_ += bytes;
+    }
+  }
+  if (!refused.ok()) {
+    FailParts(failed, absl::Status(refused.code(),
+                                   absl::StrCat("another part of the array "
+                                                "was refused: ",
+                                                refused.message())));
+    return refused;
+  }
+  std::sort(whole.begin(), whole.end(),
+            [](const Part& a, const Part& b) { return a.index < b.index; });
+  return whole;
+}
+
+void PartAssembler::FailAll(const absl::Status& status) {
+  std::vector<Part> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [name, g] : groups_) {
+      for (Part& p : g.parts) failed.push_back(std::move(p));
+    }
+    groups_.clear();
+    waiting_bytes_ = 0;
+  }
+  FailParts(failed, status);
+}
+
+void PartAssembler::Close(const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = status;
+  }
+  FailAll(status);
+}
+
+void PartAssembler::Expire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    absl::Time next = absl::InfiniteFuture();
+    const absl::Time now = absl::Now();
+    std::vector<std::pair<std::vector<Part>, std::string>> expired;
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      if (it->second.expires > now) {
+        next = std::min(next, it->second.expires);
+        ++it;
+        continue;
+      }
+      std::vector<uint32_t> arrived;
+      for (const Part& p : it->second.parts) arrived.push_back(p.index);
+      std::sort(arrived.begin(), arrived.end());
+      const std::string what =
+          absl::StrCat("part(s) ", absl::StrJoin(arrived, ", "), " of ",
+                       it->second.count, " came; the others did not within ",
+                       absl::FormatDuration(options_.timeout),
+                       " of the first (--part_timeout)");
+      waiting_bytes_ -= it->second.bytes;
+      expired.emplace_back(std::move(it->second.parts), what);
+      it = groups_.erase(it);
+    }
+    if (!expired.empty()) {
+      lock.unlock();
+      for (auto& [parts, what] : expired) {
+        FailParts(parts, absl::DeadlineExceededError(what));
+      }
+      lock.lock();
+      continue;
+    }
+    if (next == absl::InfiniteFuture()) {
+      changed_.wait(lock);
+    } else {
+      changed_.wait_until(lock, absl::ToChronoTime(next));
+    }
+  }
+}
+
+}  // namespace sortd

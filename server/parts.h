@@ -1,0 +1,116 @@
+// Gathers the parts of arrays sent as several Sort calls (SortRequest.part)
+// until each array is whole, so that it is sorted once.
+//
+// A part waits, holding its call open, until the last part of its group
+// arrives; Add then hands back every part of the group in index order. A
+// part that contradicts its group (another key type, a repeated index, a
+// different count ...) fails the group: Add returns the error for it and
+// ends the others through their `fail`. A group not whole within `timeout`
+// of its first part fails with DEADLINE_EXCEEDED, from a thread of its own.
+// The bytes of waiting parts are bounded: a part beyond the bound is
+// refused (RESOURCE_EXHAUSTED) and fails its group.
+//
+//   PartAssembler parts({.timeout = absl::Seconds(10)});
+//   absl::StatusOr<std::vector<PartAssembler::Part>> whole =
+//       parts.Add(request.part(), std::move(part));
+//   if (!whole.ok()) ... fail this call ...
+//   else if (!whole->empty()) ... sort the group ...
+//   // else: the call waits; its `fail` or the group's sort ends it.
+#ifndef SORTD_SERVER_PARTS_H_
+#define SORTD_SERVER_PARTS_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/sorter.h"
+#include "sortd/v1/sortd.pb.h"
+
+namespace sortd {
+
+class PartAssembler {
+ public:
+  // Most parts in one group, and longest group name, accepted.
+  static constexpr uint32_t kMaxParts = 64;
+  static constexpr size_t kMaxGroupBytes = 64;
+
+  struct Options {
+    // How long a group may take to become whole, from its first part.
+    absl::Duration timeout = absl::Seconds(10);
+    // Array bytes that waiting parts may hold, all groups together.
+    size_t max_waiting_bytes = size_t{4} << 30;
+  };
+
+  // What every part of a group must agree on.
+  struct Terms {
+    KeyType key_type = KeyType::kU32;
+    ValueType value_type = ValueType::kNone;
+    Order order = Order::kAscending;
+    bool permutation = false;
+    int32_t key_coding = 0;
+    bool operator==(const Terms&) const = default;
+  };
+
+  struct Part {
+    uint32_t index = 0;
+    Terms terms;
+    SortJob job;  // this part's arrays (the inputs)
+    // Ends the part's call with an error; called at most once, never with
+    // the assembler's lock held.
+    std::function<void(const absl::Status&)> fail;
+    std::shared_ptr<void> call;  // kept alive while the part waits
+  };
+
+  explicit PartAssembler(const Options& options);
+  ~PartAssembler();  // fails what still waits (UNAVAILABLE)
+  PartAssembler(const PartAssembler&) = delete;
+  PartAssembler& operator=(const PartAssembler&) = delete;
+
+  // Adds `part` of the group `spec` names. Returns the group's parts, in
+  // index order, when this one completes it; an empty vector when it
+  // waits; an error (for this part, whose `fail` is not called) when it
+  // is refused, which also fails the rest of its group.
+  absl::StatusOr<std::vector<Part>> Add(const v1::Part& spec, Part part);
+
+  // Fails every waiting part with `status`.
+  void FailAll(const absl::Status& status);
+  // The same, and refuses every part that comes later with `status` (the
+  // server is draining: the rest of a new array would never come).
+  void Close(const absl::Status& status);
+
+  // Groups waiting for parts.
+  size_t waiting_groups() const;
+
+ private:
+  struct Group {
+    uint32_t count = 0;
+    absl::Time expires;
+    size_t bytes = 0;
+    std::vector<Part> parts;  // as they came
+  };
+
+  // Removes `name`'s group and hands back its parts to be failed.
+  std::vector<Part> Drop(const std::string& name);
+  void Expire();
+
+  const Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, Group> groups_;
+  size_t waiting_bytes_ = 0;
+  bool stopping_ = false;
+  absl::Status closed_;  // set by Close
+  std::thread reaper_;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_PARTS_H_

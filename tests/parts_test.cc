@@ -1,0 +1,185 @@
+// PartAssembler: parts of an array come together whatever their order; a
+// part that contradicts its group, or a group that does not complete in
+// time, fails every part of it, each once, with a message that says why.
+#include "server/parts.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sortd {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Part Spec(const std::string& group, uint32_t index, uint32_t count) {
+  v1::Part p;
+  p.set_group(group);
+  p.set_index(index);
+  p.set_count(count);
+  return p;
+}
+
+// A part whose failure is recorded in `failures` (shared with the test).
+struct Recorder {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<uint32_t, absl::Status>> failures;
+
+  // Waits (30 s at most) until `n` parts have failed.
+  bool WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(30),
+                       [&] { return failures.size() >= n; });
+  }
+
+  PartAssembler::Part Make(uint32_t index, size_t keys = 10,
+                           KeyType type = KeyType::kU32) {
+    PartAssembler::Part p;
+    p.terms.key_type = type;
+    p.job.key_type = type;
+    p.job.count = keys;
+    p.fail = [this, index](const absl::Status& s) {
+      std::lock_guard<std::mutex> lock(mu);
+      failures.emplace_back(index, s);
+      cv.notify_all();
+    };
+    return p;
+  }
+};
+
+TEST(PartAssembler, PartsComeTogetherInIndexOrderWhateverTheirArrival) {
+  PartAssembler parts({});
+  Recorder r;
+  for (uint32_t i : {2u, 0u}) {
+    auto waiting = parts.Add(Spec("g", i, 3), r.Make(i, 10 + i));
+    ASSERT_TRUE(waiting.ok()) << waiting.status();
+    EXPECT_TRUE(waiting->empty());
+  }
+  EXPECT_EQ(parts.waiting_groups(), 1u);
+  auto whole = parts.Add(Spec("g", 1, 3), r.Make(1, 11));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*whole)[i].index, i);
+    EXPECT_EQ((*whole)[i].job.count, 10u + i);
+  }
+  EXPECT_EQ(parts.waiting_groups(), 0u);
+  EXPECT_TRUE(r.failures.empty());
+  // One part alone is a whole array.
+  auto single = parts.Add(Spec("solo", 0, 1), r.Make(0));
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->size(), 1u);
+}
+
+TEST(PartAssembler, ABadSpecIsRefusedAlone) {
+  PartAssembler parts({});
+  Recorder r;
+  EXPECT_THAT(parts.Add(Spec("", 0, 2), r.Make(0)).status().message(),
+              HasSubstr("part.group"));
+  EXPECT_THAT(
+      parts.Add(Spec(std::string(65, 'g'), 0, 2), r.Make(0)).status().message(),
+      HasSubstr("part.group holds 65 bytes"));
+  EXPECT_THAT(parts.Add(Spec("g", 0, 0), r.Make(0)).status().message(),
+              HasSubstr("part.count is 0"));
+  EXPECT_THAT(parts.Add(Spec("g", 0, 65), r.Make(0)).status().message(),
+              HasSubstr("1 to 64 parts"));
+  EXPECT_THAT(parts.Add(Spec("g", 3, 3), r.Make(3)).status().message(),
+              HasSubstr("part.index is 3"));
+  EXPECT_EQ(parts.waiting_groups(), 0u);
+  EXPECT_TRUE(r.failures.empty());
+}
+
+TEST(PartAssembler, AContradictingPartFailsTheWholeGroup) {
+  struct Case {
+    const char* name;
+    v1::Part spec;
+    KeyType type;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"another count", Spec("g", 1, 4), KeyType::kU32, "part.count is 4"},
+      {"a repeated index", Spec("g", 0, 3), KeyType::kU32, "came twice"},
+      {"another key type", Spec("g", 1, 3), KeyType::kF32, "differs"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    PartAssembler parts({});
+    Recorder r;
+    ASSERT_TRUE(parts.Add(Spec("g", 0, 3), r.Make(0)).ok());
+    ASSERT_TRUE(parts.Add(Spec("g", 2, 3), r.Make(2)).ok());
+    const auto refused = parts.Add(c.spec, r.Make(c.spec.index(), 10, c.type));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.status().message(), HasSubstr(c.message));
+    // The two waiting parts were failed, once each, saying why.
+    ASSERT_EQ(r.failures.size(), 2u);
+    for (const auto& [index, status] : r.failures) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(status.message(), HasSubstr("another part of the array"));
+    }
+    EXPECT_EQ(parts.waiting_groups(), 0u);
+  }
+}
+
+TEST(PartAssembler, WaitingBytesAreBounded) {
+  PartAssembler parts({.max_waiting_bytes = 100});
+  Recorder r;
+  ASSERT_TRUE(parts.Add(Spec("a", 0, 2), r.Make(0, 20)).ok());    // 80 bytes
+  const auto refused = parts.Add(Spec("b", 0, 2), r.Make(0, 6));  // 24 more
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("would pass the bound"));
+  // Group "a" is untouched and completes; its bytes are given back.
+  auto whole = parts.Add(Spec("a", 1, 2), r.Make(1, 20));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->size(), 2u);
+  EXPECT_TRUE(parts.Add(Spec("c", 0, 2), r.Make(0, 25)).ok());
+  EXPECT_TRUE(r.failures.empty());
+}
+
+TEST(PartAssembler, AGroupNotWholeInTimeFailsWithWhatCame) {
+  PartAssembler parts({.timeout = absl::Milliseconds(50)});
+  Recorder r;
+  ASSERT_TRUE(parts.Add(Spec("g", 2, 4), r.Make(2)).ok());
+  ASSERT_TRUE(parts.Add(Spec("g", 0, 4), r.Make(0)).ok());
+  ASSERT_TRUE(r.WaitFor(2));
+  EXPECT_EQ(parts.waiting_groups(), 0u);
+  std::lock_guard<std::mutex> lock(r.mu);
+  ASSERT_EQ(r.failures.size(), 2u);
+  for (const auto& [index, status] : r.failures) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(status.message(), HasSubstr("part(s) 0, 2 of 4 came"));
+  }
+}
+
+TEST(PartAssembler, FailAllAndTheDestructorEndWaitingParts) {
+  Recorder r;
+  {
+    PartAssembler parts({});
+    ASSERT_TRUE(parts.Add(Spec("a", 0, 2), r.Make(0)).ok());
+    parts.FailAll(absl::UnavailableError("draining"));
+    ASSERT_EQ(r.failures.size(), 1u);
+    EXPECT_EQ(r.failures[0].second.code(), absl::StatusCode::kUnavailable);
+    ASSERT_TRUE(parts.Add(Spec("b", 1, 2), r.Make(1)).ok());
+  }
+  ASSERT_EQ(r.failures.size(), 2u);
+  EXPECT_EQ(r.failures[1].first, 1u);
+  EXPECT_EQ(r.failures[1].second.code(), absl::StatusCode::kUnavailable);
+  // Closed (draining): waiting parts fail, and later ones are refused.
+  PartAssembler closing({});
+  ASSERT_TRUE(closing.Add(Spec("c", 0, 2), r.Make(0)).ok());
+  closing.Close(absl::UnavailableError("draining"));
+  EXPECT_EQ(r.failures.size(), 3u);
+  const auto late = closing.Add(Spec("c", 1, 2), r.Make(1));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(closing.waiting_groups(), 0u);
+  EXPECT_EQ(r.failures.size(), 3u);
+}
+
+}  // namespace
+}  // namespace sortd
