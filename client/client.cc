@@ -364,9 +364,13 @@ absl::Status Client::SortRaw(const char* method,
 std::vector<size_t> Client::SplitOver(size_t bytes) {
   constexpr size_t kPartBytes = size_t{8} << 20;
   // With client-side load balancing a connection's calls go to several
-  // servers in turn: parts could not be kept together.
+  // servers in turn: parts could not be kept together. While other sorts
+  // are in flight the connections are busy already, and splitting costs
+  // the server a join copy for nothing (16 concurrent 16M-key sorts on an
+  // H100 host: 49 req/s split, 63 whole).
   if (options_.split_bytes == 0 || bytes < options_.split_bytes ||
-      pool_.size() < 2 || !options_.load_balancing.empty()) {
+      pool_.size() < 2 || !options_.load_balancing.empty() ||
+      sorts_in_flight_.load(std::memory_order_relaxed) > 1) {
     return {};
   }
   size_t parts = std::min(pool_.size(), bytes / kPartBytes);
@@ -484,6 +488,7 @@ absl::Status Client::SortInParts(const SortArraysView& a,
 
 absl::Status Client::Sort(const v1::SortRequest& request,
                           v1::SortResponse* response) {
+  const SortInFlight counted(sorts_in_flight_);
   client_wire::Lease lease;
   std::string shared;
   client_wire::OutgoingMessage m = Encode(request, &lease, &shared);

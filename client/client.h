@@ -67,7 +67,8 @@ struct ClientOptions {
   // over several connections at once (SortRequest.part; one part per
   // 8 MiB, at most `connections`), sorted by the server as one array and
   // answered part by part: one TCP connection does not carry what the
-  // host can. Parts go only over connections that reached the same sortd
+  // host can. Only a sort with no other sort of this client in flight is
+  // split. Parts go only over connections that reached the same sortd
   // process (so behind an L4 balancer, e.g. a Kubernetes Service, they
   // stay together); never with `load_balancing` set, shared memory or
   // SortStream. 0: never.
@@ -248,6 +249,14 @@ class Client {
 
   std::vector<Connection> pool_;
   std::atomic<size_t> next_{0};
+  // Sorts of this client in flight, the caller's own included: a sort is
+  // split only when it is alone.
+  std::atomic<int> sorts_in_flight_{0};
+  struct SortInFlight {
+    explicit SortInFlight(std::atomic<int>& n) : n_(n) { ++n_; }
+    ~SortInFlight() { --n_; }
+    std::atomic<int>& n_;
+  };
   std::mutex instances_mu_;
   std::vector<std::string> instances_;  // per connection; "": not known
   ClientOptions options_;
@@ -299,6 +308,7 @@ absl::StatusOr<SortResult<K, V>> Client::SortSpans(absl::Span<const K> keys,
                                                    absl::Span<const V> values,
                                                    bool with_values,
                                                    const SortOptions& options) {
+  const SortInFlight counted(sorts_in_flight_);
   client_wire::Lease lease;
   client_wire::OutgoingMessage m;
   m.Bytes(KeyField<K>(), keys.data(), keys.size() * sizeof(K), &lease);
