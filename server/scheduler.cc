@@ -5,37 +5,22 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "oneapi/tbb/blocked_range.h"
-#include "oneapi/tbb/parallel_for.h"
+#include "server/batch_codec.h"
 #include "server/keys.h"
 #include "server/runs.h"
 
 namespace sortd {
 namespace {
 
-// Copies of at least this many bytes in packing and unpacking are spread
-// over the oneTBB pool.
-constexpr size_t kParallelCopyBytes = size_t{1} << 20;
-
-absl::Time Now() { return absl::Now(); }
+// Waits for `cv` at most `d` (a minute at a time: callers loop, and an
+// infinite duration must not overflow the wait).
+void WaitAtMost(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                absl::Duration d) {
+  d = std::clamp(d, absl::ZeroDuration(), absl::Minutes(1));
+  cv.wait_for(lock, absl::ToChronoNanoseconds(d));
+}
 
 }  // namespace
-
-const char* RouteName(Route route) {
-  switch (route) {
-    case Route::kCpu:
-      return "cpu";
-    case Route::kBatch:
-      return "batch";
-    case Route::kSolo:
-      return "solo";
-    case Route::kSpill:
-      return "spill";
-    case Route::kFailover:
-      return "failover";
-  }
-  return "unknown";
-}
 
 Scheduler::Scheduler(const Options& options, Sorter* cpu,
                      std::vector<DeviceSlot> devices,
@@ -74,6 +59,15 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
       if (f > 0 && (fused_[w] == 0 || f < fused_[w])) fused_[w] = f;
     }
   }
+  router_ = {.sort = options_.sort,
+             .transpose = options_.transpose,
+             .cpu_sort = options_.cpu_sort,
+             .gpu_sort = options_.gpu_sort,
+             .cpu_transpose = options_.cpu_transpose,
+             .gpu_transpose = options_.gpu_transpose,
+             .spill = options_.spill,
+             .max_batch_delay = options_.max_batch_delay,
+             .fused_segment_keys = {fused_[0], fused_[1]}};
   // Batches must fit every device at once: the widest kind of sort (64-bit
   // keys, 64-bit values, permutation) and transposes.
   batch_limit_[0] = batch_limit_[1] = options_.max_batch_units;
@@ -103,8 +97,8 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
 
 Scheduler::~Scheduler() { Drain(Now()); }
 
-const Thresholds& Scheduler::ThresholdsFor(Op op) const {
-  return op == Op::kSort ? options_.sort : options_.transpose;
+absl::Time Scheduler::Now() const {
+  return options_.clock ? options_.clock() : absl::Now();
 }
 
 // Sorts of every key type and order batch together by key width: packing
@@ -234,45 +228,21 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
 }
 
 Route Scheduler::RouteLocked(const Task& task) const {
-  int up = 0;
-  size_t backlog = pending_units_;
+  RouteLoad load;
+  load.devices = static_cast<int>(devices_.size());
+  load.device_backlog_units = pending_units_;
   for (const auto& d : devices_) {
     if (!d->up) continue;
-    ++up;
-    backlog += d->inflight_units;
+    ++load.devices_up;
+    load.device_backlog_units += d->inflight_units;
   }
-  if (up == 0) return devices_.empty() ? Route::kCpu : Route::kFailover;
-  const Thresholds& th = ThresholdsFor(task.op);
-  const CostModel& gpu =
-      task.op == Op::kSort ? options_.gpu_sort : options_.gpu_transpose;
-  const CostModel& cpu =
-      task.op == Op::kSort ? options_.cpu_sort : options_.cpu_transpose;
-  // Estimated time to answer this request on each side, behind what is
-  // already waiting there (only with both calibrated cost models).
-  const bool estimate = options_.spill && gpu.known() && cpu.known();
-  const double n = static_cast<double>(task.units);
-  const double cpu_eta =
-      cpu.Seconds(n) + static_cast<double>(cpu_queued_units_) * cpu.per_unit;
-  const double gpu_eta =
-      gpu.Seconds(n) + static_cast<double>(backlog) * gpu.per_unit / up;
-  if (task.units <= th.cpu_max) {
-    // Small requests belong to the CPU path, unless its own backlog would
-    // answer this one later than a device batch would (overflow).
-    const bool overflow =
-        estimate && task.units > 0 && cpu_queued_units_ > 0 &&
-        absl::ToDoubleSeconds(options_.max_batch_delay) + gpu_eta < cpu_eta;
-    if (!overflow) return Route::kCpu;
-  } else if (estimate && backlog > 0 && cpu_eta < gpu_eta) {
-    // Spill only when the devices have a backlog: on idle devices the
-    // calibrated thresholds (or the operator's pinned ones) decide.
-    return Route::kSpill;
-  }
-  if (task.units >= th.solo_min) return Route::kSolo;
-  if (task.op == Op::kSort) {
-    const size_t fused = fused_[KeySize(task.sort.key_type) == 8];
-    if (fused > 0 && task.units > fused) return Route::kSolo;
-  }
-  return Route::kBatch;
+  load.cpu_queued_units = cpu_queued_units_;
+  return ChooseRoute(
+      router_,
+      {.op = task.op,
+       .units = task.units,
+       .key_size = task.op == Op::kSort ? KeySize(task.sort.key_type) : 4},
+      load);
 }
 
 void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
@@ -424,7 +394,7 @@ void Scheduler::RunnerLoop(size_t device_index) {
       if (wake == absl::InfiniteFuture()) {
         cv_.wait(lock);
       } else {
-        cv_.wait_until(lock, absl::ToChronoTime(wake));
+        WaitAtMost(cv_, lock, wake - Now());
       }
       continue;
     }
@@ -483,7 +453,7 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
   Device& dev = *devices_[device_index];
   dev.reinit_running = true;
   while (!stopping_ && Now() < dev.next_attempt) {
-    cv_.wait_until(lock, absl::ToChronoTime(dev.next_attempt));
+    WaitAtMost(cv_, lock, dev.next_attempt - Now());
   }
   if (stopping_) {
     dev.reinit_running = false;
@@ -589,169 +559,31 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
   }
 }
 
-namespace {
-
-// memcpy, spread over oneTBB when large.
-void Copy(std::byte* dst, const std::byte* src, size_t bytes) {
-  if (bytes < kParallelCopyBytes) {
-    if (bytes > 0) std::memcpy(dst, src, bytes);
-    return;
-  }
-  constexpr size_t kChunk = size_t{256} << 10;
-  tbb::parallel_for(size_t{0}, (bytes + kChunk - 1) / kChunk, [&](size_t c) {
-    const size_t off = c * kChunk;
-    std::memcpy(dst + off, src + off, std::min(kChunk, bytes - off));
-  });
-}
-
-// Copies n keys of type t from src to dst, mapped to their ordered bits
-// (encode) or back; large arrays are spread over the oneTBB pool.
-void ToOrderedBits(KeyType t, bool descending, bool encode,
-                   const std::byte* src, std::byte* dst, size_t n) {
-  DispatchKeyType(t, [&]<KeyType T>() {
-    using U = KeyBits<T>;
-    auto body = [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) {
-        U v;
-        std::memcpy(&v, src + i * sizeof(U), sizeof(U));
-        v = encode ? OrderedBits<T>(v, descending) : RawBits<T>(v, descending);
-        std::memcpy(dst + i * sizeof(U), &v, sizeof(U));
-      }
-    };
-    if (n * sizeof(U) < kParallelCopyBytes) {
-      body(0, n);
-    } else {
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
-                        [&](const tbb::blocked_range<size_t>& r) {
-                          body(r.begin(), r.end());
-                        });
-    }
-  });
-}
-
-}  // namespace
-
 absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
                                     StageTimes* stages,
                                     std::vector<std::byte>* pack,
                                     int* device_runs) {
   const Op op = batch.front()->op;
   *device_runs = 1;
+  if (batch.size() == 1 && op == Op::kSort) {
+    SortJob job = batch.front()->sort;
+    job.stages = stages;
+    // Beyond the device's memory: sorted in runs, merged on the CPU.
+    return SortInRuns(engine, job, engine.max_sort_keys(job), device_runs,
+                      options_.pipeline_depth);
+  }
   if (batch.size() == 1) {
-    if (op == Op::kSort) {
-      SortJob job = batch.front()->sort;
-      job.stages = stages;
-      // Beyond the device's memory: sorted in runs, merged on the CPU.
-      return SortInRuns(engine, job, engine.max_sort_keys(job), device_runs,
-                        options_.pipeline_depth);
-    }
-    // Matrices are independent: beyond the device's memory, a transpose
-    // runs in device-sized pieces.
-    const TransposeJob& whole = batch.front()->transpose;
-    const size_t step = engine.max_transpose_matrices();
-    if (step == 0 || whole.count <= step) {
-      TransposeJob job = whole;
-      job.stages = stages;
-      return engine.Transpose(job);
-    }
-    *device_runs = 0;
-    for (size_t at = 0; at < whole.count; at += step) {
-      TransposeJob job = whole;
-      job.count = std::min(step, whole.count - at);
-      job.in = whole.in + at * 128;
-      job.out = whole.out + at * 128;
-      job.stages = stages;
-      if (absl::Status s = engine.Transpose(job); !s.ok()) return s;
-      ++*device_runs;
-    }
-    return absl::OkStatus();
+    return batch::TransposeInPieces(engine, batch.front()->transpose, stages,
+                                    device_runs);
   }
   if (op == Op::kTranspose) {
-    size_t total = 0;
-    for (const auto& t : batch) total += t->transpose.count;
-    const size_t bytes = total * 32 * sizeof(uint32_t);
-    pack->resize(2 * bytes);
-    std::byte* in = pack->data();
-    std::byte* out = in + bytes;
-    size_t at = 0;
-    for (const auto& t : batch) {
-      const size_t b = t->transpose.count * 32 * sizeof(uint32_t);
-      Copy(in + at, t->transpose.in, b);
-      at += b;
-    }
-    TransposeJob job;
-    job.count = total;
-    job.in = in;
-    job.out = out;
-    job.stages = stages;
-    if (absl::Status s = engine.Transpose(job); !s.ok()) return s;
-    at = 0;
-    for (const auto& t : batch) {
-      const size_t b = t->transpose.count * 32 * sizeof(uint32_t);
-      Copy(t->transpose.out, out + at, b);
-      at += b;
-    }
-    return absl::OkStatus();
+    std::vector<const TransposeJob*> jobs;
+    for (const auto& t : batch) jobs.push_back(&t->transpose);
+    return batch::TransposeTogether(engine, jobs, stages, pack);
   }
-
-  // Sorts of one class: one segmented sort over the concatenated arrays.
-  const SortJob& first = batch.front()->sort;
-  const size_t ks = KeySize(first.key_type);
-  const size_t vs = ValueSize(first.value_type);
-  const bool perm = first.permutation_out != nullptr;
-  size_t total = 0;
-  std::vector<uint32_t> offsets;
-  offsets.reserve(batch.size() + 1);
-  offsets.push_back(0);
-  for (const auto& t : batch) {
-    total += t->sort.count;
-    offsets.push_back(static_cast<uint32_t>(total));
-  }
-  const size_t keys_bytes = total * ks, values_bytes = total * vs;
-  pack->resize(2 * keys_bytes + 2 * values_bytes +
-               (perm ? total * sizeof(uint32_t) : 0));
-  std::byte* keys_in = pack->data();
-  std::byte* values_in = keys_in + keys_bytes;
-  std::byte* keys_out = values_in + values_bytes;
-  std::byte* values_out = keys_out + keys_bytes;
-  std::byte* perm_out = values_out + values_bytes;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const SortJob& j = batch[i]->sort;
-    ToOrderedBits(j.key_type, j.order == Order::kDescending, true, j.keys,
-                  keys_in + offsets[i] * ks, j.count);
-    if (vs > 0) Copy(values_in + offsets[i] * vs, j.values, j.count * vs);
-  }
-  SortJob job;
-  job.key_type = ks == 4 ? KeyType::kU32 : KeyType::kU64;
-  job.order = Order::kAscending;
-  job.count = total;
-  job.keys = keys_in;
-  job.value_type = first.value_type;
-  job.values = vs > 0 ? values_in : nullptr;
-  job.keys_out = keys_out;
-  job.values_out = vs > 0 ? values_out : nullptr;
-  job.permutation_out = perm ? perm_out : nullptr;
-  job.stages = stages;
-  if (absl::Status s = engine.SortSegments(job, offsets); !s.ok()) return s;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const SortJob& j = batch[i]->sort;
-    ToOrderedBits(j.key_type, j.order == Order::kDescending, false,
-                  keys_out + offsets[i] * ks, j.keys_out, j.count);
-    if (vs > 0) Copy(j.values_out, values_out + offsets[i] * vs, j.count * vs);
-    if (perm) {
-      // The engine's indices are into the whole batch; the caller's are
-      // into its own array.
-      const std::byte* src = perm_out + offsets[i] * sizeof(uint32_t);
-      for (size_t k = 0; k < j.count; ++k) {
-        uint32_t index;
-        std::memcpy(&index, src + k * sizeof(uint32_t), sizeof(index));
-        index -= offsets[i];
-        std::memcpy(j.permutation_out + k * sizeof(uint32_t), &index,
-                    sizeof(index));
-      }
-    }
-  }
-  return absl::OkStatus();
+  std::vector<const SortJob*> jobs;
+  for (const auto& t : batch) jobs.push_back(&t->sort);
+  return batch::SortTogether(engine, jobs, stages, pack);
 }
 
 void Scheduler::StartDrain() {
@@ -791,7 +623,7 @@ void Scheduler::Drain(absl::Time deadline) {
     std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) return;
     while (admitted_requests_ > 0 && Now() < deadline) {
-      idle_cv_.wait_until(lock, absl::ToChronoTime(deadline));
+      WaitAtMost(idle_cv_, lock, deadline - Now());
     }
   }
   AbandonQueued();

@@ -58,19 +58,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/router.h"
 #include "server/sorter.h"
 #include "server/work_queue.h"
 
 namespace sortd {
-
-enum class Op { kSort, kTranspose };
-inline const char* OpName(Op op) {
-  return op == Op::kSort ? "sort" : "transpose";
-}
-
-// How a task was (or will be) routed.
-enum class Route { kCpu, kBatch, kSolo, kSpill, kFailover };
-const char* RouteName(Route route);
 
 struct TaskResult {
   absl::Status status;
@@ -109,20 +101,6 @@ struct Task {
   absl::Time enqueued;
   size_t charged = 0;  // units it holds of the admission budget
   Route route = Route::kCpu;
-};
-
-// Where requests of one operation go, in units.
-struct Thresholds {
-  size_t cpu_max = 0;          // at most: the CPU path
-  size_t solo_min = SIZE_MAX;  // at least: alone on a device
-};
-
-// Time of one run of n units: fixed + n * per_unit seconds.
-struct CostModel {
-  double fixed = 0;
-  double per_unit = 0;
-  bool known() const { return per_unit > 0; }
-  double Seconds(double units) const { return fixed + units * per_unit; }
 };
 
 // Events for metrics and logs; every method may be called from any thread.
@@ -179,6 +157,10 @@ class Scheduler {
     int pipeline_depth = 2;
     absl::Duration reinit_backoff = absl::Seconds(1);
     absl::Duration max_reinit_backoff = absl::Seconds(60);
+    // The time of queue waits, batch deadlines, back-offs and the drain
+    // deadline (tests pass a fake one; waits last the difference between
+    // its times); empty: absl::Now.
+    std::function<absl::Time()> clock;
   };
 
   struct Stats {
@@ -240,10 +222,10 @@ class Scheduler {
   };
   using Batch = std::vector<std::shared_ptr<Task>>;
 
+  absl::Time Now() const;
   static ClassKey ClassOf(const Task& task);
   // What `task` holds of the admission budget while it is not answered.
   size_t ChargeOf(const Task& task) const;
-  const Thresholds& ThresholdsFor(Op op) const;
   Route RouteLocked(const Task& task) const;
   void EnqueueCpu(std::shared_ptr<Task> task, Route route);
   void RunCpu(const std::shared_ptr<Task>& task);
@@ -284,6 +266,7 @@ class Scheduler {
   bool stopping_ = false;    // runners exit
   std::vector<std::unique_ptr<Device>> devices_;
   size_t fused_[2] = {0, 0};  // by key width: 32, 64 bits
+  RouterConfig router_;       // from options_ and fused_
   // Units one batch may hold, by op: max_batch_units, lowered to what
   // every device's memory budget takes at once.
   size_t batch_limit_[2] = {0, 0};

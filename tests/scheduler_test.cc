@@ -575,6 +575,25 @@ TEST_F(SchedulerTest, ExpiredAndCancelledTasksNeverReachTheDevice) {
   EXPECT_EQ(sched->stats().dropped, 2u);
 }
 
+// Time is the scheduler's clock: with a fake one, the batch closes when
+// the fake time reaches its delay, and the times answered are fake ones.
+TEST_F(SchedulerTest, BatchDelayAndTimesFollowTheSchedulersClock) {
+  std::atomic<int64_t> now_ns{int64_t{1} << 40};
+  Scheduler::Options o = BatchAll();
+  o.clock = [&now_ns] { return absl::FromUnixNanos(now_ns.load()); };
+  o.max_batch_requests = 8;
+  o.max_batch_delay = absl::Milliseconds(10);
+  auto sched = Make(o);
+  auto call = U32(100, 1);
+  sched->Submit(call->task);
+  now_ns += 10'000'000;  // the batch's delay passes, in fake time only
+  call->Wait();
+  call->verify();
+  EXPECT_EQ(call->result.route, Route::kBatch);
+  EXPECT_EQ(call->result.queue_wait, absl::Milliseconds(10));
+  EXPECT_EQ(call->result.compute, absl::ZeroDuration());
+}
+
 TEST_F(SchedulerTest, FailedBatchIsAnsweredOnTheCpuPath) {
   Scheduler::Options o = BatchAll();
   o.max_batch_requests = 4;

@@ -1,0 +1,171 @@
+#include "server/batch_codec.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "server/keys.h"
+
+namespace sortd::batch {
+namespace {
+
+// Copies of at least this many bytes in packing and unpacking are spread
+// over the oneTBB pool.
+constexpr size_t kParallelCopyBytes = size_t{1} << 20;
+
+// memcpy, spread over oneTBB when large.
+void Copy(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (bytes < kParallelCopyBytes) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return;
+  }
+  constexpr size_t kChunk = size_t{256} << 10;
+  tbb::parallel_for(size_t{0}, (bytes + kChunk - 1) / kChunk, [&](size_t c) {
+    const size_t off = c * kChunk;
+    std::memcpy(dst + off, src + off, std::min(kChunk, bytes - off));
+  });
+}
+
+// Copies n keys of type t from src to dst, mapped to their ordered bits
+// (encode) or back; large arrays are spread over the oneTBB pool.
+void ToOrderedBits(KeyType t, bool descending, bool encode,
+                   const std::byte* src, std::byte* dst, size_t n) {
+  DispatchKeyType(t, [&]<KeyType T>() {
+    using U = KeyBits<T>;
+    auto body = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        U v;
+        std::memcpy(&v, src + i * sizeof(U), sizeof(U));
+        v = encode ? OrderedBits<T>(v, descending) : RawBits<T>(v, descending);
+        std::memcpy(dst + i * sizeof(U), &v, sizeof(U));
+      }
+    };
+    if (n * sizeof(U) < kParallelCopyBytes) {
+      body(0, n);
+    } else {
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
+                        [&](const tbb::blocked_range<size_t>& r) {
+                          body(r.begin(), r.end());
+                        });
+    }
+  });
+}
+
+}  // namespace
+
+absl::Status TransposeInPieces(Sorter& engine, const TransposeJob& whole,
+                               StageTimes* stages, int* device_runs) {
+  *device_runs = 1;
+  const size_t step = engine.max_transpose_matrices();
+  if (step == 0 || whole.count <= step) {
+    TransposeJob job = whole;
+    job.stages = stages;
+    return engine.Transpose(job);
+  }
+  *device_runs = 0;
+  for (size_t at = 0; at < whole.count; at += step) {
+    TransposeJob job = whole;
+    job.count = std::min(step, whole.count - at);
+    job.in = whole.in + at * 128;
+    job.out = whole.out + at * 128;
+    job.stages = stages;
+    if (absl::Status s = engine.Transpose(job); !s.ok()) return s;
+    ++*device_runs;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TransposeTogether(Sorter& engine,
+                               absl::Span<const TransposeJob* const> jobs,
+                               StageTimes* stages,
+                               std::vector<std::byte>* scratch) {
+  size_t total = 0;
+  for (const TransposeJob* t : jobs) total += t->count;
+  const size_t bytes = total * 32 * sizeof(uint32_t);
+  scratch->resize(2 * bytes);
+  std::byte* in = scratch->data();
+  std::byte* out = in + bytes;
+  size_t at = 0;
+  for (const TransposeJob* t : jobs) {
+    const size_t b = t->count * 32 * sizeof(uint32_t);
+    Copy(in + at, t->in, b);
+    at += b;
+  }
+  TransposeJob job;
+  job.count = total;
+  job.in = in;
+  job.out = out;
+  job.stages = stages;
+  if (absl::Status s = engine.Transpose(job); !s.ok()) return s;
+  at = 0;
+  for (const TransposeJob* t : jobs) {
+    const size_t b = t->count * 32 * sizeof(uint32_t);
+    Copy(t->out, out + at, b);
+    at += b;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
+                          StageTimes* stages, std::vector<std::byte>* scratch) {
+  const SortJob& first = *jobs.front();
+  const size_t ks = KeySize(first.key_type);
+  const size_t vs = ValueSize(first.value_type);
+  const bool perm = first.permutation_out != nullptr;
+  size_t total = 0;
+  std::vector<uint32_t> offsets;
+  offsets.reserve(jobs.size() + 1);
+  offsets.push_back(0);
+  for (const SortJob* t : jobs) {
+    total += t->count;
+    offsets.push_back(static_cast<uint32_t>(total));
+  }
+  const size_t keys_bytes = total * ks, values_bytes = total * vs;
+  scratch->resize(2 * keys_bytes + 2 * values_bytes +
+                  (perm ? total * sizeof(uint32_t) : 0));
+  std::byte* keys_in = scratch->data();
+  std::byte* values_in = keys_in + keys_bytes;
+  std::byte* keys_out = values_in + values_bytes;
+  std::byte* values_out = keys_out + keys_bytes;
+  std::byte* perm_out = values_out + values_bytes;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const SortJob& j = *jobs[i];
+    ToOrderedBits(j.key_type, j.order == Order::kDescending, true, j.keys,
+                  keys_in + offsets[i] * ks, j.count);
+    if (vs > 0) Copy(values_in + offsets[i] * vs, j.values, j.count * vs);
+  }
+  SortJob job;
+  job.key_type = ks == 4 ? KeyType::kU32 : KeyType::kU64;
+  job.order = Order::kAscending;
+  job.count = total;
+  job.keys = keys_in;
+  job.value_type = first.value_type;
+  job.values = vs > 0 ? values_in : nullptr;
+  job.keys_out = keys_out;
+  job.values_out = vs > 0 ? values_out : nullptr;
+  job.permutation_out = perm ? perm_out : nullptr;
+  job.stages = stages;
+  if (absl::Status s = engine.SortSegments(job, offsets); !s.ok()) return s;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const SortJob& j = *jobs[i];
+    ToOrderedBits(j.key_type, j.order == Order::kDescending, false,
+                  keys_out + offsets[i] * ks, j.keys_out, j.count);
+    if (vs > 0) Copy(j.values_out, values_out + offsets[i] * vs, j.count * vs);
+    if (perm) {
+      // The engine's indices are into the whole batch; the caller's are
+      // into its own array.
+      const std::byte* src = perm_out + offsets[i] * sizeof(uint32_t);
+      for (size_t k = 0; k < j.count; ++k) {
+        uint32_t index;
+        std::memcpy(&index, src + k * sizeof(uint32_t), sizeof(index));
+        index -= offsets[i];
+        std::memcpy(j.permutation_out + k * sizeof(uint32_t), &index,
+                    sizeof(index));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sortd::batch

@@ -1,0 +1,60 @@
+#include "server/router.h"
+
+namespace sortd {
+
+const char* RouteName(Route route) {
+  switch (route) {
+    case Route::kCpu:
+      return "cpu";
+    case Route::kBatch:
+      return "batch";
+    case Route::kSolo:
+      return "solo";
+    case Route::kSpill:
+      return "spill";
+    case Route::kFailover:
+      return "failover";
+  }
+  return "unknown";
+}
+
+Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
+                  const RouteLoad& load) {
+  if (load.devices_up == 0) {
+    return load.devices == 0 ? Route::kCpu : Route::kFailover;
+  }
+  const bool sort = r.op == Op::kSort;
+  const Thresholds& th = sort ? c.sort : c.transpose;
+  const CostModel& gpu = sort ? c.gpu_sort : c.gpu_transpose;
+  const CostModel& cpu = sort ? c.cpu_sort : c.cpu_transpose;
+  // Estimated time to answer this request on each side, behind what is
+  // already waiting there (only with both calibrated cost models).
+  const bool estimate = c.spill && gpu.known() && cpu.known();
+  const double n = static_cast<double>(r.units);
+  const double cpu_eta =
+      cpu.Seconds(n) +
+      static_cast<double>(load.cpu_queued_units) * cpu.per_unit;
+  const double gpu_eta =
+      gpu.Seconds(n) + static_cast<double>(load.device_backlog_units) *
+                           gpu.per_unit / load.devices_up;
+  if (r.units <= th.cpu_max) {
+    // Small requests belong to the CPU path, unless its own backlog would
+    // answer this one later than a device batch would (overflow).
+    const bool overflow =
+        estimate && r.units > 0 && load.cpu_queued_units > 0 &&
+        absl::ToDoubleSeconds(c.max_batch_delay) + gpu_eta < cpu_eta;
+    if (!overflow) return Route::kCpu;
+  } else if (estimate && load.device_backlog_units > 0 && cpu_eta < gpu_eta) {
+    // Spill only when the devices have a backlog: on idle devices the
+    // calibrated thresholds (or the operator's pinned ones) decide.
+    return Route::kSpill;
+  }
+  if (r.units >= th.solo_min) return Route::kSolo;
+  if (sort) {
+    const size_t fused = c.fused_segment_keys[r.key_size == 8];
+    if (fused > 0 && r.units > fused) return Route::kSolo;
+  }
+  return Route::kBatch;
+}
+
+}  // namespace sortd

@@ -1,0 +1,85 @@
+// The router: where a request goes, decided from its size, the calibrated
+// costs and the load at the moment, with no state of its own (the
+// scheduler passes the load in), so that every decision can be tested
+// from a table.
+//
+//   tiny  (<= cpu_max units)        -> oneTBB CPU path, no batching delay
+//   medium                          -> joins a batch of its class
+//   large (>= solo_min units)       -> runs alone on a device
+//   any, when the devices' backlog would finish it later than the CPU path
+//                                   -> CPU ("spill")
+//   tiny, when the CPU path's backlog would finish it later than a device
+//                                   -> a device batch (overflow)
+//   no healthy device               -> CPU ("failover")
+//
+//   RouterConfig config{.sort = {.cpu_max = 8192, .solo_min = 1 << 20}};
+//   Route r = ChooseRoute(config, {.op = Op::kSort, .units = 50000,
+//                                  .key_size = 4},
+//                         {.devices = 1, .devices_up = 1});  // kBatch
+#ifndef SORTD_SERVER_ROUTER_H_
+#define SORTD_SERVER_ROUTER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace sortd {
+
+enum class Op { kSort, kTranspose };
+inline const char* OpName(Op op) {
+  return op == Op::kSort ? "sort" : "transpose";
+}
+
+// How a task was (or will be) routed.
+enum class Route { kCpu, kBatch, kSolo, kSpill, kFailover };
+const char* RouteName(Route route);
+
+// Where requests of one operation go, in units (keys; 32 rows per matrix).
+struct Thresholds {
+  size_t cpu_max = 0;          // at most: the CPU path
+  size_t solo_min = SIZE_MAX;  // at least: alone on a device
+};
+
+// Time of one run of n units: fixed + n * per_unit seconds.
+struct CostModel {
+  double fixed = 0;
+  double per_unit = 0;
+  bool known() const { return per_unit > 0; }
+  double Seconds(double units) const { return fixed + units * per_unit; }
+};
+
+struct RouterConfig {
+  Thresholds sort, transpose;
+  // Calibrated costs; spill and overflow need both of an operation's.
+  CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;
+  bool spill = true;
+  absl::Duration max_batch_delay = absl::Microseconds(100);
+  // The devices' fused segment by key width (32, 64 bits): longer sorts
+  // cost launches of their own in a batch, so they run alone. 0: no bound.
+  size_t fused_segment_keys[2] = {0, 0};
+};
+
+// One request, as the router sees it.
+struct RouteRequest {
+  Op op = Op::kSort;
+  size_t units = 0;
+  size_t key_size = 4;  // sorts: 4 or 8
+};
+
+// The load at the moment of the decision.
+struct RouteLoad {
+  int devices = 0;     // device workers, healthy or not
+  int devices_up = 0;  // healthy ones
+  // Units waiting for or running on the healthy devices.
+  size_t device_backlog_units = 0;
+  // Units queued for the CPU path.
+  size_t cpu_queued_units = 0;
+};
+
+Route ChooseRoute(const RouterConfig& config, const RouteRequest& request,
+                  const RouteLoad& load);
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_ROUTER_H_

@@ -1,0 +1,120 @@
+// The router as a table: each row a request, a load and the route the
+// scheduler must take for it, with the reason in its name.
+#include "server/router.h"
+
+#include <gtest/gtest.h>
+
+namespace sortd {
+namespace {
+
+struct Row {
+  const char* why;
+  RouteRequest request;
+  RouteLoad load;
+  Route want;
+};
+
+TEST(ChooseRoute, FollowsThresholdsCostsAndLoad) {
+  RouterConfig c;
+  c.sort = {.cpu_max = 8192, .solo_min = 1 << 20};
+  c.transpose = {.cpu_max = 32 * 128, .solo_min = 32 * 16384};
+  // CPU: 10 ns a key; device: 50 us a run plus 1 ns a key.
+  c.cpu_sort = {.fixed = 0, .per_unit = 10e-9};
+  c.gpu_sort = {.fixed = 50e-6, .per_unit = 1e-9};
+  c.max_batch_delay = absl::Microseconds(100);
+  c.fused_segment_keys[0] = 4096;  // 32-bit keys
+  const RouteLoad idle{.devices = 1, .devices_up = 1};
+  const Row rows[] = {
+      {"tiny sort: the CPU path", {.units = 1000}, idle, Route::kCpu},
+      {"at cpu_max: still the CPU path", {.units = 8192}, idle, Route::kCpu},
+      {"mid-size 64-bit sort: a batch",
+       {.units = 50000, .key_size = 8},
+       idle,
+       Route::kBatch},
+      {"mid-size 32-bit sort past the fused segment: alone",
+       {.units = 50000, .key_size = 4},
+       idle,
+       Route::kSolo},
+      {"at solo_min: alone",
+       {.units = 1 << 20, .key_size = 8},
+       idle,
+       Route::kSolo},
+      {"tiny transpose: the CPU path",
+       {.op = Op::kTranspose, .units = 32 * 10},
+       idle,
+       Route::kCpu},
+      {"mid transpose: a batch (no fused bound)",
+       {.op = Op::kTranspose, .units = 32 * 1000},
+       idle,
+       Route::kBatch},
+      {"no devices at all: the CPU path",
+       {.units = 1 << 22},
+       {.devices = 0, .devices_up = 0},
+       Route::kCpu},
+      {"every device down: failover",
+       {.units = 1 << 22},
+       {.devices = 2, .devices_up = 0},
+       Route::kFailover},
+      {"large sort behind a long device backlog: spill",
+       {.units = 1 << 20},
+       {.devices = 1, .devices_up = 1, .device_backlog_units = size_t{1} << 34},
+       Route::kSpill},
+      {"large sort, idle devices: never spilled",
+       {.units = 1 << 20},
+       {.devices = 1, .devices_up = 1, .cpu_queued_units = 0},
+       Route::kSolo},
+      {"tiny sort behind a long CPU queue: overflows to a device",
+       {.units = 4000, .key_size = 8},
+       {.devices = 1, .devices_up = 1, .cpu_queued_units = size_t{1} << 24},
+       Route::kBatch},
+      {"tiny sort behind a short CPU queue: stays",
+       {.units = 4000, .key_size = 8},
+       {.devices = 1, .devices_up = 1, .cpu_queued_units = 10},
+       Route::kCpu},
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(ChooseRoute(c, r.request, r.load), r.want)
+        << r.why << ": got " << RouteName(ChooseRoute(c, r.request, r.load));
+  }
+}
+
+TEST(ChooseRoute, WithoutCostModelsOrWithSpillOffOnlyThresholdsDecide) {
+  RouterConfig c;
+  c.sort = {.cpu_max = 8192, .solo_min = 1 << 20};
+  const RouteLoad busy{.devices = 1,
+                       .devices_up = 1,
+                       .device_backlog_units = size_t{1} << 34,
+                       .cpu_queued_units = size_t{1} << 30};
+  EXPECT_EQ(ChooseRoute(c, {.units = 1 << 20}, busy), Route::kSolo);
+  EXPECT_EQ(ChooseRoute(c, {.units = 100}, busy), Route::kCpu);
+  c.cpu_sort = {.per_unit = 10e-9};
+  c.gpu_sort = {.fixed = 50e-6, .per_unit = 1e-9};
+  c.spill = false;
+  EXPECT_EQ(ChooseRoute(c, {.units = 1 << 20}, busy), Route::kSolo);
+  EXPECT_EQ(ChooseRoute(c, {.units = 100}, busy), Route::kCpu);
+  c.spill = true;
+  EXPECT_EQ(ChooseRoute(c, {.units = 1 << 20}, busy), Route::kSpill);
+}
+
+TEST(ChooseRoute, BacklogIsSharedAmongHealthyDevices) {
+  RouterConfig c;
+  c.sort = {.cpu_max = 0, .solo_min = 1 << 20};
+  c.cpu_sort = {.per_unit = 10e-9};
+  c.gpu_sort = {.fixed = 0, .per_unit = 1e-9};
+  // 1M keys: 10 ms on the CPU. 16M keys of backlog: 16 ms on one device,
+  // 4 ms on four.
+  const RouteRequest r{.units = 1 << 20};
+  EXPECT_EQ(
+      ChooseRoute(
+          c, r,
+          {.devices = 4, .devices_up = 1, .device_backlog_units = 16 << 20}),
+      Route::kSpill);
+  EXPECT_EQ(
+      ChooseRoute(
+          c, r,
+          {.devices = 4, .devices_up = 4, .device_backlog_units = 16 << 20}),
+      Route::kSolo);
+}
+
+}  // namespace
+}  // namespace sortd
