@@ -199,6 +199,18 @@ def main():
         wait_for("the first scrape of sortd",
                  lambda: has_data(p.query('up{job="sortd"} == 1')), 60)
 
+        # Calls before the load until Prometheus has scraped one answered
+        # on the OpenCL device (the injected fault sends one to the CPU
+        # path): the counters then rise between two samples however fast
+        # the load runs (a series first seen at its final value has no rate).
+        def one_call_scraped():
+            subprocess.run([a.sortctl, "--target=" + sortd.address, "sort",
+                            "--random=500", "--verify"], check=True,
+                           stdout=subprocess.DEVNULL)
+            return has_data(p.query('sortd_requests_total{path="opencl-cpu"}'))
+        wait_for("a scrape of a call on the OpenCL device", one_call_scraped,
+                 60)
+
         # A bounded load, 8 calls at a time, every answer verified.
         calls = []
         for i in range(48):

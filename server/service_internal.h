@@ -1,0 +1,39 @@
+// What the parts of SortServiceImpl, spread over several files, share:
+// the state of one unary call and the conversions of an answer.
+#ifndef SORTD_SERVER_SERVICE_INTERNAL_H_
+#define SORTD_SERVER_SERVICE_INTERNAL_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "server/service.h"
+#include "server/wire.h"
+
+namespace sortd {
+
+// served_by of an answer.
+v1::ServedBy ServedBy(const TaskResult& result);
+// The answer while the engine is not ready.
+absl::Status Starting();
+
+// What one unary call holds while it runs: the request's bytes, what was
+// parsed from them (pointing into them) and the arrays of the answer.
+struct SortServiceImpl::UnaryCall {
+  const char* method = "";
+  grpc::CallbackServerContext* context = nullptr;
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  grpc::ByteBuffer* response = nullptr;
+  absl::Time received;
+  wire::Received bytes;
+  wire::SortRequest sort;
+  SortOutputs sort_out;
+  // With SortRequest.shared: the region (held while the call runs).
+  std::shared_ptr<Region> region;
+  v1::SharedArrays shared;
+  wire::TransposeRequest transpose;
+  wire::OutputArray matrices;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SERVICE_INTERNAL_H_
