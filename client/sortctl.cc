@@ -13,16 +13,12 @@
 // command, flag or value; a missing or conflicting argument); 3 the answer
 // did not match the local reference (--verify; bench: a sampled answer).
 #include <malloc.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <future>
-#include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,10 +31,14 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/bench.h"
+#include "client/cli_io.h"
 #include "client/client.h"
 #include "client/sortctl_lib.h"
 
 namespace cli = sortd::cli;
+using sortd::cli::Progress;
+using sortd::cli::ReadInput;
+using sortd::cli::WriteOutput;
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "sortd address: host:port, or a gRPC target such as "
@@ -164,71 +164,6 @@ int Failed(const absl::Status& status) {
                absl::StatusCodeToString(status.code()).c_str(),
                std::string(status.message()).c_str());
   return kExitCallFailed;
-}
-
-// A live status line on stderr while something takes a while, shown only
-// when stderr is a terminal so that scripts and logs stay clean.
-class Progress {
- public:
-  Progress() : enabled_(isatty(STDERR_FILENO) && !absl::GetFlag(FLAGS_json)) {}
-  ~Progress() { Clear(); }
-
-  // Waits for `future`, redrawing "<what> 1.2 s" every 100 ms after the
-  // first second.
-  template <typename T>
-  T Wait(std::future<T>& future, const std::string& what) {
-    const absl::Time start = absl::Now();
-    while (future.wait_for(std::chrono::milliseconds(100)) !=
-           std::future_status::ready) {
-      const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-      if (enabled_ && elapsed >= 1.0) {
-        std::fprintf(stderr, "\r\033[Ksortctl: %s %.1f s", what.c_str(),
-                     elapsed);
-        shown_ = true;
-      }
-    }
-    Clear();
-    return future.get();
-  }
-
-  void Step(const std::string& what) {
-    if (!enabled_) return;
-    std::fprintf(stderr, "\r\033[Ksortctl: %s", what.c_str());
-    shown_ = true;
-  }
-
-  void Clear() {
-    if (shown_) std::fprintf(stderr, "\r\033[K");
-    shown_ = false;
-  }
-
- private:
-  bool enabled_;
-  bool shown_ = false;
-};
-
-absl::StatusOr<std::string> ReadInput(const std::string& path) {
-  if (path == "-") {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-absl::Status WriteOutput(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return absl::OkStatus();
-  }
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
 }
 
 // The flags every command uses to reach the server. Empty when they are
@@ -440,7 +375,7 @@ int RunSort() {
   if (std::string bad = CheckInputFlags("sort"); !bad.empty()) {
     return Usage(bad);
   }
-  Progress progress;
+  Progress progress(absl::GetFlag(FLAGS_json));
   absl::StatusOr<sortd::v1::SortRequest> request =
       BuildSortRequest(*key_type, *value_type, progress);
   if (!request.ok()) return Failed(request.status());
@@ -522,7 +457,7 @@ int RunTranspose() {
   if (std::string bad = CheckInputFlags("transpose"); !bad.empty()) {
     return Usage(bad);
   }
-  Progress progress;
+  Progress progress(absl::GetFlag(FLAGS_json));
   sortd::v1::TransposeRequest request;
   if (!absl::GetFlag(FLAGS_input).empty()) {
     absl::StatusOr<std::string> text = ReadInput(absl::GetFlag(FLAGS_input));
@@ -649,7 +584,7 @@ int RunBench() {
   auto client = Connect();
   if (!client.ok()) return Failed(client.status());
   if (absl::Status h = (*client)->CheckHealth(); !h.ok()) return Failed(h);
-  Progress progress;
+  Progress progress(absl::GetFlag(FLAGS_json));
   const std::string bound =
       o.duration > absl::ZeroDuration()
           ? absl::StrFormat("/%.0f s", absl::ToDoubleSeconds(o.duration))

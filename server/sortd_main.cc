@@ -13,9 +13,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -44,6 +42,7 @@
 #include "server/scheduler.h"
 #include "server/service.h"
 #include "server/shared_memory.h"
+#include "server/tls.h"
 
 namespace {
 // $XDG_CACHE_HOME/sortd/kernels, else $HOME/.cache/sortd/kernels.
@@ -497,53 +496,6 @@ void Route(sortd::Sorter& cpu, sortd::Sorter& device,
       absl::FormatDuration(o->max_batch_delay).c_str());
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& flag,
-                                    const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", path, ": cannot read the file"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Plaintext, TLS (--tls_cert and --tls_key) or mutual TLS (plus
-// --tls_client_ca: client certificates required and verified).
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() {
-  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
-  const std::string key = absl::GetFlag(FLAGS_tls_key);
-  const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
-  if (cert.empty() && key.empty() && client_ca.empty()) {
-    return grpc::InsecureServerCredentials();
-  }
-  if (cert.empty() || key.empty()) {
-    return absl::InvalidArgumentError(
-        "TLS needs both --tls_cert and --tls_key (and --tls_client_ca only "
-        "with them)");
-  }
-  grpc::SslServerCredentialsOptions ssl;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  absl::StatusOr<std::string> pem_cert = ReadPem("tls_cert", cert);
-  if (!pem_cert.ok()) return pem_cert.status();
-  absl::StatusOr<std::string> pem_key = ReadPem("tls_key", key);
-  if (!pem_key.ok()) return pem_key.status();
-  pair.cert_chain = *pem_cert;
-  pair.private_key = *pem_key;
-  ssl.pem_key_cert_pairs.push_back(pair);
-  if (!client_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadPem("tls_client_ca", client_ca);
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  }
-  std::fprintf(stderr, "sortd: gRPC port speaks TLS%s\n",
-               client_ca.empty() ? "" : " and requires client certificates");
-  return grpc::SslServerCredentials(ssl);
-}
-
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "sortd: %s\n", status.ToString().c_str());
   return 1;
@@ -609,7 +561,9 @@ int Serve() {
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
-  auto credentials = ServerCredentials();
+  auto credentials = sortd::ServerCredentials(
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+      absl::GetFlag(FLAGS_tls_client_ca));
   if (!credentials.ok()) return Fail(credentials.status());
   builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(max_bytes);
