@@ -25,6 +25,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -34,6 +35,7 @@
 #include "client/cli_io.h"
 #include "client/client.h"
 #include "client/sortctl_lib.h"
+#include "core/version.h"
 
 namespace cli = sortd::cli;
 using sortd::cli::Progress;
@@ -617,6 +619,9 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
+  absl::FlagsUsageConfig usage;  // unset members keep their defaults
+  usage.version_string = [] { return sortd::VersionText("sortctl") + "\n"; };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "command-line client of sortd.\n\n"
       "  sortctl [--target HOST:PORT] sort --type u32|i32|f32|u64|i64|f64 "

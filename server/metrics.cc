@@ -11,11 +11,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/version.h"
 #include "prometheus/gauge.h"
-
-#ifndef SORTD_VERSION
-#define SORTD_VERSION "unknown"
-#endif
+#include "server/process_metrics.h"
 
 namespace sortd {
 namespace {
@@ -62,6 +60,7 @@ prometheus::Family<prometheus::Gauge>& Gauges(prometheus::Registry& r,
 
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
+      process_(std::make_shared<ProcessCollector>()),
       requests_(prometheus::BuildCounter()
                     .Name("sortd_requests_total")
                     .Help("RPCs answered, by method, gRPC status code and "
@@ -158,9 +157,6 @@ Metrics::Metrics()
                                 "Requests admitted and not yet answered "
                                 "(queued or running)")
                              .Add({})),
-      resident_bytes_(Gauges(*registry_, "process_resident_memory_bytes",
-                             "Resident memory of sortd (VmRSS)")
-                          .Add({})),
       heap_trims_(prometheus::BuildCounter()
                       .Name("sortd_heap_trims_total")
                       .Help("Times sortd gave free heap memory back to the "
@@ -180,9 +176,9 @@ Metrics::Metrics()
   fault_injection_.Set(0);
   prometheus::BuildGauge()
       .Name("sortd_build_info")
-      .Help("Always 1; the label carries the sortd version")
+      .Help("Always 1; the labels carry the sortd version and git revision")
       .Register(*registry_)
-      .Add({{"version", SORTD_VERSION}})
+      .Add({{"version", Version()}, {"revision", GitRevision()}})
       .Set(1);
 }
 
@@ -198,6 +194,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
         absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
   m->exposer_->RegisterCollectable(m->registry_);
+  m->exposer_->RegisterCollectable(m->process_);
   return m;
 }
 
@@ -322,9 +319,7 @@ void Metrics::OnStages(const std::string& device, const char* kernel,
   }
 }
 
-void Metrics::RecordMemory(double resident_bytes, bool trimmed,
-                           double released_bytes) {
-  resident_bytes_.Set(resident_bytes);
+void Metrics::RecordMemory(bool trimmed, double released_bytes) {
   if (trimmed) {
     heap_trims_.Increment();
     heap_trimmed_bytes_.Increment(released_bytes);

@@ -60,7 +60,9 @@ class Metrics final : public SchedulerListener {
   void SetFaultInjection(bool enabled);
 
   // Resident memory of sortd, and an idle heap trim when `trimmed`.
-  void RecordMemory(double resident_bytes, bool trimmed, double released_bytes);
+  // After an idle trim check (the process's memory itself is in the
+  // standard process_* metrics, read at each scrape).
+  void RecordMemory(bool trimmed, double released_bytes);
 
   // SchedulerListener.
   void OnRoute(Op op, Route route) override;
@@ -89,6 +91,7 @@ class Metrics final : public SchedulerListener {
   Metrics();
 
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> process_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string listen_host_;  // where the exposer listens, for ~Metrics
   prometheus::Family<prometheus::Counter>& requests_;
@@ -111,7 +114,6 @@ class Metrics final : public SchedulerListener {
   prometheus::Gauge& queued_keys_;
   prometheus::Gauge& queued_requests_;
   prometheus::Gauge& inflight_requests_;
-  prometheus::Gauge& resident_bytes_;
   prometheus::Counter& heap_trims_;
   prometheus::Counter& heap_trimmed_bytes_;
   prometheus::Gauge& fault_injection_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/batch_codec.h"
 #include "server/keys.h"
+#include "server/log.h"
 #include "server/runs.h"
 
 namespace sortd {
@@ -417,10 +418,10 @@ void Scheduler::MarkDownLocked(Device& dev,
   dev.up = false;
   dev.backoff = options_.reinit_backoff;
   dev.next_attempt = Now() + dev.backoff;
-  std::fprintf(stderr,
-               "sortd: device %s is unhealthy; the CPU path answers its share "
-               "until it is re-created (first try in %s)\n",
-               dev.name.c_str(), absl::FormatDuration(dev.backoff).c_str());
+  LogLine(
+      "device %s is unhealthy; the CPU path answers its share "
+      "until it is re-created (first try in %s)\n",
+      dev.name.c_str(), absl::FormatDuration(dev.backoff).c_str());
   listener_->OnDeviceState(dev.name, false);
   bool any_up = false;
   for (const auto& d : devices_) any_up |= d->up;
@@ -469,19 +470,17 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
     dev.up = true;
     dev.backoff = options_.reinit_backoff;
     ++stats_.reinits;
-    std::fprintf(stderr, "sortd: device %s re-created; it serves again\n",
-                 dev.name.c_str());
+    LogLine("device %s re-created; it serves again\n", dev.name.c_str());
     const auto [vendor, driver] = dev.engine->vendor_driver();
     listener_->OnDeviceInfo(dev.name, vendor, driver);
     listener_->OnDeviceState(dev.name, true);
   } else {
     dev.backoff = std::min(dev.backoff * 2, options_.max_reinit_backoff);
     dev.next_attempt = Now() + dev.backoff;
-    std::fprintf(stderr,
-                 "sortd: re-creating device %s failed (%s); next try in %s\n",
-                 dev.name.c_str(),
-                 engine.ok() ? "no engine" : engine.status().ToString().c_str(),
-                 absl::FormatDuration(dev.backoff).c_str());
+    LogLine("re-creating device %s failed (%s); next try in %s\n",
+            dev.name.c_str(),
+            engine.ok() ? "no engine" : engine.status().ToString().c_str(),
+            absl::FormatDuration(dev.backoff).c_str());
   }
   cv_.notify_all();
 }
@@ -515,11 +514,10 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
       RunOnEngine(*dev.engine, live, &stages, pack, &device_runs);
   const absl::Duration compute = Now() - start;
   if (!status.ok()) {
-    std::fprintf(stderr,
-                 "sortd: a %s batch of %zu request(s) failed on %s (%s); "
-                 "the CPU path answers them\n",
-                 OpName(op), live.size(), dev.name.c_str(),
-                 status.ToString().c_str());
+    LogLine(
+        "a %s batch of %zu request(s) failed on %s (%s); "
+        "the CPU path answers them\n",
+        OpName(op), live.size(), dev.name.c_str(), status.ToString().c_str());
     {
       std::unique_lock<std::mutex> lock(mu_);
       stats_.failovers += live.size();
@@ -602,10 +600,10 @@ void Scheduler::AbandonQueued() {
     abandoned = TakeAllPendingLocked();
   }
   if (!abandoned.empty()) {
-    std::fprintf(stderr,
-                 "sortd: drain timeout: answering %zu queued request(s) "
-                 "UNAVAILABLE\n",
-                 abandoned.size());
+    LogLine(
+        "drain timeout: answering %zu queued request(s) "
+        "UNAVAILABLE\n",
+        abandoned.size());
   }
   // CPU-path tasks not yet started answer UNAVAILABLE themselves.
   for (auto& t : abandoned) {

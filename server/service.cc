@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/compact_keys.h"
+#include "server/log.h"
 #include "server/service_internal.h"
 #include "server/status.h"
 #include "server/wire.h"
@@ -58,9 +59,11 @@ std::string SortServiceImpl::NewInstanceId() {
   return absl::StrCat(absl::Hex(id, absl::kZeroPad16));
 }
 
-void SortServiceImpl::RecordEnd(const char* method, absl::Time received,
+void SortServiceImpl::RecordEnd(const UnaryCall& call,
                                 const absl::Status& status,
                                 const TaskResult* result) {
+  const char* method = call.method;
+  const absl::Time received = call.received;
   const bool ok = status.ok() && result != nullptr;
   const std::string path = ok ? PathName(result->path) : "none";
   const double seconds = absl::ToDoubleSeconds(absl::Now() - received);
@@ -71,18 +74,17 @@ void SortServiceImpl::RecordEnd(const char* method, absl::Time received,
                                absl::ToDoubleSeconds(result->queue_wait));
   }
   if (options_.log_requests) {
-    std::fprintf(
-        stderr, "sortd: end %s %s path=%s route=%s batch=%d %.3f ms%s%s\n",
-        method, code.c_str(), path.c_str(),
-        result != nullptr ? RouteName(result->route) : "none",
-        result != nullptr ? result->batch_requests : 0, seconds * 1e3,
-        status.ok() ? "" : ": ", std::string(status.message()).c_str());
+    LogLine("end %s %s request=%llu path=%s route=%s batch=%d %.3f ms%s%s\n",
+            method, code.c_str(), static_cast<unsigned long long>(call.id),
+            path.c_str(), result != nullptr ? RouteName(result->route) : "none",
+            result != nullptr ? result->batch_requests : 0, seconds * 1e3,
+            status.ok() ? "" : ": ", std::string(status.message()).c_str());
   }
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::Refuse(const UnaryCall& call,
                                                   const absl::Status& status) {
-  RecordEnd(call.method, call.received, status, nullptr);
+  RecordEnd(call, status, nullptr);
   call.reactor->Finish(ToGrpcStatus(status));
   return call.reactor;
 }
@@ -111,9 +113,9 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
     if (status.ok()) {
       grpc::ByteBuffer answer = finish(result);
       call->response->Swap(&answer);
-      RecordEnd(call->method, call->received, status, &result);
+      RecordEnd(*call, status, &result);
     } else {
-      RecordEnd(call->method, call->received, status, nullptr);
+      RecordEnd(*call, status, nullptr);
     }
     call->reactor->Finish(ToGrpcStatus(status));
   };
@@ -138,11 +140,12 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
   call->reactor = context->DefaultReactor();
   call->response = response;
   call->received = absl::Now();
+  call->id = NextRequestId();
   context->AddInitialMetadata(kInstanceHeader, instance_);
   metrics_->AddRequestBytes(method, static_cast<double>(request->Length()));
   if (options_.log_requests) {
-    std::fprintf(stderr, "sortd: start %s from %s\n", method,
-                 context->peer().c_str());
+    LogLine("start %s request=%llu from %s\n", method,
+            static_cast<unsigned long long>(call->id), context->peer().c_str());
   }
   absl::StatusOr<wire::Received> bytes =
       wire::Received::From(*request, options_.buffers);
@@ -349,7 +352,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   by.set_route("echo");
   grpc::ByteBuffer answer = EncodeSort(*call, *job, std::move(by));
   response->Swap(&answer);
-  RecordEnd("Echo", call->received, absl::OkStatus(), &result);
+  RecordEnd(*call, absl::OkStatus(), &result);
   call->reactor->Finish(grpc::Status::OK);
   return call->reactor;
 }

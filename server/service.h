@@ -133,8 +133,11 @@ class SortServiceImpl final : public RawSortService {
   // DATA_LOSS when the call's shared-memory region broke while it ran.
   static absl::Status RegionIntact(const UnaryCall& call);
   // Metrics and the log line of a call's end.
-  void RecordEnd(const char* method, absl::Time received,
-                 const absl::Status& status, const TaskResult* result);
+  void RecordEnd(const UnaryCall& call, const absl::Status& status,
+                 const TaskResult* result);
+  // Numbers the requests of this process, for the log lines.
+  uint64_t NextRequestId() { return next_request_id_.fetch_add(1) + 1; }
+  std::atomic<uint64_t> next_request_id_{0};
 
   friend class SortStreamReactor;
   friend class SharedMemoryReactor;

@@ -20,6 +20,7 @@ absl::Status Starting();
 // parsed from them (pointing into them) and the arrays of the answer.
 struct SortServiceImpl::UnaryCall {
   const char* method = "";
+  uint64_t id = 0;  // the request=N of its log lines
   grpc::CallbackServerContext* context = nullptr;
   grpc::ServerUnaryReactor* reactor = nullptr;
   grpc::ByteBuffer* response = nullptr;

@@ -153,7 +153,7 @@ void SortServiceImpl::AnswerParts(PartGroup& g, const SortJob& job,
     RecordKeyBytesSaved(call.method, job, arrays, by);
     grpc::ByteBuffer answer = wire::EncodeSortResponse(arrays, &by);
     call.response->Swap(&answer);
-    RecordEnd(call.method, call.received, absl::OkStatus(), &result);
+    RecordEnd(call, absl::OkStatus(), &result);
     call.reactor->Finish(grpc::Status::OK);
   }
 }

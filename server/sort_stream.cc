@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/compact_keys.h"
+#include "server/log.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 #include "server/status.h"
@@ -27,7 +28,12 @@ class SortStreamReactor final
       : service_(service),
         context_(context),
         limits_(service->options_.limits),
-        received_(absl::Now()) {
+        received_(absl::Now()),
+        id_(service->NextRequestId()) {
+    if (service_->options_.log_requests) {
+      LogLine("start SortStream request=%llu from %s\n",
+              static_cast<unsigned long long>(id_), context->peer().c_str());
+    }
     StartRead(&chunk_);
   }
 
@@ -224,13 +230,13 @@ class SortStreamReactor final
     metrics->RecordRequest(
         "SortStream", absl::StatusCodeToString(status.code()), path, seconds);
     if (service_->options_.log_requests) {
-      std::fprintf(stderr,
-                   "sortd: end SortStream %s path=%s keys=%zu messages=%zu "
-                   "runs=%d %.3f ms%s%s\n",
-                   absl::StatusCodeToString(status.code()).c_str(),
-                   path.c_str(), count_, messages_, result_.device_runs,
-                   seconds * 1e3, ok ? "" : ": ",
-                   std::string(status.message()).c_str());
+      LogLine(
+          "end SortStream %s request=%llu path=%s keys=%zu messages=%zu "
+          "runs=%d %.3f ms%s%s\n",
+          absl::StatusCodeToString(status.code()).c_str(),
+          static_cast<unsigned long long>(id_), path.c_str(), count_, messages_,
+          result_.device_runs, seconds * 1e3, ok ? "" : ": ",
+          std::string(status.message()).c_str());
     }
     Finish(ToGrpcStatus(status));
   }
@@ -239,6 +245,7 @@ class SortStreamReactor final
   grpc::CallbackServerContext* context_;
   const RequestLimits limits_;
   const absl::Time received_;
+  const uint64_t id_;
 
   grpc::ByteBuffer chunk_;
   size_t messages_ = 0;

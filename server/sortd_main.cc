@@ -22,6 +22,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -30,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "core/version.h"
 #include "gpu/opencl_engine.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -37,12 +39,15 @@
 #include "server/calibrate.h"
 #include "server/cpu_sorter.h"
 #include "server/host_buffers.h"
+#include "server/log.h"
 #include "server/memory.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/service.h"
 #include "server/shared_memory.h"
 #include "server/tls.h"
+
+using sortd::LogLine;
 
 namespace {
 // $XDG_CACHE_HOME/sortd/kernels, else $HOME/.cache/sortd/kernels.
@@ -279,8 +284,7 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
         specs.push_back({DeviceKind::kGpu, d});
       }
     } else {
-      std::fprintf(stderr, "sortd: --device=auto: %s\n",
-                   gpus.status().ToString().c_str());
+      LogLine("--device=auto: %s\n", gpus.status().ToString().c_str());
       specs.push_back({DeviceKind::kCpu, 0});
     }
   }
@@ -294,8 +298,7 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
     auto found = sortd::gpu::FindDevice(spec.kind, spec.index);
     if (!found.ok()) {
       if (auto_mode) {
-        std::fprintf(stderr, "sortd: --device=auto: %s\n",
-                     found.status().ToString().c_str());
+        LogLine("--device=auto: %s\n", found.status().ToString().c_str());
         continue;
       }
       return found.status();
@@ -330,11 +333,11 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
     if (!engine.ok()) {
       const char* kind = spec.kind == DeviceKind::kGpu ? "GPU" : "CPU";
       if (auto_mode) {
-        std::fprintf(stderr,
-                     "sortd: --device=auto: passing over the OpenCL %s "
-                     "device %s: %s\n",
-                     kind, spec.device.info.name.c_str(),
-                     engine.status().ToString().c_str());
+        LogLine(
+            "--device=auto: passing over the OpenCL %s "
+            "device %s: %s\n",
+            kind, spec.device.info.name.c_str(),
+            engine.status().ToString().c_str());
         continue;
       }
       return absl::Status(
@@ -343,21 +346,20 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
                        " device ", spec.device.info.name, ": ",
                        engine.status().message()));
     }
-    std::fprintf(stderr,
-                 "sortd: OpenCL device %s (path %s)\nsortd: policy %s\n",
-                 (*engine)->info().ToString().c_str(),
-                 sortd::PathName((*engine)->path()),
-                 (*engine)->policy().ToString().c_str());
+    LogLine("OpenCL device %s (path %s)\nsortd: policy %s\n",
+            (*engine)->info().ToString().c_str(),
+            sortd::PathName((*engine)->path()),
+            (*engine)->policy().ToString().c_str());
     const sortd::SortJob u32{.key_type = sortd::KeyType::kU32};
-    std::fprintf(stderr,
-                 "sortd: device memory: %zu bytes per lane; u32 sorts of "
-                 "more than %zu keys run in device-sized runs\n",
-                 (*engine)->run_budget_bytes(), (*engine)->max_sort_keys(u32));
+    LogLine(
+        "device memory: %zu bytes per lane; u32 sorts of "
+        "more than %zu keys run in device-sized runs\n",
+        (*engine)->run_budget_bytes(), (*engine)->max_sort_keys(u32));
     slots.push_back({std::unique_ptr<sortd::Sorter>(std::move(*engine)),
                      std::move(factory)});
   }
   if (slots.empty()) {
-    std::fprintf(stderr, "sortd: no OpenCL device: serving on the CPU path\n");
+    LogLine("no OpenCL device: serving on the CPU path\n");
   }
   // --device=auto on a node whose GPU is missing (or failed) still serves,
   // slowly: say so where nobody can miss it. --device=gpu refuses instead.
@@ -365,9 +367,8 @@ absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
       std::none_of(slots.begin(), slots.end(), [](const sortd::DeviceSlot& s) {
         return s.engine->path() == sortd::ExecutionPath::kGpu;
       })) {
-    std::fprintf(
-        stderr,
-        "sortd: WARNING: --device=auto found no usable GPU: SERVING WITHOUT "
+    LogLine(
+        "WARNING: --device=auto found no usable GPU: SERVING WITHOUT "
         "A GPU, on %s (work is labelled path=%s); start with --device=gpu "
         "to refuse to start without one\n",
         slots.empty() ? "the CPU path alone" : "the OpenCL CPU device",
@@ -467,8 +468,8 @@ void Route(sortd::Sorter& cpu, sortd::Sorter& device,
     absl::StatusOr<sortd::Calibration> c = sortd::Calibrate(cpu, device, copts);
     if (c.ok()) {
       std::fputs(c->report.c_str(), stderr);
-      std::fprintf(stderr, "sortd: calibration took %s\n",
-                   absl::FormatDuration(absl::Now() - start).c_str());
+      LogLine("calibration took %s\n",
+              absl::FormatDuration(absl::Now() - start).c_str());
       o->sort = c->sort;
       o->transpose = c->transpose;
       o->cpu_sort = c->cpu_sort;
@@ -476,18 +477,16 @@ void Route(sortd::Sorter& cpu, sortd::Sorter& device,
       o->cpu_transpose = c->cpu_transpose;
       o->gpu_transpose = c->gpu_transpose;
     } else {
-      std::fprintf(stderr,
-                   "sortd: calibration failed (%s); default thresholds\n",
-                   c.status().ToString().c_str());
+      LogLine("calibration failed (%s); default thresholds\n",
+              c.status().ToString().c_str());
     }
   }
   if (pins[0] >= 0) o->sort.cpu_max = static_cast<size_t>(pins[0]);
   if (pins[1] >= 0) o->sort.solo_min = static_cast<size_t>(pins[1]);
   if (pins[2] >= 0) o->transpose.cpu_max = static_cast<size_t>(pins[2]) * 32;
   if (pins[3] >= 0) o->transpose.solo_min = static_cast<size_t>(pins[3]) * 32;
-  std::fprintf(
-      stderr,
-      "sortd: router: sorts of <= %zu keys on the CPU path, >= %zu "
+  LogLine(
+      "router: sorts of <= %zu keys on the CPU path, >= %zu "
       "alone on a device; transposes of <= %zu matrices on the CPU "
       "path, >= %zu alone; batches in between (--max_batch_delay=%s)\n",
       o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
@@ -497,11 +496,12 @@ void Route(sortd::Sorter& cpu, sortd::Sorter& device,
 }
 
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "sortd: %s\n", status.ToString().c_str());
+  LogLine("%s\n", status.ToString().c_str());
   return 1;
 }
 
 int Serve() {
+  LogLine("%s starting\n", sortd::VersionText("sortd").c_str());
   if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s);
   // Fault injection: only from this flag (never from the environment).
   sortd::gpu::OpenClEngine::Options engine_base;
@@ -512,11 +512,11 @@ int Serve() {
   }
   const bool injecting = sortd::gpu::InjectsFaults(engine_base);
   if (injecting) {
-    std::fprintf(stderr,
-                 "sortd: FAULT INJECTION ENABLED (--inject_faults=%s): device "
-                 "runs fail on purpose and answers may fail over or fail; "
-                 "for tests only, never use in production\n",
-                 faults.c_str());
+    LogLine(
+        "FAULT INJECTION ENABLED (--inject_faults=%s): device "
+        "runs fail on purpose and answers may fail over or fail; "
+        "for tests only, never use in production\n",
+        faults.c_str());
   }
   auto metrics = sortd::Metrics::Create(absl::GetFlag(FLAGS_metrics_listen));
   if (!metrics.ok()) return Fail(metrics.status());
@@ -536,11 +536,11 @@ int Serve() {
            std::max<int64_t>(0, absl::GetFlag(FLAGS_shm_max_bytes)))});
   if (absl::Status s = regions.PrepareDirectory(); !s.ok()) return Fail(s);
   if (regions.enabled()) {
-    std::fprintf(stderr,
-                 "sortd: shared memory: files of %s, at most %zu "
-                 "bytes mapped\n",
-                 absl::GetFlag(FLAGS_shm_dir).c_str(),
-                 static_cast<size_t>(absl::GetFlag(FLAGS_shm_max_bytes)));
+    LogLine(
+        "shared memory: files of %s, at most %zu "
+        "bytes mapped\n",
+        absl::GetFlag(FLAGS_shm_dir).c_str(),
+        static_cast<size_t>(absl::GetFlag(FLAGS_shm_max_bytes)));
   }
   sortd::SortServiceImpl service(
       metrics->get(),
@@ -589,7 +589,7 @@ int Serve() {
   sortd::Scheduler::Options options = SchedulerOptions(request_threads);
   if (!engines->empty()) Route(cpu, *engines->front().engine, &options);
   (*metrics)->SetThresholds(options.sort, options.transpose);
-  std::fprintf(stderr, "sortd: engines: %s", cpu.device_name().c_str());
+  LogLine("engines: %s", cpu.device_name().c_str());
   for (const sortd::DeviceSlot& slot : *engines) {
     std::fprintf(stderr, ", %s", slot.engine->device_name().c_str());
   }
@@ -611,8 +611,7 @@ int Serve() {
             s.submitted, s.submitted != s.answered + s.rejected};
       },
       [m = metrics->get()](const sortd::IdleTrimmer::Tick& t) {
-        m->RecordMemory(static_cast<double>(t.resident_bytes), t.trimmed,
-                        static_cast<double>(t.released_bytes));
+        m->RecordMemory(t.trimmed, static_cast<double>(t.released_bytes));
       });
   health->SetServingStatus(true);
   health->SetServingStatus(kServiceName, true);
@@ -636,7 +635,7 @@ int Serve() {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
 
-  std::fprintf(stderr, "sortd: %s: draining\n", strsignal(signal_number));
+  LogLine("%s: draining\n", strsignal(signal_number));
   health->Shutdown();  // NOT_SERVING for all, and stays so
   // gRPC refuses new calls at once and waits for those in flight, which the
   // scheduler runs (batches no longer wait to fill). If they are not all
@@ -656,7 +655,7 @@ int Serve() {
   shutdown.join();
   server->Wait();
   scheduler.Drain(absl::Now());
-  std::fprintf(stderr, "sortd: stopped\n");
+  LogLine("stopped\n");
   // Everything is destroyed in reverse order of creation: the scheduler,
   // the engines, the server, and last the metrics endpoint (~Metrics stops
   // it quickly).
@@ -677,6 +676,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  absl::FlagsUsageConfig usage;  // unset members keep their defaults
+  usage.version_string = [] { return sortd::VersionText("sortd") + "\n"; };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "GPU sorting service (gRPC sortd.v1.SortService).\n"
       "Usage: sortd [--listen=HOST:PORT] [--metrics_listen=HOST:PORT] "

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "server/log.h"
 
 namespace sortd {
 namespace {
@@ -50,8 +51,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     ssl.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
-  std::fprintf(stderr, "sortd: gRPC port speaks TLS%s\n",
-               client_ca.empty() ? "" : " and requires client certificates");
+  LogLine("gRPC port speaks TLS%s\n",
+          client_ca.empty() ? "" : " and requires client certificates");
   return grpc::SslServerCredentials(ssl);
 }
 

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "core/version.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "server/transpose.h"
 #include "tests/http_get.h"
@@ -227,7 +228,21 @@ TEST_F(E2ETest, MetricsCountRequestsByCodeAndPath) {
           "sortd_requests_total{code=\"OK\",method=\"Sort\",path=\"cpu\"}"));
   EXPECT_THAT(body,
               HasSubstr("sortd_keys_sorted_total{dtype=\"u32\",path=\"cpu\"}"));
-  EXPECT_THAT(body, HasSubstr("sortd_build_info{version="));
+  EXPECT_THAT(body, HasSubstr("sortd_build_info{revision=\""));
+  EXPECT_THAT(body, HasSubstr("version=\"" + std::string(Version()) + "\"} 1"));
+  // The standard process metrics, read at the scrape: the start time is
+  // within the last hour, and the server holds some descriptors open.
+  for (const char* name :
+       {"process_cpu_seconds_total ", "process_open_fds ", "process_max_fds ",
+        "process_virtual_memory_bytes ", "process_resident_memory_bytes "}) {
+    EXPECT_THAT(body, HasSubstr(std::string("\n") + name)) << name;
+  }
+  const size_t at = body.find("\nprocess_start_time_seconds ");
+  ASSERT_NE(at, std::string::npos);
+  const double started = std::stod(body.substr(at + 28));
+  EXPECT_NEAR(started, absl::ToUnixSeconds(absl::Now()), 3600);
+  const size_t fds = body.find("\nprocess_open_fds ");
+  EXPECT_GT(std::stod(body.substr(fds + 18)), 3);
 }
 
 // The metrics endpoint serves /metrics and nothing else.
@@ -420,8 +435,8 @@ TEST(E2EOpenCl, OpenClCpuWorkIsLabelledOpenClCpu) {
   EXPECT_THAT(body, HasSubstr("sortd_matrices_transposed_total{path="
                               "\"opencl-cpu\"} 3"));
   EXPECT_THAT(body, Not(HasSubstr("path=\"gpu\"")));
-  EXPECT_TRUE(server.WaitForLine("sortd: end Sort OK path=opencl-cpu",
-                                 std::chrono::seconds(30)))
+  EXPECT_TRUE(
+      server.WaitForLine(" path=opencl-cpu route=", std::chrono::seconds(30)))
       << server.Output();
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }

@@ -104,6 +104,17 @@ TEST(SortctlCli, BadUsageExitsTwoAndNamesTheArgument) {
 }
 
 // A failed call or an unreadable input stays 1.
+TEST(SortctlCli, VersionNamesTheReleaseAndTheRevision) {
+  for (const std::string binary : {SORTCTL_BINARY, SORTD_BINARY}) {
+    const CommandResult r = RunCommand(binary + " --version");
+    EXPECT_EQ(r.exit_code, 0) << binary << r.err;
+    const std::string name = binary.substr(binary.rfind('/') + 1);
+    EXPECT_THAT(r.out, ::testing::MatchesRegex(
+                           name + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(git [^ )]+\\)\n"))
+        << binary;
+  }
+}
+
 TEST(SortctlCli, FailedCallsAndUnreadableInputExitOne) {
   const std::string target = DeadTarget();
   CommandResult r = Sortctl(target, "--timeout=10s health");
