@@ -79,14 +79,9 @@ void ExpectSortedAlone(const Request& r) {
   }
 }
 
-TEST(SortTogether, MixedTypesAndOrdersComeBackAsIfSortedAlone) {
+// Points each request at its buffers and sorts them all as one batch.
+void SortAsOneBatch(std::vector<Request>& rs) {
   CpuSorter cpu({.threads = 2});
-  std::vector<Request> rs;
-  rs.push_back(Make<uint32_t>(KeyType::kU32, false, 1000, 1));
-  rs.push_back(Make<int32_t>(KeyType::kI32, true, 0, 2));
-  rs.push_back(Make<float>(KeyType::kF32, true, 3333, 3));
-  rs.push_back(Make<int32_t>(KeyType::kI32, false, 1, 4));
-  rs.push_back(Make<float>(KeyType::kF32, false, 70000, 5));
   std::vector<const SortJob*> jobs;
   for (Request& r : rs) {
     Point(r);
@@ -94,6 +89,16 @@ TEST(SortTogether, MixedTypesAndOrdersComeBackAsIfSortedAlone) {
   }
   std::vector<std::byte> scratch;
   ASSERT_TRUE(batch::SortTogether(cpu, jobs, nullptr, &scratch).ok());
+}
+
+TEST(SortTogether, MixedTypesAndOrdersComeBackAsIfSortedAlone) {
+  std::vector<Request> rs;
+  rs.push_back(Make<uint32_t>(KeyType::kU32, false, 1000, 1));
+  rs.push_back(Make<int32_t>(KeyType::kI32, true, 0, 2));
+  rs.push_back(Make<float>(KeyType::kF32, true, 3333, 3));
+  rs.push_back(Make<int32_t>(KeyType::kI32, false, 1, 4));
+  rs.push_back(Make<float>(KeyType::kF32, false, 70000, 5));
+  SortAsOneBatch(rs);
   ExpectSortedAlone<uint32_t>(rs[0]);
   ExpectSortedAlone<int32_t>(rs[1]);
   ExpectSortedAlone<float>(rs[2]);
@@ -102,18 +107,11 @@ TEST(SortTogether, MixedTypesAndOrdersComeBackAsIfSortedAlone) {
 }
 
 TEST(SortTogether, SixtyFourBitKeys) {
-  CpuSorter cpu({.threads = 2});
   std::vector<Request> rs;
   rs.push_back(Make<double>(KeyType::kF64, true, 5000, 6));
   rs.push_back(Make<int64_t>(KeyType::kI64, false, 4000, 7));
   rs.push_back(Make<uint64_t>(KeyType::kU64, true, 3000, 8));
-  std::vector<const SortJob*> jobs;
-  for (Request& r : rs) {
-    Point(r);
-    jobs.push_back(&r.job);
-  }
-  std::vector<std::byte> scratch;
-  ASSERT_TRUE(batch::SortTogether(cpu, jobs, nullptr, &scratch).ok());
+  SortAsOneBatch(rs);
   ExpectSortedAlone<double>(rs[0]);
   ExpectSortedAlone<int64_t>(rs[1]);
   ExpectSortedAlone<uint64_t>(rs[2]);

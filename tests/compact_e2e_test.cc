@@ -12,27 +12,22 @@
 #include "client/client.h"
 #include "tests/http_get.h"
 #include "tests/reference.h"
-#include "tests/server_process.h"
+#include "tests/server_fixture.h"
 
 namespace sortd {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::ServerProcess;
 
-class CompactTest : public ::testing::Test {
+class CompactTest : public testing::SharedServerTest<CompactTest> {
+ public:
+  static std::vector<std::string> ServerArgs() {
+    return {"--device=cpu", "--cpu_threads=2", "--metrics_listen=127.0.0.1:0"};
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    server_ = new ServerProcess(
-        {"--device=cpu", "--cpu_threads=2", "--metrics_listen=127.0.0.1:0"});
-    ASSERT_TRUE(server_->Start()) << server_->Output();
-  }
-  static void TearDownTestSuite() {
-    EXPECT_EQ(server_->Terminate(), 0) << server_->Output();
-    delete server_;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    SharedServerTest::SetUp();
     ClientOptions options;
     // Small enough that a 300k-key array goes through SortStream in chunks.
     options.max_unary_bytes = 1 << 20;
@@ -79,11 +74,8 @@ class CompactTest : public ::testing::Test {
     }
   }
 
-  static ServerProcess* server_;
   std::unique_ptr<Client> client_;
 };
-
-ServerProcess* CompactTest::server_ = nullptr;
 
 TEST_F(CompactTest, SortGivesTheSameKeysForEvery32BitType) {
   for (bool descending : {false, true}) {

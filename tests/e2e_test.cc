@@ -22,6 +22,7 @@
 #include "server/transpose.h"
 #include "tests/http_get.h"
 #include "tests/reference.h"
+#include "tests/server_fixture.h"
 #include "tests/server_process.h"
 
 namespace sortd {
@@ -40,28 +41,21 @@ std::unique_ptr<Client> Connect(const ServerProcess& server,
 }
 
 // One server shared by the tests that do not stop it.
-class E2ETest : public ::testing::Test {
+class E2ETest : public testing::SharedServerTest<E2ETest> {
+ public:
+  static std::vector<std::string> ServerArgs() {
+    return {"--device=cpu", "--cpu_threads=2", "--max_request_bytes=1048576",
+            "--metrics_listen=127.0.0.1:0"};
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    server_ = new ServerProcess({"--device=cpu", "--cpu_threads=2",
-                                 "--max_request_bytes=1048576",
-                                 "--metrics_listen=127.0.0.1:0"});
-    ASSERT_TRUE(server_->Start()) << server_->Output();
-  }
-  static void TearDownTestSuite() {
-    EXPECT_EQ(server_->Terminate(), 0) << server_->Output();
-    delete server_;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    SharedServerTest::SetUp();
     client_ = Connect(*server_);
   }
 
-  static ServerProcess* server_;
   std::unique_ptr<Client> client_;
 };
-
-ServerProcess* E2ETest::server_ = nullptr;
 
 template <typename K>
 void ExpectSorted(Client& client, size_t n, bool desc,

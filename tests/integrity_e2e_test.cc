@@ -26,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "sortd/v1/sortd.pb.h"
 #include "tests/raw_grpc.h"
+#include "tests/server_fixture.h"
 #include "tests/server_process.h"
 
 namespace sortd {
@@ -40,18 +41,15 @@ using testing::U32Bytes;
 using testing::Unary;
 using testing::UnaryResult;
 
-class IntegrityTest : public ::testing::Test {
+class IntegrityTest : public testing::SharedServerTest<IntegrityTest> {
+ public:
+  static std::vector<std::string> ServerArgs() {
+    return {"--device=cpu", "--cpu_threads=2"};
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    server_ = new ServerProcess({"--device=cpu", "--cpu_threads=2"});
-    ASSERT_TRUE(server_->Start()) << server_->Output();
-  }
-  static void TearDownTestSuite() {
-    EXPECT_EQ(server_->Terminate(), 0) << server_->Output();
-    delete server_;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    SharedServerTest::SetUp();
     channel_ = Channel(*server_);
     stub_ = std::make_unique<grpc::GenericStub>(channel_);
   }
@@ -66,12 +64,9 @@ class IntegrityTest : public ::testing::Test {
     EXPECT_EQ(response.u32_keys(), U32Bytes({3, 4, 5}));
   }
 
-  static ServerProcess* server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<grpc::GenericStub> stub_;
 };
-
-ServerProcess* IntegrityTest::server_ = nullptr;
 
 const std::string kFirst =  // u32_keys [5,4,3], return_permutation
     "\x0a\x0c" + U32Bytes({5, 4, 3}) + std::string("\x50\x01", 2);

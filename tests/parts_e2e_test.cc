@@ -15,30 +15,24 @@
 #include "tests/http_get.h"
 #include "tests/raw_grpc.h"
 #include "tests/reference.h"
-#include "tests/server_process.h"
+#include "tests/server_fixture.h"
 
 namespace sortd {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::ServerProcess;
 using testing::U32Bytes;
 using testing::Unary;
 using testing::UnaryResult;
 
-class PartsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new ServerProcess({"--device=cpu", "--cpu_threads=2",
-                                 "--metrics_listen=127.0.0.1:0",
-                                 "--part_timeout=2s"});
-    ASSERT_TRUE(server_->Start()) << server_->Output();
-  }
-  static void TearDownTestSuite() {
-    EXPECT_EQ(server_->Terminate(), 0) << server_->Output();
-    delete server_;
+class PartsTest : public testing::SharedServerTest<PartsTest> {
+ public:
+  static std::vector<std::string> ServerArgs() {
+    return {"--device=cpu", "--cpu_threads=2", "--metrics_listen=127.0.0.1:0",
+            "--part_timeout=2s"};
   }
 
+ protected:
   // Sorted Sort calls answered OK, from the metrics.
   static std::string OkSorts() {
     const std::string m = HttpGet(server_->metrics_address(), "/metrics");
@@ -62,11 +56,7 @@ class PartsTest : public ::testing::Test {
     r.mutable_part()->set_count(count);
     return r.SerializeAsString();
   }
-
-  static ServerProcess* server_;
 };
-
-ServerProcess* PartsTest::server_ = nullptr;
 
 template <typename K>
 void ExpectSplitSortIsRight(Client& client, size_t n, bool descending,

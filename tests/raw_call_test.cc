@@ -10,24 +10,17 @@
 
 #include "client/client.h"
 #include "server/request.h"
+#include "tests/byte_buffer.h"
 #include "tests/reference.h"
 
 namespace sortd {
 namespace {
 
+using testing::Flatten;
+
 grpc::ByteBuffer Message(const std::string& bytes) {
   grpc::Slice slice(bytes);
   return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string Flatten(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(buffer.Dump(&slices).ok());
-  std::string out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
 }
 
 TEST(DecodeSortResponse, FillsTheCallersArrays) {

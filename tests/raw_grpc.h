@@ -15,6 +15,7 @@
 
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/byte_buffer.h"
 #include "tests/server_process.h"
 
 namespace sortd::testing {
@@ -25,16 +26,6 @@ inline std::string U32Bytes(std::initializer_list<uint32_t> keys) {
   std::string s;
   for (uint32_t k : keys) s.append(reinterpret_cast<const char*>(&k), 4);
   return s;
-}
-
-inline std::string Flatten(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  (void)buffer.Dump(&slices);
-  std::string out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
 }
 
 inline std::shared_ptr<grpc::Channel> Channel(const ServerProcess& server) {

@@ -109,8 +109,9 @@ TEST(SortctlCli, VersionNamesTheReleaseAndTheRevision) {
     const CommandResult r = RunCommand(binary + " --version");
     EXPECT_EQ(r.exit_code, 0) << binary << r.err;
     const std::string name = binary.substr(binary.rfind('/') + 1);
-    EXPECT_THAT(r.out, ::testing::MatchesRegex(
-                           name + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(git [^ )]+\\)\n"))
+    EXPECT_THAT(r.out,
+                ::testing::MatchesRegex(
+                    name + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(git [^ )]+\\)\n"))
         << binary;
   }
 }

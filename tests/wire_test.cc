@@ -10,8 +10,12 @@
 #include <random>
 #include <string>
 
+#include "tests/byte_buffer.h"
+
 namespace sortd::wire {
 namespace {
+
+using testing::Flatten;
 
 using ::testing::HasSubstr;
 
@@ -19,16 +23,6 @@ std::string Bytes(std::initializer_list<int> bytes) {
   std::string s;
   for (int b : bytes) s.push_back(static_cast<char>(b));
   return s;
-}
-
-std::string Flatten(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(buffer.Dump(&slices).ok());
-  std::string out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
 }
 
 TEST(ParseSortRequest, ReadsWhatProtobufWrites) {
