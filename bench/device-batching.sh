@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The scheduler on the GPU machine, in one device call (the device tool
-# carries .device, made by bench/gpu-compare.sh):
+# The scheduler on a machine with a GPU, in one run:
 #   1. the OpenCL kernel tests on the GPU (lanes included)
 #   2. sortd --device=gpu: the startup calibration, then 64 concurrent
 #      sortctl runs of mixed sizes, every answer verified
@@ -8,13 +7,18 @@
 #      in for a second GPU); concurrent load; runs per device from /metrics
 #   4. batching_benchmark: delays, unbatched and CPU-path baselines; then
 #      batch classes (1, 2, 12) and pipeline depth (1, 2)
-#   5. gpu-anchors.py at 2^16 keys (CUB's small-sort latency, for context)
-# QUICK=1 skips the delay sweep of step 4.
+#   5. the anchors at 2^16 keys (CUB's small-sort latency, for context;
+#      bench/compare-anchors.py)
+# Needs .device/ as CONTRIBUTING.md describes (sortd, sortctl,
+# batching_benchmark, opencl_engine_test). From the repository root:
+#   bash bench/device-batching.sh
+# Results in $OUT (default /tmp/sortd-out). QUICK=1 skips the delay sweep
+# of part 4.
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
 mkdir -p "$OUT"
-# (few files: the device tool brings back a handful)
+# Logs of the servers and the metrics are gathered into a few files.
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/summary.txt"
 
 echo "== kernel tests on the GPU"
@@ -83,6 +87,6 @@ for depth in 1 2; do
     --pipeline_depth=$depth
 done | tee "$OUT/batching-classes-depth.jsonl"
 echo "== anchors (2^16)"
-PYTHONUNBUFFERED=1 timeout 200 python3 .device/gpu-anchors.py --sizes 16 \
+PYTHONUNBUFFERED=1 timeout 200 python3 bench/compare-anchors.py --sizes 16 \
   --json "$OUT/anchors.jsonl" > /dev/null 2>/tmp/anchors.err; echo "anchors exit $?"
 cat "$OUT/anchors.jsonl"

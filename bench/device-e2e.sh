@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The service end to end on the GPU machine, in one device call (the device
-# tool carries .device, made by bench/gpu-compare.sh):
-#   run(command="bash bench/device-e2e.sh", carry=[".device"])
+# The service end to end on a machine with a GPU, in one run, client and
+# server on the same host over loopback. Needs .device/ as CONTRIBUTING.md
+# describes (sortd, sortctl); from the repository root:
+#   bash bench/device-e2e.sh
 # Every sort figure has its Echo twin measured in the same run (same
 # requests, same serialisation, no sort):
 #   1. one 16M-key u32 request at a time: sort vs echo
@@ -13,9 +14,11 @@
 #   5. SortStream: a 256 MiB array at response chunk sizes 256k..16m
 #   6. beyond device memory: 2^28 keys with a 1 GiB device budget (runs
 #      merged on the CPU) against the same array sorted in one run
-#   7. gpu-anchors.py copy bandwidth and CUB at 2^24 (context)
+#   7. the anchors (bench/compare-anchors.py;
+#      bench/compare-anchors.py): copy bandwidth and CUB (context)
 # Results: $OUT/e2e.jsonl (one JSON object per line, each tagged), and
-# $OUT/summary.txt.
+# $OUT/summary.txt; $OUT defaults to /tmp/sortd-out. SECONDS_SWEEP and
+# MIXED_SECONDS set the length of parts 3 and 4.
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
@@ -105,7 +108,7 @@ for budget in 0 1073741824; do
 done
 
 echo "== 7. anchors"
-PYTHONUNBUFFERED=1 timeout 300 python3 .device/gpu-anchors.py --sizes 16777216 \
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/compare-anchors.py --sizes 24 \
   --json "$OUT/anchors.jsonl" > /dev/null 2>/tmp/anchors.err \
   || tail -5 /tmp/anchors.err
 cp /tmp/sortd.log "$OUT/sortd.log"

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Radix shapes on the GPU machine, in one device call (the device tool
-# carries .device, made by bench/gpu-compare.sh): the radix kernel tests,
-# gpu_sort_benchmark with 4-bit passes (the default), 8-bit passes ranked in
-# one step, and 8-bit passes ranked in two 4-bit steps, then the anchors.
+# Radix digit widths on a machine with a GPU, in one run: the radix kernel
+# tests on the GPU, then gpu_sort_benchmark with 4-bit passes, 8-bit passes
+# ranked in one step, and 8-bit passes ranked in two 4-bit steps
+# (--radix_bits, --local_bits; the device's other policy fields as they
+# are), then the anchors (bench/compare-anchors.py;
+# bench/compare-anchors.py). Needs .device/ as CONTRIBUTING.md describes.
+#   bash bench/device-radix.sh            # SIZES=16,20,24,26 by default
+# Results in $OUT (default /tmp/sortd-out).
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
@@ -18,6 +22,6 @@ for shape in "4 0" "8 0" "8 4"; do
   gpu_sort_benchmark --device=gpu --sizes=$SIZES --reps=7 --radix_bits=$1 \
     --local_bits=$2 --transpose_log2=20 | tee "$OUT/sortd-r$1-l$2.jsonl"
 done
-PYTHONUNBUFFERED=1 python3 .device/gpu-anchors.py --sizes "$(echo $SIZES)" \
+PYTHONUNBUFFERED=1 python3 bench/compare-anchors.py --sizes "$(echo $SIZES)" \
   --json "$OUT/anchors.jsonl" > /dev/null 2>/tmp/anchors.err; echo "anchors exit $?"
 cat "$OUT/anchors.jsonl"

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# One call on the GPU machine does all of this (the device tool carries
-# .device, made by bench/gpu-compare.sh):
-#   1. the OpenCL kernel test suite on the GPU (SORTD_TEST_DEVICE=gpu)
-#   2. sortd --device=gpu, driven by sortctl --verify for every request kind
-#   3. gpu_sort_benchmark and gpu-anchors.py (CUB, PyTorch, copy bandwidth)
-# Logs and JSON lines go to $OUT. PARTS (default tests,verify,bench) picks
-# the steps, so that a long run can be split over two calls of the tool's
-# ten-minute limit.
+# The OpenCL engine on a machine with a GPU, in one run:
+#   1. tests: the OpenCL kernel test suite on the GPU (SORTD_TEST_DEVICE=gpu),
+#      and the sub-group kernels on the machine's PoCL CPU device if it has one
+#   2. verify: sortd --device=gpu driven by sortctl --verify for every key
+#      type, both orders, payloads, permutations, edge sizes and transposes
+#   3. bench: gpu_sort_benchmark (kernel time and host-to-host time per key
+#      type and size) and the anchors it is compared with: CUB in place and
+#      with a copy, PyTorch, device copy and pinned transfer bandwidth
+#      (bench/compare-anchors.py; needs
+#      CUDA, CuPy and PyTorch)
+# Needs .device/ as CONTRIBUTING.md describes (setup.sh putting sortd,
+# sortctl, gpu_sort_benchmark and opencl_engine_test on PATH). From the
+# repository root:
+#   bash bench/device-run.sh
+#   PARTS=bench SIZES=16,24,26,28 bash bench/device-run.sh
+# Logs and JSON lines go to $OUT (default /tmp/sortd-out). PARTS (default
+# tests,verify,bench) picks the parts to run; SIZES (log2 key counts,
+# default 16,20,24,26) the benchmark's sizes.
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
@@ -51,15 +61,15 @@ done
 } 2>&1 | tee "$OUT/sortctl-verify.log"
 echo "sortctl failures: $(grep -c -E 'FAILED|error' "$OUT/sortctl-verify.log")"
 kill -TERM $SORTD; wait $SORTD; echo "sortd exit $?"
-cat /tmp/sortd.log  # in the call's output, not a file of its own (the
-                   # device tool returns at most 8 files)
+cat /tmp/sortd.log  # printed with the run's output rather than kept in
+                   # $OUT
 fi
 
 part bench || exit 0
 echo "== benchmark"
 gpu_sort_benchmark --device=gpu --sizes=$SIZES --reps=7 | tee "$OUT/sortd-bench.jsonl"
 echo "== anchors"
-PYTHONUNBUFFERED=1 python3 .device/gpu-anchors.py --sizes "$(echo $SIZES)" \
+PYTHONUNBUFFERED=1 python3 bench/compare-anchors.py --sizes "$(echo $SIZES)" \
   --json "$OUT/anchors.jsonl" > /dev/null 2>"$OUT/anchors.err"; echo "anchors exit $?"
 tail -3 "$OUT/anchors.err"
 cat "$OUT/anchors.jsonl"

@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
 # The service against its floor on a GPU host, every figure with its anchors
-# from the same run. On this repository's build machine:
-#   ../shared/tools/device-bundle .device build/sortd build/sortctl \
-#     build/bench/gpu_sort_benchmark /usr/bin/iperf3
-#   (optional) an earlier build to compare with, in .device/base/:
-#     mkdir -p .device/base && cp OLD/sortd OLD/sortctl .device/base/
-# then on the GPU host (the device tool carries .device):
+# from the same run. Needs, in .device/ (a folder with bin/ and a setup.sh
+# that puts bin/ on PATH), this repository's sortd, sortctl and
+# gpu_sort_benchmark and Debian's iperf3; optionally an earlier build to
+# compare with in .device/base/ (sortd, sortctl). Then, on the GPU host:
 #   bash bench/device-service.sh
 # Figures:
 #   1. raw TCP on loopback (iperf3): one stream, four streams
@@ -21,6 +19,12 @@
 #      against the engine's host-to-host time (new build only)
 #   8. a size sweep, 1K to 16M keys, 16 streams, Sort and Echo (new build
 #      only; bench/plot-e2e.py draws it with the TCP floor)
+#   9. 3-5 again with compact keys in the answers (--compact; new build)
+#  10. one 16M-key Sort as one call (--split_bytes=0) beside the default,
+#      which sends it in four parts over four connections; and four
+#      concurrent 4M-key calls, what moving its bytes in parts costs
+#  11. server memory: peak resident bytes under 16 x 16M sorts less the
+#      idle server's, per in-flight request, against its bytes both ways
 # 3-6 run for each build present (.device/base first). Results:
 # $OUT/service.jsonl (one JSON object per line, tagged) and
 # $OUT/summary.txt (the ratios).
@@ -90,11 +94,35 @@ for b in "${builds[@]}"; do
         done
       fi
     fi
+    idle_kb=$(awk '/VmRSS/ {print $2}' /proc/$S/status)
     run many16m --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s
+    peak_kb=$(awk '/VmHWM/ {print $2}' /proc/$S/status)
+    echo "{\"idle_rss_kb\":$idle_kb,\"peak_rss_kb\":$peak_kb,\"in_flight\":16,\"request_bytes\":$((2 * 64 << 20))}" \
+      | tag "$b-$dev-memory"
     # The same load with every 4th answer of each worker checked against a
     # reference (the check costs the client seconds of CPU: not timed).
     run many16m-verified --op=sort --sizes=16m --concurrency=16 \
       --requests=64 --duration=0 --warmup=0s --verify --verify_every=4
+    if [ $b != base ]; then
+      run many16m-compact --op=sort --sizes=16m --concurrency=16 \
+        --duration=${SECS}s --compact
+      run many16m-compact-verified --op=sort --sizes=16m --concurrency=16 \
+        --requests=64 --duration=0 --warmup=0s --verify --verify_every=4 \
+        --compact
+      if [ $dev = gpu ]; then
+        run single-sort-compact --op=sort --sizes=16m --concurrency=1 \
+          --requests=15 --duration=0 --warmup=2s --compact
+        run single-sort-onecall --op=sort --sizes=16m --concurrency=1 \
+          --requests=15 --duration=0 --warmup=2s --split_bytes=0
+        run single-sort-onecall-compact --op=sort --sizes=16m \
+          --concurrency=1 --requests=15 --duration=0 --warmup=2s \
+          --split_bytes=0 --compact
+        run split4-echo --op=echo --sizes=4m --concurrency=4 --connections=4 \
+          --requests=60 --duration=0 --warmup=2s
+        run split4-sort --op=sort --sizes=4m --concurrency=4 --connections=4 \
+          --requests=60 --duration=0 --warmup=2s
+      fi
+    fi
     kill -TERM $S
     wait $S
   done
@@ -137,6 +165,46 @@ for b in dict.fromkeys(r["tag"].split("-gpu-")[0] for r in rows if "-gpu-" in r[
             print(f"[{b}] {dev}: {v.get('verified', 0)} answers of 16M keys "
                   f"verified, {v.get('mismatches', 0)} wrong, "
                   f"{v['errors']} errors")
+    sc = g("gpu-single-sort-compact")
+    if sc is not None:
+        print(f"[{b}] one 16M Sort, compact keys: p50 "
+              f"{sc['latency_ms']['p50']:.1f} ms = "
+              f"{sc['latency_ms']['p50']/floor:.2f}x floor (raw: "
+              f"{s['latency_ms']['p50']:.1f} ms)")
+    mc, cc = g("gpu-many16m-compact"), g("cpu-many16m-compact")
+    if mc is not None and cc is not None:
+        print(f"[{b}] compact keys, 16 x 16M: gpu {mc['requests_per_s']:.2f} "
+              f"req/s ({mc['bytes_per_s']/1e9:.2f} GB/s on the wire), cpu "
+              f"{cc['requests_per_s']:.2f} req/s; gpu/cpu keys/s "
+              f"{mc['keys_per_s']/cc['keys_per_s']:.2f}")
+    for dev in ("gpu", "cpu"):
+        v = g(f"{dev}-many16m-compact-verified")
+        if v is not None:
+            print(f"[{b}] {dev}, compact: {v.get('verified', 0)} answers "
+                  f"verified, {v.get('mismatches', 0)} wrong, "
+                  f"{v['errors']} errors")
+    for t in ("single-sort-onecall", "single-sort-onecall-compact"):
+        o = g(f"gpu-{t}")
+        if o is not None:
+            print(f"[{b}] one 16M Sort as one call{' (compact)' if 'compact' in t else ''}: p50 "
+                  f"{o['latency_ms']['p50']:.1f} ms = "
+                  f"{o['latency_ms']['p50']/floor:.2f}x floor")
+    for op in ("echo", "sort"):
+        p = g(f"gpu-split4-{op}")
+        one = g(f"gpu-single-{op}")
+        if p is not None:
+            print(f"[{b}] 16M keys as four concurrent 4M {op}s on four "
+                  f"connections: p50 {p['latency_ms']['p50']:.1f} ms per "
+                  f"part against {one['latency_ms']['p50']:.1f} ms for one "
+                  f"16M call")
+    for dev in ("gpu", "cpu"):
+        mem = g(f"{dev}-memory")
+        if mem is not None:
+            per = (mem["peak_rss_kb"] - mem["idle_rss_kb"]) * 1024 / mem["in_flight"]
+            print(f"[{b}] {dev}: peak RSS {mem['peak_rss_kb']/2**20:.2f} GiB "
+                  f"(idle {mem['idle_rss_kb']/2**20:.2f}); per in-flight "
+                  f"16M request {per/2**20:.0f} MiB = "
+                  f"{per/mem['request_bytes']:.2f}x its bytes both ways")
     k = g("gpu-small64")
     print(f"[{b}] 1K sorts, 64 streams: {k['requests_per_s']:.0f} req/s, "
           f"p99 {k['latency_ms']['p99']:.2f} ms")

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The end-to-end table of bench/device-e2e.sh on this machine's CPU path
-# (sortd --device=cpu), client and server on loopback:
-#   bash bench/run-e2e-cpu.sh bench/results/<name>
-# Writes e2e.jsonl (tagged JSON lines) and summary.txt there.
+# Parts 1, 2 and 4 of bench/device-e2e.sh on this machine's CPU path
+# (sortd --device=cpu from build/), client and server on loopback, every
+# sort figure beside its Echo twin:
+#   bash bench/run-e2e-cpu.sh /tmp/sortd-e2e-cpu
+# Writes e2e.jsonl (tagged JSON lines) and summary.txt into that folder.
+# MIXED_SECONDS (default 60) sets the length of the mixed-size run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: run-e2e-cpu.sh OUTDIR}

@@ -5,8 +5,8 @@
 // from the arenas too. After a burst of large requests a process can hold
 // hundreds of MB it no longer uses, which on a node with memory limits is
 // memory nobody else can have (measured on the 2-core VM: 753 MB resident
-// after mixed load, 407 MB after one malloc_trim; bench/results/
-// vm-2cpu-20261122-soak/). The trimmer watches how
+// after mixed load, 407 MB after one malloc_trim; decision record
+// docs/decisions/009-idle-heap-trim.md). The trimmer watches how
 // many requests have arrived; once that has not changed for a whole
 // interval and nothing is in flight, it trims the heap once, and again only
 // after the next burst.
