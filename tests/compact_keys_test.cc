@@ -50,7 +50,7 @@ Coded Encode(KeyType type, bool descending, std::vector<uint32_t> keys,
                reinterpret_cast<const uint8_t*>(c.widths.data()), first, last));
     c.deltas.append(out, 0, n);
   }
-  std::memcpy(c.bases.data(), bases.data(), blocks * 4);
+  if (blocks > 0) std::memcpy(c.bases.data(), bases.data(), blocks * 4);
   return c;
 }
 
@@ -74,7 +74,7 @@ std::vector<uint32_t> Decode(const Coded& c, KeyType type, bool descending,
 template <typename K>
 std::vector<uint32_t> Bits(const std::vector<K>& keys) {
   std::vector<uint32_t> bits(keys.size());
-  std::memcpy(bits.data(), keys.data(), keys.size() * 4);
+  if (!keys.empty()) std::memcpy(bits.data(), keys.data(), keys.size() * 4);
   return bits;
 }
 

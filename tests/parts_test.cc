@@ -55,8 +55,8 @@ struct Recorder {
 };
 
 TEST(PartAssembler, PartsComeTogetherInIndexOrderWhateverTheirArrival) {
+  Recorder r;  // outlives the assembler, which may fail parts as it goes
   PartAssembler parts({});
-  Recorder r;
   for (uint32_t i : {2u, 0u}) {
     auto waiting = parts.Add(Spec("g", i, 3), r.Make(i, 10 + i));
     ASSERT_TRUE(waiting.ok()) << waiting.status();
@@ -79,8 +79,8 @@ TEST(PartAssembler, PartsComeTogetherInIndexOrderWhateverTheirArrival) {
 }
 
 TEST(PartAssembler, ABadSpecIsRefusedAlone) {
+  Recorder r;  // outlives the assembler, which may fail parts as it goes
   PartAssembler parts({});
-  Recorder r;
   EXPECT_THAT(parts.Add(Spec("", 0, 2), r.Make(0)).status().message(),
               HasSubstr("part.group"));
   EXPECT_THAT(
@@ -110,8 +110,8 @@ TEST(PartAssembler, AContradictingPartFailsTheWholeGroup) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
+    Recorder r;  // outlives the assembler, which may fail parts as it goes
     PartAssembler parts({});
-    Recorder r;
     ASSERT_TRUE(parts.Add(Spec("g", 0, 3), r.Make(0)).ok());
     ASSERT_TRUE(parts.Add(Spec("g", 2, 3), r.Make(2)).ok());
     const auto refused = parts.Add(c.spec, r.Make(c.spec.index(), 10, c.type));
@@ -128,8 +128,8 @@ TEST(PartAssembler, AContradictingPartFailsTheWholeGroup) {
 }
 
 TEST(PartAssembler, WaitingBytesAreBounded) {
+  Recorder r;  // outlives the assembler, which may fail parts as it goes
   PartAssembler parts({.max_waiting_bytes = 100});
-  Recorder r;
   ASSERT_TRUE(parts.Add(Spec("a", 0, 2), r.Make(0, 20)).ok());    // 80 bytes
   const auto refused = parts.Add(Spec("b", 0, 2), r.Make(0, 6));  // 24 more
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
@@ -143,8 +143,8 @@ TEST(PartAssembler, WaitingBytesAreBounded) {
 }
 
 TEST(PartAssembler, AGroupNotWholeInTimeFailsWithWhatCame) {
+  Recorder r;  // outlives the assembler, which may fail parts as it goes
   PartAssembler parts({.timeout = absl::Milliseconds(50)});
-  Recorder r;
   ASSERT_TRUE(parts.Add(Spec("g", 2, 4), r.Make(2)).ok());
   ASSERT_TRUE(parts.Add(Spec("g", 0, 4), r.Make(0)).ok());
   ASSERT_TRUE(r.WaitFor(2));

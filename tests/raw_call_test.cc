@@ -87,7 +87,7 @@ void CompactRoundTrip(KeyType type) {
       job.order = descending ? Order::kDescending : Order::kAscending;
       job.count = n;
       SortOutputs out = AllocateSortOutputs(job, false);
-      std::memcpy(job.keys_out, keys.data(), n * sizeof(K));  // "sorted"
+      if (n > 0) std::memcpy(job.keys_out, keys.data(), n * sizeof(K));
       const wire::SortArrays arrays = out.CompactSlices(job, 0, n, nullptr);
       ASSERT_TRUE(arrays.compact.has_value());
       const std::string bytes =
@@ -101,8 +101,11 @@ void CompactRoundTrip(KeyType type) {
       const absl::Status s =
           client_wire::DecodeSortResponse(Message(bytes), sink);
       ASSERT_TRUE(s.ok()) << s;
-      EXPECT_EQ(std::memcmp(result.keys.data(), keys.data(), n * sizeof(K)), 0);
-      EXPECT_EQ(result.keys.size(), n);
+      ASSERT_EQ(result.keys.size(), n);
+      if (n > 0) {
+        EXPECT_EQ(std::memcmp(result.keys.data(), keys.data(), n * sizeof(K)),
+                  0);
+      }
     }
   }
 }
