@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Same-call A/B of radix policy variants on the GPU machine (carry .device
-# from bench/gpu-compare.sh). One device call's timings move a few percent
-# from call to call, so variants are only compared within one call, and
+# Same-call A/B of radix policy variants on a GPU host (needs .device/ as
+# CONTRIBUTING.md describes). Timings move a few percent from run to run,
+# so variants are only compared within one run, and
 # run in alternating rounds (A B C A B C ...).
 #   AB="label|ENV=value,...|--benchmark_flag ...;label2|...|..."
 #     ENV: extra environment for that variant, comma-separated (e.g.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Radix policy sweep on the GPU machine, one device call (carry .device from
-# bench/gpu-compare.sh): digit width, ranking width, work-group size and keys
+# Radix policy sweep on a GPU host, in one run (needs .device/ as
+# CONTRIBUTING.md describes): digit width, ranking width, work-group size and keys
 # per work-item, main cases only, then the anchors at the same sizes.
 set -uo pipefail
 source .device/setup.sh
@@ -34,6 +34,6 @@ if [ "${FULL:-0}" = 1 ]; then
     | tee "$OUT/sortd-bench.jsonl" | grep -E '"n":(65536|67108864),' | cut -c1-200
   SIZES=${FULL_SIZES:-16,24,26,28}
 fi
-PYTHONUNBUFFERED=1 python3 .device/gpu-anchors.py --sizes "$(echo $SIZES)" \
+PYTHONUNBUFFERED=1 python3 bench/compare-anchors.py --sizes "$(echo $SIZES)" \
   --json "$OUT/anchors.jsonl" > /dev/null 2>/tmp/anchors.err; echo "anchors exit $?"
 grep -E '"n": 67108864' "$OUT/anchors.jsonl"

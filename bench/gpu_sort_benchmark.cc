@@ -1,5 +1,5 @@
 // GPU benchmark of the OpenCL engine. Prints one JSON line per figure in the
-// schema of ../shared/tools/gpu-anchors.py (impl, op, dtype, n, segments,
+// schema of bench/compare-anchors.py (impl, op, dtype, n, segments,
 // ms, gkeys_per_s), so the two can be compared line by line:
 //   ms / gkeys_per_s  device time of the kernels (profiling events), the
 //                     figure comparable with CUB's

@@ -208,8 +208,9 @@ class OpenClEngine final : public Sorter {
     // of the same shape gets each of its arrays in the same buffer again
     // (see BufferPool: a pool stack). Forward release order swapped the
     // roles of same-sized buffers from one run to the next, and with them
-    // the kernel time by up to 6% (docs/PERFORMANCE.md, issue 7, eighth
-    // step). SORTD_POOL_RELEASE_FORWARD=1 restores it, for A/B runs.
+    // the kernel time by up to 6%
+    // (docs/decisions/006-buffer-pool-and-placement.md).
+    // SORTD_POOL_RELEASE_FORWARD=1 restores it, for A/B runs.
     ~Run();
     Lane* lane = nullptr;
     size_t bytes = 0;  // device memory acquired, by pool size class

@@ -55,18 +55,13 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
         .block_32 = 2048, .block_64 = 2048, .work_group = 64, .max_keys = 2048};
     p.transpose = {.matrices_per_group = 16};
   } else if (NvidiaPtxRuns(device)) {
-    // 8-bit passes ranked in two 4-bit steps: 7-17% faster than 4-bit
-    // passes on every main case at 2^24 and 2^26 keys, and the fastest of
-    // nine shapes swept (bench/results/h100-20261122-radix-sweep). With the
-    // scatter's bank padding, 8 keys per work-item beat 16 for 32-bit keys:
-    // 1.17x (u32) to 1.45x (u64) over the unpadded shape at 2^26
-    // (bench/results/h100-20261122-radix-pad).
-    // One-launch passes (onesweep) measured level with these at best
-    // (bench/results/h100-20261122-onesweep-v3): off, until warp-level
-    // ranking (PTX ballots) ranked a whole 8-bit digit in one step and
-    // the one-launch pass looked back before ranking (early counts):
-    // 2.2x faster for u32 keys, 1.9x for f32 argsort at 2^26, with longer
-    // tiles for keys-only sorts (bench/results/h100-20261122-warp-rank-v*).
+    // The H100's tuning, measured in same-call A/Bs of kernel time
+    // (docs/decisions/004-radix-kernel.md): 8-bit passes, 7-17% faster than
+    // 4-bit ones at 2^24-2^26 and the fastest of nine shapes swept; the
+    // scatter's bank padding (1.17x u32, 1.45x u64 at 2^26); one-launch
+    // passes with warp-level ranking of a whole digit and early counts
+    // (2.2x u32 keys, 1.9x f32 argsort at 2^26 over the three-launch pass),
+    // with longer tiles for keys-only sorts.
     p.radix = {.radix_bits = 8,
                .local_bits = 4,
                .work_group = 256,
@@ -78,24 +73,21 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
                .onesweep = 2,
                .lookback = 4,
                // Digit peers through per-warp local masks: 3% (u32) and
-               // 5% (u64) faster than 3's ballots at 2^26 in two same-call
-               // A/Bs (bench/results/h100-20261122-s6-ab2, -ab3).
+               // 5% (u64) faster than ballots at 2^26.
                .warp_rank = 4,
                // 64-bit keys: ballots, with keys placed as they are ranked:
                // 80 -> 64 registers for keys-only tiles (four work-groups
                // per SM instead of three); u64 2^24 1.396 -> 1.314 ms, 2^28
-               // 19.74 -> 18.06, 2^26 level to -5% (bench/results/
-               // h100-20261123-s8-ab10, -ab11). Masks need local memory
-               // that direct placement uses for the keys.
+               // 19.74 -> 18.06, 2^26 level to -5%. Masks need local
+               // memory that direct placement uses for the keys.
                .warp_rank_64 = 2,
                .direct_place = 2,
-               // Up to 2^18 keys: tiles of 1024 (bench/results/
-               // h100-20261122-small-tiles: 0.095 -> 0.086 ms at 2^16).
+               // Up to 2^18 keys: tiles of 1024 (0.095 -> 0.086 ms at
+               // 2^16).
                .small_items = 4,
                .small_max = size_t{1} << 18,
                .segment_radix_above = 1024,
-               // Same-call A/B (bench/results/h100-20261122-final-v2/
-               // ab.jsonl): alternating areas 0.076 vs 0.093 ms for u32 at
+               // Alternating status areas: 0.076 vs 0.093 ms for u32 at
                // 2^16; a fill per pass 5% faster for u64 at 2^24-2^26.
                // (Marked statuses, below, now take precedence at every size
                // they cover, so this applies to no size here.)
@@ -103,8 +95,7 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
                // Marked statuses (no fill between passes) with each tile's
                // status lines prefetched to L2, and the digit count's loads
                // two vectors at a time; same-call A/B, kernel ms, against
-               // the policy before (bench/results/h100-20261123-s10-ab2;
-               // -ab1 for count_unroll 2): u32 2^24/2^26/2^28 0.522/1.685/
+               // the policy before: u32 2^24/2^26/2^28 0.522/1.685/
                // 6.821 -> 0.501/1.593/6.539, u64 1.366/5.034/18.54 ->
                // 1.283/4.962/17.45, 2^16 u32 0.070 -> 0.069. Marks alone
                // are level at u64 2^26 (the passes lose what the fills
@@ -114,18 +105,11 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
     // Two vectors per load round: the count kernel is bound by its local
     // atomics (about 2.2 TB/s of keys at every size); 2 against 1: u64
     // 2^24 0.0706 -> 0.068 ms, 2^26 0.245 -> 0.2405, u32 2^28 0.483 ->
-    // 0.470 (-ab1); 4 was slower at u64 2^24 (0.075) though faster at 2^28.
+    // 0.470; 4 was slower at u64 2^24 (0.075) though faster at 2^28.
     p.radix.count_unroll = 2;
-    // Measured on the H100 (bench/results/h100-20261122-run3, kernel ms,
-    // bitonic vs radix): u32 2^16 0.150 vs 0.262, 2^18 0.234 vs 0.245,
-    // 2^20 0.359 vs 0.308; u64 2^18 0.264 vs 0.450, 2^20 0.472 vs 0.751.
-    // Re-measured with the padded 8-bit radix (bench/results/
-    // h100-20261122-radix-pad-full, kernel ms, bitonic vs radix): u32 2^16
-    // 0.150 vs 0.164, 2^17 0.174 vs 0.160, 2^18 0.215 vs 0.177; u64 2^18
-    // 0.249 vs 0.322, 2^20 0.472 vs 0.434.
-    // With the warp-ranked one-launch radix, radix beats bitonic at 2^16
-    // already (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; bench/results/
-    // h100-20261122-small-tiles and -onesweep-v3).
+    // Bitonic only below 2^12 keys: the warp-ranked one-launch radix beats
+    // it from 2^16 on (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; decision
+    // record docs/decisions/005-bitonic-for-small-arrays.md).
     p.bitonic.max_keys = size_t{1} << 12;
     p.bitonic.max_keys_64 = size_t{1} << 12;
     p.transpose = {.matrices_per_group = 64};

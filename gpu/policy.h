@@ -59,8 +59,7 @@ struct RadixSortPolicy {
   // Registers per work-item the radix kernels may use (NVIDIA's
   // -cl-nv-maxrregcount; 0: the compiler's choice). Fewer registers let
   // more work-groups stay resident, which the one-launch pass's look-back
-  // needs; NVIDIA only. Measured on the H100's driver (2026-11-23,
-  // bench/results/h100-20261123-s8-ab3, -ab4): the option is accepted but
+  // needs; NVIDIA only. On the H100's driver the option is accepted but
   // changes no kernel's register count, so no policy sets it.
   int max_registers = 0;
   // The digit-counting (and encoding) kernel runs at most this many

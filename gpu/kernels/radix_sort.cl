@@ -125,7 +125,7 @@ typedef uint key_t;
 #define DIRECT (DIRECT_PLACE && ONESWEEP_EARLY && EARLY_SCAN && \
                 WARP_RANK >= 1 && WARP_RANK <= 3)
 // Timing ablations, never in a policy (their output is not sorted, or not
-// stably), measured in bench/results/h100-20261122-s7-ablate and -s7-ab6:
+// stably); what each removes shows where the kernel's time goes:
 //   1  a warp's keys are ranked as if no two shared a digit (no ballots;
 //      WARP_RANK 1-3 only: no effect under 4's masks)
 //   3  the one-launch pass does not look back (no waiting on earlier tiles)
@@ -1061,7 +1061,7 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
 #if STATUS_PREFETCH
   // This tile's status lines on their way to L2 while its keys load. (A
   // volatile load or an atomic_or of 0 per line instead measured level or
-  // slower: bench/results/h100-20261123-s10-ab2.)
+  // slower.)
   if (lid < RADIX / 32) {
     __global uint* line = status + tile * RADIX + lid * 32;
     asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
