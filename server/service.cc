@@ -53,6 +53,34 @@ absl::Status Starting() {
       "sortd is starting: its engine is not ready yet; retry shortly");
 }
 
+namespace {
+
+class CountedUnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit CountedUnaryReactor(OpenCalls* calls) : calls_(calls) {
+    calls_->Opened();
+  }
+  void OnDone() override {
+    calls_->Closed();
+    delete this;
+  }
+
+ private:
+  OpenCalls* calls_;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* SortServiceImpl::NewUnaryReactor() {
+  return new CountedUnaryReactor(&open_calls_);
+}
+
+absl::Status SortServiceImpl::Draining() {
+  return absl::UnavailableError(
+      "sortd is shutting down and takes no new requests; retry on another "
+      "replica");
+}
+
 std::string SortServiceImpl::NewInstanceId() {
   std::random_device rd;
   const uint64_t id = (uint64_t{rd()} << 32) ^ rd();
@@ -137,7 +165,7 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
   auto call = std::make_shared<UnaryCall>();
   call->method = method;
   call->context = context;
-  call->reactor = context->DefaultReactor();
+  call->reactor = NewUnaryReactor();
   call->response = response;
   call->received = absl::Now();
   call->id = NextRequestId();
@@ -146,6 +174,10 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
   if (options_.log_requests) {
     LogLine("start %s request=%llu from %s\n", method,
             static_cast<unsigned long long>(call->id), context->peer().c_str());
+  }
+  if (draining_.load()) {
+    *read = Draining();
+    return call;
   }
   absl::StatusOr<wire::Received> bytes =
       wire::Received::From(*request, options_.buffers);
@@ -304,7 +336,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   if (!options_.echo) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    grpc::ServerUnaryReactor* reactor = NewUnaryReactor();
     reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                  "Echo is disabled on this server (--echo)"));
     return reactor;

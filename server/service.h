@@ -21,6 +21,8 @@
 #include <set>
 #include <string_view>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "server/metrics.h"
 #include "server/parts.h"
@@ -32,6 +34,32 @@
 namespace sortd {
 
 class SharedMemoryReactor;
+
+// Counts the calls that gRPC has not finished with: from a reactor's
+// creation to its OnDone, which comes after the answer was handed to the
+// transport.
+class OpenCalls {
+ public:
+  void Opened() {
+    absl::MutexLock lock(&mu_);
+    ++open_;
+  }
+  void Closed() {
+    absl::MutexLock lock(&mu_);
+    --open_;
+  }
+  // Whether none is open by `deadline`.
+  bool WaitForNone(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithDeadline(absl::Condition(this, &OpenCalls::None),
+                                 deadline);
+  }
+
+ private:
+  bool None() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_ == 0; }
+  absl::Mutex mu_;
+  int64_t open_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 // The generated service with every method taking raw byte buffers.
 using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
@@ -75,10 +103,18 @@ class SortServiceImpl final : public RawSortService {
   // Requests run through `scheduler` from now on (not owned).
   void SetScheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
 
-  // Ends every SharedMemory stream, unregistering their regions, and every
+  // Begins the drain: every new call is answered UNAVAILABLE; every
+  // SharedMemory stream ends, unregistering its regions, and so does every
   // part of an array still waiting for the others (UNAVAILABLE): a drain
-  // does not wait for clients that keep them open.
-  void EndWaitingCalls();
+  // does not wait for clients that keep them open. Calls already running
+  // go on.
+  void StartDrain();
+
+  // Waits until gRPC has finished with every call (their answers handed
+  // to the transport), or `deadline`; returns whether it has.
+  bool WaitForCalls(absl::Time deadline) {
+    return open_calls_.WaitForNone(deadline);
+  }
 
   grpc::ServerUnaryReactor* Sort(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
@@ -144,6 +180,11 @@ class SortServiceImpl final : public RawSortService {
   void ForgetSharedMemory(SharedMemoryReactor* reactor);
   std::mutex shm_mu_;
   std::set<SharedMemoryReactor*> shm_streams_;
+  // A unary call's reactor, counted in open_calls_.
+  grpc::ServerUnaryReactor* NewUnaryReactor();
+  static absl::Status Draining();
+  OpenCalls open_calls_;
+  std::atomic<bool> draining_{false};
 
   static std::string NewInstanceId();
 

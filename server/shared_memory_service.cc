@@ -24,6 +24,7 @@ class SharedMemoryReactor final
  public:
   SharedMemoryReactor(SortServiceImpl* service, RegionRegistry* regions)
       : service_(service), regions_(regions) {
+    service_->open_calls_.Opened();
     StartRead(&request_);
   }
 
@@ -64,6 +65,7 @@ class SharedMemoryReactor final
     // Finish has run (End called it): only what is left to release.
     End(grpc::Status::OK);
     service_->ForgetSharedMemory(this);
+    service_->open_calls_.Closed();
     delete this;
   }
 
@@ -96,7 +98,8 @@ void SortServiceImpl::ForgetSharedMemory(SharedMemoryReactor* reactor) {
   shm_streams_.erase(reactor);
 }
 
-void SortServiceImpl::EndWaitingCalls() {
+void SortServiceImpl::StartDrain() {
+  draining_.store(true);
   parts_.Close(absl::UnavailableError(
       "sortd is shutting down: it takes no more parts of arrays; send the "
       "array again (to another replica)"));
@@ -110,25 +113,38 @@ void SortServiceImpl::EndWaitingCalls() {
 
 grpc::ServerBidiReactor<v1::SharedMemoryRequest, v1::SharedMemoryResponse>*
 SortServiceImpl::SharedMemory(grpc::CallbackServerContext* context) {
+  // A reactor that refuses at once.
+  class Refused final
+      : public grpc::ServerBidiReactor<v1::SharedMemoryRequest,
+                                       v1::SharedMemoryResponse> {
+   public:
+    Refused(OpenCalls* calls, const grpc::Status& status) : calls_(calls) {
+      calls_->Opened();
+      Finish(status);
+    }
+    void OnDone() override {
+      calls_->Closed();
+      delete this;
+    }
+
+   private:
+    OpenCalls* calls_;
+  };
+  (void)context;
   if (options_.regions == nullptr || !options_.regions->enabled()) {
-    // A reactor that refuses at once.
-    class Refused final
-        : public grpc::ServerBidiReactor<v1::SharedMemoryRequest,
-                                         v1::SharedMemoryResponse> {
-     public:
-      Refused() {
-        Finish(grpc::Status(
-            grpc::StatusCode::FAILED_PRECONDITION,
-            "shared memory is off on this server (start sortd with "
-            "--shm_dir)"));
-      }
-      void OnDone() override { delete this; }
-    };
-    (void)context;
-    return new Refused;
+    return new Refused(
+        &open_calls_,
+        grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                     "shared memory is off on this server (start sortd with "
+                     "--shm_dir)"));
+  }
+  // Under shm_mu_, so that StartDrain either sees this stream or it sees
+  // the drain.
+  std::lock_guard<std::mutex> lock(shm_mu_);
+  if (draining_.load()) {
+    return new Refused(&open_calls_, ToGrpcStatus(Draining()));
   }
   auto* reactor = new SharedMemoryReactor(this, options_.regions);
-  std::lock_guard<std::mutex> lock(shm_mu_);
   shm_streams_.insert(reactor);
   return reactor;
 }

@@ -30,9 +30,14 @@ class SortStreamReactor final
         limits_(service->options_.limits),
         received_(absl::Now()),
         id_(service->NextRequestId()) {
+    service_->open_calls_.Opened();
     if (service_->options_.log_requests) {
       LogLine("start SortStream request=%llu from %s\n",
               static_cast<unsigned long long>(id_), context->peer().c_str());
+    }
+    if (service_->draining_.load()) {
+      End(SortServiceImpl::Draining());
+      return;
     }
     StartRead(&chunk_);
   }
@@ -67,7 +72,10 @@ class SortStreamReactor final
     }
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_->open_calls_.Closed();
+    delete this;
+  }
 
  private:
   absl::Status Append() {

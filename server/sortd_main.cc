@@ -16,7 +16,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -29,7 +28,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/version.h"
 #include "gpu/opencl_engine.h"
@@ -37,6 +35,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/calibrate.h"
+#include "server/connections.h"
 #include "server/cpu_sorter.h"
 #include "server/host_buffers.h"
 #include "server/log.h"
@@ -422,6 +421,9 @@ absl::Status CheckFlags() {
 }
 
 // host:port with the port replaced by the one gRPC bound.
+// The stopped gRPC server, never destroyed (Serve says why).
+grpc::Server* g_stopped_server = nullptr;
+
 std::string BoundAddress(const std::string& listen, int port) {
   return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
 }
@@ -637,28 +639,32 @@ int Serve() {
 
   LogLine("%s: draining\n", strsignal(signal_number));
   health->Shutdown();  // NOT_SERVING for all, and stays so
-  // gRPC refuses new calls at once and waits for those in flight, which the
-  // scheduler runs (batches no longer wait to fill). If they are not all
-  // answered by the drain deadline, what never started gets UNAVAILABLE
-  // (gRPC's own deadline is a second later, so that answer goes out first).
+  // New calls are answered UNAVAILABLE at once; calls in flight run (the
+  // scheduler no longer waits for batches to fill). Whatever has not
+  // started by the drain deadline gets UNAVAILABLE.
   const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
   scheduler.StartDrain();
-  service.EndWaitingCalls();
-  absl::Notification shut_down;
-  std::thread shutdown([&] {
-    server->Shutdown(absl::ToChronoTime(deadline + absl::Seconds(1)));
-    shut_down.Notify();
-  });
-  if (!shut_down.WaitForNotificationWithDeadline(deadline)) {
-    scheduler.AbandonQueued();
+  service.StartDrain();
+  if (!service.WaitForCalls(deadline)) scheduler.AbandonQueued();
+  // Only then gRPC's shutdown, whose GOAWAY makes it close each connection
+  // once it has no call: first the clients' hosts acknowledge every byte
+  // of their answers, which a closing socket would otherwise cut off.
+  const int unacknowledged =
+      sortd::WaitForAnswersAcknowledged(port, deadline + absl::Seconds(1));
+  if (unacknowledged > 0) {
+    LogLine("%d connection(s) still had answers in flight at the deadline\n",
+            unacknowledged);
   }
-  shutdown.join();
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   server->Wait();
   scheduler.Drain(absl::Now());
   LogLine("stopped\n");
-  // Everything is destroyed in reverse order of creation: the scheduler,
-  // the engines, the server, and last the metrics endpoint (~Metrics stops
-  // it quickly).
+  // The stopped gRPC server is left to the process's exit: destroying it
+  // shuts gRPC's library down, which waits for its idle poller's timeout
+  // (up to ten seconds after a connection closed). Everything else is
+  // destroyed in reverse order of creation: the scheduler, the engines, and
+  // last the metrics endpoint (~Metrics stops it quickly).
+  g_stopped_server = server.release();
   return 0;
 }
 
