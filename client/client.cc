@@ -123,6 +123,7 @@ std::vector<size_t> Client::SameServerConnections() {
     grpc::ByteBuffer request(&slice, 1), response;
     grpc::ClientContext context;
     Prepare(&context);
+    context.AddMetadata("sortd-want-instance", "1");
     std::promise<grpc::Status> done;
     pool_[i].generic->UnaryCall(&context, "/sortd.v1.SortService/Sort",
                                 grpc::StubOptions(), &request, &response,
@@ -345,7 +346,6 @@ absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
   if (!status.ok()) return FromGrpcStatus(status);
-  NoteInstance(connection, context);
   return response;
 }
 
@@ -439,6 +439,9 @@ absl::Status Client::SortInParts(const SortArraysView& a,
     m.Bytes(13, c.part.data(), c.part.size(), &lease);
     c.request = m.Take();
     Prepare(&c.context);
+    // The answers name the process again: a connection that now reaches
+    // another one is split over no more.
+    c.context.AddMetadata("sortd-want-instance", "1");
     pool_[connections[i]].generic->UnaryCall(
         &c.context, "/sortd.v1.SortService/Sort", grpc::StubOptions(),
         &c.request, &c.response, [&, i](grpc::Status s) {

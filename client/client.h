@@ -221,8 +221,9 @@ class Client {
   // part each; empty: one call.
   std::vector<size_t> SplitOver(size_t bytes);
   // Connections known to reach the same sortd process (its
-  // "sortd-instance" metadata), the largest such set; a connection not yet
-  // known is asked once, with an empty Sort.
+  // "sortd-instance" metadata, sent when a call's "sortd-want-instance"
+  // asks), the largest such set; a connection not yet known is asked once,
+  // with an empty Sort.
   std::vector<size_t> SameServerConnections();
   // Remembers which sortd connection `i` reached, from a finished call.
   void NoteInstance(size_t i, const grpc::ClientContext& context);

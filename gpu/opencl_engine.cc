@@ -119,6 +119,11 @@ absl::Status OpenClEngine::Init() {
   }
   pool_ = std::make_unique<BufferPool>(context_, std::min(pool_bytes, budget),
                                        budget);
+  if (options_.pinned_staging) {
+    auto pinned = PinnedHostMemory::Create(context_, device_.device);
+    if (!pinned.ok()) return pinned.status();
+    pinned_ = *std::move(pinned);
+  }
   for (int l = 0; l < std::max(1, options_.lanes); ++l) {
     auto lane = std::make_unique<Lane>();
     lane->queue = cl::CommandQueue(context_, device_.device,
@@ -426,7 +431,9 @@ std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes() const {
   return {{"total", static_cast<double>(device_.info.global_mem_bytes)},
           {"in_use", static_cast<double>(pool.in_use_bytes)},
           {"pooled", static_cast<double>(pool.pooled_bytes)},
-          {"pinned_staging", pinned}};
+          {"pinned_staging", pinned},
+          {"pinned_host",
+           pinned_ ? static_cast<double>(pinned_->stats().bytes) : 0.0}};
 }
 
 absl::Status OpenClEngine::InjectedFault(const char* what, bool kernel) {
@@ -465,8 +472,13 @@ absl::Status OpenClEngine::Write(Run& run, cl::Buffer& buffer, size_t bytes,
                                  const void* src) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("upload"));
-  if (run.lane->staging)
+  // Pinned memory (an array in a HostBufferPool buffer from host_memory())
+  // goes straight; pageable memory through the staging ring.
+  if (run.lane->staging && !pinned_->Holds(src, bytes)) {
+    staged_bytes_ += bytes;
     return run.lane->staging->Upload(buffer, src, bytes, &run.events);
+  }
+  direct_bytes_ += bytes;
   cl::Event event;
   SORTD_CL_RETURN_IF(run.lane->queue.enqueueWriteBuffer(
                          buffer, CL_FALSE, 0, bytes, src, nullptr, &event),
@@ -479,8 +491,11 @@ absl::Status OpenClEngine::Read(Run& run, cl::Buffer& buffer, size_t bytes,
                                 void* dst) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(InjectedFault("download"));
-  if (run.lane->staging)
+  if (run.lane->staging && !pinned_->Holds(dst, bytes)) {
+    staged_bytes_ += bytes;
     return run.lane->staging->Download(buffer, dst, bytes, &run.events);
+  }
+  direct_bytes_ += bytes;
   cl::Event event;
   SORTD_CL_RETURN_IF(run.lane->queue.enqueueReadBuffer(
                          buffer, CL_FALSE, 0, bytes, dst, nullptr, &event),

@@ -40,6 +40,7 @@
 #include "gpu/buffers.h"
 #include "gpu/cl.h"
 #include "gpu/device.h"
+#include "gpu/pinned_memory.h"
 #include "gpu/policy.h"
 #include "gpu/program_cache.h"
 #include "server/sorter.h"
@@ -134,6 +135,14 @@ class OpenClEngine final : public Sorter {
   }
   ProgramCache::Stats cache_stats() const { return cache_->stats(); }
   BufferPool::Stats pool_stats() const { return pool_->stats(); }
+  // Host bytes moved to and from the device: through the staging ring, or
+  // straight (pinned memory from host_memory(), or no staging at all).
+  struct TransferStats {
+    uint64_t staged_bytes = 0, direct_bytes = 0;
+  };
+  TransferStats transfer_stats() const {
+    return {staged_bytes_.load(), direct_bytes_.load()};
+  }
   // Frees the pool's idle device buffers.
   void TrimPool() { pool_->Trim(); }
   // Diagnostic: idle buffers stay allocated but unused until TrimPool().
@@ -144,6 +153,9 @@ class OpenClEngine final : public Sorter {
                             absl::Span<const uint32_t> offsets) override;
   absl::Status Transpose(const TransposeJob& job) override;
   std::vector<std::pair<std::string, double>> memory_bytes() const override;
+  // With pinned staging: page-locked host memory whose ranges this
+  // engine's transfers use directly (no staging copy); else null.
+  std::shared_ptr<HostMemory> host_memory() const override { return pinned_; }
   std::pair<std::string, std::string> vendor_driver() const override {
     return {device_.info.vendor, device_.info.driver};
   }
@@ -296,6 +308,8 @@ class OpenClEngine final : public Sorter {
   cl::Context context_;
   std::unique_ptr<ProgramCache> cache_;
   std::unique_ptr<BufferPool> pool_;
+  std::shared_ptr<PinnedHostMemory> pinned_;  // with pinned_staging
+  std::atomic<uint64_t> staged_bytes_{0}, direct_bytes_{0};
   size_t run_budget_ = 0;
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool transpose_subgroup_ = false;

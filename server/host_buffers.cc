@@ -15,21 +15,53 @@ struct HostBufferPool::Shared {
     std::shared_ptr<Shared> owner;  // keeps the pool's state while out
     void* data = nullptr;
     size_t capacity = 0;
+    std::shared_ptr<HostMemory> memory;  // where it came from; null: malloc
   };
 
   explicit Shared(const Options& o) : options(o) {}
   ~Shared() {
-    for (Block& block : idle) std::free(block.data);
+    for (Block& block : idle) Free(block);
+  }
+
+  static void Free(const Block& block) {
+    if (block.memory != nullptr) {
+      block.memory->Free(block.data, block.capacity);
+    } else {
+      std::free(block.data);
+    }
+  }
+
+  // A new block of `capacity` bytes, from `memory` where it has some.
+  static bool New(const std::shared_ptr<HostMemory>& memory, size_t capacity,
+                  Block* out) {
+    out->capacity = capacity;
+    if (memory != nullptr) {
+      out->data = memory->Allocate(capacity);
+      if (out->data != nullptr) {
+        out->memory = memory;
+        return true;
+      }
+    }
+    out->memory = nullptr;
+    out->data = std::malloc(capacity);
+    return out->data != nullptr;
+  }
+
+  // New blocks are whole megabytes, so that nearby sizes share them.
+  static size_t Capacity(size_t bytes) {
+    return (bytes + (size_t{1} << 20) - 1) >> 20 << 20;
   }
 
   // An idle block of a fitting size into `out`; false if there is none.
   bool TakeIdle(size_t bytes, Block* out) {
     std::lock_guard<std::mutex> lock(mu);
-    // The smallest idle block that holds `bytes` and wastes at most a
-    // quarter of it.
+    // The smallest idle block that holds `bytes` and is at most a quarter
+    // larger than a new one would be (so that the block a request of this
+    // size allocated fits the next one: 1 MiB and a few bytes take 2 MiB).
+    const size_t most = Capacity(bytes) + Capacity(bytes) / 4;
     auto best = idle.end();
     for (auto it = idle.begin(); it != idle.end(); ++it) {
-      if (it->capacity >= bytes && it->capacity <= bytes + bytes / 4 &&
+      if (it->capacity >= bytes && it->capacity <= most &&
           (best == idle.end() || it->capacity < best->capacity)) {
         best = it;
       }
@@ -37,6 +69,7 @@ struct HostBufferPool::Shared {
     if (best == idle.end()) return false;
     out->data = best->data;
     out->capacity = best->capacity;
+    out->memory = std::move(best->memory);
     idle_bytes -= best->capacity;
     in_use_bytes += best->capacity;
     idle.erase(best);
@@ -45,24 +78,26 @@ struct HostBufferPool::Shared {
   }
 
   void Return(const Block& block) {
-    std::vector<void*> to_free;
+    std::vector<Block> to_free;
     {
       std::lock_guard<std::mutex> lock(mu);
       in_use_bytes -= block.capacity;
-      if (block.capacity > options.max_idle_bytes) {
-        to_free.push_back(block.data);
+      // A block from other memory than the pool's now (set after it was
+      // handed out) is not kept.
+      if (block.capacity > options.max_idle_bytes || block.memory != memory) {
+        to_free.push_back(block);
       } else {
         // Make room: the blocks idle longest go first.
         while (idle_bytes + block.capacity > options.max_idle_bytes) {
-          to_free.push_back(idle.front().data);
           idle_bytes -= idle.front().capacity;
+          to_free.push_back(std::move(idle.front()));
           idle.pop_front();
         }
-        idle.push_back({nullptr, block.data, block.capacity});
+        idle.push_back({nullptr, block.data, block.capacity, block.memory});
         idle_bytes += block.capacity;
       }
     }
-    for (void* p : to_free) std::free(p);
+    for (const Block& b : to_free) Free(b);
   }
 
   void Trim() {
@@ -72,10 +107,11 @@ struct HostBufferPool::Shared {
       freed.swap(idle);
       idle_bytes = 0;
     }
-    for (Block& block : freed) std::free(block.data);
+    for (Block& block : freed) Free(block);
   }
 
   const Options options;
+  std::shared_ptr<HostMemory> memory;  // guarded by mu
   mutable std::mutex mu;
   std::list<Block> idle;  // the longest idle first
   size_t idle_bytes = 0, in_use_bytes = 0;
@@ -93,14 +129,16 @@ grpc::Slice HostBufferPool::Allocate(size_t bytes) {
   }
   auto* block = new Shared::Block;
   if (!shared_->TakeIdle(bytes, block)) {
-    // Whole megabytes, so that nearby sizes share buffers.
-    const size_t capacity = (bytes + (size_t{1} << 20) - 1) >> 20 << 20;
-    block->data = std::malloc(capacity);
-    if (block->data == nullptr) {
+    const size_t capacity = Shared::Capacity(bytes);
+    std::shared_ptr<HostMemory> memory;
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      memory = shared_->memory;
+    }
+    if (!Shared::New(memory, capacity, block)) {
       delete block;
       throw std::bad_alloc();
     }
-    block->capacity = capacity;
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->in_use_bytes += capacity;
     ++shared_->allocated;
@@ -118,6 +156,14 @@ grpc::Slice HostBufferPool::Allocate(size_t bytes) {
 }
 
 void HostBufferPool::Trim() { shared_->Trim(); }
+
+void HostBufferPool::SetMemory(std::shared_ptr<HostMemory> memory) {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->memory = std::move(memory);
+  }
+  shared_->Trim();  // idle blocks from the memory before
+}
 
 HostBufferPool::Stats HostBufferPool::stats() const {
   std::lock_guard<std::mutex> lock(shared_->mu);

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "grpcpp/support/slice.h"
+#include "server/host_memory.h"
 
 namespace sortd {
 
@@ -49,6 +50,10 @@ class HostBufferPool {
   // A slice of `bytes` uninitialised bytes, always on the heap (never a
   // slice gRPC inlines), so its address is stable across copies.
   grpc::Slice Allocate(size_t bytes);
+  // New buffers come from `memory` from now on (null: the C allocator);
+  // it stays alive while any buffer from it does. An OpenCL GPU engine's
+  // host_memory() makes every large array one its transfers use in place.
+  void SetMemory(std::shared_ptr<HostMemory> memory);
   // Frees every idle buffer.
   void Trim();
   Stats stats() const;

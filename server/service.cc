@@ -169,13 +169,18 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
   call->response = response;
   call->received = absl::Now();
   call->id = NextRequestId();
-  context->AddInitialMetadata(kInstanceHeader, instance_);
+  if (context->client_metadata().count(kWantInstanceHeader) > 0) {
+    context->AddInitialMetadata(kInstanceHeader, instance_);
+  }
   metrics_->AddRequestBytes(method, static_cast<double>(request->Length()));
+  // A call is refused if the drain began before this point, served if not;
+  // its start line comes after, so that a logged start is always served.
+  const bool refused = draining_.load();
   if (options_.log_requests) {
     LogLine("start %s request=%llu from %s\n", method,
             static_cast<unsigned long long>(call->id), context->peer().c_str());
   }
-  if (draining_.load()) {
+  if (refused) {
     *read = Draining();
     return call;
   }

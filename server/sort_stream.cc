@@ -31,11 +31,13 @@ class SortStreamReactor final
         received_(absl::Now()),
         id_(service->NextRequestId()) {
     service_->open_calls_.Opened();
+    // Decided before the start line: a logged start is served.
+    const bool refused = service_->draining_.load();
     if (service_->options_.log_requests) {
       LogLine("start SortStream request=%llu from %s\n",
               static_cast<unsigned long long>(id_), context->peer().c_str());
     }
-    if (service_->draining_.load()) {
+    if (refused) {
       End(SortServiceImpl::Draining());
       return;
     }

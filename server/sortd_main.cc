@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -103,6 +104,11 @@ ABSL_FLAG(int64_t, host_pool_bytes, int64_t{1} << 30,
           "answers, in bytes: a reused buffer costs no page faults, a fresh "
           "64 MiB one 16384 of them. Emptied when sortd goes quiet "
           "(--idle_trim_interval); 0 turns the pool off.");
+ABSL_FLAG(bool, host_pool_pinned, true,
+          "Take the pool's buffers from page-locked memory of the first "
+          "OpenCL device, which its transfers read and write in place; "
+          "false: pageable memory, copied through the engine's staging "
+          "buffers.");
 ABSL_FLAG(bool, echo, true,
           "Serve the Echo RPC: the request's arrays back unsorted through "
           "the same path as Sort, the baseline of end-to-end benchmarks.");
@@ -421,8 +427,9 @@ absl::Status CheckFlags() {
 }
 
 // host:port with the port replaced by the one gRPC bound.
-// The stopped gRPC server, never destroyed (Serve says why).
-grpc::Server* g_stopped_server = nullptr;
+// The stopped gRPC server, never destroyed (Serve says why); a global so
+// that leak checkers see it held.
+std::atomic<grpc::Server*> g_stopped_server{nullptr};
 
 std::string BoundAddress(const std::string& listen, int port) {
   return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
@@ -586,6 +593,15 @@ int Serve() {
     server->Shutdown();
     return Fail(engines.status());
   }
+  // Large request and answer arrays in page-locked memory of the first
+  // device, whose transfers then skip their staging copy.
+  if (!engines->empty() && absl::GetFlag(FLAGS_host_pool_pinned)) {
+    if (auto memory = engines->front().engine->host_memory()) {
+      host_buffers.SetMemory(std::move(memory));
+      LogLine("host buffers: page-locked for %s\n",
+              engines->front().engine->device_name().c_str());
+    }
+  }
   // The CPU path serves small requests, spills and failovers.
   sortd::CpuSorter cpu({.threads = cpu_threads});
   sortd::Scheduler::Options options = SchedulerOptions(request_threads);
@@ -607,10 +623,11 @@ int Serve() {
   };
   sortd::IdleTrimmer trimmer(
       trim_options,
-      [&scheduler] {
-        const sortd::Scheduler::Stats s = scheduler.stats();
-        return sortd::IdleTrimmer::Activity{
-            s.submitted, s.submitted != s.answered + s.rejected};
+      [&service] {
+        // Every call counts, Echo and refused ones included (they hold
+        // pooled buffers too), not only the scheduler's tasks.
+        return sortd::IdleTrimmer::Activity{service.calls_started(),
+                                            service.open_calls() > 0};
       },
       [m = metrics->get()](const sortd::IdleTrimmer::Tick& t) {
         m->RecordMemory(t.trimmed, static_cast<double>(t.released_bytes));
@@ -658,13 +675,16 @@ int Serve() {
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   server->Wait();
   scheduler.Drain(absl::Now());
-  LogLine("stopped\n");
+  const sortd::HostBufferPool::Stats pool = host_buffers.stats();
+  LogLine("stopped (host buffers: %llu reused, %llu allocated)\n",
+          static_cast<unsigned long long>(pool.reused),
+          static_cast<unsigned long long>(pool.allocated));
   // The stopped gRPC server is left to the process's exit: destroying it
   // shuts gRPC's library down, which waits for its idle poller's timeout
   // (up to ten seconds after a connection closed). Everything else is
   // destroyed in reverse order of creation: the scheduler, the engines, and
   // last the metrics endpoint (~Metrics stops it quickly).
-  g_stopped_server = server.release();
+  g_stopped_server.store(server.release());
   return 0;
 }
 

@@ -17,12 +17,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "server/host_memory.h"
 #include "server/keys.h"
 
 namespace sortd {
@@ -108,11 +110,15 @@ class Sorter {
   virtual absl::Status SortSegments(const SortJob& job,
                                     absl::Span<const uint32_t> offsets);
 
-  // Device memory in bytes by kind (total, in_use, pooled, pinned_staging);
-  // empty for engines without a device.
+  // Device memory in bytes by kind (total, in_use, pooled, pinned_staging,
+  // and pinned_host: what host_memory() has handed out); empty for engines
+  // without a device.
   virtual std::vector<std::pair<std::string, double>> memory_bytes() const {
     return {};
   }
+  // Host memory this engine's transfers read and write without a copy of
+  // their own (server/host_memory.h); null: any memory serves as well.
+  virtual std::shared_ptr<HostMemory> host_memory() const { return nullptr; }
   // Vendor and driver version, for the device_info metric.
   virtual std::pair<std::string, std::string> vendor_driver() const {
     return {"", ""};

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -792,6 +794,80 @@ TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
     EXPECT_GT((*engine)->pool_stats().reuses, 0u);
     EXPECT_EQ((*engine)->pool_stats().in_use_bytes, 0u);
   }
+}
+
+// Arrays in the engine's page-locked host memory are transferred straight;
+// the same arrays in pageable memory go through the staging ring. Both sort
+// alike.
+TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
+  OpenClEngine::Options options = CpuDevice();
+  options.staging.chunk_bytes = 4096;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::shared_ptr<HostMemory> memory = (*engine)->host_memory();
+  ASSERT_NE(memory, nullptr);
+  auto* pinned = dynamic_cast<PinnedHostMemory*>(memory.get());
+  ASSERT_NE(pinned, nullptr);
+
+  const size_t n = 100'000;
+  const auto keys = sortd::testing::Generate<uint32_t>(Shape::kRandom, n, 4);
+  std::vector<uint32_t> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<uint32_t>(i);
+  std::vector<std::pair<uint32_t, uint32_t>> want(n);
+  for (size_t i = 0; i < n; ++i) want[i] = {keys[i], values[i]};
+  std::stable_sort(want.begin(), want.end(),
+                   [](auto a, auto b) { return a.first < b.first; });
+
+  const size_t bytes = n * 4;
+  auto* block = static_cast<std::byte*>(memory->Allocate(4 * bytes));
+  ASSERT_NE(block, nullptr);
+  EXPECT_TRUE(pinned->Holds(block, 4 * bytes));
+  EXPECT_TRUE(pinned->Holds(block + bytes, bytes));
+  EXPECT_FALSE(pinned->Holds(block + bytes, 4 * bytes));  // runs past it
+  EXPECT_FALSE(pinned->Holds(keys.data(), bytes));
+  EXPECT_EQ(pinned->stats().bytes, 4 * bytes);
+
+  // keys, values, keys out, values out: all pinned, then all pageable.
+  for (bool in_pinned : {true, false}) {
+    std::vector<std::byte> pageable(in_pinned ? 0 : 4 * bytes);
+    std::byte* base = in_pinned ? block : pageable.data();
+    std::memcpy(base, keys.data(), bytes);
+    std::memcpy(base + bytes, values.data(), bytes);
+    const OpenClEngine::TransferStats before = (*engine)->transfer_stats();
+    SortJob job{.key_type = KeyType::kU32,
+                .count = n,
+                .keys = base,
+                .value_type = ValueType::kU32,
+                .values = base + bytes,
+                .keys_out = base + 2 * bytes,
+                .values_out = base + 3 * bytes};
+    ASSERT_TRUE((*engine)->Sort(job).ok());
+    const OpenClEngine::TransferStats after = (*engine)->transfer_stats();
+    // Two arrays up, two down.
+    if (in_pinned) {
+      EXPECT_EQ(after.direct_bytes - before.direct_bytes, 4 * bytes);
+      EXPECT_EQ(after.staged_bytes, before.staged_bytes);
+    } else {
+      EXPECT_EQ(after.staged_bytes - before.staged_bytes, 4 * bytes);
+      EXPECT_EQ(after.direct_bytes, before.direct_bytes);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t k, v;
+      std::memcpy(&k, base + 2 * bytes + i * 4, 4);
+      std::memcpy(&v, base + 3 * bytes + i * 4, 4);
+      ASSERT_EQ(k, want[i].first) << i << (in_pinned ? " pinned" : "");
+      ASSERT_EQ(v, want[i].second) << i << (in_pinned ? " pinned" : "");
+    }
+  }
+  memory->Free(block, 4 * bytes);
+  EXPECT_EQ(pinned->stats().bytes, 0u);
+  EXPECT_FALSE(pinned->Holds(block, 1));
+
+  // Without staging there is no pinned memory to offer.
+  options.pinned_staging = false;
+  auto plain = OpenClEngine::Create(options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->host_memory(), nullptr);
 }
 
 // The pool on its own, in a context of the test device.

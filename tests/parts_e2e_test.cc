@@ -99,6 +99,27 @@ TEST_F(PartsTest, TheClientSplitsLargeSortsOverItsConnections) {
   EXPECT_EQ(std::stoi(OkSorts()) - before, 4 + 2 + 2 + 3);
 }
 
+// The process's name comes back only to calls that ask for it, the same
+// on every connection to it.
+TEST_F(PartsTest, TheInstanceHeaderAnswersThoseWhoAsk) {
+  grpc::GenericStub a(testing::Channel(*server_)),
+      b(testing::Channel(*server_));
+  const std::string empty_sort("\x0a\x00", 2);
+  const UnaryResult plain = Unary(a, "Sort", empty_sort);
+  ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+  EXPECT_EQ(plain.initial_metadata.count("sortd-instance"), 0u);
+  const UnaryResult asked_a =
+      Unary(a, "Sort", empty_sort, {{"sortd-want-instance", "1"}});
+  const UnaryResult asked_b =
+      Unary(b, "Sort", empty_sort, {{"sortd-want-instance", "1"}});
+  ASSERT_EQ(asked_a.initial_metadata.count("sortd-instance"), 1u);
+  ASSERT_EQ(asked_b.initial_metadata.count("sortd-instance"), 1u);
+  const std::string name =
+      asked_a.initial_metadata.find("sortd-instance")->second;
+  EXPECT_FALSE(name.empty());
+  EXPECT_EQ(asked_b.initial_metadata.find("sortd-instance")->second, name);
+}
+
 TEST_F(PartsTest, EachPartGetsItsSliceOfTheWholeSortedArray) {
   auto channel = testing::Channel(*server_);
   grpc::GenericStub a(channel), b(testing::Channel(*server_));

@@ -8,9 +8,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grpcpp/generic/generic_stub.h"
@@ -38,21 +40,31 @@ inline std::shared_ptr<grpc::Channel> Channel(const ServerProcess& server) {
 struct UnaryResult {
   grpc::Status status;
   std::string response;
+  // The answer's initial metadata, as text.
+  std::multimap<std::string, std::string> initial_metadata;
 };
 
-inline UnaryResult Unary(grpc::GenericStub& stub, const std::string& method,
-                         const std::string& bytes) {
+// One unary call with a raw request and, optionally, request metadata.
+inline UnaryResult Unary(
+    grpc::GenericStub& stub, const std::string& method,
+    const std::string& bytes,
+    const std::vector<std::pair<std::string, std::string>>& metadata = {}) {
   grpc::Slice slice(bytes);
   grpc::ByteBuffer request(&slice, 1), response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(30));
+  for (const auto& [key, value] : metadata) context.AddMetadata(key, value);
   std::promise<grpc::Status> done;
   stub.UnaryCall(&context, "/sortd.v1.SortService/" + method, {}, &request,
                  &response, [&](grpc::Status s) { done.set_value(s); });
   UnaryResult r;
   r.status = done.get_future().get();
   r.response = Flatten(response);
+  for (const auto& [key, value] : context.GetServerInitialMetadata()) {
+    r.initial_metadata.emplace(std::string(key.data(), key.size()),
+                               std::string(value.data(), value.size()));
+  }
   return r;
 }
 

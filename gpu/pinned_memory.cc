@@ -1,0 +1,74 @@
+#include "gpu/pinned_memory.h"
+
+#include <iterator>
+#include <utility>
+
+namespace sortd::gpu {
+
+absl::StatusOr<std::shared_ptr<PinnedHostMemory>> PinnedHostMemory::Create(
+    cl::Context context, cl::Device device) {
+  cl_int err = CL_SUCCESS;
+  cl::CommandQueue queue(context, device, 0, &err);
+  SORTD_CL_RETURN_IF(err, "clCreateCommandQueue(pinned host memory)");
+  return std::shared_ptr<PinnedHostMemory>(
+      new PinnedHostMemory(std::move(context), std::move(queue)));
+}
+
+PinnedHostMemory::~PinnedHostMemory() {
+  // Blocks still out when the last holder lets go: only a pool that never
+  // returned them; unmap them so that the driver releases the pages.
+  for (auto& [address, block] : blocks_) {
+    queue_.enqueueUnmapMemObject(block.buffer,
+                                 reinterpret_cast<void*>(address));
+  }
+  queue_.finish();
+}
+
+void* PinnedHostMemory::Allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  cl_int err = CL_SUCCESS;
+  cl::Buffer buffer(context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes,
+                    nullptr, &err);
+  if (err != CL_SUCCESS) return nullptr;
+  void* data =
+      queue_.enqueueMapBuffer(buffer, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                              bytes, nullptr, nullptr, &err);
+  if (err != CL_SUCCESS || data == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  blocks_[reinterpret_cast<uintptr_t>(data)] = {std::move(buffer), bytes};
+  bytes_ += bytes;
+  return data;
+}
+
+void PinnedHostMemory::Free(void* data, size_t /*bytes*/) {
+  Block block;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(reinterpret_cast<uintptr_t>(data));
+    if (it == blocks_.end()) return;
+    block = std::move(it->second);
+    bytes_ -= block.bytes;
+    blocks_.erase(it);
+  }
+  cl::Event unmapped;
+  if (queue_.enqueueUnmapMemObject(block.buffer, data, nullptr, &unmapped) ==
+      CL_SUCCESS) {
+    unmapped.wait();
+  }
+}
+
+bool PinnedHostMemory::Holds(const void* data, size_t bytes) const {
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.upper_bound(address);
+  if (it == blocks_.begin()) return false;
+  it = std::prev(it);
+  return address + bytes <= it->first + it->second.bytes;
+}
+
+PinnedHostMemory::Stats PinnedHostMemory::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {blocks_.size(), bytes_};
+}
+
+}  // namespace sortd::gpu

@@ -1,0 +1,63 @@
+// PinnedHostMemory: page-locked host memory of one OpenCL context, handed
+// to HostBufferPool (server/host_memory.h) so that request and answer arrays
+// live where the device's DMA reads and writes them. A transfer from or to a
+// range it gave out skips the engine's staging ring, and with it one copy of
+// the array each way on the host.
+//
+// Each block is a CL_MEM_ALLOC_HOST_PTR buffer kept mapped: the way OpenCL
+// drivers (NVIDIA's among them) hand out pinned memory. The object keeps its
+// context alive, so blocks may be freed after the engine is gone.
+//
+//   auto pinned = PinnedHostMemory::Create(context, device);
+//   void* p = (*pinned)->Allocate(64 << 20);
+//   (*pinned)->Holds(p, 64 << 20);  // true: transfers go straight
+#ifndef SORTD_GPU_PINNED_MEMORY_H_
+#define SORTD_GPU_PINNED_MEMORY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/statusor.h"
+#include "gpu/cl.h"
+#include "server/host_memory.h"
+
+namespace sortd::gpu {
+
+class PinnedHostMemory final : public HostMemory {
+ public:
+  static absl::StatusOr<std::shared_ptr<PinnedHostMemory>> Create(
+      cl::Context context, cl::Device device);
+  ~PinnedHostMemory() override;
+
+  void* Allocate(size_t bytes) override;
+  void Free(void* data, size_t bytes) override;
+
+  // Whether [data, data + bytes) lies inside one block given out here.
+  bool Holds(const void* data, size_t bytes) const;
+
+  struct Stats {
+    size_t blocks = 0, bytes = 0;
+  };
+  Stats stats() const;
+
+ private:
+  PinnedHostMemory(cl::Context context, cl::CommandQueue queue)
+      : context_(std::move(context)), queue_(std::move(queue)) {}
+
+  struct Block {
+    cl::Buffer buffer;
+    size_t bytes = 0;
+  };
+  cl::Context context_;
+  cl::CommandQueue queue_;  // maps and unmaps only
+  mutable std::mutex mu_;
+  std::map<uintptr_t, Block> blocks_;  // by address
+  size_t bytes_ = 0;
+};
+
+}  // namespace sortd::gpu
+
+#endif  // SORTD_GPU_PINNED_MEMORY_H_

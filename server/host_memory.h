@@ -1,0 +1,24 @@
+// HostMemory: where HostBufferPool's large buffers come from. Without one
+// the pool uses the C allocator; an OpenCL GPU engine offers page-locked
+// memory that its transfers read and write directly, without the copy
+// through its staging buffers (gpu/pinned_memory.h).
+#ifndef SORTD_SERVER_HOST_MEMORY_H_
+#define SORTD_SERVER_HOST_MEMORY_H_
+
+#include <cstddef>
+
+namespace sortd {
+
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  // `bytes` bytes, or null when none can be had (the caller then uses the
+  // C allocator). Safe to call from many threads at once.
+  virtual void* Allocate(size_t bytes) = 0;
+  // Returns what Allocate(bytes) gave.
+  virtual void Free(void* data, size_t bytes) = 0;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_HOST_MEMORY_H_

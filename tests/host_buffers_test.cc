@@ -1,0 +1,125 @@
+#include "server/host_buffers.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "gtest/gtest.h"
+
+namespace sortd {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Memory that counts what it hands out, and can refuse.
+class CountingMemory final : public HostMemory {
+ public:
+  void* Allocate(size_t bytes) override {
+    if (refuse) return nullptr;
+    void* p = std::malloc(bytes);
+    std::lock_guard<std::mutex> lock(mu);
+    out[p] = bytes;
+    ++allocations;
+    return p;
+  }
+  void Free(void* data, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(out.at(data), bytes);
+    out.erase(data);
+    std::free(data);
+  }
+  bool Gave(const void* p) {
+    std::lock_guard<std::mutex> lock(mu);
+    return out.count(const_cast<void*>(p)) > 0;
+  }
+  std::mutex mu;
+  std::map<void*, size_t> out;
+  int allocations = 0;
+  bool refuse = false;
+};
+
+TEST(HostBufferPool, LargeBuffersComeFromTheMemoryAndAreReused) {
+  HostBufferPool pool({.min_bytes = kMiB, .max_idle_bytes = 64 * kMiB});
+  auto memory = std::make_shared<CountingMemory>();
+  pool.SetMemory(memory);
+  const void* first;
+  {
+    grpc::Slice a = pool.Allocate(3 * kMiB);
+    first = a.begin();
+    EXPECT_TRUE(memory->Gave(first));
+    // Small ones do not come from it.
+    grpc::Slice small = pool.Allocate(1000);
+    EXPECT_FALSE(memory->Gave(small.begin()));
+  }
+  EXPECT_EQ(memory->out.size(), 1u);  // idle in the pool, still given out
+  {
+    grpc::Slice again = pool.Allocate(3 * kMiB - 100);
+    EXPECT_EQ(again.begin(), first);
+  }
+  EXPECT_EQ(memory->allocations, 1);
+  pool.Trim();
+  EXPECT_TRUE(memory->out.empty());
+}
+
+// A size just past a megabyte gets a block rounded up to whole megabytes
+// (almost twice the size): the next request of that size reuses it.
+TEST(HostBufferPool, ASizeJustPastAMegabyteReusesItsBlock) {
+  HostBufferPool pool({.min_bytes = kMiB, .max_idle_bytes = 64 * kMiB});
+  for (size_t bytes : {kMiB + 10, 3 * kMiB + 1, 40 * kMiB - 1}) {
+    const void* first;
+    {
+      grpc::Slice a = pool.Allocate(bytes);
+      first = a.begin();
+    }
+    for (int i = 0; i < 3; ++i) {
+      grpc::Slice again = pool.Allocate(bytes);
+      EXPECT_EQ(again.begin(), first) << bytes;
+    }
+  }
+  EXPECT_EQ(pool.stats().allocated, 3u);
+  EXPECT_EQ(pool.stats().reused, 9u);
+  // A much smaller request does not take a large block: 5 MiB fits only
+  // the 40 MiB one.
+  grpc::Slice small = pool.Allocate(5 * kMiB);
+  EXPECT_EQ(pool.stats().allocated, 4u);
+}
+
+TEST(HostBufferPool, FallsBackToTheAllocatorAndForgetsTheOldMemory) {
+  HostBufferPool pool({.min_bytes = kMiB, .max_idle_bytes = 64 * kMiB});
+  auto memory = std::make_shared<CountingMemory>();
+  memory->refuse = true;
+  pool.SetMemory(memory);
+  {
+    grpc::Slice a = pool.Allocate(2 * kMiB);
+    EXPECT_FALSE(memory->Gave(a.begin()));
+    const_cast<uint8_t*>(a.begin())[2 * kMiB - 1] = 1;  // writable
+  }
+  memory->refuse = false;
+  grpc::Slice held = pool.Allocate(8 * kMiB);
+  EXPECT_TRUE(memory->Gave(held.begin()));
+  // Another memory (or none) from now on: a buffer of the old one that
+  // comes back is freed, not kept.
+  pool.SetMemory(nullptr);
+  const void* old = held.begin();
+  held = grpc::Slice();
+  EXPECT_FALSE(memory->Gave(old));
+  EXPECT_EQ(pool.stats().idle_bytes, 0u);
+  grpc::Slice plain = pool.Allocate(8 * kMiB);
+  EXPECT_FALSE(memory->Gave(plain.begin()));
+}
+
+TEST(HostBufferPool, BuffersOutliveThePoolAndGoBackToTheirMemory) {
+  auto memory = std::make_shared<CountingMemory>();
+  grpc::Slice survivor;
+  {
+    HostBufferPool pool({.min_bytes = kMiB});
+    pool.SetMemory(memory);
+    survivor = pool.Allocate(2 * kMiB);
+  }
+  EXPECT_EQ(memory->out.size(), 1u);
+  survivor = grpc::Slice();
+  EXPECT_TRUE(memory->out.empty());
+}
+
+}  // namespace
+}  // namespace sortd
