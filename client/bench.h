@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/client.h"
-#include "server/keys.h"
+#include "core/keys.h"
 
 namespace sortd::cli {
 

@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/keys.h"
+#include "core/keys.h"
 #include "sortd/v1/sortd.pb.h"
 
 namespace sortd::cli {

@@ -40,7 +40,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "server/keys.h"
+#include "core/keys.h"
 
 namespace sortd::compact {
 

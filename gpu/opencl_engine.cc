@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/keys.h"
+#include "core/keys.h"
 #include "server/transpose.h"
 
 namespace sortd::gpu {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/keys.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
-#include "server/keys.h"
 
 namespace sortd::batch {
 namespace {

@@ -3,7 +3,7 @@
 //
 // Sorts of one class (same key width, value type and permutation request)
 // become one segmented sort: each request's keys are mapped to the ordered
-// unsigned bits of its type and order (server/keys.h), so that u32, i32
+// unsigned bits of its type and order (core/keys.h), so that u32, i32
 // and f32 keys, ascending and descending, sort together ascending; values
 // are copied alongside; the answer's keys are mapped back, and permutation
 // entries (indices into the whole batch) are rebased to each request's own

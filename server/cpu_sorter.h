@@ -1,6 +1,6 @@
 // CpuSorter: sortd's CPU path, a stable parallel LSD radix sort on oneTBB.
 //
-// Keys are mapped to order-preserving unsigned bits (server/keys.h), sorted
+// Keys are mapped to order-preserving unsigned bits (core/keys.h), sorted
 // 8 bits a pass with per-block digit counts, a digit-major prefix sum and a
 // stable per-block scatter; a pass whose digit is the same for every key is
 // skipped. Payloads and permutations ride along as uint32 input indices and

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/keys.h"
+#include "core/keys.h"
 
 namespace sortd {
 namespace {

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "core/keys.h"
 #include "oneapi/tbb/parallel_for.h"
-#include "server/keys.h"
 
 namespace sortd {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/keys.h"
 #include "server/batch_codec.h"
-#include "server/keys.h"
 #include "server/log.h"
 #include "server/runs.h"
 

@@ -24,8 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/keys.h"
 #include "server/host_memory.h"
-#include "server/keys.h"
 
 namespace sortd {
 

@@ -30,10 +30,10 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "core/keys.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "server/host_buffers.h"
-#include "server/keys.h"
 #include "sortd/v1/sortd.pb.h"
 
 namespace sortd::wire {

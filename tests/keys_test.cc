@@ -1,6 +1,6 @@
 // The order-preserving bit transforms: they round-trip, and their unsigned
 // order is the key order (ascending) or its reverse (descending).
-#include "server/keys.h"
+#include "core/keys.h"
 
 #include <gtest/gtest.h>
 

@@ -12,8 +12,8 @@
 //
 //   uint32_t bits = OrderedBits<KeyType::kF32>(raw_bits, /*descending=*/false);
 //   uint32_t back = RawBits<KeyType::kF32>(bits, /*descending=*/false);
-#ifndef SORTD_SERVER_KEYS_H_
-#define SORTD_SERVER_KEYS_H_
+#ifndef SORTD_CORE_KEYS_H_
+#define SORTD_CORE_KEYS_H_
 
 #include <bit>
 #include <cstddef>
@@ -148,4 +148,4 @@ decltype(auto) DispatchKeyType(KeyType t, F&& f) {
 
 }  // namespace sortd
 
-#endif  // SORTD_SERVER_KEYS_H_
+#endif  // SORTD_CORE_KEYS_H_
