@@ -24,9 +24,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -126,6 +128,120 @@ int Usage(const std::string& message) {
   std::fprintf(stderr, "sortctl: %s\nRun 'sortctl --help' for usage.\n",
                message.c_str());
   return kExitUsage;
+}
+
+// One command's help: `sortctl help COMMAND` or `sortctl COMMAND --help`.
+struct Command {
+  const char* name;
+  const char* what;
+  const char* usage;
+  std::vector<const char*> flags;
+};
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"sort",
+       "sorts keys (and values) read from a file or generated",
+       "sortctl [--target HOST:PORT] sort --type u32|i32|f32|u64|i64|f64 "
+       "[--desc]\n    [--values u32|u64] [--permutation] (--input FILE | "
+       "--random N [--seed S])\n    [--output FILE] [--verify] [--json]",
+       {"type", "desc", "values", "permutation", "input", "random", "seed",
+        "output", "verify", "json", "stream", "compact"}},
+      {"transpose",
+       "transposes 32x32 bit matrices",
+       "sortctl [--target HOST:PORT] transpose (--input FILE | --random N)\n"
+       "    [--output FILE] [--verify] [--json]",
+       {"input", "random", "seed", "output", "verify", "json"}},
+      {"health",
+       "asks the server's health service",
+       "sortctl [--target HOST:PORT] health [--json]",
+       {"json"}},
+      {"bench",
+       "keeps calls in flight and reports throughput and latency",
+       "sortctl [--target HOST:PORT] bench [--op sort|transpose|echo] "
+       "[--type T]\n    [--sizes 1k:70,64k:25,16m:5] [--concurrency N] "
+       "[--duration 10s] [--requests N]\n    [--verify] [--json]",
+       {"op", "type", "sizes", "concurrency", "duration", "requests", "warmup",
+        "seed", "verify", "verify_every", "compact", "shm_dir", "json"}},
+  };
+  return commands;
+}
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& c : Commands()) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+// Flags every command takes: where and how to connect.
+const std::vector<const char*>& ConnectionFlags() {
+  static const std::vector<const char*> flags = {
+      "target",          "timeout",     "connections", "lb",
+      "tls_ca",          "tls_cert",    "tls_key",     "tls_server_name",
+      "max_unary_bytes", "chunk_bytes", "split_bytes"};
+  return flags;
+}
+
+void PrintFlags(const std::vector<const char*>& names) {
+  for (const char* name : names) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;
+    std::printf(
+        "  --%s (default: %s)\n      %s\n", name,
+        flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue().c_str(),
+        flag->Help().c_str());
+  }
+}
+
+int PrintCommandHelp(const Command& c) {
+  std::printf("sortctl %s: %s.\n\n  %s\n\nFlags:\n", c.name, c.what, c.usage);
+  PrintFlags(c.flags);
+  std::printf("\nConnection flags (every command):\n");
+  PrintFlags(ConnectionFlags());
+  return 0;
+}
+
+// `sortctl help [COMMAND]`, and `sortctl COMMAND --help|-h`: the command's
+// own help. Returns -1 if the command line asks for neither.
+int CommandHelp(int argc, char** argv) {
+  std::vector<absl::string_view> words;
+  bool help_flag = false;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      help_flag = true;
+    } else if (!absl::StartsWith(arg, "-")) {
+      words.push_back(arg);
+    }
+  }
+  if (!words.empty() && words[0] == "help") {
+    if (words.size() < 2) {
+      std::printf("sortctl: command-line client of sortd.\n\nCommands:\n");
+      for (const Command& c : Commands()) {
+        std::printf("  %-10s %s\n", c.name, c.what);
+      }
+      std::printf(
+          "\n'sortctl help COMMAND' (or 'sortctl COMMAND --help') shows a "
+          "command's flags;\n'sortctl --helpfull' every flag.\n");
+      return 0;
+    }
+    const Command* c = FindCommand(words[1]);
+    if (c == nullptr) {
+      return Usage(absl::StrCat("help: unknown command '", words[1],
+                                "'; expected sort, transpose, health or "
+                                "bench"));
+    }
+    return PrintCommandHelp(*c);
+  }
+  if (help_flag) {
+    // The first word that names a command (a flag's value may come first:
+    // --target HOST:PORT sort --help).
+    for (absl::string_view word : words) {
+      if (const Command* c = FindCommand(word)) return PrintCommandHelp(*c);
+    }
+  }
+  return -1;
 }
 
 // absl::ParseCommandLine reports a malformed command line (an unknown flag,
@@ -640,6 +756,7 @@ int main(int argc, char** argv) {
       "or an input could not be read; bench: no request\nwas answered, or "
       "more than half of the calls failed; 2 bad usage; 3 the answer (bench: "
       "a\nsampled answer) did not match the local reference.");
+  if (int help = CommandHelp(argc, argv); help >= 0) return help;
   help_asked = AsksForHelp(argc, argv);
   std::atexit(ExitWithUsageCodeOnFlagError);
   parsing_flags = true;

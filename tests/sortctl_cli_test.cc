@@ -103,7 +103,35 @@ TEST(SortctlCli, BadUsageExitsTwoAndNamesTheArgument) {
   }
 }
 
-// A failed call or an unreadable input stays 1.
+// Each command has help of its own: its usage and its flags (with their
+// defaults), then the connection flags, and no other command's flags.
+TEST(SortctlCli, EachCommandHasItsOwnHelp) {
+  const std::string target = DeadTarget();
+  for (const std::string args :
+       {"help bench", "bench --help", "--timeout=5s bench -h"}) {
+    SCOPED_TRACE(args);
+    const CommandResult r = Sortctl(target, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("sortctl bench:"));
+    EXPECT_THAT(r.out, HasSubstr("--concurrency (default: 16)"));
+    EXPECT_THAT(r.out, HasSubstr("--target"));
+    EXPECT_THAT(r.out, Not(HasSubstr("--permutation")));  // sort's
+  }
+  CommandResult r = Sortctl(target, "help sort");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("--permutation"));
+  EXPECT_THAT(r.out, Not(HasSubstr("--concurrency")));
+  r = Sortctl(target, "help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* command : {"sort", "transpose", "health", "bench"}) {
+    EXPECT_THAT(r.out, HasSubstr(command));
+  }
+  r = Sortctl(target, "help frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'frobnicate'"));
+}
+
+// --version names the release and the git revision, for both binaries.
 TEST(SortctlCli, VersionNamesTheReleaseAndTheRevision) {
   for (const std::string binary : {SORTCTL_BINARY, SORTD_BINARY}) {
     const CommandResult r = RunCommand(binary + " --version");
@@ -116,6 +144,7 @@ TEST(SortctlCli, VersionNamesTheReleaseAndTheRevision) {
   }
 }
 
+// A failed call or an unreadable input stays 1.
 TEST(SortctlCli, FailedCallsAndUnreadableInputExitOne) {
   const std::string target = DeadTarget();
   CommandResult r = Sortctl(target, "--timeout=10s health");
