@@ -3,10 +3,8 @@
 # CONTRIBUTING.md describes). Timings move a few percent from run to run,
 # so variants are only compared within one run, and
 # run in alternating rounds (A B C A B C ...).
-#   AB="label|ENV=value,...|--benchmark_flag ...;label2|...|..."
-#     ENV: extra environment for that variant, comma-separated (e.g.
-#     SORTD_KERNEL_EXTRA_OPTIONS=-DEARLY_SCAN=0 -DCOUNT_VEC=0), may be
-#     empty
+#   AB="label|--benchmark_flag ...;label2|..." (e.g.
+#     "masks|;ballots|--policy=radix.ranking=warp-ballots")
 #   SIZES (24,26), CASES (u32,u64), REPS (5), ROUNDS (2)
 # Writes $OUT/ab.jsonl (each line tagged with label and round) and prints
 # the medians per variant (bench/ab-summary.py).
@@ -17,10 +15,9 @@ mkdir -p "$OUT"
 IFS=';' read -ra CFGS <<< "${AB:?AB names the variants}"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for cfg in "${CFGS[@]}"; do
-    IFS='|' read -r label envs flags <<< "$cfg"
-    IFS=',' read -ra env_list <<< "$envs"
+    IFS='|' read -r label flags <<< "$cfg"
     # shellcheck disable=SC2086
-    env "${env_list[@]}" gpu_sort_benchmark --device=gpu --sizes="${SIZES:-24,26}" \
+    gpu_sort_benchmark --device=gpu --sizes="${SIZES:-24,26}" \
       --reps="${REPS:-5}" --quick --cases="${CASES:-u32,u64}" $flags |
       sed "s/^{/{\"label\":\"$label\",\"round\":$round,/"
   done

@@ -9,17 +9,11 @@
 //
 //   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
-//                      [--radix_bits=4|8] [--local_bits=0|4] [--bank_pad=0|1]
-//                      [--onesweep=0|1|2] [--lookback=N] [--warp_rank=0..4]
-//                      [--warp_rank_64=0..4] [--direct_place=0..3]
-//                      [--items32k=N] [--items64k=N] [--max_registers=N]
-//                      [--small_items=N --small_max=N]
-//                      [--segment_radix_above=N] [--alternate_status_max=N]
-//                      [--marked_status_max=N] [--count_unroll=1..4]
-//                      [--status_prefetch=0|1]
-//                      [--bitonic_max=N] (single arrays up to N keys take
-//                      bitonic; 0: radix at every size)
-//                      [--work_group=N] [--items32=N] [--items64=N] [--quick]
+//                      [--policy=radix.pass=one-launch,radix.lookback=8,...]
+//                      (the device's policy with these knobs changed: the
+//                      keys and values its "policy" line prints; e.g.
+//                      bitonic.max_keys=0 sorts every size by radix)
+//                      [--quick]
 //                      [--cases=u32,u64,f32,i32,pairs] (the main cases to
 //                      run; all by default)
 //                      [--segmented=i32x4096x4096,i64x...] (segmented sorts
@@ -27,10 +21,7 @@
 //                      [--trim_pool] (free the engine's idle buffers before
 //                      each size)
 //                      [--print_reps] (every repetition's kernel time and
-//                      stages; with SORTD_STAGE_EVENTS=1, every kernel's)
-//                      [--hold_rounds=K] (each case and size K times,
-//                      each time in fresh buffers: the pool's idle ones
-//                      are held, not reused; a placement diagnostic)
+//                      stages)
 //                      [--pool_bytes=N] (the engine's idle-buffer budget;
 //                      0: its default)
 //                      [--kernel_cache_dir=DIR] (keeps the built kernels,
@@ -260,66 +251,20 @@ int main(int argc, char** argv) {
   std::vector<int> sizes = {16, 20, 24, 26};
   int reps = 5;
   int transpose_log2 = 24;
-  int radix_bits = 0, local_bits = -1, work_group = 0, items32 = 0, items64 = 0,
-      bank_pad = -1, onesweep = -1, lookback = 0, warp_rank = -1, items32k = -1,
-      items64k = -1, max_registers = -1, warp_rank_64 = -1, direct_place = -1;
-  long bitonic_max = -1, small_items = -1, small_max = -1,
-       segment_radix_above = -1, alternate_status_max = -1,
-       marked_status_max = -1, count_unroll = -1, status_prefetch = -1;
+  std::string policy_spec;
   bool quick = false;
   bool trim_pool = false;
   long pool_bytes = 0;
-  int hold_rounds = 0;
   std::string case_names = "u32,u64,f32,i32,pairs";
   std::string kernel_cache_dir;
   std::string segmented;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--radix_bits=", 0) == 0) radix_bits = std::stoi(a.substr(13));
-    if (a.rfind("--local_bits=", 0) == 0) local_bits = std::stoi(a.substr(13));
-    if (a.rfind("--work_group=", 0) == 0) work_group = std::stoi(a.substr(13));
-    if (a.rfind("--items32=", 0) == 0) items32 = std::stoi(a.substr(10));
-    if (a.rfind("--items64=", 0) == 0) items64 = std::stoi(a.substr(10));
-    if (a.rfind("--bank_pad=", 0) == 0) bank_pad = std::stoi(a.substr(11));
-    if (a.rfind("--onesweep=", 0) == 0) onesweep = std::stoi(a.substr(11));
-    if (a.rfind("--lookback=", 0) == 0) lookback = std::stoi(a.substr(11));
-    if (a.rfind("--warp_rank=", 0) == 0) warp_rank = std::stoi(a.substr(12));
-    if (a.rfind("--items32k=", 0) == 0) items32k = std::stoi(a.substr(11));
-    if (a.rfind("--items64k=", 0) == 0) items64k = std::stoi(a.substr(11));
-    if (a.rfind("--bitonic_max=", 0) == 0)
-      bitonic_max = std::stol(a.substr(14));
-    if (a.rfind("--small_items=", 0) == 0)
-      small_items = std::stol(a.substr(14));
-    if (a.rfind("--small_max=", 0) == 0) small_max = std::stol(a.substr(12));
-    if (a.rfind("--alternate_status_max=", 0) == 0) {
-      alternate_status_max = std::stol(a.substr(23));
-    }
-    if (a.rfind("--marked_status_max=", 0) == 0) {
-      marked_status_max = std::stol(a.substr(20));
-    }
-    if (a.rfind("--count_unroll=", 0) == 0) {
-      count_unroll = std::stol(a.substr(15));
-    }
-    if (a.rfind("--status_prefetch=", 0) == 0) {
-      status_prefetch = std::stol(a.substr(18));
-    }
-    if (a.rfind("--segment_radix_above=", 0) == 0) {
-      segment_radix_above = std::stol(a.substr(22));
-    }
-    if (a.rfind("--max_registers=", 0) == 0) {
-      max_registers = std::stoi(a.substr(16));
-    }
+    if (a.rfind("--policy=", 0) == 0) policy_spec = a.substr(9);
     if (a.rfind("--segmented=", 0) == 0) segmented = a.substr(12);
-    if (a.rfind("--warp_rank_64=", 0) == 0) {
-      warp_rank_64 = std::stoi(a.substr(15));
-    }
-    if (a.rfind("--direct_place=", 0) == 0) {
-      direct_place = std::stoi(a.substr(15));
-    }
     if (a == "--quick") quick = true;
     if (a == "--trim_pool") trim_pool = true;
     if (a == "--print_reps") g_print_reps = true;
-    if (a.rfind("--hold_rounds=", 0) == 0) hold_rounds = std::stoi(a.substr(14));
     if (a.rfind("--pool_bytes=", 0) == 0) pool_bytes = std::stol(a.substr(13));
     if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
     if (a.rfind("--kernel_cache_dir=", 0) == 0) {
@@ -343,52 +288,13 @@ int main(int argc, char** argv) {
   options.cache_dir = kernel_cache_dir;
   options.pool_bytes = static_cast<size_t>(pool_bytes);
   auto engine = OpenClEngine::Create(options);
-  if (engine.ok() &&
-      (radix_bits > 0 || local_bits >= 0 || work_group > 0 || items32 > 0 ||
-       items64 > 0 || bank_pad >= 0 || onesweep >= 0 || lookback > 0 ||
-       warp_rank >= 0 || items32k >= 0 || items64k >= 0 || max_registers >= 0 ||
-       warp_rank_64 >= 0 || direct_place >= 0 || bitonic_max >= 0 ||
-       small_items >= 0 || small_max >= 0 || segment_radix_above >= 0 ||
-       alternate_status_max >= 0 || marked_status_max >= 0 ||
-       count_unroll >= 0 || status_prefetch >= 0)) {
-    // Another radix shape on the same device (policy experiments).
+  if (engine.ok() && !policy_spec.empty()) {
+    // Another shape on the same device (policy experiments).
     sortd::gpu::EnginePolicy policy = (*engine)->policy();
-    if (radix_bits > 0) policy.radix.radix_bits = radix_bits;
-    if (local_bits >= 0) policy.radix.local_bits = local_bits;
-    if (work_group > 0) policy.radix.work_group = work_group;
-    if (items32 > 0) policy.radix.items_32 = items32;
-    if (items64 > 0) policy.radix.items_64 = items64;
-    if (bank_pad >= 0) policy.radix.bank_pad = bank_pad;
-    if (onesweep >= 0) policy.radix.onesweep = onesweep;
-    if (lookback > 0) policy.radix.lookback = lookback;
-    if (warp_rank >= 0) policy.radix.warp_rank = warp_rank;
-    if (warp_rank_64 >= 0) policy.radix.warp_rank_64 = warp_rank_64;
-    if (direct_place >= 0) policy.radix.direct_place = direct_place;
-    if (items32k >= 0) policy.radix.items_32_keys = items32k;
-    if (items64k >= 0) policy.radix.items_64_keys = items64k;
-    if (max_registers >= 0) policy.radix.max_registers = max_registers;
-    if (small_items >= 0) policy.radix.small_items = small_items;
-    if (small_max >= 0) policy.radix.small_max = static_cast<size_t>(small_max);
-    if (alternate_status_max >= 0) {
-      policy.radix.alternate_status_max =
-          static_cast<size_t>(alternate_status_max);
-    }
-    if (marked_status_max >= 0) {
-      policy.radix.marked_status_max = static_cast<size_t>(marked_status_max);
-    }
-    if (count_unroll >= 0) {
-      policy.radix.count_unroll = static_cast<int>(count_unroll);
-    }
-    if (status_prefetch >= 0) {
-      policy.radix.status_prefetch = static_cast<int>(status_prefetch);
-    }
-    if (segment_radix_above >= 0) {
-      policy.radix.segment_radix_above =
-          static_cast<size_t>(segment_radix_above);
-    }
-    if (bitonic_max >= 0) {
-      policy.bitonic.max_keys = static_cast<size_t>(bitonic_max);
-      policy.bitonic.max_keys_64 = static_cast<size_t>(bitonic_max);
+    if (absl::Status s = sortd::gpu::ApplyPolicyOverrides(policy_spec, &policy);
+        !s.ok()) {
+      std::fprintf(stderr, "gpu_sort_benchmark: %s\n", s.ToString().c_str());
+      return 2;
     }
     options.policy = policy;
     engine = OpenClEngine::Create(options);
@@ -428,18 +334,6 @@ int main(int argc, char** argv) {
     // --trim_pool: each size starts with no idle device buffers (a
     // diagnostic of allocation history: see docs/PERFORMANCE.md).
     if (trim_pool) (*engine)->TrimPool();
-    if (hold_rounds > 0) {
-      for (const Case& c : cases) {
-        for (int r = 0; r < hold_rounds; ++r) {
-          char impl[32];
-          std::snprintf(impl, sizeof(impl), "sortd-hold%d", r);
-          Run(**engine, c, lg, reps, impl);
-          (*engine)->HoldPoolBuffers();
-        }
-        (*engine)->TrimPool();
-      }
-      continue;
-    }
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }
   // Segment shapes of one's own (for example to time radix_segments with
@@ -467,8 +361,8 @@ int main(int argc, char** argv) {
 
   // Where bitonic wins: both algorithms forced, small sizes.
   for (auto [algorithm, impl] :
-       {std::pair{OpenClEngine::Options::Algorithm::kBitonic, "sortd-bitonic"},
-        {OpenClEngine::Options::Algorithm::kRadix, "sortd-radix"}}) {
+       {std::pair{sortd::gpu::SortAlgorithm::kBitonic, "sortd-bitonic"},
+        {sortd::gpu::SortAlgorithm::kRadix, "sortd-radix"}}) {
     OpenClEngine::Options forced = options;
     forced.algorithm = algorithm;
     auto e = OpenClEngine::Create(forced);

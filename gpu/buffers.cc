@@ -88,19 +88,7 @@ absl::StatusOr<PooledBuffer> BufferPool::Acquire(size_t bytes,
 void BufferPool::Release(cl::Buffer buffer, size_t capacity) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.in_use_bytes -= capacity;
-  if (SlowLocked(buffer(), capacity)) {
-    std::vector<cl::Buffer>& slow = slow_[capacity];
-    slow.push_back(std::move(buffer));
-    if (slow.size() > kMaxSlowHeld) {
-      ForgetLocked(slow.front()());
-      slow.erase(slow.begin());
-    }
-    return;
-  }
-  if (capacity > max_pooled_bytes_) {  // freed: it could never fit
-    ForgetLocked(buffer());
-    return;
-  }
+  if (capacity > max_pooled_bytes_) return;  // freed: it could never fit
   // Room for it at the expense of what has been idle longest: the sizes
   // being asked for now are the likeliest to be asked for again.
   while (stats_.pooled_bytes + capacity > max_pooled_bytes_ &&
@@ -120,55 +108,14 @@ bool BufferPool::EvictOldestLocked() {
     }
   }
   if (oldest == idle_.end()) return false;
-  ForgetLocked(oldest->second.front().buffer());
   oldest->second.erase(oldest->second.begin());
   stats_.pooled_bytes -= oldest->first;
   ++stats_.evictions;
   return true;
 }
 
-void BufferPool::HoldIdle() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [capacity, list] : idle_) {
-    for (Idle& i : list) held_.push_back(std::move(i.buffer));
-  }
-  idle_.clear();
-  stats_.pooled_bytes = 0;
-}
-
-void BufferPool::RateWrite(cl_mem buffer, size_t capacity, int tag,
-                           double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
-  rated_[{buffer, tag}] = seconds;
-  auto [it, fresh] = best_.try_emplace({capacity, tag}, seconds);
-  if (!fresh) it->second = std::min(it->second, seconds);
-}
-
-bool BufferPool::SlowLocked(cl_mem buffer, size_t capacity) const {
-  for (auto it = rated_.lower_bound({buffer, INT32_MIN});
-       it != rated_.end() && it->first.first == buffer; ++it) {
-    auto best = best_.find({capacity, it->first.second});
-    if (best != best_.end() && it->second > best->second * 1.04) return true;
-  }
-  return false;
-}
-
-void BufferPool::ForgetLocked(cl_mem buffer) {
-  rated_.erase(rated_.lower_bound({buffer, INT32_MIN}),
-               rated_.lower_bound({buffer, INT32_MAX}));
-}
-
 void BufferPool::Trim() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [capacity, list] : idle_) {
-    for (Idle& i : list) ForgetLocked(i.buffer());
-  }
-  for (auto& [capacity, list] : slow_) {
-    for (cl::Buffer& b : list) ForgetLocked(b());
-  }
-  for (cl::Buffer& b : held_) ForgetLocked(b());
-  slow_.clear();
-  held_.clear();
   idle_.clear();
   stats_.pooled_bytes = 0;
 }

@@ -82,20 +82,9 @@ class BufferPool {
   // failures are RESOURCE_EXHAUSTED.
   absl::StatusOr<PooledBuffer> Acquire(size_t bytes, const char* what);
   Stats stats() const;
-  // Drops every idle buffer, and those held aside (after a device error, or
-  // to give memory back).
+  // Drops every idle buffer (after a device error, or to give memory
+  // back).
   void Trim();
-  // An experiment (SORTD_QUALIFY=1): how long a radix pass of kind `tag`
-  // took to write `buffer`. A buffer that comes back slower than the best
-  // of its size and tag by more than 4% is held aside (at most
-  // kMaxSlowHeld per size) instead of being reused, so that the next
-  // request gets another.
-  void RateWrite(cl_mem buffer, size_t capacity, int tag, double seconds);
-  static constexpr size_t kMaxSlowHeld = 4;
-  // A diagnostic: keeps the idle buffers allocated but out of reach, so
-  // that the next requests get fresh ones elsewhere in device memory, until
-  // Trim(). Outside the byte limits.
-  void HoldIdle();
   // The capacity Acquire(bytes) hands out: a power of two, at least 64 KiB.
   static size_t SizeClass(size_t bytes);
 
@@ -115,14 +104,6 @@ class BufferPool {
   size_t max_total_bytes_;
   mutable std::mutex mu_;
   std::map<size_t, std::vector<Idle>> idle_;  // per class, oldest first
-  std::vector<cl::Buffer> held_;              // HoldIdle()
-  // RateWrite(): each buffer's latest pass time per tag, the best per size
-  // and tag, and the slow buffers held aside, per size.
-  std::map<std::pair<cl_mem, int>, double> rated_;
-  std::map<std::pair<size_t, int>, double> best_;
-  std::map<size_t, std::vector<cl::Buffer>> slow_;
-  bool SlowLocked(cl_mem buffer, size_t capacity) const;
-  void ForgetLocked(cl_mem buffer);
   uint64_t release_clock_ = 0;
   Stats stats_;
 };

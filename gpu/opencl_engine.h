@@ -8,16 +8,11 @@
 //   auto engine = OpenClEngine::Create({.kind = DeviceKind::kGpu});
 //   if (engine.ok()) status = (*engine)->Sort(job);  // job.stages: timings
 //
-// Fault injection, for tests only: Options::fail_enqueue = N makes the N-th
-// enqueue after start-up fail with CL_OUT_OF_RESOURCES (and every one after
-// it with fail_enqueue_sticky); fail_stage = upload|download|copy|kernel|
-// <stage> counts only those enqueues. fail_allocation = N fails the N-th
-// device allocation as out of memory; fail_build fails Create() as a
-// program build failure; lose_device_at = N makes the N-th run after
-// start-up find its queue unable to finish with CL_DEVICE_NOT_AVAILABLE, as
-// when a device is lost: the engine turns unhealthy. Nothing in the
-// environment sets them: sortd sets them from its --inject_faults flag
-// (ParseFaultSpec), which it announces loudly.
+// The layers below it: a SortPlan (sort_plan.h) chooses the algorithm and
+// sizes every device array; a Run (engine_run.h) enqueues one call's work
+// on a lane; the passes (radix_passes.h, bitonic_network.h) enqueue the
+// kernels of a named, per-device policy (policy.h). Fault injection, for
+// tests, comes in Options::faults (faults.h).
 //
 // Create() verifies every warm-up answer against a reference (keys,
 // permutation, segment by segment) and fails if one is wrong, whatever the
@@ -40,9 +35,12 @@
 #include "gpu/buffers.h"
 #include "gpu/cl.h"
 #include "gpu/device.h"
+#include "gpu/engine_run.h"
+#include "gpu/faults.h"
 #include "gpu/pinned_memory.h"
 #include "gpu/policy.h"
 #include "gpu/program_cache.h"
+#include "gpu/sort_plan.h"
 #include "server/sorter.h"
 
 namespace sortd::gpu {
@@ -57,32 +55,17 @@ class OpenClEngine final : public Sorter {
     std::optional<Device> device;
     // Folder of the program-binary cache; empty keeps programs in memory.
     std::string cache_dir;
-    // Fault injection (tests; see the top of this file). 0 / false / empty:
-    // none.
-    // The N-th enqueue after start-up fails.
-    long fail_enqueue = 0;
-    // ... and every enqueue after it.
-    bool fail_enqueue_sticky = false;
-    // Only enqueues of this kind count: upload, download, copy, kernel (any
-    // launch) or one kernel stage's name; empty: all.
-    std::string fail_stage;
-    // The N-th run after start-up finds the device lost.
-    long lose_device_at = 0;
-    // The N-th device allocation after start-up fails as out of device
-    // memory.
-    long fail_allocation = 0;
-    // Create() fails as if a program did not build.
-    bool fail_build = false;
+    // Kernel build diagnostics (sortd: SORTD_KERNEL_EXTRA_OPTIONS and
+    // SORTD_KERNEL_BUILD_LOG, read once at startup).
+    ProgramCache::Diagnostics kernel_diagnostics;
+    // Fault injection (tests; sortd's --inject_faults): none by default.
+    FaultSpec faults;
     // Launch shapes; unset: EnginePolicy::For(device). Tests use tiny tiles
     // to reach every level of the scan with small inputs.
     std::optional<EnginePolicy> policy;
     // Which algorithm sorts single arrays: by size (the policy's
     // bitonic.max_keys), or forced (benchmarks measure both).
-    enum class Algorithm {
-      kAuto,
-      kRadix,
-      kBitonic
-    } algorithm = Algorithm::kAuto;
+    SortAlgorithm algorithm = SortAlgorithm::kAuto;
     // Transpose kernel: the sub-group shuffle one where the device has
     // sub-group shuffles of a usable size, else the portable one; or forced
     // (a forced sub-group kernel the device cannot run is an error).
@@ -126,7 +109,7 @@ class OpenClEngine final : public Sorter {
                                : ExecutionPath::kOpenClCpu;
   }
   std::string device_name() const override { return device_.info.name; }
-  bool healthy() const override { return healthy_.load(); }
+  bool healthy() const override { return core_.healthy.load(); }
   const DeviceInfo& info() const { return device_.info; }
   const EnginePolicy& policy() const { return policy_; }
   // "subgroup" or "portable": the transpose kernel in use.
@@ -134,19 +117,17 @@ class OpenClEngine final : public Sorter {
     return transpose_subgroup_ ? "subgroup" : "portable";
   }
   ProgramCache::Stats cache_stats() const { return cache_->stats(); }
-  BufferPool::Stats pool_stats() const { return pool_->stats(); }
+  BufferPool::Stats pool_stats() const { return core_.pool->stats(); }
   // Host bytes moved to and from the device: through the staging ring, or
   // straight (pinned memory from host_memory(), or no staging at all).
   struct TransferStats {
     uint64_t staged_bytes = 0, direct_bytes = 0;
   };
   TransferStats transfer_stats() const {
-    return {staged_bytes_.load(), direct_bytes_.load()};
+    return {core_.staged_bytes.load(), core_.direct_bytes.load()};
   }
   // Frees the pool's idle device buffers.
-  void TrimPool() { pool_->Trim(); }
-  // Diagnostic: idle buffers stay allocated but unused until TrimPool().
-  void HoldPoolBuffers() { pool_->HoldIdle(); }
+  void TrimPool() { core_.pool->Trim(); }
 
   absl::Status Sort(const SortJob& job) override;
   absl::Status SortSegments(const SortJob& job,
@@ -155,7 +136,9 @@ class OpenClEngine final : public Sorter {
   std::vector<std::pair<std::string, double>> memory_bytes() const override;
   // With pinned staging: page-locked host memory whose ranges this
   // engine's transfers use directly (no staging copy); else null.
-  std::shared_ptr<HostMemory> host_memory() const override { return pinned_; }
+  std::shared_ptr<HostMemory> host_memory() const override {
+    return core_.pinned;
+  }
   std::pair<std::string, std::string> vendor_driver() const override {
     return {device_.info.vendor, device_.info.driver};
   }
@@ -165,174 +148,63 @@ class OpenClEngine final : public Sorter {
   size_t max_sort_keys(const SortJob& shape) const override;
   size_t max_transpose_matrices() const override;
   // Device bytes one Sort() of `count` keys of `shape`'s kind allocates
-  // (pool size classes included).
-  size_t SortFootprint(const SortJob& shape, size_t count) const;
+  // (pool size classes included): its plan's.
+  size_t SortFootprint(const SortJob& shape, size_t count) const {
+    return PlanSort(policy_, options_.algorithm, shape, count).Footprint();
+  }
   // The device memory one run (one lane) may hold.
-  size_t run_budget_bytes() const { return run_budget_; }
+  size_t run_budget_bytes() const { return core_.run_budget; }
 
  private:
-  struct RadixKernels {
-    cl::Kernel encode, histogram, scan_blocks, scan_add, scatter, onesweep,
-        digit_starts, segments, decode, address;
-  };
-  struct BitonicKernels {
-    cl::Kernel pad, sort_blocks, merge_global, merge_local, segmented;
-  };
-  using Events = std::vector<std::pair<const char*, cl::Event>>;
-  // A command queue with its own staging ring and kernel objects (kernels
-  // hold their arguments). A run takes a lane for its whole length; runs
-  // on different lanes proceed at once, so one run's transfers overlap
-  // another's kernels.
-  struct Lane {
-    cl::CommandQueue queue;
-    std::unique_ptr<StagingRing> staging;
-    RadixKernels radix[2][2];  // [key_bits == 64][with_index]
-    // Built with the policy's small_items, for short arrays.
-    RadixKernels radix_small[2][2];
-    BitonicKernels bitonic[2][2];
-    cl::Kernel transpose;
-  };
   // Holds a free lane for its lifetime.
-  struct LaneLease {
-    explicit LaneLease(OpenClEngine* e) : engine(e) {
-      std::unique_lock<std::mutex> lock(e->lanes_mu_);
-      e->lanes_cv_.wait(lock, [e] { return !e->free_lanes_.empty(); });
-      lane = e->free_lanes_.back();
-      e->free_lanes_.pop_back();
-    }
-    ~LaneLease() {
-      {
-        std::lock_guard<std::mutex> lock(engine->lanes_mu_);
-        engine->free_lanes_.push_back(lane);
-      }
-      engine->lanes_cv_.notify_one();
-    }
-    OpenClEngine* engine;
-    Lane* lane;
-  };
-  // One call's lane, its enqueued events and the pooled buffers they use;
-  // the events and buffers live until the lane's queue has finished.
-  struct Run {
-    Run() = default;
-    Run(const Run&) = delete;
-    Run& operator=(const Run&) = delete;
-    // Buffers go back to the pool last-acquired first, so that the next run
-    // of the same shape gets each of its arrays in the same buffer again
-    // (see BufferPool: a pool stack). Forward release order swapped the
-    // roles of same-sized buffers from one run to the next, and with them
-    // the kernel time by up to 6%
-    // (docs/decisions/006-buffer-pool-and-placement.md).
-    // SORTD_POOL_RELEASE_FORWARD=1 restores it, for A/B runs.
-    ~Run();
-    Lane* lane = nullptr;
-    size_t bytes = 0;  // device memory acquired, by pool size class
-    Events events;
-    std::vector<PooledBuffer> buffers;
-    // SORTD_QUALIFY=1: the radix passes' events (index into `events`),
-    // the buffer each wrote, its size class and the pass kind.
-    struct PassWrite {
-      size_t event;
-      cl_mem buffer;
-      size_t capacity;
-      int tag;
-    };
-    std::vector<PassWrite> pass_writes;
-  };
-  // The device arrays of one sort: ordered keys and indices in two
-  // ping-pong halves; `cur` says which half holds the current order.
-  struct Arrays {
-    cl::Buffer raw, keys[2], index[2], values, values_out;
-    int cur = 0;
-    // keys[cur] holds raw keys: the last pass stored them (RawEnds).
-    bool keys_raw = false;
-  };
-  // Radix passes whose first reads the raw keys (ordering them and making
-  // the indices as it loads) and whose last stores raw keys: the kernels'
-  // MODE_FIRST and MODE_LAST, so no encode or decode pass over the array.
-  struct RawEnds {
-    cl::Buffer keys;     // the raw keys
-    cl_uint kind_order;  // key kind | descending << 2
+  class LaneLease {
+   public:
+    explicit LaneLease(OpenClEngine* e);
+    ~LaneLease();
+    Lane& lane() { return *lane_; }
+
+   private:
+    OpenClEngine* engine_;
+    Lane* lane_;
   };
 
   OpenClEngine(Device device, const Options& options);
   absl::Status Init();
+  absl::Status InitTranspose();
   absl::Status WarmUp();
   // Compares a warm-up sort's answer with `want`, the reference order.
   absl::Status CheckWarmUpSort(const SortJob& job,
                                const std::vector<uint32_t>& want,
                                bool segmented) const;
 
-  // The steps every sort is made of.
-  // `encode`: also write the ordered keys and indices to keys[0] and
-  // index[0] (otherwise the first radix pass reads the raw keys).
-  absl::Status Upload(Run& run, const SortJob& job, size_t padded,
-                      bool count_digits, bool encode, Arrays& a,
+  // Allocates the plan's arrays, uploads keys and values, and encodes the
+  // keys (`encode`) and/or counts every pass's digits into `totals`.
+  absl::Status Upload(Run& run, const SortJob& job, const SortPlan& plan,
+                      bool count_digits, bool encode, SortArrays& a,
                       cl::Buffer* totals);
-  absl::Status Encode(Run& run, const SortJob& job, Arrays& a,
-                      cl::Buffer& totals, bool count_digits, bool encode);
-  // `totals`: every pass's digit counts over the `count` keys (from
-  // Upload), or null; the one-launch passes need them. `raw_ends`: the
-  // first pass that runs reads raw_ends->keys, the last stores raw keys;
-  // at least one pass must run. Null: a.keys[a.cur] is in ordered form.
-  absl::Status RadixPasses(Run& run, int key_bits, bool with_index,
-                           size_t count, Arrays& a,
-                           const std::vector<bool>& skip,
-                           const cl::Buffer* totals, const RawEnds* raw_ends);
-  // Whether RadixPasses over `count` keys takes one launch per pass.
-  bool UsesOnesweep(size_t count, bool has_totals) const;
-  absl::Status BitonicSort(Run& run, int key_bits, bool with_index,
-                           size_t padded, Arrays& a);
-  absl::Status Download(Run& run, const SortJob& job, Arrays& a);
-
-  absl::Status SortLocked(Run& run, const SortJob& job);
-  absl::Status SegmentsLocked(Run& run, const SortJob& job,
+  // Ordered keys back to raw bits, payload gathered, then everything down.
+  absl::Status Download(Run& run, const SortJob& job, SortArrays& a);
+  absl::Status SortOnLane(Run& run, const SortJob& job);
+  absl::Status SegmentsOnLane(Run& run, const SortJob& job,
                               absl::Span<const uint32_t> offsets);
-  // `tile`: the TILE that k's kernels were built with.
-  absl::Status ScanInPlace(Run& run, RadixKernels& k, size_t tile,
-                           cl::Buffer& data, size_t count);
-  absl::Status Launch(Run& run, cl::Kernel& kernel, size_t groups,
-                      size_t group_size, const char* stage);
-  absl::Status Write(Run& run, cl::Buffer& buffer, size_t bytes,
-                     const void* src);
-  absl::Status Read(Run& run, cl::Buffer& buffer, size_t bytes, void* dst);
-  absl::Status Copy(Run& run, cl::Buffer& src, size_t src_offset,
-                    cl::Buffer& dst, size_t dst_offset, size_t bytes);
-  absl::StatusOr<cl::Buffer> Allocate(Run& run, size_t bytes, const char* what);
-  // Waits for the queue and reports the events' times into `stages`.
-  absl::Status Finish(Run& run, StageTimes* stages);
-  absl::Status InjectedFault(const char* what, bool kernel = false);
+  // Segments longer than a bitonic block, each by radix passes on a
+  // scratch copy.
+  absl::Status LongSegments(Run& run, const SortJob& job,
+                            absl::Span<const uint32_t> offsets,
+                            const std::vector<uint32_t>& list, SortArrays& a);
 
   Device device_;
   Options options_;
   EnginePolicy policy_;
   cl::Context context_;
   std::unique_ptr<ProgramCache> cache_;
-  std::unique_ptr<BufferPool> pool_;
-  std::shared_ptr<PinnedHostMemory> pinned_;  // with pinned_staging
-  std::atomic<uint64_t> staged_bytes_{0}, direct_bytes_{0};
-  size_t run_budget_ = 0;
+  EngineCore core_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool transpose_subgroup_ = false;
-  absl::Status InitTranspose();
-  std::atomic<long> enqueues_{0};
-  std::atomic<long> runs_{0};
-  std::atomic<long> allocations_{0};
-  bool faults_armed_ = false;  // set once warm-up is over
-  std::atomic<bool> healthy_{true};
   std::mutex lanes_mu_;
   std::condition_variable lanes_cv_;
   std::vector<Lane*> free_lanes_;
 };
-
-// Parses sortd's --inject_faults spec into `options`' fault fields: a
-// comma-separated list of enqueue=N, sticky, stage=NAME, device_lost=N,
-// oom=N, build=1 (e.g. "enqueue=2,stage=upload,sticky"). Empty: no faults.
-// INVALID_ARGUMENT names the bad item.
-absl::Status ParseFaultSpec(const std::string& spec,
-                            OpenClEngine::Options* options);
-
-// Whether `options` injects any fault.
-bool InjectsFaults(const OpenClEngine::Options& options);
 
 }  // namespace sortd::gpu
 

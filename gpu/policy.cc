@@ -1,11 +1,17 @@
 #include "gpu/policy.h"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gpu/kernels/sort_constants.h"
 
 namespace sortd::gpu {
 
@@ -28,95 +34,96 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t counters = local_radix * work_group;
   // Warp-level ranking: 32-bit counters per warp and digit; otherwise
   // 16-bit counters per work-item and sub-digit, padded.
-  const int rank = WarpRank(key_bits);
+  const TileRanking rank = Ranking(key_bits);
   const size_t counter_bytes =
-      rank != 0 ? (work_group / 32) * radix * 4
-                : (counters + (bank_pad ? counters / 32 : 0)) * 2;
+      WarpLevel(key_bits) ? (work_group / 32) * radix * 4
+                          : (counters + (bank_pad ? counters / 32 : 0)) * 2;
   // The one-launch pass adds each digit's global base.
-  const size_t onesweep_bytes = onesweep != 0 ? radix * 4 + 4 : 0;
-  // Keys (and indices) share one array with warp_rank 4's digit masks
+  const size_t onesweep_bytes = OneLaunch() ? radix * 4 + 4 : 0;
+  // Keys (and indices) share one array with kWarpMasks' digit masks
   // (three sets of a word per warp and digit), which are dead by the time
   // the keys are exchanged.
   const size_t tile_bytes =
       padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0);
-  const size_t mask_bytes = rank == 4 ? (work_group / 32) * radix * 3 * 4 : 0;
+  const size_t mask_bytes =
+      rank == TileRanking::kWarpMasks ? (work_group / 32) * radix * 3 * 4 : 0;
   return (std::max(tile_bytes, mask_bytes) + 7) / 8 * 8 + counter_bytes +
          radix * 4 + work_group * 4 + onesweep_bytes;
 }
 
-EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
+namespace {
+
+// CPU devices (PoCL): a work-group runs on one core; smaller groups and
+// tiles keep the per-group local arrays in cache.
+EnginePolicy CpuPolicy() {
   EnginePolicy p;
-  if (!device.is_gpu) {
-    // CPU devices (PoCL): a work-group runs on one core; smaller groups and
-    // tiles keep the per-group local arrays in cache.
-    p.radix = {
-        .radix_bits = 4, .work_group = 64, .items_32 = 16, .items_64 = 16};
-    p.bitonic = {
-        .block_32 = 2048, .block_64 = 2048, .work_group = 64, .max_keys = 2048};
-    p.transpose = {.matrices_per_group = 16};
-  } else if (NvidiaPtxRuns(device)) {
-    // The H100's tuning, measured in same-call A/Bs of kernel time
-    // (docs/decisions/004-radix-kernel.md): 8-bit passes, 7-17% faster than
-    // 4-bit ones at 2^24-2^26 and the fastest of nine shapes swept; the
-    // scatter's bank padding (1.17x u32, 1.45x u64 at 2^26); one-launch
-    // passes with warp-level ranking of a whole digit and early counts
-    // (2.2x u32 keys, 1.9x f32 argsort at 2^26 over the three-launch pass),
-    // with longer tiles for keys-only sorts.
-    p.radix = {.radix_bits = 8,
-               .local_bits = 4,
-               .work_group = 256,
-               .items_32 = 16,
-               .items_64 = 8,
-               .items_32_keys = 24,
-               .items_64_keys = 16,
-               .bank_pad = 1,
-               .onesweep = 2,
-               .lookback = 4,
-               // Digit peers through per-warp local masks: 3% (u32) and
-               // 5% (u64) faster than ballots at 2^26.
-               .warp_rank = 4,
-               // 64-bit keys: ballots, with keys placed as they are ranked:
-               // 80 -> 64 registers for keys-only tiles (four work-groups
-               // per SM instead of three); u64 2^24 1.396 -> 1.314 ms, 2^28
-               // 19.74 -> 18.06, 2^26 level to -5%. Masks need local
-               // memory that direct placement uses for the keys.
-               .warp_rank_64 = 2,
-               .direct_place = 2,
-               // Up to 2^18 keys: tiles of 1024 (0.095 -> 0.086 ms at
-               // 2^16).
-               .small_items = 4,
-               .small_max = size_t{1} << 18,
-               .segment_radix_above = 1024,
-               // Alternating status areas: 0.076 vs 0.093 ms for u32 at
-               // 2^16; a fill per pass 5% faster for u64 at 2^24-2^26.
-               // (Marked statuses, below, now take precedence at every size
-               // they cover, so this applies to no size here.)
-               .alternate_status_max = size_t{1} << 18,
-               // Marked statuses (no fill between passes) with each tile's
-               // status lines prefetched to L2, and the digit count's loads
-               // two vectors at a time; same-call A/B, kernel ms, against
-               // the policy before: u32 2^24/2^26/2^28 0.522/1.685/
-               // 6.821 -> 0.501/1.593/6.539, u64 1.366/5.034/18.54 ->
-               // 1.283/4.962/17.45, 2^16 u32 0.070 -> 0.069. Marks alone
-               // are level at u64 2^26 (the passes lose what the fills
-               // cost), the prefetch alone was not measured.
-               .marked_status_max = RadixSortPolicy::kMarkedStatusLimit,
-               .status_prefetch = 1};
-    // Two vectors per load round: the count kernel is bound by its local
-    // atomics (about 2.2 TB/s of keys at every size); 2 against 1: u64
-    // 2^24 0.0706 -> 0.068 ms, 2^26 0.245 -> 0.2405, u32 2^28 0.483 ->
-    // 0.470; 4 was slower at u64 2^24 (0.075) though faster at 2^28.
-    p.radix.count_unroll = 2;
-    // Bitonic only below 2^12 keys: the warp-ranked one-launch radix beats
-    // it from 2^16 on (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; decision
-    // record docs/decisions/005-bitonic-for-small-arrays.md).
-    p.bitonic.max_keys = size_t{1} << 12;
-    p.bitonic.max_keys_64 = size_t{1} << 12;
-    p.transpose = {.matrices_per_group = 64};
-  }
-  // Shrink until the scatter kernel fits the device's local memory and
-  // work-group limits (any vendor we have no entry for starts from the
-  // defaults above).
+  p.name = "cpu";
+  p.radix = {.radix_bits = 4, .work_group = 64, .items_32 = 16, .items_64 = 16};
+  p.bitonic = {
+      .block_32 = 2048, .block_64 = 2048, .work_group = 64, .max_keys = 2048};
+  p.transpose = {.matrices_per_group = 16};
+  return p;
+}
+
+EnginePolicy NvidiaPtxPolicy() {
+  EnginePolicy p;
+  p.name = "nvidia-ptx";
+  // The H100's tuning, measured in same-call A/Bs of kernel time
+  // (docs/decisions/004-radix-kernel.md): 8-bit passes, 7-17% faster than
+  // 4-bit ones at 2^24-2^26 and the fastest of nine shapes swept; the
+  // scatter's bank padding (1.17x u32, 1.45x u64 at 2^26); one-launch
+  // passes with warp-level ranking of a whole digit and early counts
+  // (2.2x u32 keys, 1.9x f32 argsort at 2^26 over the three-launch pass),
+  // with longer tiles for keys-only sorts.
+  p.radix = {.radix_bits = 8,
+             .work_group = 256,
+             .items_32 = 16,
+             .items_64 = 8,
+             .items_32_keys = 24,
+             .items_64_keys = 16,
+             .bank_pad = true,
+             .pass = RadixPass::kOneLaunchEarlyCounts,
+             .lookback = 4,
+             // Digit peers through per-warp local masks: 3% (u32) and
+             // 5% (u64) faster than ballots at 2^26.
+             .ranking = TileRanking::kWarpMasks,
+             // 64-bit keys: ballots, with keys placed as they are ranked:
+             // 80 -> 64 registers for keys-only tiles (four work-groups
+             // per SM instead of three); u64 2^24 1.396 -> 1.314 ms, 2^28
+             // 19.74 -> 18.06, 2^26 level to -5%. Masks need local
+             // memory that direct placement uses for the keys.
+             .ranking_64 = TileRanking::kWarpBallots,
+             .direct_place_64 = true,
+             // Two vectors per load round: the count kernel is bound by
+             // its local atomics (about 2.2 TB/s of keys at every size);
+             // 2 against 1: u64 2^24 0.0706 -> 0.068 ms, 2^26 0.245 ->
+             // 0.2405, u32 2^28 0.483 -> 0.470; 4 was slower at u64 2^24
+             // (0.075) though faster at 2^28.
+             .count_unroll = 2,
+             // Up to 2^18 keys: tiles of 1024 (0.095 -> 0.086 ms at
+             // 2^16).
+             .small_items = 4,
+             .small_max = size_t{1} << 18,
+             .segment_radix_above = 1024,
+             // Marked statuses (no fill between passes) with each tile's
+             // status lines prefetched to L2; same-call A/B, kernel ms,
+             // against fills before every pass: u32 2^24/2^26/2^28
+             // 0.522/1.685/6.821 -> 0.501/1.593/6.539, u64 1.366/5.034/
+             // 18.54 -> 1.283/4.962/17.45, 2^16 u32 0.070 -> 0.069.
+             .marked_status_max = RadixSortPolicy::kMarkedStatusLimit,
+             .status_prefetch = true};
+  // Bitonic only below 2^12 keys: the warp-ranked one-launch radix beats
+  // it from 2^16 on (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; decision
+  // record docs/decisions/005-bitonic-for-small-arrays.md).
+  p.bitonic.max_keys = size_t{1} << 12;
+  p.bitonic.max_keys_64 = size_t{1} << 12;
+  p.transpose = {.matrices_per_group = 64};
+  return p;
+}
+
+// Shrinks `p` until its kernels fit the device's local memory and
+// work-group limits (a vendor with no entry starts from the defaults).
+void FitToDevice(const DeviceInfo& device, EnginePolicy& p) {
   while (p.radix.work_group > 32 &&
          (static_cast<size_t>(p.radix.work_group) > device.max_work_group ||
           p.radix.ScatterLocalBytes(64, true) > device.local_mem_bytes)) {
@@ -150,75 +157,346 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
                                         p.bitonic.block_64 / 2});
   p.transpose.matrices_per_group = std::min<int>(
       p.transpose.matrices_per_group, static_cast<int>(device.max_work_group));
+}
+
+}  // namespace
+
+EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
+  EnginePolicy p;  // "gpu": the defaults
+  if (!device.is_gpu) {
+    p = CpuPolicy();
+  } else if (NvidiaPtxRuns(device)) {
+    p = NvidiaPtxPolicy();
+  }
+  FitToDevice(device, p);
   return p;
 }
 
+namespace {
+
+// Collects a sentence for each constraint that does not hold.
+struct Constraints {
+  std::vector<std::string> broken;
+  void Need(bool ok, std::string what) {
+    if (!ok) broken.push_back(std::move(what));
+  }
+};
+
+// What every radix build needs, whatever its key width.
+void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
+                Constraints& c) {
+  auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
+  const bool ptx = NvidiaPtxRuns(device);
+  need(r.radix_bits == 4 || r.radix_bits == 8, "radix.radix_bits is 4 or 8");
+  need(r.local_bits == 0 || r.radix_bits % r.local_bits == 0,
+       "radix.local_bits divides radix.radix_bits");
+  need(r.work_group >= 1 &&
+           static_cast<size_t>(r.work_group) <= device.max_work_group,
+       absl::StrCat("radix.work_group is at most the device's ",
+                    device.max_work_group));
+  need(r.lookback >= 1 && r.lookback <= 64, "radix.lookback is 1-64");
+  need(r.count_groups_per_cu >= 1, "radix.count_groups_per_cu is at least 1");
+  need(r.count_unroll >= 1 && r.count_unroll <= 4, "radix.count_unroll is 1-4");
+  need(!r.status_prefetch || ptx,
+       "radix.status_prefetch needs an NVIDIA GPU that runs PTX");
+  need(!r.status_prefetch || r.OneLaunch(),
+       "radix.status_prefetch needs one-launch passes");
+  need(r.small_items >= 0, "radix.small_items is not negative");
+  need(r.pass != RadixPass::kOneLaunchEarlyCounts ||
+           (r.WarpLevel(32) && r.WarpLevel(64)),
+       "radix.pass=one-launch-early-counts needs warp-level ranking");
+}
+
+// What the builds for `bits`-wide keys need.
+void CheckKeyWidth(const EnginePolicy& p, const DeviceInfo& device, int bits,
+                   Constraints& c) {
+  auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
+  const RadixSortPolicy& r = p.radix;
+  const BitonicPolicy& bitonic = p.bitonic;
+  const bool ptx = NvidiaPtxRuns(device);
+  const TileRanking rank = r.Ranking(bits);
+  const std::string of = absl::StrCat(" (", bits, "-bit keys)");
+  need(rank == TileRanking::kWorkItemCounters || r.work_group % 32 == 0,
+       "warp-level ranking needs radix.work_group % 32 == 0" + of);
+  need(rank == TileRanking::kWorkItemCounters || r.local_bits == 0,
+       "radix.local_bits applies only to work-item ranking" + of);
+  need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
+           ptx,
+       "warp-ballots and warp-masks ranking need an NVIDIA GPU that runs "
+       "PTX" +
+           of);
+  need(!r.DirectPlace(bits) || (r.pass == RadixPass::kOneLaunchEarlyCounts &&
+                                (rank == TileRanking::kWarpBallots ||
+                                 rank == TileRanking::kWarpEmulated)),
+       "radix.direct_place needs one-launch-early-counts passes and "
+       "warp-ballots or warp-emulated ranking" +
+           of);
+  for (bool with_index : {true, false}) {
+    const std::string what =
+        absl::StrCat(bits, "-bit keys", with_index ? " with an index" : "");
+    need(r.Tile(bits, with_index) < 65536,
+         absl::StrCat("a radix tile holds fewer than 65536 keys (", what, ": ",
+                      r.Tile(bits, with_index), ")"));
+    need(r.ScatterLocalBytes(bits, with_index) <= device.local_mem_bytes,
+         absl::StrCat("the scatter of ", what, " needs ",
+                      r.ScatterLocalBytes(bits, with_index),
+                      " bytes of local memory; the device has ",
+                      device.local_mem_bytes));
+    need(r.small_items <= r.Items(bits, with_index),
+         absl::StrCat("radix.small_items is at most the keys per "
+                      "work-item of ",
+                      what));
+  }
+  const int block = bitonic.Block(bits);
+  need(bitonic.LocalBytes(bits) <= device.local_mem_bytes,
+       absl::StrCat("a bitonic block of ", bits, "-bit keys needs ",
+                    bitonic.LocalBytes(bits),
+                    " bytes of local memory; the device has ",
+                    device.local_mem_bytes));
+  need(block > 0 && (block & (block - 1)) == 0,
+       absl::StrCat("bitonic.block_", bits, " is a power of two"));
+  need(bitonic.work_group >= 1 && bitonic.work_group <= block / 2,
+       absl::StrCat("bitonic.work_group is at most half of bitonic.block_",
+                    bits));
+}
+
+}  // namespace
+
+std::vector<std::string> EnginePolicy::Violations(
+    const DeviceInfo& device) const {
+  Constraints c;
+  auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
+  CheckRadix(radix, device, c);
+  for (int bits : {32, 64}) CheckKeyWidth(*this, device, bits, c);
+  need(static_cast<size_t>(bitonic.work_group) <= device.max_work_group,
+       absl::StrCat("bitonic.work_group is at most the device's ",
+                    device.max_work_group));
+  need(transpose.matrices_per_group >= 1 &&
+           static_cast<size_t>(transpose.matrices_per_group) <=
+               device.max_work_group,
+       "transpose.matrices_per_group is 1 to the device's work-group limit");
+  return c.broken;
+}
+
 absl::Status EnginePolicy::CheckFits(const DeviceInfo& device) const {
-  for (auto [bits, with_index] :
-       {std::pair{32, true}, {64, true}, {32, false}, {64, false}}) {
-    if (radix.ScatterLocalBytes(bits, with_index) > device.local_mem_bytes ||
-        static_cast<size_t>(radix.work_group) > device.max_work_group ||
-        radix.Tile(bits, with_index) >= 65536 ||
-        radix.radix_bits % radix.LocalBits() != 0 || radix.lookback < 1 ||
-        radix.lookback > 64 || radix.warp_rank < 0 || radix.warp_rank > 4 ||
-        (radix.warp_rank != 0 && radix.work_group % 32 != 0) ||
-        ((radix.warp_rank >= 2 || radix.max_registers != 0) &&
-         !NvidiaPtxRuns(device)) ||
-        radix.max_registers < 0 || radix.max_registers > 255 ||
-        radix.onesweep < 0 || radix.onesweep > 2 ||
-        radix.count_groups_per_cu < 1 || radix.count_unroll < 1 ||
-        radix.count_unroll > 4 || radix.status_prefetch < 0 ||
-        radix.status_prefetch > 1 ||
-        (radix.status_prefetch != 0 && !NvidiaPtxRuns(device)) ||
-        radix.small_items < 0 ||
-        (radix.small_items > 0 &&
-         radix.small_items > radix.Items(bits, with_index)) ||
-        (radix.onesweep == 2 && radix.warp_rank == 0) ||
-        radix.warp_rank_64 < 0 || radix.warp_rank_64 > 4 ||
-        (radix.warp_rank == 0 && radix.warp_rank_64 != 0) ||
-        (radix.warp_rank_64 >= 2 && !NvidiaPtxRuns(device)) ||
-        radix.direct_place < 0 || radix.direct_place > 3 ||
-        (radix.DirectPlace(bits) &&
-         (radix.onesweep != 2 || radix.WarpRank(bits) < 1 ||
-          radix.WarpRank(bits) > 3))) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("radix policy ", ToString(), " does not fit ",
-                       device.name, " (local memory ", device.local_mem_bytes,
-                       " bytes, work-group <= ", device.max_work_group, ")"));
+  const std::vector<std::string> broken = Violations(device);
+  if (broken.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("policy ", name, " does not fit ", device.name, ": ",
+                   absl::StrJoin(broken, "; ")));
+}
+
+namespace {
+
+// Every knob by its name in ToString() and ApplyPolicyOverrides().
+struct Knob {
+  const char* name;
+  std::function<std::string(const EnginePolicy&)> get;
+  // False: `value` is not a value of this knob.
+  std::function<bool(absl::string_view value, EnginePolicy&)> set;
+};
+
+template <typename Part, typename T>
+Knob Number(const char* name, Part EnginePolicy::*part, T Part::*field) {
+  return {name,
+          [=](const EnginePolicy& p) { return absl::StrCat((p.*part).*field); },
+          [=](absl::string_view v, EnginePolicy& p) {
+            T x{};
+            if (!absl::SimpleAtoi(v, &x) || x < 0) return false;
+            (p.*part).*field = x;
+            return true;
+          }};
+}
+
+Knob Flag(const char* name, bool RadixSortPolicy::*field) {
+  return {name,
+          [=](const EnginePolicy& p) {
+            return std::string(p.radix.*field ? "1" : "0");
+          },
+          [=](absl::string_view v, EnginePolicy& p) {
+            if (v != "0" && v != "1") return false;
+            p.radix.*field = v == "1";
+            return true;
+          }};
+}
+
+constexpr std::pair<RadixPass, const char*> kPassNames[] = {
+    {RadixPass::kThreeLaunch, "three-launch"},
+    {RadixPass::kOneLaunch, "one-launch"},
+    {RadixPass::kOneLaunchEarlyCounts, "one-launch-early-counts"}};
+constexpr std::pair<TileRanking, const char*> kRankingNames[] = {
+    {TileRanking::kWorkItemCounters, "work-item"},
+    {TileRanking::kWarpEmulated, "warp-emulated"},
+    {TileRanking::kWarpBallots, "warp-ballots"},
+    {TileRanking::kWarpMasks, "warp-masks"}};
+
+template <typename E, size_t N>
+const char* NameOf(E value, const std::pair<E, const char*> (&names)[N]) {
+  for (const auto& [e, n] : names) {
+    if (e == value) return n;
+  }
+  return "?";
+}
+
+template <typename E, size_t N>
+bool Parse(absl::string_view text, const std::pair<E, const char*> (&names)[N],
+           E* out) {
+  for (const auto& [e, n] : names) {
+    if (text == n) {
+      *out = e;
+      return true;
     }
   }
-  for (int bits : {32, 64}) {
-    const int block = bitonic.Block(bits);
-    if (bitonic.LocalBytes(bits) > device.local_mem_bytes ||
-        (block & (block - 1)) != 0 || bitonic.work_group > block / 2 ||
-        static_cast<size_t>(bitonic.work_group) > device.max_work_group) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "bitonic policy ", ToString(), " does not fit ", device.name));
+  return false;
+}
+
+const std::vector<Knob>& Knobs() {
+  using E = EnginePolicy;
+  using R = RadixSortPolicy;
+  using B = BitonicPolicy;
+  static const std::vector<Knob> knobs = {
+      Number("radix.radix_bits", &E::radix, &R::radix_bits),
+      Number("radix.local_bits", &E::radix, &R::local_bits),
+      Number("radix.work_group", &E::radix, &R::work_group),
+      Number("radix.items_32", &E::radix, &R::items_32),
+      Number("radix.items_64", &E::radix, &R::items_64),
+      Number("radix.items_32_keys", &E::radix, &R::items_32_keys),
+      Number("radix.items_64_keys", &E::radix, &R::items_64_keys),
+      Flag("radix.bank_pad", &R::bank_pad),
+      {"radix.pass",
+       [](const E& p) { return std::string(NameOf(p.radix.pass, kPassNames)); },
+       [](absl::string_view v, E& p) {
+         return Parse(v, kPassNames, &p.radix.pass);
+       }},
+      Number("radix.lookback", &E::radix, &R::lookback),
+      {"radix.ranking",
+       [](const E& p) {
+         return std::string(NameOf(p.radix.ranking, kRankingNames));
+       },
+       [](absl::string_view v, E& p) {
+         return Parse(v, kRankingNames, &p.radix.ranking);
+       }},
+      {"radix.ranking_64",
+       [](const E& p) {
+         return p.radix.ranking_64
+                    ? std::string(NameOf(*p.radix.ranking_64, kRankingNames))
+                    : std::string("same");
+       },
+       [](absl::string_view v, E& p) {
+         if (v == "same") {
+           p.radix.ranking_64.reset();
+           return true;
+         }
+         TileRanking r{};
+         if (!Parse(v, kRankingNames, &r)) return false;
+         p.radix.ranking_64 = r;
+         return true;
+       }},
+      Flag("radix.direct_place_32", &R::direct_place_32),
+      Flag("radix.direct_place_64", &R::direct_place_64),
+      Number("radix.count_groups_per_cu", &E::radix, &R::count_groups_per_cu),
+      Number("radix.count_unroll", &E::radix, &R::count_unroll),
+      Number("radix.small_items", &E::radix, &R::small_items),
+      Number("radix.small_max", &E::radix, &R::small_max),
+      Number("radix.segment_radix_above", &E::radix, &R::segment_radix_above),
+      Number("radix.marked_status_max", &E::radix, &R::marked_status_max),
+      Flag("radix.status_prefetch", &R::status_prefetch),
+      Number("bitonic.block_32", &E::bitonic, &B::block_32),
+      Number("bitonic.block_64", &E::bitonic, &B::block_64),
+      Number("bitonic.work_group", &E::bitonic, &B::work_group),
+      Number("bitonic.max_keys", &E::bitonic, &B::max_keys),
+      Number("bitonic.max_keys_64", &E::bitonic, &B::max_keys_64),
+      Number("transpose.matrices_per_group", &E::transpose,
+             &TransposePolicy::matrices_per_group),
+  };
+  return knobs;
+}
+
+int RankingCode(TileRanking r) {
+  switch (r) {
+    case TileRanking::kWorkItemCounters:
+      return SORTD_RANK_WORK_ITEM;
+    case TileRanking::kWarpEmulated:
+      return SORTD_RANK_WARP_EMULATED;
+    case TileRanking::kWarpBallots:
+      return SORTD_RANK_WARP_BALLOTS;
+    case TileRanking::kWarpMasks:
+      return SORTD_RANK_WARP_MASKS;
+  }
+  return SORTD_RANK_WORK_ITEM;
+}
+
+}  // namespace
+
+std::string EnginePolicy::ToString() const {
+  std::string out = name;
+  for (const Knob& k : Knobs()) {
+    absl::StrAppend(&out, " ", k.name, "=", k.get(*this));
+  }
+  return out;
+}
+
+absl::Status ApplyPolicyOverrides(absl::string_view spec,
+                                  EnginePolicy* policy) {
+  EnginePolicy p = *policy;
+  for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    item = absl::StripAsciiWhitespace(item);
+    const size_t eq = item.find('=');
+    const absl::string_view key = item.substr(0, eq);
+    const Knob* knob = nullptr;
+    for (const Knob& k : Knobs()) {
+      if (key == k.name) knob = &k;
+    }
+    if (knob == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "policy override '", item, "': no knob named '", key,
+          "' (the knobs are those EnginePolicy::ToString prints)"));
+    }
+    if (eq == absl::string_view::npos || !knob->set(item.substr(eq + 1), p)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("policy override '", item, "': not a value of ", key,
+                       " (now ", knob->get(p), ")"));
     }
   }
+  if (!spec.empty()) p.name = absl::StrCat(policy->name, " + overrides");
+  *policy = std::move(p);
   return absl::OkStatus();
 }
 
-std::string EnginePolicy::ToString() const {
+std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
+                              bool with_index, int items) {
+  const TileRanking rank = r.Ranking(key_bits);
+  std::string out = absl::StrCat(
+      "-DKEY_BITS=", key_bits, " -DRADIX_BITS=", r.radix_bits,
+      " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
+      " -DITEMS=", items, " -DHAS_INDEX=", with_index ? 1 : 0,
+      " -DBANK_PAD=", r.bank_pad ? 1 : 0, " -DLOOKBACK=", r.lookback,
+      " -DRANKING=", RankingCode(rank));
+  if (r.pass == RadixPass::kOneLaunchEarlyCounts) {
+    absl::StrAppend(&out, " -DEARLY_COUNTS=1");
+  }
+  if (r.DirectPlace(key_bits)) absl::StrAppend(&out, " -DDIRECT_PLACE=1");
+  if (r.count_unroll > 1) {
+    absl::StrAppend(&out, " -DCOUNT_UNROLL=", r.count_unroll);
+  }
+  if (r.status_prefetch && r.OneLaunch()) {
+    absl::StrAppend(&out, " -DSTATUS_PREFETCH=1");
+  }
+  return out;
+}
+
+std::string BitonicBuildOptions(const BitonicPolicy& b, int key_bits,
+                                bool with_index) {
+  return absl::StrCat("-DKEY_BITS=", key_bits,
+                      " -DHAS_INDEX=", with_index ? 1 : 0,
+                      " -DBLOCK=", b.Block(key_bits), " -DBWG=", b.work_group);
+}
+
+std::string TransposeBuildOptions(const TransposePolicy& t,
+                                  absl::string_view subgroup) {
   return absl::StrCat(
-      "radix{bits=", radix.radix_bits, " local_bits=", radix.LocalBits(),
-      " bank_pad=", radix.bank_pad, " onesweep=", radix.onesweep,
-      " lookback=", radix.lookback, " warp_rank=", radix.warp_rank,
-      " warp_rank_64=", radix.WarpRank(64),
-      " direct_place=", radix.direct_place,
-      " max_registers=", radix.max_registers,
-      " small_items=", radix.small_items, " small_max=", radix.small_max,
-      " segment_radix_above=", radix.segment_radix_above,
-      " alternate_status_max=", radix.alternate_status_max,
-      " marked_status_max=", radix.marked_status_max,
-      " count_unroll=", radix.count_unroll,
-      " status_prefetch=", radix.status_prefetch, " wg=", radix.work_group,
-      " items32=", radix.items_32, " items64=", radix.items_64,
-      " items32_keys=", radix.Items(32, false),
-      " items64_keys=", radix.Items(64, false),
-      "} bitonic{max_keys=", bitonic.max_keys,
-      " max_keys_64=", bitonic.MaxKeys(64),
-      "} transpose{matrices_per_group=", transpose.matrices_per_group, "}");
+      "-DMATRICES_PER_WG=", t.matrices_per_group,
+      subgroup.empty() ? "" : absl::StrCat(" -D", subgroup, "=1"));
 }
 
 }  // namespace sortd::gpu

@@ -33,10 +33,11 @@ uint64_t Fnv1a(const std::string& s, uint64_t h) {
 }  // namespace
 
 ProgramCache::ProgramCache(cl::Context context, Device device,
-                           std::string disk_dir)
+                           std::string disk_dir, Diagnostics diagnostics)
     : context_(std::move(context)),
       device_(std::move(device)),
-      disk_dir_(std::move(disk_dir)) {}
+      disk_dir_(std::move(disk_dir)),
+      diagnostics_(std::move(diagnostics)) {}
 
 std::string ProgramCache::DiskPath(const std::string& source_name,
                                    const std::string& options) const {
@@ -50,14 +51,9 @@ std::string ProgramCache::DiskPath(const std::string& source_name,
   return absl::StrFormat("%s/%s-%016x.clbin", disk_dir_, source_name, h);
 }
 
-std::string ProgramCache::ExtraOptions() {
-  const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS");
-  return extra != nullptr ? extra : "";
-}
-
 absl::StatusOr<cl::Program> ProgramCache::Get(
     const std::string& source_name, const std::string& build_options) {
-  const std::string extra = ExtraOptions();
+  const std::string& extra = diagnostics_.extra_options;
   const std::string options =
       extra.empty() ? build_options : absl::StrCat(build_options, " ", extra);
   std::lock_guard<std::mutex> lock(mu_);
@@ -105,11 +101,7 @@ absl::StatusOr<cl::Program> ProgramCache::Build(const std::string& source_name,
   SORTD_CL_RETURN_IF(
       err, absl::StrCat("clCreateProgramWithSource(", source_name, ")"));
   err = program.build({device_.device}, options.c_str());
-  // A diagnostic for tuning: SORTD_KERNEL_BUILD_LOG=1 prints every build's
-  // log (with SORTD_KERNEL_EXTRA_OPTIONS=-cl-nv-verbose on NVIDIA, each
-  // kernel's register use).
-  if (const char* show = std::getenv("SORTD_KERNEL_BUILD_LOG");
-      err == CL_SUCCESS && show != nullptr && std::string(show) == "1") {
+  if (err == CL_SUCCESS && diagnostics_.print_build_log) {
     std::fprintf(
         stderr, "sortd: built %s.cl with '%s':\n%s\n", source_name.c_str(),
         options.c_str(),

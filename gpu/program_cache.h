@@ -7,7 +7,7 @@
 // corrupt or rejected by the driver is rebuilt from source and rewritten;
 // the disk cache can never make a build fail. Thread-safe.
 //
-//   ProgramCache cache(context, device, "/var/cache/sortd");
+//   ProgramCache cache(context, device, "/var/cache/sortd", {});
 //   absl::StatusOr<cl::Program> p = cache.Get("radix_sort", "-DKEY_BITS=32");
 #ifndef SORTD_GPU_PROGRAM_CACHE_H_
 #define SORTD_GPU_PROGRAM_CACHE_H_
@@ -31,17 +31,25 @@ class ProgramCache {
     int disk_entries_rejected = 0;  // corrupt or refused by the driver
   };
 
+  // Diagnostics for tuning, off by default.
+  struct Diagnostics {
+    // Appended to every build's options (and so part of the cache keys);
+    // on NVIDIA, -cl-nv-verbose shows each kernel's register use.
+    std::string extra_options;
+    // Every build's log on stderr.
+    bool print_build_log = false;
+  };
+
   // `disk_dir` empty: memory only.
-  ProgramCache(cl::Context context, Device device, std::string disk_dir);
+  ProgramCache(cl::Context context, Device device, std::string disk_dir,
+               Diagnostics diagnostics);
 
   // The built program for gpu/kernels/<source_name>.cl with `options`.
   // A compile error is INTERNAL and carries the build log.
   absl::StatusOr<cl::Program> Get(const std::string& source_name,
                                   const std::string& options);
 
-  // SORTD_KERNEL_EXTRA_OPTIONS, a diagnostic for tuning ("" when unset):
-  // appended to every build's options (and so part of the cache keys).
-  static std::string ExtraOptions();
+  const Diagnostics& diagnostics() const { return diagnostics_; }
 
   Stats stats() const;
   // Path of the disk entry for these inputs (for tests).
@@ -57,6 +65,7 @@ class ProgramCache {
   cl::Context context_;
   Device device_;
   std::string disk_dir_;
+  Diagnostics diagnostics_;
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, cl::Program> programs_;
   Stats stats_;

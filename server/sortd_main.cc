@@ -515,11 +515,18 @@ int Serve() {
   // Fault injection: only from this flag (never from the environment).
   sortd::gpu::OpenClEngine::Options engine_base;
   const std::string faults = absl::GetFlag(FLAGS_inject_faults);
-  if (absl::Status s = sortd::gpu::ParseFaultSpec(faults, &engine_base);
+  if (absl::Status s = sortd::gpu::ParseFaultSpec(faults, &engine_base.faults);
       !s.ok()) {
     return Fail(s);
   }
-  const bool injecting = sortd::gpu::InjectsFaults(engine_base);
+  // Kernel build diagnostics (CONTRIBUTING.md), read once here.
+  if (const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS")) {
+    engine_base.kernel_diagnostics.extra_options = extra;
+  }
+  if (const char* log = std::getenv("SORTD_KERNEL_BUILD_LOG")) {
+    engine_base.kernel_diagnostics.print_build_log = std::string(log) == "1";
+  }
+  const bool injecting = engine_base.faults.any();
   if (injecting) {
     LogLine(
         "FAULT INJECTION ENABLED (--inject_faults=%s): device "

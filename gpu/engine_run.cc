@@ -1,0 +1,161 @@
+#include "gpu/engine_run.h"
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace sortd::gpu {
+namespace {
+
+// How long a finished, profiled command ran; nullopt if the driver cannot
+// say.
+std::optional<double> EventSeconds(cl::Event& event) {
+  cl_ulong start = 0, end = 0;
+  if (event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) !=
+          CL_SUCCESS ||
+      event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) != CL_SUCCESS) {
+    return std::nullopt;
+  }
+  return (end - start) * 1e-9;
+}
+
+}  // namespace
+
+Run::~Run() {
+  // Last acquired, first released (see the class comment).
+  while (!buffers_.empty()) buffers_.pop_back();
+}
+
+absl::StatusOr<cl::Buffer> Run::Allocate(size_t bytes, const char* what) {
+  if (bytes > core_.info.max_alloc_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " needs ", bytes, " bytes; ", core_.info.name,
+        " allocates at most ", core_.info.max_alloc_bytes, " at once"));
+  }
+  const size_t capacity = BufferPool::SizeClass(bytes);
+  if (bytes_ + capacity > core_.run_budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "allocating ", what, " (", capacity, " bytes) would take this run to ",
+        bytes_ + capacity, " device bytes; each of the ", core_.lanes,
+        " lanes of ", core_.info.name, " may hold ", core_.run_budget,
+        " (--device_memory_bytes)"));
+  }
+  bytes_ += capacity;
+  SORTD_RETURN_IF_ERROR(core_.faults.OnAllocate(what));
+  absl::StatusOr<PooledBuffer> b = core_.pool->Acquire(bytes, what);
+  if (!b.ok()) return b.status();
+  buffers_.push_back(std::move(*b));
+  return buffers_.back().buffer();
+}
+
+absl::Status Run::LaunchKernel(cl::Kernel& kernel, size_t groups,
+                               size_t group_size, const char* stage) {
+  if (groups == 0) return absl::OkStatus();
+  SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue(stage, /*kernel=*/true));
+  cl::Event event;
+  cl_int err = lane_.queue.enqueueNDRangeKernel(
+      kernel, cl::NullRange, cl::NDRange(groups * group_size),
+      cl::NDRange(group_size), nullptr, &event);
+  SORTD_CL_RETURN_IF(err, absl::StrCat("enqueue ", stage, " kernel"));
+  events_.emplace_back(stage, event);
+  return absl::OkStatus();
+}
+
+absl::Status Run::Write(cl::Buffer& buffer, size_t bytes, const void* src) {
+  if (bytes == 0) return absl::OkStatus();
+  SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("upload"));
+  if (lane_.staging && !core_.pinned->Holds(src, bytes)) {
+    core_.staged_bytes += bytes;
+    return lane_.staging->Upload(buffer, src, bytes, &events_);
+  }
+  core_.direct_bytes += bytes;
+  cl::Event event;
+  SORTD_CL_RETURN_IF(lane_.queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes,
+                                                    src, nullptr, &event),
+                     "clEnqueueWriteBuffer");
+  events_.emplace_back("upload", event);
+  return absl::OkStatus();
+}
+
+absl::Status Run::Read(cl::Buffer& buffer, size_t bytes, void* dst) {
+  if (bytes == 0) return absl::OkStatus();
+  SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("download"));
+  if (lane_.staging && !core_.pinned->Holds(dst, bytes)) {
+    core_.staged_bytes += bytes;
+    return lane_.staging->Download(buffer, dst, bytes, &events_);
+  }
+  core_.direct_bytes += bytes;
+  cl::Event event;
+  SORTD_CL_RETURN_IF(lane_.queue.enqueueReadBuffer(buffer, CL_FALSE, 0, bytes,
+                                                   dst, nullptr, &event),
+                     "clEnqueueReadBuffer");
+  events_.emplace_back("download", event);
+  return absl::OkStatus();
+}
+
+absl::Status Run::WriteNow(cl::Buffer& buffer, size_t bytes, const void* src,
+                           const char* what) {
+  SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("upload"));
+  SORTD_CL_RETURN_IF(
+      lane_.queue.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, src),
+      absl::StrCat("clEnqueueWriteBuffer(", what, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status Run::ReadNow(cl::Buffer& buffer, size_t bytes, void* dst,
+                          const char* what) {
+  SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("download"));
+  SORTD_CL_RETURN_IF(
+      lane_.queue.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, dst),
+      absl::StrCat("clEnqueueReadBuffer(", what, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status Run::Copy(cl::Buffer& src, size_t src_offset, cl::Buffer& dst,
+                       size_t dst_offset, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("copy"));
+  cl::Event event;
+  SORTD_CL_RETURN_IF(
+      lane_.queue.enqueueCopyBuffer(src, dst, src_offset, dst_offset, bytes,
+                                    nullptr, &event),
+      "clEnqueueCopyBuffer");
+  events_.emplace_back("copy", event);
+  return absl::OkStatus();
+}
+
+absl::Status Run::Zero(cl::Buffer& buffer, size_t bytes, const char* stage) {
+  cl::Event event;
+  SORTD_CL_RETURN_IF(lane_.queue.enqueueFillBuffer(buffer, cl_uint{0}, 0, bytes,
+                                                   nullptr, &event),
+                     absl::StrCat("clEnqueueFillBuffer(", stage, ")"));
+  events_.emplace_back(stage, event);
+  return absl::OkStatus();
+}
+
+absl::Status Run::Finish(StageTimes* stages) {
+  cl_int err = lane_.queue.finish();
+  if (core_.faults.DeviceLostAtFinish()) {
+    err = CL_DEVICE_NOT_AVAILABLE;  // injected: the device is gone
+  }
+  if (err != CL_SUCCESS) {
+    core_.healthy = false;
+    core_.pool->Trim();
+    return ClStatus(err, "clFinish");
+  }
+  if (stages == nullptr) return absl::OkStatus();
+  std::map<std::string, double> seconds;
+  std::vector<std::string> order;
+  for (auto& [stage, event] : events_) {
+    const std::optional<double> t = EventSeconds(event);
+    if (!t) continue;
+    if (!seconds.count(stage)) order.push_back(stage);
+    seconds[stage] += *t;
+  }
+  for (const std::string& s : order) stages->push_back({s, seconds[s]});
+  return absl::OkStatus();
+}
+
+}  // namespace sortd::gpu

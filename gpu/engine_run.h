@@ -1,0 +1,186 @@
+// The pieces an OpenClEngine call is made of, shared by its passes
+// (radix_passes.h, bitonic_network.h): kernels with typed arguments, a
+// lane (command queue, staging ring, kernel objects), the device arrays of
+// one sort, and Run, one call's enqueues on its lane with the buffers and
+// events they use. Internal to gpu/.
+//
+//   Run run(core, lane);
+//   absl::StatusOr<cl::Buffer> keys = run.Allocate(bytes, "keys");
+//   if (keys.ok()) status = run.Write(*keys, bytes, host);
+//   lane.radix[0][0].scan_blocks.Bind(*keys, n, *sums);
+//   status = run.Launch(lane.radix[0][0].scan_blocks, groups, wg, "scan");
+//   status = run.Finish(&stages);  // waits; stage times
+#ifndef SORTD_GPU_ENGINE_RUN_H_
+#define SORTD_GPU_ENGINE_RUN_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpu/buffers.h"
+#include "gpu/cl.h"
+#include "gpu/device.h"
+#include "gpu/faults.h"
+#include "gpu/pinned_memory.h"
+#include "server/sorter.h"
+
+namespace sortd::gpu {
+
+// A kernel whose argument list is part of its type: Bind() sets every
+// argument in order, and a call with the wrong number or types of
+// arguments does not compile.
+template <typename... Args>
+class TypedKernel {
+ public:
+  TypedKernel() = default;
+  explicit TypedKernel(cl::Kernel kernel) : kernel_(std::move(kernel)) {}
+  TypedKernel& Bind(const Args&... args) {
+    cl_uint i = 0;
+    (kernel_.setArg(i++, args), ...);
+    return *this;
+  }
+  cl::Kernel& kernel() { return kernel_; }
+
+ private:
+  cl::Kernel kernel_;
+};
+
+using Buf = cl::Buffer;
+using U32 = cl_uint;
+
+// radix_sort.cl's kernels, one build (key width, index, tile).
+struct RadixKernels {
+  // raw, keys, index, n, kind, descending, digit totals, count, write keys
+  TypedKernel<Buf, Buf, Buf, U32, U32, U32, Buf, U32, U32> encode;
+  // keys, n, shift, counts, tiles, mode
+  TypedKernel<Buf, U32, U32, Buf, U32, U32> histogram;
+  // data, n, block sums
+  TypedKernel<Buf, U32, Buf> scan_blocks, scan_add;
+  // keys in/out, index in/out, n, shift, tile offsets, tiles, mode
+  TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, U32> scatter;
+  // keys in/out, index in/out, n, shift, digit starts, starts at, status,
+  // tiles, mode, counter at, mark, value mask
+  TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, Buf, U32, U32, U32, U32,
+              U32>
+      onesweep;
+  // digit totals, digit starts
+  TypedKernel<Buf, Buf> digit_starts;
+  // keys, index, offsets, segment list (warp-level builds only)
+  TypedKernel<Buf, Buf, Buf, Buf> segments;
+  // keys, raw out, index, values in/out, n, kind, descending, value words,
+  // decode keys
+  TypedKernel<Buf, Buf, Buf, Buf, Buf, U32, U32, U32, U32, U32> decode;
+};
+
+// bitonic_sort.cl's kernels, one build (key width, index).
+struct BitonicKernels {
+  TypedKernel<Buf, Buf, U32, U32> pad;           // keys, index, n, padded
+  TypedKernel<Buf, Buf> sort_blocks;             // keys, index
+  TypedKernel<Buf, Buf, U32, U32> merge_global;  // keys, index, j, stage
+  TypedKernel<Buf, Buf, U32> merge_local;        // keys, index, stage
+  TypedKernel<Buf, Buf, Buf, Buf> segmented;     // keys, index, offsets, list
+};
+
+// A command queue with its own staging ring and kernel objects (kernels
+// hold their arguments). A run takes a lane for its whole length; runs on
+// different lanes proceed at once, so one run's transfers overlap
+// another's kernels.
+struct Lane {
+  cl::CommandQueue queue;
+  std::unique_ptr<StagingRing> staging;
+  RadixKernels radix[2][2];  // [key_bits == 64][with_index]
+  // Built with the policy's small_items, for short arrays.
+  RadixKernels radix_small[2][2];
+  BitonicKernels bitonic[2][2];
+  TypedKernel<Buf, Buf, U32> transpose;  // in, out, matrices
+};
+
+// The device arrays of one sort: ordered keys and indices in two ping-pong
+// halves; `cur` says which half holds the current order.
+struct SortArrays {
+  cl::Buffer raw, keys[2], index[2], values, values_out;
+  int cur = 0;
+  // keys[cur] holds raw keys: the last pass stored them (RawEnds).
+  bool keys_raw = false;
+};
+
+// What every run of one engine shares: the device, its buffer pool and
+// pinned memory, the memory each run may hold, fault injection and
+// transfer counters.
+struct EngineCore {
+  explicit EngineCore(FaultSpec faults) : faults(std::move(faults)) {}
+  DeviceInfo info;
+  std::unique_ptr<BufferPool> pool;
+  std::shared_ptr<PinnedHostMemory> pinned;  // null without pinned staging
+  size_t run_budget = 0;
+  size_t lanes = 1;
+  FaultInjector faults;
+  std::atomic<uint64_t> staged_bytes{0}, direct_bytes{0};
+  // A queue that could not finish: the engine is not to be trusted.
+  std::atomic<bool> healthy{true};
+};
+
+// One call's work on one lane: every enqueue records its event under a
+// stage name, every device buffer comes from the pool within the run's
+// memory budget, and both live until the queue has finished. Buffers go
+// back to the pool last-acquired first, so that the next run of the same
+// shape gets each of its arrays in the same buffer again (see BufferPool:
+// a pool stack; the placement moved kernel time by up to 6%,
+// docs/decisions/006-buffer-pool-and-placement.md).
+class Run {
+ public:
+  Run(EngineCore& core, Lane& lane) : core_(core), lane_(lane) {}
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+  ~Run();
+
+  Lane& lane() { return lane_; }
+  const DeviceInfo& info() const { return core_.info; }
+
+  // A pooled device buffer of at least `bytes`, counted against the run's
+  // budget; `what` names it in errors.
+  absl::StatusOr<cl::Buffer> Allocate(size_t bytes, const char* what);
+  // `groups` work-groups of `group_size` (none if groups is 0).
+  template <typename... Args>
+  absl::Status Launch(TypedKernel<Args...>& kernel, size_t groups,
+                      size_t group_size, const char* stage) {
+    return LaunchKernel(kernel.kernel(), groups, group_size, stage);
+  }
+  // Host to device and back without waiting: pinned memory (from the
+  // engine's host_memory()) straight, pageable memory through the lane's
+  // staging ring.
+  absl::Status Write(cl::Buffer& buffer, size_t bytes, const void* src);
+  absl::Status Read(cl::Buffer& buffer, size_t bytes, void* dst);
+  // Small transfers that wait (the host memory may go when they return).
+  absl::Status WriteNow(cl::Buffer& buffer, size_t bytes, const void* src,
+                        const char* what);
+  absl::Status ReadNow(cl::Buffer& buffer, size_t bytes, void* dst,
+                       const char* what);
+  absl::Status Copy(cl::Buffer& src, size_t src_offset, cl::Buffer& dst,
+                    size_t dst_offset, size_t bytes);
+  // Zero words, timed as `stage`.
+  absl::Status Zero(cl::Buffer& buffer, size_t bytes, const char* stage);
+  // Waits for the queue and adds the events' times, per stage in the order
+  // first enqueued, to `stages` (if not null). A queue that cannot finish
+  // makes the engine unhealthy.
+  absl::Status Finish(StageTimes* stages);
+
+ private:
+  absl::Status LaunchKernel(cl::Kernel& kernel, size_t groups,
+                            size_t group_size, const char* stage);
+
+  EngineCore& core_;
+  Lane& lane_;
+  size_t bytes_ = 0;  // device memory acquired, by pool size class
+  std::vector<std::pair<const char*, cl::Event>> events_;
+  std::vector<PooledBuffer> buffers_;
+};
+
+}  // namespace sortd::gpu
+
+#endif  // SORTD_GPU_ENGINE_RUN_H_

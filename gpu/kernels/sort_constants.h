@@ -1,0 +1,39 @@
+// Values that the host code and the OpenCL kernels must agree on: run-time
+// argument encodings and the variants a build option selects. Plain
+// #defines, valid C++ and OpenCL C: the engine includes this file, and the
+// kernels include it by name, expanded when their sources are
+// embedded (cmake/embed_kernels.cmake).
+#ifndef SORTD_GPU_KERNELS_SORT_CONSTANTS_H_
+#define SORTD_GPU_KERNELS_SORT_CONSTANTS_H_
+
+// Key kinds: how raw key bits become unsigned bits in the requested order.
+#define SORTD_KIND_UNSIGNED 0u
+#define SORTD_KIND_SIGNED 1u
+#define SORTD_KIND_FLOAT 2u
+
+// A radix pass's `mode` argument: the key kind (bits 0-1), descending order
+// (bit 2), whether the pass reads the raw keys (it orders them as it loads
+// them and makes the indices from their positions) and whether it stores
+// raw keys (it is the last).
+#define SORTD_MODE_KIND_MASK 3u
+#define SORTD_MODE_DESCENDING 4u
+#define SORTD_MODE_FIRST 8u
+#define SORTD_MODE_LAST 16u
+
+// A one-launch pass's look-back status word per tile and digit: the kind of
+// value in the top two bits, then (with marked statuses) the parity of the
+// pass in bit 29, then the count.
+#define SORTD_STATUS_AGGREGATE (1u << 30)
+#define SORTD_STATUS_PREFIX (2u << 30)
+#define SORTD_STATUS_MARK_SHIFT 29
+
+// How the scatter ranks a tile (-DRANKING). Work-item counters in local
+// memory; or warp-level ranking of a whole digit, with the warp's
+// operations emulated through local memory (the portable twin), with PTX
+// ballots, or with per-warp digit masks in local memory (both NVIDIA only).
+#define SORTD_RANK_WORK_ITEM 0
+#define SORTD_RANK_WARP_EMULATED 1
+#define SORTD_RANK_WARP_BALLOTS 2
+#define SORTD_RANK_WARP_MASKS 3
+
+#endif  // SORTD_GPU_KERNELS_SORT_CONSTANTS_H_

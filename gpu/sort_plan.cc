@@ -1,0 +1,91 @@
+#include "gpu/sort_plan.h"
+
+#include <algorithm>
+
+#include "gpu/buffers.h"
+
+namespace sortd::gpu {
+namespace {
+
+size_t Class(size_t bytes) { return BufferPool::SizeClass(bytes); }
+
+}  // namespace
+
+RadixPassPlan PlanRadixPasses(const RadixSortPolicy& p, int key_bits,
+                              bool with_index, size_t count, bool has_totals) {
+  RadixPassPlan plan;
+  plan.count = count;
+  plan.key_bits = key_bits;
+  plan.with_index = with_index;
+  plan.small = p.Small(count);
+  plan.tile = static_cast<size_t>(p.Tile(key_bits, with_index, count));
+  plan.tiles = DivUp(count, plan.tile);
+  plan.radix = size_t{1} << p.radix_bits;
+  plan.passes = DivUp(static_cast<size_t>(key_bits), p.radix_bits);
+  // The look-back's counts are 30 bits wide.
+  plan.one_launch = p.OneLaunch() && has_totals && count < (size_t{1} << 30);
+  if (plan.one_launch) {
+    plan.marked = p.MarkedStatus(count);
+    plan.starts_bytes = plan.passes * plan.radix * 4;
+    // Marked: one area for every pass, each pass's tile counter after it;
+    // else one area and one counter, zeroed before every pass.
+    plan.status_bytes =
+        (plan.tiles * plan.radix + (plan.marked ? plan.passes : 1)) * 4;
+  } else {
+    // The digit-major tile offsets, scanned in place a block of `tile` at
+    // a time, the block sums of each level scanned the same way.
+    size_t n = plan.tiles * plan.radix;
+    plan.offsets_bytes = n * 4;
+    for (;;) {
+      const size_t blocks = DivUp(n, plan.tile);
+      plan.sums_bytes.push_back(blocks * 4);
+      if (blocks <= 1) break;
+      n = blocks;
+    }
+  }
+  return plan;
+}
+
+size_t RadixPassPlan::Footprint() const {
+  size_t total = 0;
+  if (one_launch) return Class(starts_bytes) + Class(status_bytes);
+  total += Class(offsets_bytes);
+  for (size_t s : sums_bytes) total += Class(s);
+  return total;
+}
+
+SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
+                  const SortJob& shape, size_t count) {
+  SortPlan plan;
+  plan.key_bits = KeyBits(shape);
+  plan.with_index = WithIndex(shape);
+  plan.count = count;
+  plan.bitonic = algorithm == SortAlgorithm::kBitonic ||
+                 (algorithm == SortAlgorithm::kAuto &&
+                  count <= policy.bitonic.MaxKeys(plan.key_bits));
+  plan.padded = plan.bitonic
+                    ? std::max<size_t>(NextPow2(count),
+                                       policy.bitonic.Block(plan.key_bits))
+                    : count;
+  const size_t ks = KeySize(shape.key_type);
+  plan.raw_bytes = count * ks;
+  plan.keys_bytes = plan.padded * ks;
+  plan.index_bytes = plan.with_index ? plan.padded * 4 : 0;
+  plan.values_bytes = count * ValueSize(shape.value_type);
+  plan.totals_bytes =
+      DivUp(static_cast<size_t>(plan.key_bits), policy.radix.radix_bits) *
+      (size_t{1} << policy.radix.radix_bits) * 4;
+  if (!plan.bitonic) {
+    plan.passes = PlanRadixPasses(policy.radix, plan.key_bits, plan.with_index,
+                                  count, /*has_totals=*/true);
+  }
+  return plan;
+}
+
+size_t SortPlan::Footprint() const {
+  return Class(raw_bytes) + 2 * Class(keys_bytes) + 2 * Class(index_bytes) +
+         2 * Class(values_bytes) + Class(totals_bytes) +
+         (bitonic ? 0 : passes.Footprint());
+}
+
+}  // namespace sortd::gpu

@@ -1,0 +1,92 @@
+// What one sort on the OpenCL engine does and holds, decided before it
+// starts: the algorithm (bitonic network or radix passes, and which kind of
+// radix pass) and every device array with its size. The engine allocates
+// from the plan, and its memory footprint (what admission and the run
+// budget count) is the plan's sum, so the two cannot drift apart.
+//
+//   SortPlan plan = PlanSort(policy, SortAlgorithm::kAuto, shape, n);
+//   if (plan.Footprint() > budget) ...;
+#ifndef SORTD_GPU_SORT_PLAN_H_
+#define SORTD_GPU_SORT_PLAN_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "gpu/policy.h"
+#include "server/sorter.h"
+
+namespace sortd::gpu {
+
+inline size_t DivUp(size_t a, size_t b) { return (a + b - 1) / b; }
+inline size_t NextPow2(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+// The buffers of one run of radix passes over `count` keys (RadixPasses).
+struct RadixPassPlan {
+  size_t count = 0;
+  int key_bits = 32;
+  bool with_index = false;
+  bool one_launch = false;  // one launch per pass (else three)
+  bool marked = false;      // one-launch: marked look-back statuses
+  bool small = false;       // the short-array build of the kernels
+  size_t tile = 0, tiles = 0, passes = 0, radix = 0;
+  // One-launch: every pass's digit starts, and the look-back status words
+  // with the passes' tile counters.
+  size_t starts_bytes = 0, status_bytes = 0;
+  // Three-launch: the tiles' digit offsets, and the block sums of each
+  // level of their scan.
+  size_t offsets_bytes = 0;
+  std::vector<size_t> sums_bytes;
+
+  // Device bytes, by pool size class.
+  size_t Footprint() const;
+};
+
+// `has_totals`: every pass's digit counts are known before the passes
+// (single arrays count them as they upload; segments do not), which
+// one-launch passes need.
+RadixPassPlan PlanRadixPasses(const RadixSortPolicy& policy, int key_bits,
+                              bool with_index, size_t count, bool has_totals);
+
+enum class SortAlgorithm {
+  kAuto,   // by size: the policy's bitonic.max_keys
+  kRadix,  // forced (benchmarks measure both)
+  kBitonic,
+};
+
+struct SortPlan {
+  bool bitonic = false;
+  int key_bits = 32;
+  bool with_index = false;
+  size_t count = 0;
+  // Elements of each key and index array: a power of two of at least one
+  // block for the bitonic network, else count.
+  size_t padded = 0;
+  // Bytes of each array (0: none): the raw keys as uploaded, the ordered
+  // keys and indices (two of each, ping-pong), values in and out, and
+  // every pass's digit totals.
+  size_t raw_bytes = 0, keys_bytes = 0, index_bytes = 0, values_bytes = 0,
+         totals_bytes = 0;
+  RadixPassPlan passes;  // radix sorts only
+
+  size_t Footprint() const;
+};
+
+SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
+                  const SortJob& shape, size_t count);
+
+// Whether a job carries an index through the sort (values or a
+// permutation).
+inline bool WithIndex(const SortJob& job) {
+  return job.value_type != ValueType::kNone || job.permutation_out != nullptr;
+}
+inline int KeyBits(const SortJob& job) {
+  return static_cast<int>(KeySize(job.key_type) * 8);
+}
+
+}  // namespace sortd::gpu
+
+#endif  // SORTD_GPU_SORT_PLAN_H_
