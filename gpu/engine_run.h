@@ -27,7 +27,7 @@
 #include "gpu/device.h"
 #include "gpu/faults.h"
 #include "gpu/pinned_memory.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 namespace sortd::gpu {
 

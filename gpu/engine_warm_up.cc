@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/opencl_engine.h"
-#include "server/transpose.h"
+#include "core/transpose.h"
 
 namespace sortd::gpu {
 

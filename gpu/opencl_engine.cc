@@ -7,7 +7,7 @@
 #include "gpu/bitonic_network.h"
 #include "gpu/kernels/sort_constants.h"
 #include "gpu/radix_passes.h"
-#include "server/transpose.h"
+#include "core/transpose.h"
 
 namespace sortd::gpu {
 namespace {

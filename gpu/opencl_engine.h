@@ -41,7 +41,7 @@
 #include "gpu/policy.h"
 #include "gpu/program_cache.h"
 #include "gpu/sort_plan.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 namespace sortd::gpu {
 

@@ -1,5 +1,5 @@
 // PinnedHostMemory: page-locked host memory of one OpenCL context, handed
-// to HostBufferPool (server/host_memory.h) so that request and answer arrays
+// to HostBufferPool (core/host_memory.h) so that request and answer arrays
 // live where the device's DMA reads and writes them. A transfer from or to a
 // range it gave out skips the engine's staging ring, and with it one copy of
 // the array each way on the host.
@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/cl.h"
-#include "server/host_memory.h"
+#include "core/host_memory.h"
 
 namespace sortd::gpu {
 

@@ -14,7 +14,7 @@
 #include "gpu/engine_run.h"
 #include "gpu/policy.h"
 #include "gpu/sort_plan.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 namespace sortd::gpu {
 

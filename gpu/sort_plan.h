@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gpu/policy.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 namespace sortd::gpu {
 

@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 namespace sortd::batch {
 

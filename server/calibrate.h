@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/scheduler.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 namespace sortd {
 

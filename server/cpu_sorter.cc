@@ -15,7 +15,7 @@
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/info.h"
 #include "oneapi/tbb/parallel_for.h"
-#include "server/transpose.h"
+#include "core/transpose.h"
 
 namespace sortd {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "oneapi/tbb/task_arena.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 namespace sortd {
 

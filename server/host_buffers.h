@@ -23,7 +23,7 @@
 #include <memory>
 
 #include "grpcpp/support/slice.h"
-#include "server/host_memory.h"
+#include "core/host_memory.h"
 
 namespace sortd {
 

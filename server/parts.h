@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 #include "sortd/v1/sortd.pb.h"
 
 namespace sortd {

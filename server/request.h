@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/shared_memory.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 #include "server/wire.h"
 
 namespace sortd {

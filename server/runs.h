@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 namespace sortd {
 

@@ -59,7 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/router.h"
-#include "server/sorter.h"
+#include "core/sorter.h"
 #include "server/work_queue.h"
 
 namespace sortd {

@@ -19,7 +19,7 @@
 #include "client/client.h"
 #include "core/version.h"
 #include "grpcpp/generic/generic_stub.h"
-#include "server/transpose.h"
+#include "core/transpose.h"
 #include "tests/http_get.h"
 #include "tests/reference.h"
 #include "tests/server_fixture.h"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/transpose.h"
+#include "core/transpose.h"
 #include "tests/reference.h"
 
 namespace sortd {

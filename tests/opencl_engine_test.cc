@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/cpu_sorter.h"
-#include "server/transpose.h"
+#include "core/transpose.h"
 #include "tests/sort_check.h"
 
 namespace sortd::gpu {

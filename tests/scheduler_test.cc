@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "reference.h"
 #include "server/cpu_sorter.h"
-#include "server/transpose.h"
+#include "core/transpose.h"
 #include "sort_check.h"
 
 namespace sortd {

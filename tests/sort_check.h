@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "server/sorter.h"
+#include "core/sorter.h"
 #include "tests/reference.h"
 
 namespace sortd::testing {

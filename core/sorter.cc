@@ -1,4 +1,4 @@
-#include "server/sorter.h"
+#include "core/sorter.h"
 
 #include <cstring>
 

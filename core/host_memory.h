@@ -2,8 +2,8 @@
 // the pool uses the C allocator; an OpenCL GPU engine offers page-locked
 // memory that its transfers read and write directly, without the copy
 // through its staging buffers (gpu/pinned_memory.h).
-#ifndef SORTD_SERVER_HOST_MEMORY_H_
-#define SORTD_SERVER_HOST_MEMORY_H_
+#ifndef SORTD_CORE_HOST_MEMORY_H_
+#define SORTD_CORE_HOST_MEMORY_H_
 
 #include <cstddef>
 
@@ -21,4 +21,4 @@ class HostMemory {
 
 }  // namespace sortd
 
-#endif  // SORTD_SERVER_HOST_MEMORY_H_
+#endif  // SORTD_CORE_HOST_MEMORY_H_

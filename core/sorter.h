@@ -12,8 +12,8 @@
 //   job.keys = request_bytes;
 //   job.keys_out = response_bytes;   // n * KeySize(job.key_type) bytes
 //   absl::Status s = sorter->Sort(job);
-#ifndef SORTD_SERVER_SORTER_H_
-#define SORTD_SERVER_SORTER_H_
+#ifndef SORTD_CORE_SORTER_H_
+#define SORTD_CORE_SORTER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -24,8 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/host_memory.h"
 #include "core/keys.h"
-#include "server/host_memory.h"
 
 namespace sortd {
 
@@ -117,7 +117,7 @@ class Sorter {
     return {};
   }
   // Host memory this engine's transfers read and write without a copy of
-  // their own (server/host_memory.h); null: any memory serves as well.
+  // their own (core/host_memory.h); null: any memory serves as well.
   virtual std::shared_ptr<HostMemory> host_memory() const { return nullptr; }
   // Vendor and driver version, for the device_info metric.
   virtual std::pair<std::string, std::string> vendor_driver() const {
@@ -143,4 +143,4 @@ absl::Status CheckSegmentOffsets(size_t count,
 
 }  // namespace sortd
 
-#endif  // SORTD_SERVER_SORTER_H_
+#endif  // SORTD_CORE_SORTER_H_

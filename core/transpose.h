@@ -6,8 +6,8 @@
 //
 //   uint32_t m[32] = {...};
 //   TransposeBits32(m);  // in place
-#ifndef SORTD_SERVER_TRANSPOSE_H_
-#define SORTD_SERVER_TRANSPOSE_H_
+#ifndef SORTD_CORE_TRANSPOSE_H_
+#define SORTD_CORE_TRANSPOSE_H_
 
 #include <cstdint>
 
@@ -28,4 +28,4 @@ inline void TransposeBits32(uint32_t a[32]) {
 
 }  // namespace sortd
 
-#endif  // SORTD_SERVER_TRANSPOSE_H_
+#endif  // SORTD_CORE_TRANSPOSE_H_
