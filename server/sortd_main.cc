@@ -38,6 +38,7 @@
 #include "server/calibrate.h"
 #include "server/connections.h"
 #include "server/cpu_sorter.h"
+#include "server/engines.h"
 #include "server/host_buffers.h"
 #include "server/log.h"
 #include "server/memory.h"
@@ -219,169 +220,6 @@ namespace {
 
 constexpr char kServiceName[] = "sortd.v1.SortService";
 
-// One OpenCL engine per --device entry, each with a factory that re-creates
-// it after a failure. `auto` takes every GPU, else the OpenCL CPU device,
-// else none (the CPU path serves alone), and logs why it passed over each;
-// an explicit device that cannot be brought up is an error, never a silent
-// substitute.
-// `base`: the engine options every device shares (fault injection).
-absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateEngines(
-    const std::string& flag, const sortd::gpu::OpenClEngine::Options& base) {
-  using sortd::gpu::DeviceKind;
-  using sortd::gpu::OpenClEngine;
-  struct Spec {
-    DeviceKind kind;
-    size_t index;
-  };
-  std::vector<Spec> specs;
-  bool auto_mode = false;
-  for (absl::string_view item : absl::StrSplit(flag, ',')) {
-    item = absl::StripAsciiWhitespace(item);
-    std::string_view name(item.data(), item.size());
-    size_t index = 0;
-    bool indexed = false;
-    if (size_t colon = name.find(':'); colon != std::string_view::npos) {
-      if (!absl::SimpleAtoi(absl::string_view(name.data() + colon + 1,
-                                              name.size() - colon - 1),
-                            &index)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--device: bad index in '", std::string(name), "'"));
-      }
-      name = name.substr(0, colon);
-      indexed = true;
-    }
-    if (name == "cpu" && !indexed) {
-      if (flag != "cpu") {
-        return absl::InvalidArgumentError(
-            "--device=cpu serves on the CPU path alone; it combines with no "
-            "other device");
-      }
-      return std::vector<sortd::DeviceSlot>{};
-    }
-    if (name == "auto" && !indexed) {
-      auto_mode = true;
-    } else if (name == "gpu") {
-      if (indexed) {
-        specs.push_back({DeviceKind::kGpu, index});
-      } else {
-        auto all = sortd::gpu::FindDevices(DeviceKind::kGpu);
-        if (!all.ok()) return all.status();
-        for (size_t d = 0; d < all->size(); ++d) {
-          specs.push_back({DeviceKind::kGpu, d});
-        }
-      }
-    } else if (name == "opencl-cpu") {
-      specs.push_back({DeviceKind::kCpu, index});
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--device: unknown entry '", std::string(item.data(), item.size()),
-          "'; expected auto, gpu, gpu:N, opencl-cpu, opencl-cpu:N or cpu"));
-    }
-  }
-  if (auto_mode) {
-    if (specs.size() > 0) {
-      return absl::InvalidArgumentError(
-          "--device=auto combines with no other entry");
-    }
-    auto gpus = sortd::gpu::FindDevices(DeviceKind::kGpu);
-    if (gpus.ok()) {
-      for (size_t d = 0; d < gpus->size(); ++d) {
-        specs.push_back({DeviceKind::kGpu, d});
-      }
-    } else {
-      LogLine("--device=auto: %s\n", gpus.status().ToString().c_str());
-      specs.push_back({DeviceKind::kCpu, 0});
-    }
-  }
-  // Each device, or each of its parts (sub-devices), gets a worker.
-  struct Part {
-    DeviceKind kind;
-    sortd::gpu::Device device;
-  };
-  std::vector<Part> parts;
-  for (const Spec& spec : specs) {
-    auto found = sortd::gpu::FindDevice(spec.kind, spec.index);
-    if (!found.ok()) {
-      if (auto_mode) {
-        LogLine("--device=auto: %s\n", found.status().ToString().c_str());
-        continue;
-      }
-      return found.status();
-    }
-    for (sortd::gpu::Device& d : sortd::gpu::SplitDevice(
-             *found,
-             spec.kind == DeviceKind::kGpu && absl::GetFlag(FLAGS_sub_devices),
-             static_cast<unsigned>(absl::GetFlag(FLAGS_sub_device_units)))) {
-      parts.push_back({spec.kind, std::move(d)});
-    }
-  }
-  std::vector<sortd::DeviceSlot> slots;
-  for (const Part& spec : parts) {
-    OpenClEngine::Options options = base;
-    options.kind = spec.kind;
-    options.device = spec.device;
-    options.cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir);
-    options.lanes = absl::GetFlag(FLAGS_pipeline_depth);
-    options.memory_budget_bytes =
-        static_cast<size_t>(absl::GetFlag(FLAGS_device_memory_bytes));
-    options.pool_bytes =
-        static_cast<size_t>(absl::GetFlag(FLAGS_device_pool_bytes));
-    sortd::EngineFactory factory =
-        [options]() -> absl::StatusOr<std::unique_ptr<sortd::Sorter>> {
-      auto engine = OpenClEngine::Create(options);
-      if (!engine.ok()) return engine.status();
-      return std::unique_ptr<sortd::Sorter>(std::move(*engine));
-    };
-    // Create() builds the programs and verifies a warm-up of every kernel
-    // against a reference: an engine that answers wrongly is never used.
-    auto engine = OpenClEngine::Create(options);
-    if (!engine.ok()) {
-      const char* kind = spec.kind == DeviceKind::kGpu ? "GPU" : "CPU";
-      if (auto_mode) {
-        LogLine(
-            "--device=auto: passing over the OpenCL %s "
-            "device %s: %s\n",
-            kind, spec.device.info.name.c_str(),
-            engine.status().ToString().c_str());
-        continue;
-      }
-      return absl::Status(
-          engine.status().code(),
-          absl::StrCat("--device=", flag, ": cannot bring up the OpenCL ", kind,
-                       " device ", spec.device.info.name, ": ",
-                       engine.status().message()));
-    }
-    LogLine("OpenCL device %s (path %s)\nsortd: policy %s\n",
-            (*engine)->info().ToString().c_str(),
-            sortd::PathName((*engine)->path()),
-            (*engine)->policy().ToString().c_str());
-    const sortd::SortJob u32{.key_type = sortd::KeyType::kU32};
-    LogLine(
-        "device memory: %zu bytes per lane; u32 sorts of "
-        "more than %zu keys run in device-sized runs\n",
-        (*engine)->run_budget_bytes(), (*engine)->max_sort_keys(u32));
-    slots.push_back({std::unique_ptr<sortd::Sorter>(std::move(*engine)),
-                     std::move(factory)});
-  }
-  if (slots.empty()) {
-    LogLine("no OpenCL device: serving on the CPU path\n");
-  }
-  // --device=auto on a node whose GPU is missing (or failed) still serves,
-  // slowly: say so where nobody can miss it. --device=gpu refuses instead.
-  if (auto_mode &&
-      std::none_of(slots.begin(), slots.end(), [](const sortd::DeviceSlot& s) {
-        return s.engine->path() == sortd::ExecutionPath::kGpu;
-      })) {
-    LogLine(
-        "WARNING: --device=auto found no usable GPU: SERVING WITHOUT "
-        "A GPU, on %s (work is labelled path=%s); start with --device=gpu "
-        "to refuse to start without one\n",
-        slots.empty() ? "the CPU path alone" : "the OpenCL CPU device",
-        slots.empty() ? "cpu" : "opencl-cpu");
-  }
-  return slots;
-}
-
 absl::Status CheckFlags() {
   const int64_t max_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   if (max_bytes <= 0 || max_bytes > INT_MAX) {
@@ -509,31 +347,190 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-int Serve() {
-  LogLine("%s starting\n", sortd::VersionText("sortd").c_str());
-  if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s);
-  // Fault injection: only from this flag (never from the environment).
+// The engine options every device shares: fault injection, only from
+// --inject_faults (never from the environment), announced loudly; kernel
+// build diagnostics (CONTRIBUTING.md), read from the environment once.
+absl::StatusOr<sortd::gpu::OpenClEngine::Options> EngineBase() {
   sortd::gpu::OpenClEngine::Options engine_base;
   const std::string faults = absl::GetFlag(FLAGS_inject_faults);
   if (absl::Status s = sortd::gpu::ParseFaultSpec(faults, &engine_base.faults);
       !s.ok()) {
-    return Fail(s);
+    return s;
   }
-  // Kernel build diagnostics (CONTRIBUTING.md), read once here.
   if (const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS")) {
     engine_base.kernel_diagnostics.extra_options = extra;
   }
   if (const char* log = std::getenv("SORTD_KERNEL_BUILD_LOG")) {
     engine_base.kernel_diagnostics.print_build_log = std::string(log) == "1";
   }
-  const bool injecting = engine_base.faults.any();
-  if (injecting) {
+  if (engine_base.faults.any()) {
     LogLine(
         "FAULT INJECTION ENABLED (--inject_faults=%s): device "
         "runs fail on purpose and answers may fail over or fail; "
         "for tests only, never use in production\n",
         faults.c_str());
   }
+  return engine_base;
+}
+
+sortd::EngineSetup EngineSetupFromFlags(
+    const sortd::gpu::OpenClEngine::Options& base) {
+  return {
+      .base = base,
+      .cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir),
+      .lanes = absl::GetFlag(FLAGS_pipeline_depth),
+      .memory_budget_bytes =
+          static_cast<size_t>(absl::GetFlag(FLAGS_device_memory_bytes)),
+      .pool_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_device_pool_bytes)),
+      .sub_devices = absl::GetFlag(FLAGS_sub_devices),
+      .sub_device_units =
+          static_cast<unsigned>(absl::GetFlag(FLAGS_sub_device_units))};
+}
+
+// The gRPC server with the service, health and reflection, listening on
+// `listen` (the bound port in *port), health NOT_SERVING.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    sortd::SortServiceImpl& service, const std::string& listen, int max_bytes,
+    int* port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  auto credentials = sortd::ServerCredentials(
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+      absl::GetFlag(FLAGS_tls_client_ca));
+  if (!credentials.ok()) return credentials.status();
+  builder.AddListeningPort(listen, *credentials, port);
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(-1);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             absl::GetFlag(FLAGS_max_concurrent_streams));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", listen, " (--listen)"));
+  }
+  server->GetHealthCheckService()->SetServingStatus(false);
+  return server;
+}
+
+// The line scripts and tests wait for: the bound addresses.
+void PrintServing(const std::string& listen, int port,
+                  const sortd::Metrics& metrics) {
+  const std::vector<int> metric_ports = metrics.listening_ports();
+  std::printf(
+      "sortd: serving on %s%s\n", BoundAddress(listen, port).c_str(),
+      metric_ports.empty()
+          ? " (metrics disabled)"
+          : absl::StrCat(" (metrics on ",
+                         BoundAddress(absl::GetFlag(FLAGS_metrics_listen),
+                                      metric_ports.front()),
+                         "/metrics)")
+                .c_str());
+  std::fflush(stdout);
+}
+
+// Blocks until SIGTERM or SIGINT (blocked in every thread since main()).
+int WaitForStopSignal() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  return signal_number;
+}
+
+// Health is NOT_SERVING already. New calls are answered UNAVAILABLE at
+// once; calls in flight run (the scheduler no longer waits for batches to
+// fill). Whatever has not started by the drain deadline gets UNAVAILABLE.
+void Drain(sortd::SortServiceImpl& service, sortd::Scheduler& scheduler,
+           grpc::Server& server, int port) {
+  const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
+  scheduler.StartDrain();
+  service.StartDrain();
+  if (!service.WaitForCalls(deadline)) scheduler.AbandonQueued();
+  // Only then gRPC's shutdown, whose GOAWAY makes it close each connection
+  // once it has no call: first the clients' hosts acknowledge every byte
+  // of their answers, which a closing socket would otherwise cut off.
+  const int unacknowledged =
+      sortd::WaitForAnswersAcknowledged(port, deadline + absl::Seconds(1));
+  if (unacknowledged > 0) {
+    LogLine("%d connection(s) still had answers in flight at the deadline\n",
+            unacknowledged);
+  }
+  server.Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  server.Wait();
+  scheduler.Drain(absl::Now());
+}
+
+sortd::SortServiceImpl::Options ServiceOptions(
+    int max_bytes, sortd::HostBufferPool& host_buffers,
+    sortd::RegionRegistry& regions) {
+  return {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes),
+                     .max_stream_bytes = static_cast<size_t>(
+                         absl::GetFlag(FLAGS_max_stream_bytes)),
+                     .stream_chunk_bytes = static_cast<size_t>(
+                         absl::GetFlag(FLAGS_stream_chunk_bytes))},
+          .log_requests = absl::GetFlag(FLAGS_log_requests),
+          .echo = absl::GetFlag(FLAGS_echo),
+          .buffers = absl::GetFlag(FLAGS_host_pool_bytes) > 0 ? &host_buffers
+                                                              : nullptr,
+          .regions = &regions,
+          .part_timeout = absl::GetFlag(FLAGS_part_timeout)};
+}
+
+// Large request and answer arrays in page-locked memory of the first
+// device, whose transfers then skip their staging copy.
+void UsePinnedMemory(const std::vector<sortd::DeviceSlot>& engines,
+                     sortd::HostBufferPool& host_buffers) {
+  if (engines.empty() || !absl::GetFlag(FLAGS_host_pool_pinned)) return;
+  if (auto memory = engines.front().engine->host_memory()) {
+    host_buffers.SetMemory(std::move(memory));
+    LogLine("host buffers: page-locked for %s\n",
+            engines.front().engine->device_name().c_str());
+  }
+}
+
+// Gives idle host buffers and heap back after --idle_trim_interval without
+// calls.
+std::unique_ptr<sortd::IdleTrimmer> StartTrimmer(
+    sortd::HostBufferPool& host_buffers, sortd::SortServiceImpl& service,
+    sortd::Metrics* metrics) {
+  sortd::IdleTrimmer::Options trim_options;
+  trim_options.interval = absl::GetFlag(FLAGS_idle_trim_interval);
+  trim_options.trim = [&host_buffers] {
+    host_buffers.Trim();
+    return sortd::TrimHeap();
+  };
+  return std::make_unique<sortd::IdleTrimmer>(
+      trim_options,
+      [&service] {
+        // Every call counts, Echo and refused ones included (they hold
+        // pooled buffers too), not only the scheduler's tasks.
+        return sortd::IdleTrimmer::Activity{service.calls_started(),
+                                            service.open_calls() > 0};
+      },
+      [metrics](const sortd::IdleTrimmer::Tick& t) {
+        metrics->RecordMemory(t.trimmed, static_cast<double>(t.released_bytes));
+      });
+}
+
+void LogEngines(const sortd::CpuSorter& cpu,
+                const std::vector<sortd::DeviceSlot>& engines) {
+  std::string names = cpu.device_name();
+  for (const sortd::DeviceSlot& slot : engines) {
+    absl::StrAppend(&names, ", ", slot.engine->device_name());
+  }
+  LogLine("engines: %s\n", names.c_str());
+}
+
+int Serve() {
+  LogLine("%s starting\n", sortd::VersionText("sortd").c_str());
+  if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s);
+  absl::StatusOr<sortd::gpu::OpenClEngine::Options> engine_base = EngineBase();
+  if (!engine_base.ok()) return Fail(engine_base.status());
+  const bool injecting = engine_base->faults.any();
   auto metrics = sortd::Metrics::Create(absl::GetFlag(FLAGS_metrics_listen));
   if (!metrics.ok()) return Fail(metrics.status());
   (*metrics)->SetFaultInjection(injecting);
@@ -559,129 +556,43 @@ int Serve() {
         static_cast<size_t>(absl::GetFlag(FLAGS_shm_max_bytes)));
   }
   sortd::SortServiceImpl service(
-      metrics->get(),
-      {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes),
-                  .max_stream_bytes = static_cast<size_t>(
-                      absl::GetFlag(FLAGS_max_stream_bytes)),
-                  .stream_chunk_bytes = static_cast<size_t>(
-                      absl::GetFlag(FLAGS_stream_chunk_bytes))},
-       .log_requests = absl::GetFlag(FLAGS_log_requests),
-       .echo = absl::GetFlag(FLAGS_echo),
-       .buffers =
-           absl::GetFlag(FLAGS_host_pool_bytes) > 0 ? &host_buffers : nullptr,
-       .regions = &regions,
-       .part_timeout = absl::GetFlag(FLAGS_part_timeout)});
+      metrics->get(), ServiceOptions(max_bytes, host_buffers, regions));
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
-  auto credentials = sortd::ServerCredentials(
-      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-      absl::GetFlag(FLAGS_tls_client_ca));
-  if (!credentials.ok()) return Fail(credentials.status());
-  builder.AddListeningPort(listen, *credentials, &port);
-  builder.SetMaxReceiveMessageSize(max_bytes);
-  builder.SetMaxSendMessageSize(-1);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             absl::GetFlag(FLAGS_max_concurrent_streams));
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return Fail(absl::UnavailableError(
-        absl::StrCat("cannot listen on ", listen, " (--listen)")));
-  }
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started =
+      StartServer(service, listen, max_bytes, &port);
+  if (!started.ok()) return Fail(started.status());
+  std::unique_ptr<grpc::Server> server = *std::move(started);
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
 
-  auto engines = CreateEngines(absl::GetFlag(FLAGS_device), engine_base);
+  auto engines = sortd::CreateEngines(absl::GetFlag(FLAGS_device),
+                                      EngineSetupFromFlags(*engine_base));
   if (!engines.ok()) {
     server->Shutdown();
     return Fail(engines.status());
   }
-  // Large request and answer arrays in page-locked memory of the first
-  // device, whose transfers then skip their staging copy.
-  if (!engines->empty() && absl::GetFlag(FLAGS_host_pool_pinned)) {
-    if (auto memory = engines->front().engine->host_memory()) {
-      host_buffers.SetMemory(std::move(memory));
-      LogLine("host buffers: page-locked for %s\n",
-              engines->front().engine->device_name().c_str());
-    }
-  }
+  UsePinnedMemory(*engines, host_buffers);
   // The CPU path serves small requests, spills and failovers.
   sortd::CpuSorter cpu({.threads = cpu_threads});
   sortd::Scheduler::Options options = SchedulerOptions(request_threads);
   if (!engines->empty()) Route(cpu, *engines->front().engine, &options);
   (*metrics)->SetThresholds(options.sort, options.transpose);
-  LogLine("engines: %s", cpu.device_name().c_str());
-  for (const sortd::DeviceSlot& slot : *engines) {
-    std::fprintf(stderr, ", %s", slot.engine->device_name().c_str());
-  }
-  std::fprintf(stderr, "\n");
+  LogEngines(cpu, *engines);
   sortd::Scheduler scheduler(options, &cpu, std::move(*engines),
                              metrics->get());
   service.SetScheduler(&scheduler);
-  sortd::IdleTrimmer::Options trim_options;
-  trim_options.interval = absl::GetFlag(FLAGS_idle_trim_interval);
-  trim_options.trim = [&host_buffers] {
-    host_buffers.Trim();
-    return sortd::TrimHeap();
-  };
-  sortd::IdleTrimmer trimmer(
-      trim_options,
-      [&service] {
-        // Every call counts, Echo and refused ones included (they hold
-        // pooled buffers too), not only the scheduler's tasks.
-        return sortd::IdleTrimmer::Activity{service.calls_started(),
-                                            service.open_calls() > 0};
-      },
-      [m = metrics->get()](const sortd::IdleTrimmer::Tick& t) {
-        m->RecordMemory(t.trimmed, static_cast<double>(t.released_bytes));
-      });
+  std::unique_ptr<sortd::IdleTrimmer> trimmer =
+      StartTrimmer(host_buffers, service, metrics->get());
   health->SetServingStatus(true);
   health->SetServingStatus(kServiceName, true);
 
-  const std::vector<int> metric_ports = (*metrics)->listening_ports();
-  std::printf(
-      "sortd: serving on %s%s\n", BoundAddress(listen, port).c_str(),
-      metric_ports.empty()
-          ? " (metrics disabled)"
-          : absl::StrCat(" (metrics on ",
-                         BoundAddress(absl::GetFlag(FLAGS_metrics_listen),
-                                      metric_ports.front()),
-                         "/metrics)")
-                .c_str());
-  std::fflush(stdout);
+  PrintServing(listen, port, **metrics);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-
-  LogLine("%s: draining\n", strsignal(signal_number));
+  LogLine("%s: draining\n", strsignal(WaitForStopSignal()));
   health->Shutdown();  // NOT_SERVING for all, and stays so
-  // New calls are answered UNAVAILABLE at once; calls in flight run (the
-  // scheduler no longer waits for batches to fill). Whatever has not
-  // started by the drain deadline gets UNAVAILABLE.
-  const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_drain_timeout);
-  scheduler.StartDrain();
-  service.StartDrain();
-  if (!service.WaitForCalls(deadline)) scheduler.AbandonQueued();
-  // Only then gRPC's shutdown, whose GOAWAY makes it close each connection
-  // once it has no call: first the clients' hosts acknowledge every byte
-  // of their answers, which a closing socket would otherwise cut off.
-  const int unacknowledged =
-      sortd::WaitForAnswersAcknowledged(port, deadline + absl::Seconds(1));
-  if (unacknowledged > 0) {
-    LogLine("%d connection(s) still had answers in flight at the deadline\n",
-            unacknowledged);
-  }
-  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-  server->Wait();
-  scheduler.Drain(absl::Now());
+  Drain(service, scheduler, *server, port);
   const sortd::HostBufferPool::Stats pool = host_buffers.stats();
   LogLine("stopped (host buffers: %llu reused, %llu allocated)\n",
           static_cast<unsigned long long>(pool.reused),

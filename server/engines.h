@@ -1,0 +1,47 @@
+// sortd's --device flag turned into OpenCL engines, each with a factory that
+// re-creates it after a failure. `auto` takes every GPU, else the OpenCL CPU
+// device, else none (the CPU path serves alone), and logs why it passed
+// over each; an explicit device that cannot be brought up is an error,
+// never a silent substitute.
+//
+//   EngineSetup setup{.base = options, .cache_dir = dir, .lanes = 2};
+//   absl::StatusOr<std::vector<DeviceSlot>> slots =
+//       CreateEngines("auto", setup);
+#ifndef SORTD_SERVER_ENGINES_H_
+#define SORTD_SERVER_ENGINES_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpu/opencl_engine.h"
+#include "server/scheduler.h"
+
+namespace sortd {
+
+struct EngineSetup {
+  // What every device's engine shares (fault injection, kernel
+  // diagnostics); the fields below override its own.
+  gpu::OpenClEngine::Options base;
+  std::string cache_dir;
+  int lanes = 2;
+  size_t memory_budget_bytes = 0;
+  size_t pool_bytes = 0;
+  // Split each GPU into sub-devices (--sub_devices), of this many compute
+  // units each where the device allows (--sub_device_units; 0: its own
+  // parts).
+  bool sub_devices = false;
+  unsigned sub_device_units = 0;
+};
+
+// The engines of `flag` (--device: auto, gpu, gpu:N, opencl-cpu,
+// opencl-cpu:N, cpu, comma-separated); empty for cpu. INVALID_ARGUMENT for
+// a flag that does not parse; an explicit device's own error when it cannot
+// be brought up.
+absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(const std::string& flag,
+                                                      const EngineSetup& setup);
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_ENGINES_H_

@@ -1,0 +1,132 @@
+// The kernels production runs on NVIDIA GPUs compiled here, without a GPU:
+// every radix and bitonic build that the nvidia-ptx policy makes, with the
+// engine's own build options, through clang's OpenCL C front end to NVPTX
+// assembly. This is what catches an edit that breaks the PTX paths
+// (ballots, shuffles, warp barriers, the status prefetch), which PoCL never
+// compiles. Whether the PTX runs correctly is for the kernel suite on a GPU
+// (bench/device-run.sh).
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gpu/kernel_sources.h"
+#include "gpu/policy.h"
+#include "gtest/gtest.h"
+
+namespace sortd::gpu {
+namespace {
+
+// An H100 as its OpenCL driver describes it.
+DeviceInfo H100() {
+  DeviceInfo d;
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.vendor = "NVIDIA Corporation";
+  d.is_gpu = true;
+  d.compute_units = 132;
+  d.local_mem_bytes = 48 * 1024;
+  d.max_work_group = 1024;
+  d.nv_compute_major = 9;
+  return d;
+}
+
+class NvidiaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("clang --version > /dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "clang is not installed (scripts/install-deps.sh "
+                      "installs it)";
+    }
+    dir_ = std::filesystem::temp_directory_path() /
+           absl::StrCat("sortd-nvptx-", ::getpid());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  // The PTX of program `name` built with `options`; fails the test (and
+  // returns "") when clang refuses it. -fasm: the kernels' inline PTX;
+  // -fgnu89-inline: every `inline` function gets a definition of its own,
+  // so the PTX of those clang does not inline is there to check too.
+  std::string CompileToPtx(const std::string& name,
+                           const std::string& options) {
+    const char* source = FindKernelSource(name);
+    EXPECT_NE(source, nullptr) << name;
+    if (source == nullptr) return "";
+    const auto cl = dir_ / (name + ".cl");
+    const auto ptx = dir_ / (name + ".ptx");
+    const auto log = dir_ / (name + ".log");
+    std::ofstream(cl) << source;
+    const std::string command = absl::StrCat(
+        "clang -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -Xclang "
+        "-finclude-default-header -fasm -fgnu89-inline -S -o ",
+        ptx.string(), " ", options, " -x cl ", cl.string(), " 2> ",
+        log.string());
+    const int rc = std::system(command.c_str());
+    std::stringstream out, err;
+    err << std::ifstream(log).rdbuf();
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
+        << name << " with " << options << ":\n"
+        << err.str();
+    out << std::ifstream(ptx).rdbuf();
+    return out.str();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
+  const EnginePolicy p = EnginePolicy::For(H100());
+  ASSERT_EQ(p.name, "nvidia-ptx");
+  ASSERT_TRUE(p.CheckFits(H100()).ok()) << p.CheckFits(H100());
+  for (int bits : {32, 64}) {
+    for (bool with_index : {false, true}) {
+      for (int items : {p.radix.Items(bits, with_index), p.radix.small_items}) {
+        const std::string options =
+            RadixBuildOptions(p.radix, bits, with_index, items);
+        SCOPED_TRACE(options);
+        const std::string ptx = CompileToPtx("radix_sort", options);
+        // The PTX paths are in: warp barriers and shuffles everywhere,
+        // ballots where the policy ranks by them, the status prefetch.
+        std::vector<std::string> want = {"bar.warp.sync", "shfl.sync",
+                                         "prefetch.global.L2"};
+        if (p.radix.Ranking(bits) == TileRanking::kWarpBallots) {
+          want.push_back("vote.sync.ballot");
+        }
+        for (const char* kernel :
+             {"radix_encode", "radix_onesweep", "radix_scatter",
+              "radix_segments", "radix_decode", "scan_blocks"}) {
+          want.push_back(absl::StrCat(".entry ", kernel));
+        }
+        for (const std::string& w : want) {
+          EXPECT_TRUE(absl::StrContains(ptx, w)) << "no " << w << " in the PTX";
+        }
+      }
+    }
+  }
+}
+
+TEST_F(NvidiaKernels, BitonicAndTransposeBuildsCompileToPtx) {
+  const EnginePolicy p = EnginePolicy::For(H100());
+  for (int bits : {32, 64}) {
+    for (bool with_index : {false, true}) {
+      const std::string ptx = CompileToPtx(
+          "bitonic_sort", BitonicBuildOptions(p.bitonic, bits, with_index));
+      EXPECT_TRUE(absl::StrContains(ptx, ".entry bitonic_sort_blocks"));
+    }
+  }
+  EXPECT_TRUE(absl::StrContains(
+      CompileToPtx("transpose", TransposeBuildOptions(p.transpose, "")),
+      ".entry transpose32"));
+}
+
+}  // namespace
+}  // namespace sortd::gpu
