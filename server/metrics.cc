@@ -56,82 +56,70 @@ prometheus::Family<prometheus::Gauge>& Gauges(prometheus::Registry& r,
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
 }
 
+prometheus::Family<prometheus::Counter>& Counters(prometheus::Registry& r,
+                                                  const char* name,
+                                                  const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+
+prometheus::Family<prometheus::Histogram>& Histograms(prometheus::Registry& r,
+                                                      const char* name,
+                                                      const char* help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(r);
+}
+
 }  // namespace
 
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       process_(std::make_shared<ProcessCollector>()),
-      requests_(prometheus::BuildCounter()
-                    .Name("sortd_requests_total")
-                    .Help("RPCs answered, by method, gRPC status code and "
-                          "execution path (cpu, gpu, opencl-cpu for the "
-                          "OpenCL CPU device, none when rejected before any "
-                          "engine ran)")
-                    .Register(*registry_)),
-      request_duration_(prometheus::BuildHistogram()
-                            .Name("sortd_request_duration_seconds")
-                            .Help("Server-side time from receipt of a request "
-                                  "to its answer, by method and path")
-                            .Register(*registry_)),
-      keys_sorted_(prometheus::BuildCounter()
-                       .Name("sortd_keys_sorted_total")
-                       .Help("Keys sorted, by path and key type")
-                       .Register(*registry_)),
-      matrices_transposed_(prometheus::BuildCounter()
-                               .Name("sortd_matrices_transposed_total")
-                               .Help("32x32 bit matrices transposed, by path")
-                               .Register(*registry_)),
-      request_bytes_(prometheus::BuildCounter()
-                         .Name("sortd_request_bytes_total")
-                         .Help("Serialized request bytes received, by method")
-                         .Register(*registry_)),
+      requests_(Counters(*registry_, "sortd_requests_total",
+                         "RPCs answered, by method, gRPC status code and "
+                         "execution path (cpu, gpu, opencl-cpu for the "
+                         "OpenCL CPU device, none when rejected before any "
+                         "engine ran)")),
+      request_duration_(Histograms(*registry_, "sortd_request_duration_seconds",
+                                   "Server-side time from receipt of a request "
+                                   "to its answer, by method and path")),
+      keys_sorted_(Counters(*registry_, "sortd_keys_sorted_total",
+                            "Keys sorted, by path and key type")),
+      matrices_transposed_(Counters(*registry_,
+                                    "sortd_matrices_transposed_total",
+                                    "32x32 bit matrices transposed, by path")),
+      request_bytes_(Counters(*registry_, "sortd_request_bytes_total",
+                              "Serialized request bytes received, by method")),
       key_bytes_saved_(
-          prometheus::BuildCounter()
-              .Name("sortd_response_key_bytes_saved_total")
-              .Help("Response bytes saved by sending sorted keys compact "
-                    "(response_key_coding), by method")
-              .Register(*registry_)),
+          Counters(*registry_, "sortd_response_key_bytes_saved_total",
+                   "Response bytes saved by sending sorted keys compact "
+                   "(response_key_coding), by method")),
       stage_duration_(
-          prometheus::BuildHistogram()
-              .Name("sortd_kernel_stage_duration_seconds")
-              .Help("Device time of each stage of an engine run, from "
-                    "OpenCL profiling events, by device, kernel (sort, "
-                    "segmented_sort, transpose) and stage (upload, transform, "
-                    "histogram, scan, scatter, local_sort, merge, copy, "
-                    "transpose, download)")
-              .Register(*registry_)),
-      cpu_fallbacks_(prometheus::BuildCounter()
-                         .Name("sortd_cpu_fallbacks_total")
-                         .Help("Requests the CPU path answered instead of a "
-                               "device, by reason: the device's status code "
-                               "when it failed a batch, or no_healthy_device")
-                         .Register(*registry_)),
-      queue_wait_(prometheus::BuildHistogram()
-                      .Name("sortd_queue_wait_seconds")
-                      .Help("Time from a request's arrival to the start of "
-                            "its run (batching delay and queueing), by method")
-                      .Register(*registry_)),
-      batch_requests_(prometheus::BuildHistogram()
-                          .Name("sortd_batch_requests")
-                          .Help("Requests in each device run the scheduler "
-                                "formed, by operation")
-                          .Register(*registry_)),
-      batch_keys_(prometheus::BuildHistogram()
-                      .Name("sortd_batch_keys")
-                      .Help("Keys in each device run (32 per matrix for "
-                            "transposes), by operation")
-                      .Register(*registry_)),
-      batches_(prometheus::BuildCounter()
-                   .Name("sortd_device_runs_total")
-                   .Help("Device runs (one launch sequence each: a batch or "
-                         "a lone request), by operation and device")
-                   .Register(*registry_)),
-      routed_(prometheus::BuildCounter()
-                  .Name("sortd_routed_requests_total")
-                  .Help("Requests by operation and route: cpu (small), batch, "
-                        "solo (large), spill (devices backed up), failover "
-                        "(no healthy device)")
-                  .Register(*registry_)),
+          Histograms(*registry_, "sortd_kernel_stage_duration_seconds",
+                     "Device time of each stage of an engine run, from "
+                     "OpenCL profiling events, by device, kernel (sort, "
+                     "segmented_sort, transpose) and stage (upload, transform, "
+                     "histogram, scan, scatter, local_sort, merge, copy, "
+                     "transpose, download)")),
+      cpu_fallbacks_(Counters(*registry_, "sortd_cpu_fallbacks_total",
+                              "Requests the CPU path answered instead of a "
+                              "device, by reason: the device's status code "
+                              "when it failed a batch, or no_healthy_device")),
+      queue_wait_(
+          Histograms(*registry_, "sortd_queue_wait_seconds",
+                     "Time from a request's arrival to the start of "
+                     "its run (batching delay and queueing), by method")),
+      batch_requests_(Histograms(*registry_, "sortd_batch_requests",
+                                 "Requests in each device run the scheduler "
+                                 "formed, by operation")),
+      batch_keys_(Histograms(*registry_, "sortd_batch_keys",
+                             "Keys in each device run (32 per matrix for "
+                             "transposes), by operation")),
+      batches_(Counters(*registry_, "sortd_device_runs_total",
+                        "Device runs (one launch sequence each: a batch or "
+                        "a lone request), by operation and device")),
+      routed_(Counters(*registry_, "sortd_routed_requests_total",
+                       "Requests by operation and route: cpu (small), batch, "
+                       "solo (large), spill (devices backed up), failover "
+                       "(no healthy device)")),
       thresholds_(Gauges(*registry_, "sortd_router_threshold_keys",
                          "The router's boundaries in keys (32 per matrix for "
                          "transposes): sort_cpu_max, sort_solo_min, "
@@ -157,16 +145,12 @@ Metrics::Metrics()
                                 "Requests admitted and not yet answered "
                                 "(queued or running)")
                              .Add({})),
-      heap_trims_(prometheus::BuildCounter()
-                      .Name("sortd_heap_trims_total")
-                      .Help("Times sortd gave free heap memory back to the "
-                            "system after going idle (--idle_trim_interval)")
-                      .Register(*registry_)
+      heap_trims_(Counters(*registry_, "sortd_heap_trims_total",
+                           "Times sortd gave free heap memory back to the "
+                           "system after going idle (--idle_trim_interval)")
                       .Add({})),
-      heap_trimmed_bytes_(prometheus::BuildCounter()
-                              .Name("sortd_heap_trimmed_bytes_total")
-                              .Help("Resident bytes released by those trims")
-                              .Register(*registry_)
+      heap_trimmed_bytes_(Counters(*registry_, "sortd_heap_trimmed_bytes_total",
+                                   "Resident bytes released by those trims")
                               .Add({})),
       fault_injection_(
           Gauges(*registry_, "sortd_fault_injection_enabled",

@@ -157,6 +157,50 @@ class Merger {
   const bool descending_;
 };
 
+// Sorts keys [b, e) of `job` into the scratch arrays at the same offsets;
+// the run's permutation is made to index the whole array.
+absl::Status SortRun(Sorter& engine, const SortJob& job, size_t b, size_t e,
+                     std::byte* keys, std::byte* values, std::byte* perm,
+                     StageTimes* stages) {
+  const size_t ks = KeySize(job.key_type);
+  const size_t vs = ValueSize(job.value_type);
+  const bool with_perm = job.permutation_out != nullptr;
+  const size_t m = e - b;
+  SortJob rj = job;
+  rj.count = m;
+  rj.keys = job.keys + b * ks;
+  rj.values = vs > 0 ? job.values + b * vs : nullptr;
+  rj.keys_out = keys + b * ks;
+  rj.values_out = vs > 0 ? values + b * vs : nullptr;
+  rj.permutation_out = with_perm ? perm + b * 4 : nullptr;
+  rj.stages = stages;
+  absl::Status s = engine.Sort(rj);
+  if (s.ok() && with_perm) {
+    // The run's indices are into the run; the answer's into the array.
+    tbb::parallel_for(size_t{0}, m, [&](size_t i) {
+      uint32_t index;
+      std::memcpy(&index, rj.permutation_out + i * 4, 4);
+      index += static_cast<uint32_t>(b);
+      std::memcpy(rj.permutation_out + i * 4, &index, 4);
+    });
+  }
+  return s;
+}
+
+// One entry per stage in `into`, `add`'s times added to those there.
+void AddStages(const StageTimes& add, StageTimes* into) {
+  for (const StageTime& st : add) {
+    auto it = std::find_if(
+        into->begin(), into->end(),
+        [&](const StageTime& have) { return have.stage == st.stage; });
+    if (it == into->end()) {
+      into->push_back(st);
+    } else {
+      it->seconds += st.seconds;
+    }
+  }
+}
+
 }  // namespace
 
 void MergeRuns(const SortJob& in, const std::byte* in_permutation,
@@ -203,41 +247,13 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
         std::lock_guard<std::mutex> lock(mu);
         if (!status.ok()) return;
       }
-      const size_t b = bounds[r], m = bounds[r + 1] - bounds[r];
-      SortJob rj = job;
-      rj.count = m;
-      rj.keys = job.keys + b * ks;
-      rj.values = vs > 0 ? job.values + b * vs : nullptr;
-      rj.keys_out = keys + b * ks;
-      rj.values_out = vs > 0 ? values + b * vs : nullptr;
-      rj.permutation_out = with_perm ? perm + b * 4 : nullptr;
       StageTimes stages;
-      rj.stages = job.stages != nullptr ? &stages : nullptr;
-      absl::Status s = engine.Sort(rj);
-      if (s.ok() && with_perm) {
-        // The run's indices are into the run; the answer's into the array.
-        tbb::parallel_for(size_t{0}, m, [&](size_t i) {
-          uint32_t index;
-          std::memcpy(&index, rj.permutation_out + i * 4, 4);
-          index += static_cast<uint32_t>(b);
-          std::memcpy(rj.permutation_out + i * 4, &index, 4);
-        });
-      }
+      absl::Status s =
+          SortRun(engine, job, bounds[r], bounds[r + 1], keys, values, perm,
+                  job.stages != nullptr ? &stages : nullptr);
       std::lock_guard<std::mutex> lock(mu);
       if (!s.ok() && status.ok()) status = s;
-      if (job.stages != nullptr) {
-        // One entry per stage, summed over the runs.
-        for (const StageTime& st : stages) {
-          auto it = std::find_if(
-              job.stages->begin(), job.stages->end(),
-              [&](const StageTime& have) { return have.stage == st.stage; });
-          if (it == job.stages->end()) {
-            job.stages->push_back(st);
-          } else {
-            it->seconds += st.seconds;
-          }
-        }
-      }
+      if (job.stages != nullptr) AddStages(stages, job.stages);
     }
   };
   const size_t threads =

@@ -137,6 +137,33 @@ absl::Status RegionRegistry::PrepareDirectory() const {
   return absl::OkStatus();
 }
 
+// Whether the open file `fd` may back a region of `bytes`: a regular file
+// with one link, owned by sortd's user or by the group of --shm_dir
+// (`dir_gid`), holding at least `bytes`.
+static absl::Status CheckRegionFile(int fd, const std::string& file,
+                                    size_t bytes, gid_t dir_gid) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", file, "' is not a regular file"));
+  }
+  if (st.st_nlink != 1) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", file, "' has ", st.st_nlink,
+                     " links; a region's file must have exactly one"));
+  }
+  if (st.st_uid != geteuid() && st.st_gid != dir_gid) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "'", file, "' belongs to uid ", st.st_uid, " gid ", st.st_gid,
+        ", neither sortd's user nor the group of --shm_dir"));
+  }
+  if (static_cast<uint64_t>(st.st_size) < bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", file, "' holds ", st.st_size, " bytes; ", bytes, " were asked"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> RegionRegistry::Register(const std::string& file,
                                                      size_t bytes) {
   if (!enabled()) {
@@ -163,23 +190,7 @@ absl::StatusOr<std::string> RegionRegistry::Register(const std::string& file,
         absl::StrCat("cannot open '", file, "' in --shm_dir: ", Errno(),
                      errno == ELOOP ? " (symbolic links are refused)" : ""));
   }
-  struct stat st {};
-  absl::Status refused;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    refused = absl::PermissionDeniedError(
-        absl::StrCat("'", file, "' is not a regular file"));
-  } else if (st.st_nlink != 1) {
-    refused = absl::PermissionDeniedError(
-        absl::StrCat("'", file, "' has ", st.st_nlink,
-                     " links; a region's file must have exactly one"));
-  } else if (st.st_uid != geteuid() && st.st_gid != dir.st_gid) {
-    refused = absl::PermissionDeniedError(absl::StrCat(
-        "'", file, "' belongs to uid ", st.st_uid, " gid ", st.st_gid,
-        ", neither sortd's user nor the group of --shm_dir"));
-  } else if (static_cast<uint64_t>(st.st_size) < bytes) {
-    refused = absl::InvalidArgumentError(absl::StrCat(
-        "'", file, "' holds ", st.st_size, " bytes; ", bytes, " were asked"));
-  }
+  absl::Status refused = CheckRegionFile(fd, file, bytes, dir.st_gid);
   if (!refused.ok()) {
     close(fd);
     return refused;
