@@ -22,12 +22,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/sorter.h"
 #include "gpu/buffers.h"
 #include "gpu/cl.h"
 #include "gpu/device.h"
 #include "gpu/faults.h"
 #include "gpu/pinned_memory.h"
-#include "core/sorter.h"
 
 namespace sortd::gpu {
 
@@ -64,9 +64,10 @@ struct RadixKernels {
   // keys in/out, index in/out, n, shift, tile offsets, tiles, mode
   TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, U32> scatter;
   // keys in/out, index in/out, n, shift, digit starts, starts at, status,
-  // tiles, mode, counter at, mark, value mask
+  // tiles, mode, status at, next at, zero next, counter at, mark, value
+  // mask
   TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, Buf, U32, U32, U32, U32,
-              U32>
+              U32, U32, U32, U32>
       onesweep;
   // digit totals, digit starts
   TypedKernel<Buf, Buf> digit_starts;

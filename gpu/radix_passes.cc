@@ -98,8 +98,10 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
                     a.index[1 - a.cur], n,
                     static_cast<cl_uint>(pass * p.radix_bits), *starts,
                     static_cast<cl_uint>(pass * plan.radix), *status, tiles,
-                    order.Mode(pass), plan.marked ? words + run_pass : words,
-                    mark, value_mask);
+                    order.Mode(pass), /*status_at=*/cl_uint{0},
+                    /*next_at=*/static_cast<cl_uint>(plan.status_bytes / 4),
+                    /*zero_next=*/cl_uint{0},
+                    plan.marked ? words + run_pass : words, mark, value_mask);
     ++run_pass;
     SORTD_RETURN_IF_ERROR(
         run.Launch(k.onesweep, plan.tiles, p.work_group, "scatter"));
