@@ -20,7 +20,6 @@
 #include "client/sortctl_lib.h"
 
 namespace sortd::cli {
-namespace {
 
 const char* OpName(BenchOp op) {
   switch (op) {
@@ -33,6 +32,8 @@ const char* OpName(BenchOp op) {
   }
   return "?";
 }
+
+namespace {
 
 // The requests of one size: a few distinct random inputs.
 struct Inputs {
@@ -214,6 +215,317 @@ double BenchStats::Percentile(double p) const {
   return latencies[lo] * (1 - f) + latencies[hi] * f;
 }
 
+namespace {
+
+// Shared memory: per worker, a region with every input and room for its
+// answer, and the requests that name them.
+struct WorkerRegion {
+  std::unique_ptr<SharedRegion> region;
+  std::vector<std::vector<v1::SortRequest>> sorts;  // [class][variant]
+  std::vector<std::vector<uint64_t>> out_offsets;
+};
+
+absl::StatusOr<WorkerRegion> MakeRegion(Client& client, const BenchOptions& o,
+                                        const std::vector<Inputs>& inputs) {
+  WorkerRegion w;
+  size_t bytes = 0;
+  for (const Inputs& in : inputs) {
+    for (const v1::SortRequest& r : in.sorts)
+      bytes += 2 * RequestKeys(r).size();
+  }
+  absl::StatusOr<std::unique_ptr<SharedRegion>> region =
+      SharedRegion::Create(client, o.shm_dir, std::max<size_t>(bytes, 1));
+  if (!region.ok()) return region.status();
+  w.region = *std::move(region);
+  size_t at = 0;
+  for (const Inputs& in : inputs) {
+    w.sorts.emplace_back();
+    w.out_offsets.emplace_back();
+    for (const v1::SortRequest& r : in.sorts) {
+      const std::string& keys = RequestKeys(r);
+      std::memcpy(w.region->data() + at, keys.data(), keys.size());
+      v1::SortRequest named = r;
+      SetKeys(o.key_type, "", &named);
+      v1::SharedArrays* a = named.mutable_shared();
+      a->set_region(w.region->handle());
+      a->set_count(keys.size() / KeySize(o.key_type));
+      a->set_keys_offset(at);
+      a->set_keys_out_offset(at + keys.size());
+      w.sorts.back().push_back(std::move(named));
+      w.out_offsets.back().push_back(at + keys.size());
+      at += 2 * keys.size();
+    }
+  }
+  return w;
+}
+
+// What one call gave back.
+struct CallResult {
+  absl::Status status;
+  v1::ServedBy served_by;
+  uint64_t bytes = 0;    // on the wire, both ways
+  absl::Status verdict;  // of the check, where one was made
+};
+
+void AddStats(BenchStats& into, BenchStats& from) {
+  into.ok += from.ok;
+  into.errors += from.errors;
+  into.keys += from.keys;
+  into.bytes += from.bytes;
+  into.latencies.insert(into.latencies.end(), from.latencies.begin(),
+                        from.latencies.end());
+  from = BenchStats();
+}
+
+// Adds a worker's counts to the run's, and clears them.
+void MergeReport(BenchReport& local, BenchReport& r) {
+  AddStats(r.all, local.all);
+  for (auto& [size, st] : local.by_size) AddStats(r.by_size[size], st);
+  for (auto& [k, v] : local.errors_by_code) r.errors_by_code[k] += v;
+  for (auto& [k, v] : local.paths) r.paths[k] += v;
+  for (auto& [k, v] : local.routes) r.routes[k] += v;
+  r.batch_requests_sum += local.batch_requests_sum;
+  r.batch_requests_max =
+      std::max(r.batch_requests_max, local.batch_requests_max);
+  r.device_runs_max = std::max(r.device_runs_max, local.device_runs_max);
+  r.verified += local.verified;
+  r.mismatches += local.mismatches;
+  if (r.first_mismatch.empty()) r.first_mismatch = local.first_mismatch;
+  r.started += local.started;
+  r.ended += local.ended;
+  local = BenchReport();
+}
+
+// Counts one measured call of `size` keys that took `seconds`.
+void RecordCall(const CallResult& c, uint64_t size, bool checked,
+                double seconds, BenchReport& local) {
+  ++local.ended;
+  BenchStats& by = local.by_size[size];
+  if (!c.status.ok()) {
+    ++local.all.errors;
+    ++by.errors;
+    ++local.errors_by_code[absl::StatusCodeToString(c.status.code())];
+    return;
+  }
+  for (BenchStats* st : {&local.all, &by}) {
+    ++st->ok;
+    st->keys += size;
+    st->bytes += c.bytes;
+    st->latencies.push_back(seconds);
+  }
+  const v1::ServedBy& s = c.served_by;
+  ++local.paths[PathText(s.path())];
+  ++local.routes[s.route().empty() ? "unknown" : s.route()];
+  local.batch_requests_sum +=
+      static_cast<uint64_t>(std::max(1, s.batch_requests()));
+  local.batch_requests_max =
+      std::max(local.batch_requests_max, s.batch_requests());
+  local.device_runs_max = std::max<uint64_t>(
+      local.device_runs_max, static_cast<uint64_t>(s.device_runs()));
+  if (!checked) return;
+  ++local.verified;
+  if (!c.verdict.ok()) {
+    ++local.mismatches;
+    if (local.first_mismatch.empty()) {
+      local.first_mismatch =
+          absl::StrCat(FormatSize(size), " keys: ", c.verdict.message());
+    }
+  }
+}
+
+// A bench in progress: `concurrency` workers calling in a loop until the
+// deadline or the request count, each call counted once measuring starts.
+class BenchRun {
+ public:
+  BenchRun(Client& client, const BenchOptions& o, std::vector<Inputs> inputs,
+           std::vector<WorkerRegion> regions)
+      : client_(client),
+        o_(o),
+        inputs_(std::move(inputs)),
+        regions_(std::move(regions)),
+        measuring_(o.warmup <= absl::ZeroDuration()),
+        active_(o.concurrency) {
+    for (const SizeClass& c : o.mix) total_weight_ += c.weight;
+  }
+
+  BenchReport Run(const BenchProgress& progress);
+
+ private:
+  void Worker(int id);
+  CallResult Call(int id, size_t c, size_t variant, bool check,
+                  v1::SortResponse& answer);
+  // The run's end: by time, or once the request count is issued. Back-off
+  // waits end with it.
+  void StopAll() {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      stop_ = true;
+    }
+    stop_cv_.notify_all();
+  }
+  void WaitUnlessStopped(absl::Duration d) {
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(d),
+                      [&] { return stop_.load(); });
+  }
+  void Flush(BenchReport& local, absl::Time last_end) {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    MergeReport(local, shared_.report);
+    shared_.last_end = std::max(shared_.last_end, last_end);
+  }
+
+  Client& client_;
+  const BenchOptions& o_;
+  const std::vector<Inputs> inputs_;
+  const std::vector<WorkerRegion> regions_;
+  double total_weight_ = 0;
+  Shared shared_;
+  std::atomic<uint64_t> issued_{0};
+  std::atomic<bool> measuring_;
+  std::atomic<int> active_;
+  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+};
+
+CallResult BenchRun::Call(int id, size_t c, size_t variant, bool check,
+                          v1::SortResponse& answer) {
+  const Inputs& in = inputs_[c];
+  CallResult r;
+  if (o_.op == BenchOp::kTranspose) {
+    const v1::TransposeRequest& req = in.transposes[variant];
+    absl::StatusOr<v1::TransposeResponse> resp = client_.Transpose(req);
+    r.status = resp.status();
+    if (!resp.ok()) return r;
+    r.served_by = resp->served_by();
+    r.bytes = req.ByteSizeLong() + resp->ByteSizeLong();
+    if (check) r.verdict = VerifyTranspose(req.matrices(), resp->matrices());
+    return r;
+  }
+  const v1::SortRequest& req = in.sorts[variant];
+  const v1::SortRequest& sent =
+      regions_.empty() ? req : regions_[id].sorts[c][variant];
+  // One answer message per worker, its buffers reused call after call, as
+  // a client that sorts arrays of one size would.
+  r.status = o_.op == BenchOp::kEcho ? client_.Echo(sent, &answer)
+                                     : client_.Sort(sent, &answer);
+  if (!r.status.ok()) return r;
+  r.served_by = answer.served_by();
+  // On the wire: compact keys arrive decoded into `answer`.
+  r.bytes = sent.ByteSizeLong() + answer.ByteSizeLong() -
+            static_cast<uint64_t>(
+                std::max<int64_t>(0, r.served_by.key_bytes_saved()));
+  if (!check) return r;
+  if (!regions_.empty()) {
+    // The answer is in the region: read it back for the check.
+    const std::byte* out =
+        regions_[id].region->data() + regions_[id].out_offsets[c][variant];
+    SetAnswerKeys(std::string(reinterpret_cast<const char*>(out),
+                              RequestKeys(req).size()),
+                  &answer);
+  }
+  r.verdict = o_.op == BenchOp::kEcho ? VerifyEcho(req, answer)
+                                      : VerifySort(req, answer);
+  return r;
+}
+
+void BenchRun::Worker(int id) {
+  std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(id));
+  std::uniform_real_distribution<double> pick(0, total_weight_);
+  Backoff backoff(o_.backoff,
+                  o_.seed * 2654435761u + static_cast<uint64_t>(id));
+  BenchReport local;
+  uint64_t calls = 0;
+  absl::Time last_end = absl::InfinitePast();
+  v1::SortResponse answer;
+  while (!stop_.load()) {
+    const bool measured = measuring_.load();
+    if (measured && o_.max_requests > 0 &&
+        issued_.fetch_add(1) >= o_.max_requests) {
+      StopAll();  // wakes workers backing off: nothing is left to send
+      break;
+    }
+    double w = pick(rng);
+    size_t c = 0;
+    while (c + 1 < o_.mix.size() && w >= o_.mix[c].weight) {
+      w -= o_.mix[c].weight;
+      ++c;
+    }
+    const Inputs& in = inputs_[c];
+    const size_t variant =
+        rng() % std::max(in.sorts.size(), in.transposes.size());
+    const bool check = o_.verify_every > 0 && ++calls % o_.verify_every == 0;
+    if (measured) ++local.started;
+    const absl::Time start = absl::Now();
+    const CallResult result = Call(id, c, variant, check, answer);
+    const absl::Time finished = absl::Now();
+    // Down or overloaded: wait before the next call (the run's end cuts the
+    // wait short). A success resets the schedule.
+    const bool back_off = ShouldBackOff(result.status.code());
+    if (result.status.ok()) backoff.Reset();
+    if (!measured) {
+      if (back_off) WaitUnlessStopped(backoff.Next());
+      continue;
+    }
+    last_end = std::max(last_end, finished);
+    RecordCall(result, in.size, check, absl::ToDoubleSeconds(finished - start),
+               local);
+    if (back_off) {
+      Flush(local, last_end);  // the progress line shows the errors
+      WaitUnlessStopped(backoff.Next());
+    } else if (local.ended % 64 == 0) {
+      Flush(local, last_end);
+    }
+  }
+  Flush(local, last_end);
+  --active_;
+}
+
+BenchReport BenchRun::Run(const BenchProgress& progress) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < o_.concurrency; ++i) {
+    threads.emplace_back([this, i] { Worker(i); });
+  }
+  if (o_.warmup > absl::ZeroDuration()) {
+    absl::SleepFor(o_.warmup);  // a bench phase, not a synchronisation
+  }
+  measuring_ = true;
+  const absl::Time start = absl::Now();
+  const absl::Time end = o_.duration > absl::ZeroDuration()
+                             ? start + o_.duration
+                             : absl::InfiniteFuture();
+  // The workers stop at the deadline, or on their own once the count is
+  // issued; meanwhile the progress line is redrawn every quarter second.
+  // The measured time ends with the last answer, not with this loop.
+  for (;;) {
+    const absl::Time now = absl::Now();
+    if (now >= end || active_.load() == 0) break;
+    absl::SleepFor(std::min(absl::Milliseconds(250), end - now));
+    if (progress) {
+      std::lock_guard<std::mutex> lock(shared_.mu);
+      BenchReport partial;
+      partial.all.ok = shared_.report.all.ok;
+      partial.all.errors = shared_.report.all.errors;
+      partial.all.keys = shared_.report.all.keys;
+      partial.all.bytes = shared_.report.all.bytes;
+      progress(absl::ToDoubleSeconds(absl::Now() - start), partial);
+    }
+  }
+  StopAll();
+  for (std::thread& t : threads) t.join();
+  BenchReport report = std::move(shared_.report);
+  report.seconds = shared_.last_end > start
+                       ? absl::ToDoubleSeconds(shared_.last_end - start)
+                       : 0;
+  std::sort(report.all.latencies.begin(), report.all.latencies.end());
+  for (auto& [size, st] : report.by_size) {
+    std::sort(st.latencies.begin(), st.latencies.end());
+  }
+  return report;
+}
+
+}  // namespace
+
 absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
                                      const BenchProgress& progress) {
   if (o.concurrency < 1) {
@@ -224,404 +536,21 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
         "a bench is bounded: give --duration and/or --requests");
   }
   if (o.mix.empty()) return absl::InvalidArgumentError("no sizes");
-  std::vector<Inputs> inputs;
-  double total_weight = 0;
-  for (size_t c = 0; c < o.mix.size(); ++c) {
-    inputs.push_back(MakeInputs(o, o.mix[c].size, c));
-    total_weight += o.mix[c].weight;
-  }
-
-  // Shared memory: per worker, a region with every input and room for its
-  // answer, and the requests that name them.
-  struct WorkerRegion {
-    std::unique_ptr<SharedRegion> region;
-    std::vector<std::vector<v1::SortRequest>> sorts;  // [class][variant]
-    std::vector<std::vector<uint64_t>> out_offsets;
-  };
-  std::vector<WorkerRegion> regions(o.shm_dir.empty() ? 0 : o.concurrency);
   if (!o.shm_dir.empty() && o.op == BenchOp::kTranspose) {
     return absl::InvalidArgumentError("--shm_dir serves sorts and echoes");
   }
-  for (WorkerRegion& w : regions) {
-    size_t bytes = 0;
-    for (const Inputs& in : inputs) {
-      for (const v1::SortRequest& r : in.sorts) {
-        bytes += 2 * RequestKeys(r).size();
-      }
-    }
-    absl::StatusOr<std::unique_ptr<SharedRegion>> region =
-        SharedRegion::Create(client, o.shm_dir, std::max<size_t>(bytes, 1));
+  std::vector<Inputs> inputs;
+  for (size_t c = 0; c < o.mix.size(); ++c) {
+    inputs.push_back(MakeInputs(o, o.mix[c].size, c));
+  }
+  std::vector<WorkerRegion> regions;
+  for (int w = 0; !o.shm_dir.empty() && w < o.concurrency; ++w) {
+    absl::StatusOr<WorkerRegion> region = MakeRegion(client, o, inputs);
     if (!region.ok()) return region.status();
-    w.region = *std::move(region);
-    size_t at = 0;
-    for (const Inputs& in : inputs) {
-      w.sorts.emplace_back();
-      w.out_offsets.emplace_back();
-      for (const v1::SortRequest& r : in.sorts) {
-        const std::string& keys = RequestKeys(r);
-        std::memcpy(w.region->data() + at, keys.data(), keys.size());
-        v1::SortRequest named = r;
-        SetKeys(o.key_type, "", &named);
-        v1::SharedArrays* a = named.mutable_shared();
-        a->set_region(w.region->handle());
-        a->set_count(keys.size() / KeySize(o.key_type));
-        a->set_keys_offset(at);
-        a->set_keys_out_offset(at + keys.size());
-        w.sorts.back().push_back(std::move(named));
-        w.out_offsets.back().push_back(at + keys.size());
-        at += 2 * keys.size();
-      }
-    }
+    regions.push_back(*std::move(region));
   }
-
-  Shared shared;
-  std::atomic<uint64_t> issued{0};
-  std::atomic<bool> measuring{o.warmup <= absl::ZeroDuration()};
-  std::atomic<int> active{o.concurrency};
-  // Set (under stop_mu, with a notify) when the run ends: by time, or once
-  // the request count is issued. Back-off waits end with it.
-  std::atomic<bool> stop{false};
-  std::mutex stop_mu;
-  std::condition_variable stop_cv;
-  auto stop_all = [&] {
-    {
-      std::lock_guard<std::mutex> lock(stop_mu);
-      stop = true;
-    }
-    stop_cv.notify_all();
-  };
-  auto wait_unless_stopped = [&](absl::Duration d) {
-    std::unique_lock<std::mutex> lock(stop_mu);
-    stop_cv.wait_for(lock, absl::ToChronoNanoseconds(d),
-                     [&] { return stop.load(); });
-  };
-
-  auto worker = [&](int id) {
-    std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(id));
-    std::uniform_real_distribution<double> pick(0, total_weight);
-    Backoff backoff(o.backoff,
-                    o.seed * 2654435761u + static_cast<uint64_t>(id));
-    BenchReport local;
-    uint64_t calls = 0;
-    absl::Time last_end = absl::InfinitePast();
-    auto flush = [&] {
-      std::lock_guard<std::mutex> lock(shared.mu);
-      BenchReport& r = shared.report;
-      auto add = [](BenchStats& into, BenchStats& from) {
-        into.ok += from.ok;
-        into.errors += from.errors;
-        into.keys += from.keys;
-        into.bytes += from.bytes;
-        into.latencies.insert(into.latencies.end(), from.latencies.begin(),
-                              from.latencies.end());
-        from = BenchStats();
-      };
-      add(r.all, local.all);
-      for (auto& [size, s] : local.by_size) add(r.by_size[size], s);
-      for (auto& [k, v] : local.errors_by_code) r.errors_by_code[k] += v;
-      for (auto& [k, v] : local.paths) r.paths[k] += v;
-      for (auto& [k, v] : local.routes) r.routes[k] += v;
-      r.batch_requests_sum += local.batch_requests_sum;
-      r.batch_requests_max =
-          std::max(r.batch_requests_max, local.batch_requests_max);
-      r.device_runs_max = std::max(r.device_runs_max, local.device_runs_max);
-      r.verified += local.verified;
-      r.mismatches += local.mismatches;
-      if (r.first_mismatch.empty()) r.first_mismatch = local.first_mismatch;
-      r.started += local.started;
-      r.ended += local.ended;
-      shared.last_end = std::max(shared.last_end, last_end);
-      local = BenchReport();
-    };
-    v1::SortResponse answer;
-    while (!stop.load()) {
-      const bool measured = measuring.load();
-      if (measured && o.max_requests > 0 &&
-          issued.fetch_add(1) >= o.max_requests) {
-        stop_all();  // wakes workers backing off: nothing is left to send
-        break;
-      }
-      double w = pick(rng);
-      size_t c = 0;
-      while (c + 1 < o.mix.size() && w >= o.mix[c].weight) {
-        w -= o.mix[c].weight;
-        ++c;
-      }
-      const Inputs& in = inputs[c];
-      const size_t variant =
-          rng() % std::max(in.sorts.size(), in.transposes.size());
-      const bool check = o.verify_every > 0 && ++calls % o.verify_every == 0;
-      if (measured) ++local.started;
-      const absl::Time start = absl::Now();
-      absl::Status status;
-      v1::ServedBy served_by;
-      uint64_t bytes = 0;
-      absl::Status verdict;
-      if (o.op == BenchOp::kTranspose) {
-        const v1::TransposeRequest& req = in.transposes[variant];
-        absl::StatusOr<v1::TransposeResponse> resp = client.Transpose(req);
-        status = resp.status();
-        if (resp.ok()) {
-          served_by = resp->served_by();
-          bytes = req.ByteSizeLong() + resp->ByteSizeLong();
-          if (check)
-            verdict = VerifyTranspose(req.matrices(), resp->matrices());
-        }
-      } else {
-        const v1::SortRequest& req = in.sorts[variant];
-        const v1::SortRequest& sent =
-            regions.empty() ? req : regions[id].sorts[c][variant];
-        // One answer message per worker, its buffers reused call after
-        // call, as a client that sorts arrays of one size would.
-        status = o.op == BenchOp::kEcho ? client.Echo(sent, &answer)
-                                        : client.Sort(sent, &answer);
-        if (status.ok()) {
-          served_by = answer.served_by();
-          // On the wire: compact keys arrive decoded into `answer`.
-          bytes = sent.ByteSizeLong() + answer.ByteSizeLong() -
-                  static_cast<uint64_t>(
-                      std::max<int64_t>(0, served_by.key_bytes_saved()));
-          if (!regions.empty() && check) {
-            // The answer is in the region: read it back for the check.
-            const std::byte* out = regions[id].region->data() +
-                                   regions[id].out_offsets[c][variant];
-            SetAnswerKeys(std::string(reinterpret_cast<const char*>(out),
-                                      RequestKeys(req).size()),
-                          &answer);
-          }
-          if (check) {
-            verdict = o.op == BenchOp::kEcho ? VerifyEcho(req, answer)
-                                             : VerifySort(req, answer);
-          }
-        }
-      }
-      const absl::Time finished = absl::Now();
-      const double seconds = absl::ToDoubleSeconds(finished - start);
-      // Down or overloaded: wait before the next call (the run's end cuts
-      // the wait short). A success resets the schedule.
-      const bool back_off = ShouldBackOff(status.code());
-      if (status.ok()) backoff.Reset();
-      if (!measured) {
-        if (back_off) wait_unless_stopped(backoff.Next());
-        continue;
-      }
-      ++local.ended;
-      last_end = std::max(last_end, finished);
-      BenchStats& by = local.by_size[in.size];
-      if (status.ok()) {
-        for (BenchStats* s : {&local.all, &by}) {
-          ++s->ok;
-          s->keys += in.size;
-          s->bytes += bytes;
-          s->latencies.push_back(seconds);
-        }
-        ++local.paths[PathText(served_by.path())];
-        ++local.routes[served_by.route().empty() ? "unknown"
-                                                 : served_by.route()];
-        local.batch_requests_sum +=
-            static_cast<uint64_t>(std::max(1, served_by.batch_requests()));
-        local.batch_requests_max =
-            std::max(local.batch_requests_max, served_by.batch_requests());
-        local.device_runs_max =
-            std::max<uint64_t>(local.device_runs_max,
-                               static_cast<uint64_t>(served_by.device_runs()));
-        if (check) {
-          ++local.verified;
-          if (!verdict.ok()) {
-            ++local.mismatches;
-            if (local.first_mismatch.empty()) {
-              local.first_mismatch = absl::StrCat(FormatSize(in.size),
-                                                  " keys: ", verdict.message());
-            }
-          }
-        }
-      } else {
-        ++local.all.errors;
-        ++by.errors;
-        ++local.errors_by_code[absl::StatusCodeToString(status.code())];
-      }
-      if (back_off) {
-        flush();  // the progress line shows the errors while this waits
-        wait_unless_stopped(backoff.Next());
-      } else if (local.ended % 64 == 0) {
-        flush();
-      }
-    }
-    flush();
-    --active;
-  };
-
-  std::vector<std::thread> threads;
-  for (int i = 0; i < o.concurrency; ++i) threads.emplace_back(worker, i);
-  if (o.warmup > absl::ZeroDuration()) {
-    absl::SleepFor(o.warmup);  // a bench phase, not a synchronisation
-  }
-  measuring = true;
-  const absl::Time start = absl::Now();
-  const absl::Time end = o.duration > absl::ZeroDuration()
-                             ? start + o.duration
-                             : absl::InfiniteFuture();
-  // The workers stop at the deadline, or on their own once the count is
-  // issued; meanwhile the progress line is redrawn every quarter second.
-  // The measured time ends with the last answer, not with this loop.
-  for (;;) {
-    const absl::Time now = absl::Now();
-    if (now >= end || active.load() == 0) break;
-    absl::SleepFor(std::min(absl::Milliseconds(250), end - now));
-    if (progress) {
-      std::lock_guard<std::mutex> lock(shared.mu);
-      BenchReport partial;
-      partial.all.ok = shared.report.all.ok;
-      partial.all.errors = shared.report.all.errors;
-      partial.all.keys = shared.report.all.keys;
-      partial.all.bytes = shared.report.all.bytes;
-      progress(absl::ToDoubleSeconds(absl::Now() - start), partial);
-    }
-  }
-  stop_all();
-  for (std::thread& t : threads) t.join();
-  BenchReport report = std::move(shared.report);
-  report.seconds = shared.last_end > start
-                       ? absl::ToDoubleSeconds(shared.last_end - start)
-                       : 0;
-  std::sort(report.all.latencies.begin(), report.all.latencies.end());
-  for (auto& [size, s] : report.by_size) {
-    std::sort(s.latencies.begin(), s.latencies.end());
-  }
-  return report;
-}
-
-std::string FormatReport(const BenchOptions& o, const BenchReport& r,
-                         bool json) {
-  const double secs = std::max(r.seconds, 1e-9);
-  const BenchStats& a = r.all;
-  std::string mix;
-  for (const SizeClass& c : o.mix) {
-    absl::StrAppend(&mix, mix.empty() ? "" : ",", FormatSize(c.size));
-    if (o.mix.size() > 1) absl::StrAppend(&mix, ":", c.weight);
-  }
-  const double mean_batch = a.ok > 0
-                                ? static_cast<double>(r.batch_requests_sum) /
-                                      static_cast<double>(a.ok)
-                                : 0;
-  const char* unit = o.op == BenchOp::kTranspose ? "matrices" : "keys";
-  if (json) {
-    std::string out = absl::StrFormat(
-        "{\"command\":\"bench\",\"op\":\"%s\",\"type\":\"%s\",\"sizes\":%s,"
-        "\"concurrency\":%d,\"seconds\":%.6f,\"requests\":%u,\"errors\":%u,"
-        "\"started\":%u,\"ended\":%u,\"requests_per_s\":%.3f,"
-        "\"%s_per_s\":%.3f,\"bytes_per_s\":%.3f,\"latency_ms\":{\"p50\":%.6f,"
-        "\"p90\":%.6f,\"p99\":%.6f,\"max\":%.6f},\"mean_batch_requests\":%.3f,"
-        "\"max_batch_requests\":%d,\"max_device_runs\":%u,\"verified\":%u,"
-        "\"mismatches\":%u",
-        OpName(o.op),
-        o.op == BenchOp::kTranspose ? "matrix" : KeyTypeName(o.key_type),
-        JsonString(mix), o.concurrency, r.seconds, a.ok, a.errors, r.started,
-        r.ended, a.ok / secs, unit, a.keys / secs, a.bytes / secs,
-        a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
-        a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3, mean_batch,
-        r.batch_requests_max, r.device_runs_max, r.verified, r.mismatches);
-    auto map = [&](const char* name, const std::map<std::string, uint64_t>& m) {
-      absl::StrAppend(&out, ",\"", name, "\":{");
-      bool first = true;
-      for (const auto& [k, v] : m) {
-        absl::StrAppend(&out, first ? "" : ",", JsonString(k), ":", v);
-        first = false;
-      }
-      absl::StrAppend(&out, "}");
-    };
-    map("errors_by_code", r.errors_by_code);
-    map("paths", r.paths);
-    map("routes", r.routes);
-    absl::StrAppend(&out, ",\"by_size\":[");
-    bool first = true;
-    for (const auto& [size, s] : r.by_size) {
-      absl::StrAppendFormat(
-          &out,
-          "%s{\"size\":%u,\"requests\":%u,\"errors\":%u,\"requests_per_s\":%."
-          "3f,\"%s_per_s\":%.3f,\"p50_ms\":%.6f,\"p99_ms\":%.6f,\"max_ms\":%."
-          "6f}",
-          first ? "" : ",", size, s.ok, s.errors, s.ok / secs, unit,
-          s.keys / secs, s.Percentile(50) * 1e3, s.Percentile(99) * 1e3,
-          s.latencies.empty() ? 0.0 : s.latencies.back() * 1e3);
-      first = false;
-    }
-    absl::StrAppend(&out, "]}\n");
-    return out;
-  }
-
-  auto rate = [](double v) {
-    if (v >= 1e9) return absl::StrFormat("%.2f G", v / 1e9);
-    if (v >= 1e6) return absl::StrFormat("%.2f M", v / 1e6);
-    if (v >= 1e3) return absl::StrFormat("%.2f k", v / 1e3);
-    return absl::StrFormat("%.2f ", v);
-  };
-  auto share = [&](const std::map<std::string, uint64_t>& m) {
-    std::string s;
-    for (const auto& [k, v] : m) {
-      absl::StrAppendFormat(
-          &s, "%s%s %.0f%%", s.empty() ? "" : ", ", k,
-          100.0 * static_cast<double>(v) /
-              static_cast<double>(std::max<uint64_t>(a.ok, 1)));
-    }
-    return s.empty() ? std::string("-") : s;
-  };
-  std::string out = absl::StrFormat(
-      "sortctl bench: %s %s, sizes %s, concurrency %d, %.1f s\n", OpName(o.op),
-      o.op == BenchOp::kTranspose ? "32x32 bit matrices"
-                                  : KeyTypeName(o.key_type),
-      mix, o.concurrency, r.seconds);
-  absl::StrAppendFormat(&out, "  requests  %u answered, %u errors (%sreq/s)\n",
-                        a.ok, a.errors, rate(a.ok / secs));
-  absl::StrAppendFormat(&out, "  %-9s %s%s/s, %sB/s on the wire\n", unit,
-                        rate(a.keys / secs), unit, rate(a.bytes / secs));
-  absl::StrAppendFormat(
-      &out, "  latency   p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
-      a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
-      a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3);
-  absl::StrAppendFormat(&out, "  served    paths: %s; routes: %s\n",
-                        share(r.paths), share(r.routes));
-  absl::StrAppendFormat(&out,
-                        "  batches   %.1f requests per device run on average "
-                        "(largest %d)%s\n",
-                        mean_batch, r.batch_requests_max,
-                        r.device_runs_max > 1
-                            ? absl::StrCat("; up to ", r.device_runs_max,
-                                           " runs per request (beyond device "
-                                           "memory)")
-                                  .c_str()
-                            : "");
-  if (r.by_size.size() > 1) {
-    for (const auto& [size, s] : r.by_size) {
-      absl::StrAppendFormat(
-          &out, "  %-9s %u answered, %sreq/s, p50 %.3f ms, p99 %.3f ms\n",
-          FormatSize(size), s.ok, rate(s.ok / secs), s.Percentile(50) * 1e3,
-          s.Percentile(99) * 1e3);
-    }
-  }
-  if (!r.errors_by_code.empty()) {
-    std::string e;
-    for (const auto& [k, v] : r.errors_by_code) {
-      absl::StrAppend(&e, e.empty() ? "" : ", ", k, " ", v);
-    }
-    absl::StrAppend(&out, "  errors    ", e, "\n");
-  }
-  if (o.verify_every > 0) {
-    if (r.mismatches == 0) {
-      absl::StrAppendFormat(
-          &out, "  verified  %u sampled answers, all correct\n", r.verified);
-    } else {
-      absl::StrAppendFormat(&out,
-                            "  verified  %u sampled answers, %u WRONG (first: "
-                            "%s)\n",
-                            r.verified, r.mismatches, r.first_mismatch);
-    }
-  }
-  if (r.started != r.ended) {
-    absl::StrAppendFormat(&out, "  LOST      %u calls never ended\n",
-                          r.started - r.ended);
-  }
-  return out;
+  return BenchRun(client, o, std::move(inputs), std::move(regions))
+      .Run(progress);
 }
 
 }  // namespace sortd::cli

@@ -45,6 +45,8 @@ absl::StatusOr<std::vector<SizeClass>> ParseSizeMix(std::string_view text);
 std::string FormatSize(uint64_t n);  // 1024 -> "1k"
 
 enum class BenchOp { kSort, kTranspose, kEcho };
+// "sort", "echo", "transpose".
+const char* OpName(BenchOp op);
 
 // A worker's wait after a call the server refused as down or overloaded:
 // `initial` after the first such failure, times `multiplier` after each

@@ -1,0 +1,169 @@
+// sortctl bench's report: a summary a person reads, or one JSON line.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/bench.h"
+#include "client/sortctl_lib.h"
+
+namespace sortd::cli {
+
+namespace {
+
+// What both report forms show.
+struct ReportFigures {
+  double secs;
+  std::string mix;
+  double mean_batch;
+  const char* unit;
+};
+
+ReportFigures Figures(const BenchOptions& o, const BenchReport& r) {
+  ReportFigures f;
+  f.secs = std::max(r.seconds, 1e-9);
+  for (const SizeClass& c : o.mix) {
+    absl::StrAppend(&f.mix, f.mix.empty() ? "" : ",", FormatSize(c.size));
+    if (o.mix.size() > 1) absl::StrAppend(&f.mix, ":", c.weight);
+  }
+  f.mean_batch = r.all.ok > 0 ? static_cast<double>(r.batch_requests_sum) /
+                                    static_cast<double>(r.all.ok)
+                              : 0;
+  f.unit = o.op == BenchOp::kTranspose ? "matrices" : "keys";
+  return f;
+}
+
+std::string JsonReport(const BenchOptions& o, const BenchReport& r) {
+  const auto [secs, mix, mean_batch, unit] = Figures(o, r);
+  const BenchStats& a = r.all;
+  std::string out = absl::StrFormat(
+      "{\"command\":\"bench\",\"op\":\"%s\",\"type\":\"%s\",\"sizes\":%s,"
+      "\"concurrency\":%d,\"seconds\":%.6f,\"requests\":%u,\"errors\":%u,"
+      "\"started\":%u,\"ended\":%u,\"requests_per_s\":%.3f,"
+      "\"%s_per_s\":%.3f,\"bytes_per_s\":%.3f,\"latency_ms\":{\"p50\":%.6f,"
+      "\"p90\":%.6f,\"p99\":%.6f,\"max\":%.6f},\"mean_batch_requests\":%.3f,"
+      "\"max_batch_requests\":%d,\"max_device_runs\":%u,\"verified\":%u,"
+      "\"mismatches\":%u",
+      OpName(o.op),
+      o.op == BenchOp::kTranspose ? "matrix" : KeyTypeName(o.key_type),
+      JsonString(mix), o.concurrency, r.seconds, a.ok, a.errors, r.started,
+      r.ended, a.ok / secs, unit, a.keys / secs, a.bytes / secs,
+      a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
+      a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3, mean_batch,
+      r.batch_requests_max, r.device_runs_max, r.verified, r.mismatches);
+  auto map = [&](const char* name, const std::map<std::string, uint64_t>& m) {
+    absl::StrAppend(&out, ",\"", name, "\":{");
+    bool first = true;
+    for (const auto& [k, v] : m) {
+      absl::StrAppend(&out, first ? "" : ",", JsonString(k), ":", v);
+      first = false;
+    }
+    absl::StrAppend(&out, "}");
+  };
+  map("errors_by_code", r.errors_by_code);
+  map("paths", r.paths);
+  map("routes", r.routes);
+  absl::StrAppend(&out, ",\"by_size\":[");
+  bool first = true;
+  for (const auto& [size, s] : r.by_size) {
+    absl::StrAppendFormat(
+        &out,
+        "%s{\"size\":%u,\"requests\":%u,\"errors\":%u,\"requests_per_s\":%."
+        "3f,\"%s_per_s\":%.3f,\"p50_ms\":%.6f,\"p99_ms\":%.6f,\"max_ms\":%."
+        "6f}",
+        first ? "" : ",", size, s.ok, s.errors, s.ok / secs, unit,
+        s.keys / secs, s.Percentile(50) * 1e3, s.Percentile(99) * 1e3,
+        s.latencies.empty() ? 0.0 : s.latencies.back() * 1e3);
+    first = false;
+  }
+  absl::StrAppend(&out, "]}\n");
+  return out;
+}
+
+std::string TextReport(const BenchOptions& o, const BenchReport& r) {
+  const auto [secs, mix, mean_batch, unit] = Figures(o, r);
+  const BenchStats& a = r.all;
+
+  auto rate = [](double v) {
+    if (v >= 1e9) return absl::StrFormat("%.2f G", v / 1e9);
+    if (v >= 1e6) return absl::StrFormat("%.2f M", v / 1e6);
+    if (v >= 1e3) return absl::StrFormat("%.2f k", v / 1e3);
+    return absl::StrFormat("%.2f ", v);
+  };
+  auto share = [&](const std::map<std::string, uint64_t>& m) {
+    std::string s;
+    for (const auto& [k, v] : m) {
+      absl::StrAppendFormat(
+          &s, "%s%s %.0f%%", s.empty() ? "" : ", ", k,
+          100.0 * static_cast<double>(v) /
+              static_cast<double>(std::max<uint64_t>(a.ok, 1)));
+    }
+    return s.empty() ? std::string("-") : s;
+  };
+  std::string out = absl::StrFormat(
+      "sortctl bench: %s %s, sizes %s, concurrency %d, %.1f s\n", OpName(o.op),
+      o.op == BenchOp::kTranspose ? "32x32 bit matrices"
+                                  : KeyTypeName(o.key_type),
+      mix, o.concurrency, r.seconds);
+  absl::StrAppendFormat(&out, "  requests  %u answered, %u errors (%sreq/s)\n",
+                        a.ok, a.errors, rate(a.ok / secs));
+  absl::StrAppendFormat(&out, "  %-9s %s%s/s, %sB/s on the wire\n", unit,
+                        rate(a.keys / secs), unit, rate(a.bytes / secs));
+  absl::StrAppendFormat(
+      &out, "  latency   p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+      a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
+      a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3);
+  absl::StrAppendFormat(&out, "  served    paths: %s; routes: %s\n",
+                        share(r.paths), share(r.routes));
+  absl::StrAppendFormat(&out,
+                        "  batches   %.1f requests per device run on average "
+                        "(largest %d)%s\n",
+                        mean_batch, r.batch_requests_max,
+                        r.device_runs_max > 1
+                            ? absl::StrCat("; up to ", r.device_runs_max,
+                                           " runs per request (beyond device "
+                                           "memory)")
+                                  .c_str()
+                            : "");
+  if (r.by_size.size() > 1) {
+    for (const auto& [size, s] : r.by_size) {
+      absl::StrAppendFormat(
+          &out, "  %-9s %u answered, %sreq/s, p50 %.3f ms, p99 %.3f ms\n",
+          FormatSize(size), s.ok, rate(s.ok / secs), s.Percentile(50) * 1e3,
+          s.Percentile(99) * 1e3);
+    }
+  }
+  if (!r.errors_by_code.empty()) {
+    std::string e;
+    for (const auto& [k, v] : r.errors_by_code) {
+      absl::StrAppend(&e, e.empty() ? "" : ", ", k, " ", v);
+    }
+    absl::StrAppend(&out, "  errors    ", e, "\n");
+  }
+  if (o.verify_every > 0) {
+    if (r.mismatches == 0) {
+      absl::StrAppendFormat(
+          &out, "  verified  %u sampled answers, all correct\n", r.verified);
+    } else {
+      absl::StrAppendFormat(&out,
+                            "  verified  %u sampled answers, %u WRONG (first: "
+                            "%s)\n",
+                            r.verified, r.mismatches, r.first_mismatch);
+    }
+  }
+  if (r.started != r.ended) {
+    absl::StrAppendFormat(&out, "  LOST      %u calls never ended\n",
+                          r.started - r.ended);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatReport(const BenchOptions& o, const BenchReport& r,
+                         bool json) {
+  return json ? JsonReport(o, r) : TextReport(o, r);
+}
+
+}  // namespace sortd::cli
