@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/opencl_engine.h"
 #include "core/transpose.h"
+#include "gpu/opencl_engine.h"
 
 namespace sortd::gpu {
 

@@ -4,10 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/transpose.h"
 #include "gpu/bitonic_network.h"
 #include "gpu/kernels/sort_constants.h"
 #include "gpu/radix_passes.h"
-#include "core/transpose.h"
 
 namespace sortd::gpu {
 namespace {

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/sorter.h"
 #include "gpu/buffers.h"
 #include "gpu/cl.h"
 #include "gpu/device.h"
@@ -41,7 +42,6 @@
 #include "gpu/policy.h"
 #include "gpu/program_cache.h"
 #include "gpu/sort_plan.h"
-#include "core/sorter.h"
 
 namespace sortd::gpu {
 

@@ -21,8 +21,8 @@
 #include <mutex>
 
 #include "absl/status/statusor.h"
-#include "gpu/cl.h"
 #include "core/host_memory.h"
+#include "gpu/cl.h"
 
 namespace sortd::gpu {
 

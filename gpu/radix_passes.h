@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/sorter.h"
 #include "gpu/engine_run.h"
 #include "gpu/policy.h"
 #include "gpu/sort_plan.h"
-#include "core/sorter.h"
 
 namespace sortd::gpu {
 

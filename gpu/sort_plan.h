@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "gpu/policy.h"
 #include "core/sorter.h"
+#include "gpu/policy.h"
 
 namespace sortd::gpu {
 

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/scheduler.h"
 #include "core/sorter.h"
+#include "server/scheduler.h"
 
 namespace sortd {
 

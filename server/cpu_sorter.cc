@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/transpose.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/info.h"
 #include "oneapi/tbb/parallel_for.h"
-#include "core/transpose.h"
 
 namespace sortd {
 namespace {

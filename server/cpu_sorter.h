@@ -17,8 +17,8 @@
 
 #include <string>
 
-#include "oneapi/tbb/task_arena.h"
 #include "core/sorter.h"
+#include "oneapi/tbb/task_arena.h"
 
 namespace sortd {
 

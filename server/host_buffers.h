@@ -22,8 +22,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "grpcpp/support/slice.h"
 #include "core/host_memory.h"
+#include "grpcpp/support/slice.h"
 
 namespace sortd {
 

@@ -12,8 +12,8 @@
 #include <cstddef>
 
 #include "absl/status/statusor.h"
-#include "server/shared_memory.h"
 #include "core/sorter.h"
+#include "server/shared_memory.h"
 #include "server/wire.h"
 
 namespace sortd {

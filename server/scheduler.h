@@ -58,8 +58,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/router.h"
 #include "core/sorter.h"
+#include "server/router.h"
 #include "server/work_queue.h"
 
 namespace sortd {
