@@ -15,15 +15,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace sortd {
-namespace {
-
-absl::Status FromGrpcStatus(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      s.error_message());
-}
-
-}  // namespace
+using client_wire::FromGrpcStatus;
 
 namespace {
 
@@ -256,45 +248,6 @@ class MessageSink final : public client_wire::SortResponseSink {
   bool keys_ = false, values_ = false, permutation_ = false, served_by_ = false;
 };
 
-// Writes one part's answer into its place in the whole answer's arrays,
-// which the caller has sized; anything else is refused (DATA_LOSS).
-class PartSink final : public client_wire::SortResponseSink {
- public:
-  PartSink(const SortArraysView& a, char* keys, char* values, char* permutation,
-           size_t first, size_t n)
-      : a_(a),
-        keys_(keys),
-        values_(values),
-        permutation_(permutation),
-        first_(first),
-        n_(n) {}
-  char* Keys(int field, size_t bytes) override {
-    return field == a_.key_field && bytes == n_ * a_.key_size
-               ? keys_ + first_ * a_.key_size
-               : nullptr;
-  }
-  char* Values(int field, size_t bytes) override {
-    return values_ != nullptr && field == a_.value_field &&
-                   bytes == n_ * a_.value_size
-               ? values_ + first_ * a_.value_size
-               : nullptr;
-  }
-  char* Permutation(size_t bytes) override {
-    return permutation_ != nullptr && bytes == n_ * 4
-               ? permutation_ + first_ * 4
-               : nullptr;
-  }
-  void ServedBy(const std::string& bytes) override {
-    served_by.ParseFromString(bytes);
-  }
-  v1::ServedBy served_by;
-
- private:
-  const SortArraysView& a_;
-  char *keys_, *values_, *permutation_;
-  size_t first_, n_;
-};
-
 // The request's fields in wire order, its arrays borrowed; `shared` holds
 // the serialized SharedArrays while the call runs.
 client_wire::OutgoingMessage Encode(const v1::SortRequest& request,
@@ -381,112 +334,6 @@ std::vector<size_t> Client::SplitOver(size_t bytes) {
   if (parts < 2 || bytes / parts + 4096 > options_.max_unary_bytes) return {};
   connections.resize(parts);
   return connections;
-}
-
-absl::Status Client::SortInParts(const SortArraysView& a,
-                                 const std::vector<size_t>& connections,
-                                 client_wire::SortResponseSink& sink) {
-  size_t parts = connections.size();
-  // Parts of whole 128-key blocks, so that compact keys apply to each.
-  constexpr size_t kBlock = 128;
-  const size_t per =
-      ((a.count + parts - 1) / parts + kBlock - 1) / kBlock * kBlock;
-  parts = std::max<size_t>(1, (a.count + per - 1) / per);
-  // The whole answer's arrays, sized once; each part's lands in its place.
-  char* keys = sink.Keys(a.key_field, a.count * a.key_size);
-  char* values = a.value_field != 0
-                     ? sink.Values(a.value_field, a.count * a.value_size)
-                     : nullptr;
-  char* permutation = a.permutation ? sink.Permutation(a.count * 4) : nullptr;
-  if (keys == nullptr && a.count > 0) {
-    return absl::InternalError("the answer's key buffer was refused");
-  }
-  std::string group(16, '\0');
-  std::random_device rd;
-  for (char& c : group) c = static_cast<char>(rd());
-
-  struct Call {
-    grpc::ClientContext context;
-    grpc::ByteBuffer request, response;
-    grpc::Status status;
-    std::string part;  // the serialized Part
-    size_t first = 0, n = 0;
-  };
-  std::vector<Call> calls(parts);
-  client_wire::Lease lease;
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t pending = parts;
-  for (size_t i = 0; i < parts; ++i) {
-    Call& c = calls[i];
-    c.first = i * per;
-    c.n = std::min(per, a.count - c.first);
-    v1::Part part;
-    part.set_group(group);
-    part.set_index(static_cast<uint32_t>(i));
-    part.set_count(static_cast<uint32_t>(parts));
-    c.part = part.SerializeAsString();
-    client_wire::OutgoingMessage m;
-    m.Bytes(a.key_field, a.keys + c.first * a.key_size, c.n * a.key_size,
-            &lease);
-    if (a.descending) m.Varint(7, v1::ORDER_DESCENDING);
-    if (a.value_field != 0) {
-      m.Bytes(a.value_field, a.values + c.first * a.value_size,
-              c.n * a.value_size, &lease);
-    }
-    if (a.permutation) m.Varint(10, 1);
-    if (a.compact_keys) m.Varint(12, v1::KEY_CODING_COMPACT);
-    m.Bytes(13, c.part.data(), c.part.size(), &lease);
-    c.request = m.Take();
-    Prepare(&c.context);
-    // The answers name the process again: a connection that now reaches
-    // another one is split over no more.
-    c.context.AddMetadata("sortd-want-instance", "1");
-    pool_[connections[i]].generic->UnaryCall(
-        &c.context, "/sortd.v1.SortService/Sort", grpc::StubOptions(),
-        &c.request, &c.response, [&, i](grpc::Status s) {
-          std::lock_guard<std::mutex> lock(mu);
-          calls[i].status = std::move(s);
-          if (--pending == 0) cv.notify_all();
-        });
-  }
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return pending == 0; });
-  }
-  for (size_t i = 0; i < parts; ++i) {
-    calls[i].request.Clear();
-    if (calls[i].status.ok()) NoteInstance(connections[i], calls[i].context);
-  }
-  lease.Wait();
-  for (const Call& c : calls) {
-    if (!c.status.ok()) return FromGrpcStatus(c.status);
-  }
-  // Each answer decoded into its place, the parts side by side.
-  std::vector<PartSink> sinks;
-  sinks.reserve(parts);
-  for (const Call& c : calls) {
-    sinks.emplace_back(a, keys, values, permutation, c.first, c.n);
-  }
-  std::vector<absl::Status> decoded(parts);
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < parts; ++i) {
-    threads.emplace_back([&, i] {
-      decoded[i] = client_wire::DecodeSortResponse(calls[i].response, sinks[i]);
-    });
-  }
-  decoded[0] = client_wire::DecodeSortResponse(calls[0].response, sinks[0]);
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : decoded) {
-    if (!s.ok()) return s;
-  }
-  v1::ServedBy by = sinks[0].served_by;
-  for (size_t i = 1; i < parts; ++i) {
-    by.set_key_bytes_saved(by.key_bytes_saved() +
-                           sinks[i].served_by.key_bytes_saved());
-  }
-  sink.ServedBy(by.SerializeAsString());
-  return absl::OkStatus();
 }
 
 absl::Status Client::Sort(const v1::SortRequest& request,

@@ -324,4 +324,10 @@ absl::Status AppendCompactKeys(const compact::Encoded& encoded, KeyType type,
   return absl::OkStatus();
 }
 
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
 }  // namespace sortd::client_wire

@@ -98,6 +98,9 @@ absl::Status DecodeSortResponse(const grpc::ByteBuffer& response,
 absl::Status AppendCompactKeys(const compact::Encoded& encoded, KeyType type,
                                bool descending, std::string* out);
 
+// A gRPC status as an absl::Status of the same code and message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
 }  // namespace sortd::client_wire
 
 #endif  // SORTD_CLIENT_RAW_CALL_H_
