@@ -418,6 +418,36 @@ Client::SharedMemoryStream(grpc::ClientContext* context) {
   return Next().stub->SharedMemory(context);
 }
 
+namespace {
+
+// One SortStream answer message appended to the whole answer: its keys
+// (decoded if compact) to `out_keys`, values, permutation, served_by.
+absl::Status AppendStreamAnswer(const v1::SortResponse& chunk,
+                                std::string* out_keys,
+                                v1::SortResponse* response) {
+  if (const std::string* k = KeysOf(chunk); k != nullptr) {
+    out_keys->append(*k);
+  } else if (const v1::CompactKeys* c = CompactKeysOf(chunk); c != nullptr) {
+    const compact::Encoded encoded{c->count(), c->widths(), c->bases(),
+                                   c->deltas()};
+    absl::Status s = client_wire::AppendCompactKeys(
+        encoded, CompactKeyType(chunk), c->descending(), out_keys);
+    if (!s.ok()) return s;
+  }
+  if (chunk.has_u32_values()) {
+    response->mutable_u32_values()->append(chunk.u32_values());
+  } else if (chunk.has_u64_values()) {
+    response->mutable_u64_values()->append(chunk.u64_values());
+  }
+  response->mutable_permutation()->append(chunk.permutation());
+  if (chunk.has_served_by()) {
+    *response->mutable_served_by() = chunk.served_by();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<v1::SortResponse> Client::SortStream(
     const v1::SortRequest& request) {
   const std::string* keys = KeysOf(request);
@@ -476,27 +506,12 @@ absl::StatusOr<v1::SortResponse> Client::SortStream(
   std::string* out_keys = MutableKeysByNumber(field, &response);
   out_keys->reserve(keys->size());
   while (stream->Read(&chunk)) {
-    if (const std::string* k = KeysOf(chunk); k != nullptr) {
-      out_keys->append(*k);
-    } else if (const v1::CompactKeys* c = CompactKeysOf(chunk); c != nullptr) {
-      const compact::Encoded encoded{c->count(), c->widths(), c->bases(),
-                                     c->deltas()};
-      absl::Status s = client_wire::AppendCompactKeys(
-          encoded, CompactKeyType(chunk), c->descending(), out_keys);
-      if (!s.ok()) {
-        context.TryCancel();
-        stream->Finish();
-        return s;
-      }
+    if (absl::Status s = AppendStreamAnswer(chunk, out_keys, &response);
+        !s.ok()) {
+      context.TryCancel();
+      stream->Finish();
+      return s;
     }
-    if (chunk.has_u32_values()) {
-      response.mutable_u32_values()->append(chunk.u32_values());
-    } else if (chunk.has_u64_values()) {
-      response.mutable_u64_values()->append(chunk.u64_values());
-    }
-    response.mutable_permutation()->append(chunk.permutation());
-    if (chunk.has_served_by())
-      *response.mutable_served_by() = chunk.served_by();
   }
   grpc::Status s = stream->Finish();
   if (!s.ok()) return FromGrpcStatus(s);

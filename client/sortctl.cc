@@ -36,6 +36,7 @@
 #include "client/bench.h"
 #include "client/cli_io.h"
 #include "client/client.h"
+#include "client/sortctl_help.h"
 #include "client/sortctl_lib.h"
 #include "core/version.h"
 
@@ -120,162 +121,9 @@ ABSL_FLAG(int64_t, split_bytes, int64_t{16} << 20,
 
 namespace {
 
-constexpr int kExitCallFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitMismatch = 3;
-
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "sortctl: %s\nRun 'sortctl --help' for usage.\n",
-               message.c_str());
-  return kExitUsage;
-}
-
-// One command's help: `sortctl help COMMAND` or `sortctl COMMAND --help`.
-struct Command {
-  const char* name;
-  const char* what;
-  const char* usage;
-  std::vector<const char*> flags;
-};
-
-const std::vector<Command>& Commands() {
-  static const std::vector<Command> commands = {
-      {"sort",
-       "sorts keys (and values) read from a file or generated",
-       "sortctl [--target HOST:PORT] sort --type u32|i32|f32|u64|i64|f64 "
-       "[--desc]\n    [--values u32|u64] [--permutation] (--input FILE | "
-       "--random N [--seed S])\n    [--output FILE] [--verify] [--json]",
-       {"type", "desc", "values", "permutation", "input", "random", "seed",
-        "output", "verify", "json", "stream", "compact"}},
-      {"transpose",
-       "transposes 32x32 bit matrices",
-       "sortctl [--target HOST:PORT] transpose (--input FILE | --random N)\n"
-       "    [--output FILE] [--verify] [--json]",
-       {"input", "random", "seed", "output", "verify", "json"}},
-      {"health",
-       "asks the server's health service",
-       "sortctl [--target HOST:PORT] health [--json]",
-       {"json"}},
-      {"bench",
-       "keeps calls in flight and reports throughput and latency",
-       "sortctl [--target HOST:PORT] bench [--op sort|transpose|echo] "
-       "[--type T]\n    [--sizes 1k:70,64k:25,16m:5] [--concurrency N] "
-       "[--duration 10s] [--requests N]\n    [--verify] [--json]",
-       {"op", "type", "sizes", "concurrency", "duration", "requests", "warmup",
-        "seed", "verify", "verify_every", "compact", "shm_dir", "json"}},
-  };
-  return commands;
-}
-
-const Command* FindCommand(absl::string_view name) {
-  for (const Command& c : Commands()) {
-    if (name == c.name) return &c;
-  }
-  return nullptr;
-}
-
-// Flags every command takes: where and how to connect.
-const std::vector<const char*>& ConnectionFlags() {
-  static const std::vector<const char*> flags = {
-      "target",          "timeout",     "connections", "lb",
-      "tls_ca",          "tls_cert",    "tls_key",     "tls_server_name",
-      "max_unary_bytes", "chunk_bytes", "split_bytes"};
-  return flags;
-}
-
-void PrintFlags(const std::vector<const char*>& names) {
-  for (const char* name : names) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr) continue;
-    std::printf(
-        "  --%s (default: %s)\n      %s\n", name,
-        flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue().c_str(),
-        flag->Help().c_str());
-  }
-}
-
-int PrintCommandHelp(const Command& c) {
-  std::printf("sortctl %s: %s.\n\n  %s\n\nFlags:\n", c.name, c.what, c.usage);
-  PrintFlags(c.flags);
-  std::printf("\nConnection flags (every command):\n");
-  PrintFlags(ConnectionFlags());
-  return 0;
-}
-
-// `sortctl help [COMMAND]`, and `sortctl COMMAND --help|-h`: the command's
-// own help. Returns -1 if the command line asks for neither.
-int CommandHelp(int argc, char** argv) {
-  std::vector<absl::string_view> words;
-  bool help_flag = false;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-help" || arg == "-h") {
-      help_flag = true;
-    } else if (!absl::StartsWith(arg, "-")) {
-      words.push_back(arg);
-    }
-  }
-  if (!words.empty() && words[0] == "help") {
-    if (words.size() < 2) {
-      std::printf("sortctl: command-line client of sortd.\n\nCommands:\n");
-      for (const Command& c : Commands()) {
-        std::printf("  %-10s %s\n", c.name, c.what);
-      }
-      std::printf(
-          "\n'sortctl help COMMAND' (or 'sortctl COMMAND --help') shows a "
-          "command's flags;\n'sortctl --helpfull' every flag.\n");
-      return 0;
-    }
-    const Command* c = FindCommand(words[1]);
-    if (c == nullptr) {
-      return Usage(absl::StrCat("help: unknown command '", words[1],
-                                "'; expected sort, transpose, health or "
-                                "bench"));
-    }
-    return PrintCommandHelp(*c);
-  }
-  if (help_flag) {
-    // The first word that names a command (a flag's value may come first:
-    // --target HOST:PORT sort --help).
-    for (absl::string_view word : words) {
-      if (const Command* c = FindCommand(word)) return PrintCommandHelp(*c);
-    }
-  }
-  return -1;
-}
-
-// absl::ParseCommandLine reports a malformed command line (an unknown flag,
-// a value that does not parse, a missing value) on stderr, naming the flag,
-// and calls std::exit(1); sortctl's contract is 2 for bad usage. While it
-// parses, this exit hook turns such an exit into 2. --help and absl's other
-// usage flags, which it also answers with an exit, keep absl's exit code.
-std::atomic<bool> parsing_flags{false};
-std::atomic<bool> help_asked{false};
-
-void ExitWithUsageCodeOnFlagError() {
-  if (!parsing_flags.load() || help_asked.load()) return;
-  std::fputs("Run 'sortctl --help' for usage.\n", stderr);
-  std::fflush(nullptr);
-  std::_Exit(kExitUsage);
-}
-
-// Whether the command line names one of absl's usage flags (--help,
-// --helpfull, --helpon=..., --version, ...).
-bool AsksForHelp(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "-")) continue;
-    absl::ConsumePrefix(&arg, "-");
-    arg = arg.substr(0, arg.find('='));
-    for (absl::string_view name :
-         {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch",
-          "version", "only_check_args"}) {
-      if (arg == name) return true;
-    }
-  }
-  return false;
-}
+using cli::kExitCallFailed;
+using cli::kExitMismatch;
+using cli::Usage;
 
 int Failed(const absl::Status& status) {
   std::fprintf(stderr, "sortctl: error: %s: %s\n",
@@ -484,6 +332,46 @@ std::string SortOutputText(const sortd::v1::SortRequest& request,
   return out;
 }
 
+// The summary line of a sort of `n` keys of `type` and its answer.
+Summary SortSummary(const sortd::v1::SortResponse& response, size_t n,
+                    sortd::KeyType type, bool stream, double wall_ms) {
+  Summary summary;
+  summary.command = "sort";
+  summary.served_by = response.served_by();
+  summary.wall_ms = wall_ms;
+  const std::string type_name(sortd::KeyTypeName(type));
+  const std::string values = absl::GetFlag(FLAGS_values).empty()
+                                 ? "none"
+                                 : absl::GetFlag(FLAGS_values);
+  const bool desc = absl::GetFlag(FLAGS_desc);
+  summary.description = absl::StrCat(
+      n, " ", type_name, " keys (", desc ? "descending" : "ascending",
+      values == "none" ? "" : absl::StrCat(", ", values, " values"),
+      absl::GetFlag(FLAGS_permutation) ? ", with permutation" : "", ")");
+  if (stream) absl::StrAppend(&summary.description, " via SortStream");
+  if (response.served_by().device_runs() > 1) {
+    absl::StrAppend(&summary.description, " in ",
+                    response.served_by().device_runs(),
+                    " device runs merged on the CPU");
+  }
+  const int64_t saved = response.served_by().key_bytes_saved();
+  if (saved != 0) {
+    absl::StrAppendFormat(&summary.description,
+                          ", keys sent compact (%.1f MB saved)", saved / 1e6);
+  }
+  summary.json_fields = {
+      {"keys", absl::StrCat(n)},
+      {"stream", stream ? "true" : "false"},
+      {"device_runs", absl::StrCat(response.served_by().device_runs())},
+      {"key_bytes_saved", absl::StrCat(saved)},
+      {"type", sortd::cli::JsonString(type_name)},
+      {"order", desc ? "\"descending\"" : "\"ascending\""},
+      {"values", sortd::cli::JsonString(values)},
+      {"permutation", absl::GetFlag(FLAGS_permutation) ? "true" : "false"}};
+
+  return summary;
+}
+
 int RunSort() {
   const auto key_type = sortd::cli::ParseKeyTypeName(absl::GetFlag(FLAGS_type));
   if (!key_type) return Usage(absl::StrCat("sort: ", BadType()));
@@ -517,40 +405,7 @@ int RunSort() {
   const double wall_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
   if (!response.ok()) return Failed(response.status());
 
-  Summary summary;
-  summary.command = "sort";
-  summary.served_by = response->served_by();
-  summary.wall_ms = wall_ms;
-  const std::string type_name(sortd::KeyTypeName(type));
-  const std::string values = absl::GetFlag(FLAGS_values).empty()
-                                 ? "none"
-                                 : absl::GetFlag(FLAGS_values);
-  const bool desc = absl::GetFlag(FLAGS_desc);
-  summary.description = absl::StrCat(
-      n, " ", type_name, " keys (", desc ? "descending" : "ascending",
-      values == "none" ? "" : absl::StrCat(", ", values, " values"),
-      absl::GetFlag(FLAGS_permutation) ? ", with permutation" : "", ")");
-  if (stream) absl::StrAppend(&summary.description, " via SortStream");
-  if (response->served_by().device_runs() > 1) {
-    absl::StrAppend(&summary.description, " in ",
-                    response->served_by().device_runs(),
-                    " device runs merged on the CPU");
-  }
-  const int64_t saved = response->served_by().key_bytes_saved();
-  if (saved != 0) {
-    absl::StrAppendFormat(&summary.description,
-                          ", keys sent compact (%.1f MB saved)", saved / 1e6);
-  }
-  summary.json_fields = {
-      {"keys", absl::StrCat(n)},
-      {"stream", stream ? "true" : "false"},
-      {"device_runs", absl::StrCat(response->served_by().device_runs())},
-      {"key_bytes_saved", absl::StrCat(saved)},
-      {"type", sortd::cli::JsonString(type_name)},
-      {"order", desc ? "\"descending\"" : "\"ascending\""},
-      {"values", sortd::cli::JsonString(values)},
-      {"permutation", absl::GetFlag(FLAGS_permutation) ? "true" : "false"}};
-
+  Summary summary = SortSummary(*response, n, type, stream, wall_ms);
   if (absl::GetFlag(FLAGS_verify)) {
     progress.Step("verifying");
     absl::Status s = sortd::cli::VerifySort(*request, *response);
@@ -641,8 +496,8 @@ int RunHealth() {
   return 0;
 }
 
-int RunBench() {
-  namespace cli = sortd::cli;
+// bench's options from its flags; a usage message when they do not hold.
+absl::StatusOr<cli::BenchOptions> BenchOptionsFromFlags() {
   cli::BenchOptions o;
   const std::string op = absl::GetFlag(FLAGS_op);
   if (op == "sort") {
@@ -652,30 +507,34 @@ int RunBench() {
   } else if (op == "echo") {
     o.op = cli::BenchOp::kEcho;
   } else {
-    return Usage(absl::StrCat("bench: --op: '", op,
-                              "' is not an op; expected sort, transpose or "
-                              "echo"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bench: --op: '", op,
+                     "' is not an op; expected sort, transpose or "
+                     "echo"));
   }
   const auto type = cli::ParseKeyTypeName(absl::GetFlag(FLAGS_type));
-  if (!type) return Usage(absl::StrCat("bench: ", BadType()));
+  if (!type)
+    return absl::InvalidArgumentError(absl::StrCat("bench: ", BadType()));
   o.key_type = *type;
   absl::StatusOr<std::vector<cli::SizeClass>> mix =
       cli::ParseSizeMix(absl::GetFlag(FLAGS_sizes));
   if (!mix.ok()) {
-    return Usage(absl::StrCat("bench: --sizes: ", mix.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bench: --sizes: ", mix.status().message()));
   }
   o.mix = *mix;
   if (absl::GetFlag(FLAGS_requests) < 0) {
-    return Usage(absl::StrCat("bench: --requests: expected a count, got ",
-                              absl::GetFlag(FLAGS_requests)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bench: --requests: expected a count, got ",
+                     absl::GetFlag(FLAGS_requests)));
   }
   if (absl::GetFlag(FLAGS_warmup) < absl::ZeroDuration()) {
-    return Usage(absl::StrCat("bench: --warmup: negative (",
-                              absl::FormatDuration(absl::GetFlag(FLAGS_warmup)),
-                              ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bench: --warmup: negative (",
+                     absl::FormatDuration(absl::GetFlag(FLAGS_warmup)), ")"));
   }
   if (absl::GetFlag(FLAGS_verify_every) < 1) {
-    return Usage(
+    return absl::InvalidArgumentError(
         absl::StrCat("bench: --verify_every: expected at least 1, got ",
                      absl::GetFlag(FLAGS_verify_every)));
   }
@@ -690,15 +549,22 @@ int RunBench() {
     o.verify_every = static_cast<uint64_t>(absl::GetFlag(FLAGS_verify_every));
   }
   if (o.concurrency < 1 || o.concurrency > 4096) {
-    return Usage(absl::StrCat("bench: --concurrency must be 1 to 4096, got ",
-                              o.concurrency));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bench: --concurrency must be 1 to 4096, got ", o.concurrency));
   }
   if (o.duration > absl::Hours(24) || o.duration < absl::ZeroDuration() ||
       (o.duration == absl::ZeroDuration() && o.max_requests == 0)) {
-    return Usage(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "bench: --duration ", absl::FormatDuration(o.duration),
         ": a run is bounded: --duration up to 24h, or 0 with --requests N"));
   }
+  return o;
+}
+
+int RunBench() {
+  absl::StatusOr<cli::BenchOptions> options = BenchOptionsFromFlags();
+  if (!options.ok()) return Usage(std::string(options.status().message()));
+  const cli::BenchOptions& o = *options;
   auto client = Connect();
   if (!client.ok()) return Failed(client.status());
   if (absl::Status h = (*client)->CheckHealth(); !h.ok()) return Failed(h);
@@ -735,33 +601,9 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-  absl::FlagsUsageConfig usage;  // unset members keep their defaults
-  usage.version_string = [] { return sortd::VersionText("sortctl") + "\n"; };
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
-      "command-line client of sortd.\n\n"
-      "  sortctl [--target HOST:PORT] sort --type u32|i32|f32|u64|i64|f64 "
-      "[--desc] [--values u32|u64]\n"
-      "          [--permutation] (--input FILE | --random N [--seed S]) "
-      "[--output FILE] [--verify] [--json]\n"
-      "  sortctl [--target HOST:PORT] transpose (--input FILE | --random N) "
-      "[--output FILE] [--verify] [--json]\n"
-      "  sortctl [--target HOST:PORT] health [--json]\n"
-      "  sortctl [--target HOST:PORT] bench [--op sort|transpose|echo] "
-      "[--type T] [--sizes 1k:70,64k:25,16m:5]\n"
-      "          [--concurrency N] [--duration 10s] [--requests N] "
-      "[--verify] [--json]\n\n"
-      "Prints a one-line summary (--json: one JSON object). Exit status: 0 "
-      "success; 1 the call failed\n(gRPC status code and message printed) "
-      "or an input could not be read; bench: no request\nwas answered, or "
-      "more than half of the calls failed; 2 bad usage; 3 the answer (bench: "
-      "a\nsampled answer) did not match the local reference.");
-  if (int help = CommandHelp(argc, argv); help >= 0) return help;
-  help_asked = AsksForHelp(argc, argv);
-  std::atexit(ExitWithUsageCodeOnFlagError);
-  parsing_flags = true;
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  parsing_flags = false;
+  cli::SetUsageMessages();
+  if (int help = cli::CommandHelp(argc, argv); help >= 0) return help;
+  std::vector<char*> args = cli::ParseFlags(argc, argv);
   if (args.size() < 2) {
     return Usage("expected a command: sort, transpose, health or bench");
   }
