@@ -1,0 +1,287 @@
+// The engine's memory: the device buffer pool, pinned host arrays and the
+// staging ring, and the program-binary cache (corrupt entries included).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/transpose.h"
+#include "gpu/opencl_engine.h"
+#include "server/cpu_sorter.h"
+#include "tests/opencl_test_util.h"
+#include "tests/sort_check.h"
+
+namespace sortd::gpu {
+namespace {
+
+using sortd::testing::CheckSort;
+using sortd::testing::Extra;
+using sortd::testing::KeyOf;
+using sortd::testing::Shape;
+using ::testing::HasSubstr;
+
+TEST(ProgramCache, SecondEngineLoadsBinariesAndCorruptEntriesAreRebuilt) {
+  const std::string dir = TempDir("kernel_cache");
+  auto first = OpenClEngine::Create(CpuDeviceWithCache(dir));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int programs = (*first)->cache_stats().built_from_source;
+  EXPECT_GE(programs, 9);  // radix and bitonic per width and index, transpose
+  EXPECT_EQ((*first)->cache_stats().loaded_from_disk, 0);
+
+  auto second = OpenClEngine::Create(CpuDeviceWithCache(dir));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->cache_stats().built_from_source, 0);
+  EXPECT_EQ((*second)->cache_stats().loaded_from_disk, programs);
+
+  // Corrupt every entry in a different way: truncate, flip a byte, garbage.
+  int i = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string path = entry.path().string();
+    const auto size = std::filesystem::file_size(path);
+    if (i % 3 == 0) {
+      std::filesystem::resize_file(path, size / 2);
+    } else if (i % 3 == 1) {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(size - 10);
+      f.put('\x5a');
+    } else {
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << "garbage";
+    }
+    ++i;
+  }
+  ASSERT_EQ(i, programs);
+  auto third = OpenClEngine::Create(CpuDeviceWithCache(dir));
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ((*third)->cache_stats().disk_entries_rejected, programs);
+  EXPECT_EQ((*third)->cache_stats().built_from_source, programs);
+  // It still sorts correctly, and the rewritten entries load again.
+  CheckSort(**third, sortd::testing::Generate<float>(Shape::kSpecial, 3000, 3),
+            false, Extra::kPermutation, "after corruption");
+  auto fourth = OpenClEngine::Create(CpuDeviceWithCache(dir));
+  ASSERT_TRUE(fourth.ok());
+  EXPECT_EQ((*fourth)->cache_stats().loaded_from_disk, programs);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ProgramCache, BuildFailureCarriesTheBuildLog) {
+  auto device = FindDevice(CpuDevice().kind);
+  ASSERT_TRUE(device.ok()) << device.status();
+  cl::Context context(device->device);
+  ProgramCache cache(context, *device, "", {});
+  // radix_sort.cl needs RADIX_BITS, WG, ITEMS and HAS_INDEX too.
+  auto program = cache.Get("radix_sort", "-DKEY_BITS=32");
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(program.status().message(), HasSubstr("building radix_sort.cl"));
+  EXPECT_THAT(program.status().message(), HasSubstr("RADIX_BITS"));
+  EXPECT_EQ(cache.Get("no_such_kernel", "").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
+  for (bool pinned : {true, false}) {
+    OpenClEngine::Options options = CpuDevice();
+    options.pinned_staging = pinned;
+    options.staging.chunk_bytes = 4096;  // many chunks through the ring
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    const auto keys =
+        sortd::testing::Generate<uint64_t>(Shape::kRandom, 50'000, 9);
+    CheckSort(**engine, keys, false, Extra::kU64ValuesAndPermutation, "first");
+    const size_t allocations = (*engine)->pool_stats().allocations;
+    for (int i = 0; i < 3; ++i) {
+      CheckSort(**engine, keys, i % 2, Extra::kU64ValuesAndPermutation,
+                "again");
+    }
+    EXPECT_EQ((*engine)->pool_stats().allocations, allocations);
+    EXPECT_GT((*engine)->pool_stats().reuses, 0u);
+    EXPECT_EQ((*engine)->pool_stats().in_use_bytes, 0u);
+  }
+}
+
+// Arrays in the engine's page-locked host memory are transferred straight;
+// the same arrays in pageable memory go through the staging ring. Both sort
+// alike.
+TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
+  OpenClEngine::Options options = CpuDevice();
+  options.staging.chunk_bytes = 4096;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::shared_ptr<HostMemory> memory = (*engine)->host_memory();
+  ASSERT_NE(memory, nullptr);
+  auto* pinned = dynamic_cast<PinnedHostMemory*>(memory.get());
+  ASSERT_NE(pinned, nullptr);
+
+  const size_t n = 100'000;
+  const auto keys = sortd::testing::Generate<uint32_t>(Shape::kRandom, n, 4);
+  std::vector<uint32_t> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<uint32_t>(i);
+  std::vector<std::pair<uint32_t, uint32_t>> want(n);
+  for (size_t i = 0; i < n; ++i) want[i] = {keys[i], values[i]};
+  std::stable_sort(want.begin(), want.end(),
+                   [](auto a, auto b) { return a.first < b.first; });
+
+  const size_t bytes = n * 4;
+  auto* block = static_cast<std::byte*>(memory->Allocate(4 * bytes));
+  ASSERT_NE(block, nullptr);
+  EXPECT_TRUE(pinned->Holds(block, 4 * bytes));
+  EXPECT_TRUE(pinned->Holds(block + bytes, bytes));
+  EXPECT_FALSE(pinned->Holds(block + bytes, 4 * bytes));  // runs past it
+  EXPECT_FALSE(pinned->Holds(keys.data(), bytes));
+  EXPECT_EQ(pinned->stats().bytes, 4 * bytes);
+
+  // keys, values, keys out, values out: all pinned, then all pageable.
+  for (bool in_pinned : {true, false}) {
+    std::vector<std::byte> pageable(in_pinned ? 0 : 4 * bytes);
+    std::byte* base = in_pinned ? block : pageable.data();
+    std::memcpy(base, keys.data(), bytes);
+    std::memcpy(base + bytes, values.data(), bytes);
+    const OpenClEngine::TransferStats before = (*engine)->transfer_stats();
+    SortJob job{.key_type = KeyType::kU32,
+                .count = n,
+                .keys = base,
+                .value_type = ValueType::kU32,
+                .values = base + bytes,
+                .keys_out = base + 2 * bytes,
+                .values_out = base + 3 * bytes};
+    ASSERT_TRUE((*engine)->Sort(job).ok());
+    const OpenClEngine::TransferStats after = (*engine)->transfer_stats();
+    // Two arrays up, two down.
+    if (in_pinned) {
+      EXPECT_EQ(after.direct_bytes - before.direct_bytes, 4 * bytes);
+      EXPECT_EQ(after.staged_bytes, before.staged_bytes);
+    } else {
+      EXPECT_EQ(after.staged_bytes - before.staged_bytes, 4 * bytes);
+      EXPECT_EQ(after.direct_bytes, before.direct_bytes);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t k, v;
+      std::memcpy(&k, base + 2 * bytes + i * 4, 4);
+      std::memcpy(&v, base + 3 * bytes + i * 4, 4);
+      ASSERT_EQ(k, want[i].first) << i << (in_pinned ? " pinned" : "");
+      ASSERT_EQ(v, want[i].second) << i << (in_pinned ? " pinned" : "");
+    }
+  }
+  memory->Free(block, 4 * bytes);
+  EXPECT_EQ(pinned->stats().bytes, 0u);
+  EXPECT_FALSE(pinned->Holds(block, 1));
+
+  // Without staging there is no pinned memory to offer.
+  options.pinned_staging = false;
+  auto plain = OpenClEngine::Create(options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->host_memory(), nullptr);
+}
+
+// The pool on its own, in a context of the test device.
+class Pool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto device = sortd::gpu::FindDevice(CpuDevice().kind);
+    ASSERT_TRUE(device.ok()) << device.status();
+    context_ = cl::Context(device->device);
+  }
+  static cl_mem Handle(sortd::gpu::PooledBuffer& b) { return b.buffer()(); }
+  cl::Context context_;
+};
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+TEST_F(Pool, BuffersReleasedInReverseComeBackInTheSameRoles) {
+  sortd::gpu::BufferPool pool(context_, 64 * kMiB);
+  cl_mem first[3];
+  {
+    auto a = pool.Acquire(kMiB, "a");
+    auto b = pool.Acquire(kMiB, "b");
+    auto c = pool.Acquire(kMiB / 4, "c");
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    first[0] = Handle(*a), first[1] = Handle(*b), first[2] = Handle(*c);
+    // Released c, b, a: the reverse of acquiring, as the engine's runs do.
+    *c = {};
+    *b = {};
+    *a = {};
+  }
+  for (int round = 0; round < 3; ++round) {
+    auto a = pool.Acquire(kMiB, "a");
+    auto b = pool.Acquire(kMiB, "b");
+    auto c = pool.Acquire(kMiB / 4, "c");
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    EXPECT_EQ(Handle(*a), first[0]) << "round " << round;
+    EXPECT_EQ(Handle(*b), first[1]) << "round " << round;
+    EXPECT_EQ(Handle(*c), first[2]) << "round " << round;
+    *c = {};
+    *b = {};
+    *a = {};
+  }
+  EXPECT_EQ(pool.stats().allocations, 3u);
+  EXPECT_EQ(pool.stats().reuses, 9u);
+  // Released in the order acquired, two buffers of one size swap roles:
+  // what the engine's reverse release avoids.
+  {
+    auto a = pool.Acquire(kMiB, "a");
+    auto b = pool.Acquire(kMiB, "b");
+    *a = {};
+    *b = {};
+  }
+  auto a = pool.Acquire(kMiB, "a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(Handle(*a), first[1]);
+}
+
+TEST_F(Pool, AFullPoolFreesWhatHasBeenIdleLongest) {
+  sortd::gpu::BufferPool pool(context_, 2 * kMiB);
+  {
+    auto x = pool.Acquire(kMiB, "x");
+    auto y = pool.Acquire(kMiB / 2, "y");
+    auto z = pool.Acquire(kMiB, "z");
+    ASSERT_TRUE(x.ok() && y.ok() && z.ok());
+    *x = {};  // idle longest: freed when z comes back
+    *y = {};
+    *z = {};
+  }
+  EXPECT_EQ(pool.stats().evictions, 1u);
+  EXPECT_EQ(pool.stats().pooled_bytes, kMiB + kMiB / 2);
+  const size_t allocations = pool.stats().allocations;
+  auto z = pool.Acquire(kMiB, "z");
+  auto y = pool.Acquire(kMiB / 2, "y");
+  ASSERT_TRUE(z.ok() && y.ok());
+  EXPECT_EQ(pool.stats().allocations, allocations);  // both kept
+  auto x = pool.Acquire(kMiB, "x");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(pool.stats().allocations, allocations + 1);  // x was freed
+  // A buffer larger than the whole idle budget is freed, evicting nothing.
+  auto big = pool.Acquire(4 * kMiB, "big");
+  ASSERT_TRUE(big.ok());
+  *x = {};
+  *big = {};
+  EXPECT_EQ(pool.stats().pooled_bytes, kMiB);
+  EXPECT_EQ(pool.stats().evictions, 1u);
+}
+
+TEST_F(Pool, NewBuffersFreeIdleOnesToStayWithinTheTotal) {
+  sortd::gpu::BufferPool pool(context_, 8 * kMiB, 3 * kMiB);
+  {
+    auto a = pool.Acquire(kMiB, "a");
+    auto b = pool.Acquire(kMiB, "b");
+    ASSERT_TRUE(a.ok() && b.ok());
+  }
+  EXPECT_EQ(pool.stats().pooled_bytes, 2 * kMiB);
+  // 2 MiB more would make 4 MiB in all: one idle MiB goes first.
+  auto c = pool.Acquire(2 * kMiB, "c");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(pool.stats().evictions, 1u);
+  EXPECT_EQ(pool.stats().pooled_bytes, kMiB);
+  EXPECT_EQ(pool.stats().in_use_bytes, 2 * kMiB);
+}
+
+}  // namespace
+}  // namespace sortd::gpu

@@ -1,0 +1,62 @@
+// What the OpenCL engine's test suites share: the test device (PoCL's CPU
+// device in CI; a GPU with SORTD_TEST_DEVICE=gpu), one engine per test
+// process, a policy of tiny tiles, and a fresh temporary folder.
+#ifndef SORTD_TESTS_OPENCL_TEST_UTIL_H_
+#define SORTD_TESTS_OPENCL_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "gpu/opencl_engine.h"
+
+namespace sortd::gpu {
+
+inline std::string TempDir(const std::string& name) {
+  std::string dir =
+      ::testing::TempDir() + "/sortd_" + name + "_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// The OpenCL CPU device, or a GPU when SORTD_TEST_DEVICE=gpu (to run this
+// suite on a GPU machine).
+inline OpenClEngine::Options CpuDevice() {
+  OpenClEngine::Options o;
+  const char* d = std::getenv("SORTD_TEST_DEVICE");
+  o.kind = d && std::string(d) == "gpu" ? DeviceKind::kGpu : DeviceKind::kCpu;
+  o.preallocate_keys = 0;  // keep each test's warm-up short
+  return o;
+}
+
+inline OpenClEngine::Options CpuDeviceWithCache(const std::string& dir) {
+  OpenClEngine::Options o = CpuDevice();
+  o.cache_dir = dir;
+  return o;
+}
+
+// One engine per test process, on the CPU device, as CI has no GPU.
+inline OpenClEngine& Engine() {
+  static OpenClEngine* engine = [] {
+    auto e = OpenClEngine::Create(CpuDevice());
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? e->release() : nullptr;
+  }();
+  return *engine;
+}
+
+// Tiny tiles (32 keys) so that a few thousand keys cross many tiles and a
+// few tens of thousands need three levels of scan.
+inline EnginePolicy TinyPolicy() {
+  EnginePolicy p;
+  p.radix = {.radix_bits = 4, .work_group = 16, .items_32 = 2, .items_64 = 2};
+  p.transpose = {.matrices_per_group = 4};
+  return p;
+}
+
+}  // namespace sortd::gpu
+
+#endif  // SORTD_TESTS_OPENCL_TEST_UTIL_H_
