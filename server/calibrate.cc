@@ -27,10 +27,8 @@ absl::StatusOr<double> MedianSeconds(int repeats, F run) {
   return times[times.size() / 2];
 }
 
-struct Point {
-  size_t units = 0;
-  double cpu = 0, gpu = 0;
-};
+using Point = OperationTimings::Point;
+using BatchPoint = OperationTimings::BatchPoint;
 
 // CPU-path and device times of run(sorter, n) for n = first, 4 first, ...
 // up to last; a point's units are n * units_per_n.
@@ -55,12 +53,6 @@ absl::StatusOr<std::vector<Point>> TimeBothPaths(Sorter& cpu, Sorter& device,
   }
   return points;
 }
-
-struct BatchPoint {
-  size_t units = 0;  // of one request
-  double solo = 0;   // that request alone on the device
-  double share = 0;  // its share of a batch of like requests
-};
 
 // fixed + n * per_unit through the two largest points (the slope) and the
 // smallest (the fixed cost).
@@ -135,9 +127,9 @@ void Report(std::string* out, const char* op, const char* unit,
 
 }  // namespace
 
-absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
-                                      const CalibrationOptions& options) {
-  Calibration c;
+absl::StatusOr<RoutingTimings> MeasureRouting(
+    Sorter& cpu, Sorter& device, const CalibrationOptions& options) {
+  RoutingTimings timings;
   const size_t max_keys = std::max<size_t>(options.max_keys, 1024);
   std::mt19937 rng(12345);
   std::vector<uint32_t> keys(max_keys), out(max_keys);
@@ -157,7 +149,7 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
   if (!measured.ok()) return measured.status();
   const std::vector<Point>& points = *measured;
   const size_t tile = device.fused_segment_keys(KeyType::kU32);
-  std::vector<BatchPoint> batched;
+  std::vector<BatchPoint>& batched = timings.sort.batched;
   const size_t batch_keys = std::min<size_t>(max_keys, size_t{1} << 18);
   for (const Point& p : points) {
     if (p.units < 256 || (tile > 0 && p.units > tile)) continue;
@@ -172,10 +164,8 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
     if (!t.ok()) return t.status();
     batched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
   }
-  c.sort = Choose(points, batched, tile, options.solo_gain);
-  c.cpu_sort = Fit(points, &Point::cpu);
-  c.gpu_sort = Fit(points, &Point::gpu);
-  Report(&c.report, "sort", "keys", points, batched, c.sort, 1);
+  timings.sort.points = points;
+  timings.sort.fused_max = tile;
 
   // Transposes: units are rows, 32 per matrix.
   const size_t max_matrices = std::max<size_t>(max_keys / 16, 64);
@@ -193,7 +183,7 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
       [&](Sorter& s, size_t m) { return s.Transpose(transpose_job(m)); });
   if (!tmeasured.ok()) return tmeasured.status();
   const std::vector<Point>& tpoints = *tmeasured;
-  std::vector<BatchPoint> tbatched;
+  std::vector<BatchPoint>& tbatched = timings.transpose.batched;
   const size_t batch_matrices = std::min<size_t>(max_matrices, 1 << 14);
   for (const Point& p : tpoints) {
     const size_t m = p.units / 32;
@@ -205,12 +195,31 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
     if (!t.ok()) return t.status();
     tbatched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
   }
-  c.transpose = Choose(tpoints, tbatched, 0, options.solo_gain);
-  c.cpu_transpose = Fit(tpoints, &Point::cpu);
-  c.gpu_transpose = Fit(tpoints, &Point::gpu);
-  Report(&c.report, "transpose", "matrices", tpoints, tbatched, c.transpose,
+  timings.transpose.points = tpoints;
+  return timings;
+}
+
+Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain) {
+  Calibration c;
+  const OperationTimings& s = timings.sort;
+  c.sort = Choose(s.points, s.batched, s.fused_max, solo_gain);
+  c.cpu_sort = Fit(s.points, &Point::cpu);
+  c.gpu_sort = Fit(s.points, &Point::gpu);
+  Report(&c.report, "sort", "keys", s.points, s.batched, c.sort, 1);
+  const OperationTimings& t = timings.transpose;
+  c.transpose = Choose(t.points, t.batched, t.fused_max, solo_gain);
+  c.cpu_transpose = Fit(t.points, &Point::cpu);
+  c.gpu_transpose = Fit(t.points, &Point::gpu);
+  Report(&c.report, "transpose", "matrices", t.points, t.batched, c.transpose,
          32);
   return c;
+}
+
+absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
+                                      const CalibrationOptions& options) {
+  absl::StatusOr<RoutingTimings> timings = MeasureRouting(cpu, device, options);
+  if (!timings.ok()) return timings.status();
+  return ChooseRouting(*timings, options.solo_gain);
 }
 
 }  // namespace sortd

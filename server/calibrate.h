@@ -1,7 +1,9 @@
-// Startup calibration of the router: times the CPU path and a device engine
-// on the same generated inputs and derives where each operation's requests
-// should go (server/scheduler.h), plus the linear cost models that the
-// scheduler uses to spill work to the CPU when the devices are backed up.
+// Startup calibration of the router, in two steps: MeasureRouting times the
+// CPU path and a device engine on the same generated inputs, and
+// ChooseRouting, a pure function of those timings, derives where each
+// operation's requests should go (server/scheduler.h) and the linear cost
+// models that the scheduler uses to spill work to the CPU when the devices
+// are backed up. Calibrate does both.
 //
 //   absl::StatusOr<Calibration> c = Calibrate(cpu, *engine, {});
 //   if (c.ok()) { options.sort = c->sort; options.gpu_sort = c->gpu_sort; }
@@ -11,6 +13,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/sorter.h"
@@ -29,12 +32,46 @@ struct CalibrationOptions {
   double solo_gain = 1.25;
 };
 
+// Timings of one operation at growing sizes, in units (keys, or rows: 32
+// per matrix).
+struct OperationTimings {
+  struct Point {
+    size_t units = 0;
+    double cpu = 0, gpu = 0;  // seconds on the CPU path and on the device
+  };
+  struct BatchPoint {
+    size_t units = 0;  // of one request
+    double solo = 0;   // that request alone on the device
+    double share = 0;  // its share of a batch of like requests
+  };
+  std::vector<Point> points;        // ascending units
+  std::vector<BatchPoint> batched;  // ascending units
+  // A batch's requests beyond this many units do not fuse (0: no limit).
+  size_t fused_max = 0;
+};
+
+struct RoutingTimings {
+  OperationTimings sort, transpose;
+};
+
 struct Calibration {
   Thresholds sort, transpose;
   CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;
   // One line per measured point and the thresholds chosen, for the log.
   std::string report;
 };
+
+// Times both paths (seconds of device and CPU time at startup).
+absl::StatusOr<RoutingTimings> MeasureRouting(
+    Sorter& cpu, Sorter& device, const CalibrationOptions& options);
+
+// The thresholds and cost models `timings` call for. Requests up to cpu_max
+// units go to the CPU path: from the last point where the CPU is as fast as
+// the device, midway (geometrically) to the next. Requests of solo_min units
+// or more run alone: the first size at which a lone request costs at most
+// solo_gain times its share of a batch (never beyond fused_max), always
+// above cpu_max.
+Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain);
 
 absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
                                       const CalibrationOptions& options);

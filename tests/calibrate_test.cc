@@ -1,0 +1,116 @@
+// The router's calibration as a function of timings (ChooseRouting): where
+// the CPU path ends, where lone requests start, and the cost models, on
+// made-up timings whose right answers are known.
+#include "server/calibrate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace sortd {
+namespace {
+
+using ::testing::HasSubstr;
+using Point = OperationTimings::Point;
+using BatchPoint = OperationTimings::BatchPoint;
+
+// Sort timings at 64, 256, ... keys: the CPU path `cpu(n)`, the device
+// `gpu(n)`.
+template <typename Cpu, typename Gpu>
+std::vector<Point> Points(Cpu cpu, Gpu gpu, size_t last = size_t{1} << 20) {
+  std::vector<Point> points;
+  for (size_t n = 64; n <= last; n *= 4) {
+    points.push_back(
+        {n, cpu(static_cast<double>(n)), gpu(static_cast<double>(n))});
+  }
+  return points;
+}
+
+RoutingTimings SortOnly(std::vector<Point> points,
+                        std::vector<BatchPoint> batched = {},
+                        size_t fused_max = 0) {
+  RoutingTimings t;
+  t.sort = {std::move(points), std::move(batched), fused_max};
+  t.transpose.points = {{128, 1e-6, 1e-4}, {512, 2e-6, 1e-4}};
+  return t;
+}
+
+TEST(ChooseRouting, TheCpuPathEndsMidwayPastItsLastWin) {
+  // CPU: 1 ns a key; device: 50 us fixed, 0.1 ns a key. CPU wins up to
+  // 16384 keys (16 us against 51.6 us), loses from 65536.
+  const auto t = SortOnly(Points([](double n) { return 1e-9 * n; },
+                                 [](double n) { return 5e-5 + 1e-10 * n; }));
+  const Calibration c = ChooseRouting(t, 1.25);
+  EXPECT_EQ(c.sort.cpu_max, 2 * 16384u);
+  EXPECT_GT(c.sort.solo_min, c.sort.cpu_max);
+  EXPECT_THAT(c.report, HasSubstr("router sort: CPU path up to 32768 keys"));
+}
+
+TEST(ChooseRouting, ANarrowDeviceWinBeforeTheCpuWinsAgainDoesNotCount) {
+  std::vector<Point> points = {{64, 1e-6, 9e-6},
+                               {256, 2e-6, 9e-6},
+                               {1024, 10e-6, 9e-6},
+                               {4096, 8e-6, 9e-6},
+                               {16384, 40e-6, 10e-6}};
+  const Calibration c = ChooseRouting(SortOnly(points), 1.25);
+  EXPECT_EQ(c.sort.cpu_max, 2 * 4096u);
+}
+
+TEST(ChooseRouting, EitherPathWinningEverywhere) {
+  const Calibration cpu = ChooseRouting(
+      SortOnly(Points([](double) { return 1e-6; }, [](double) { return 1.0; })),
+      1.25);
+  EXPECT_EQ(cpu.sort.cpu_max, size_t{1} << 20);  // the last point, not twice
+  const Calibration gpu = ChooseRouting(
+      SortOnly(Points([](double) { return 1.0; }, [](double) { return 1e-6; })),
+      1.25);
+  EXPECT_EQ(gpu.sort.cpu_max, 0u);
+  EXPECT_EQ(gpu.sort.solo_min, SIZE_MAX);  // no batch was timed
+}
+
+TEST(ChooseRouting, LoneRequestsStartWhereBatchingStopsPaying) {
+  const auto points = Points([](double) { return 1.0; },
+                             [](double n) { return 1e-5 + 1e-9 * n; });
+  // Alone against its share of a batch: 4x, 2x, 1.2x, 1.1x.
+  const std::vector<BatchPoint> batched = {{256, 4e-5, 1e-5},
+                                           {1024, 2e-5, 1e-5},
+                                           {4096, 1.2e-5, 1e-5},
+                                           {16384, 1.1e-5, 1e-5}};
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25).sort.solo_min,
+            4096u);
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.15).sort.solo_min,
+            16384u);
+  // Requests past what one batch run fuses always run alone.
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched, 2048), 1.25).sort.solo_min,
+            2049u);
+  // None pays: beyond the largest batched size.
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.05).sort.solo_min,
+            4 * 16384u);
+}
+
+TEST(ChooseRouting, LoneRequestsNeverStartInsideTheCpuRange) {
+  const auto points = Points([](double n) { return 1e-9 * n; },
+                             [](double n) { return 5e-5 + 1e-10 * n; });
+  const std::vector<BatchPoint> batched = {{256, 1e-5, 1e-5}};  // pays at once
+  const Calibration c = ChooseRouting(SortOnly(points, batched), 1.25);
+  EXPECT_EQ(c.sort.cpu_max, 32768u);
+  EXPECT_EQ(c.sort.solo_min, c.sort.cpu_max + 1);
+}
+
+TEST(ChooseRouting, CostModelsFitFixedAndPerUnitTimes) {
+  const Calibration c =
+      ChooseRouting(SortOnly(Points([](double n) { return 2e-6 + 3e-9 * n; },
+                                    [](double n) { return 4e-5 + 5e-11 * n; })),
+                    1.25);
+  EXPECT_NEAR(c.cpu_sort.per_unit, 3e-9, 1e-12);
+  EXPECT_NEAR(c.cpu_sort.fixed, 2e-6, 1e-9);
+  EXPECT_NEAR(c.gpu_sort.per_unit, 5e-11, 1e-14);
+  EXPECT_NEAR(c.gpu_sort.fixed, 4e-5, 1e-9);
+  EXPECT_TRUE(c.cpu_transpose.known());
+  EXPECT_NEAR(c.cpu_sort.Seconds(1 << 20), 2e-6 + 3e-9 * (1 << 20), 1e-9);
+}
+
+}  // namespace
+}  // namespace sortd
