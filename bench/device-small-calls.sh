@@ -3,14 +3,18 @@
 # bench/device-service.sh. Needs .device/ as that script does, with the
 # earlier build's sortd and sortctl in .device/base/. Tagged JSON lines in
 # $OUT/small-calls.jsonl:
-#   rounds-*   1K-key sorts at 64 streams, each build with its own client,
-#              alternating (ROUNDS, default 3); and --device=gpu against
-#              --device=cpu at 16M keys, 16 streams (new build)
-#   cross-*    1K-key sorts at 64 streams, every client build against every
-#              server build, and the new client on one connection
-#   load-*     1K-key sorts at 16-64 streams on 1 and 4 connections (new),
-#              and the earlier build at 64
+#   rounds-*   1K-key sorts at 64 streams, each build with its own client
+#              (the new one also with every call taking its turn on the
+#              four connections: lane0), alternating (ROUNDS, default 3);
+#              and --device=gpu against --device=cpu at 16M keys, 16
+#              streams (new build; SKIP_16M=1 leaves them out)
+#   load-*     1K-key sorts at 16-64 streams, small calls on one connection
+#              (lane262144, the client's default) or taking the four in
+#              turn (lane0), new build; and the earlier build at 64
+#   size-*     16K-256K-key sorts at 16 and 64 streams, on one connection
+#              (lane4194304) or four (lane0)
 #   bash bench/device-small-calls.sh        # about 8 minutes
+#   PARTS=rounds ROUNDS=6 SKIP_16M=1 bash bench/device-small-calls.sh
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
@@ -39,8 +43,16 @@ small() {  # TAG CLIENT_BUILD [sortctl flags]
     --concurrency=64 --duration=6s "$@" 2>/dev/null | tag "$t"
 }
 
+PARTS=${PARTS:-rounds load size}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
 for r in $(seq 1 "${ROUNDS:-3}"); do
-  for b in base new; do serve $b gpu; small "rounds-$b-small64-r$r" $b; stop; done
+  has rounds || break
+  serve base gpu; small "rounds-base-small64-r$r" base; stop
+  serve new gpu
+  small "rounds-new-small64-r$r" new
+  small "rounds-new-lane0-small64-r$r" new --small_call_bytes=0
+  stop
+  [ -n "${SKIP_16M:-}" ] && continue
   for dev in gpu cpu; do
     serve new $dev
     timeout 120 .device/bin/sortctl --timeout=120s bench --json --op=sort \
@@ -50,22 +62,29 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
   done
 done
 for r in 1 2; do
-  for srv in base new; do
-    serve $srv gpu
-    small "cross-srv-$srv-cli-base-r$r" base
-    small "cross-srv-$srv-cli-new-r$r" new
-    small "cross-srv-$srv-cli-new1-r$r" new --connections=1
-    stop
-  done
-done
-for r in 1 2; do
+  has load || break
   serve base gpu; small "load-base-c64-r$r" base; stop
   serve new gpu
   for c in 16 32 48 64; do
-    for k in 1 4; do
+    for lane in 262144 0; do
       timeout 60 .device/bin/sortctl --timeout=60s bench --json --op=sort \
-        --sizes=1k --concurrency=$c --connections=$k --duration=5s \
-        2>/dev/null | tag "load-new-c$c-k$k-r$r"
+        --sizes=1k --concurrency=$c --small_call_bytes=$lane --duration=5s \
+        2>/dev/null | tag "load-new-c$c-lane$lane-r$r"
+    done
+  done
+  stop
+done
+for r in 1 2; do
+  has size || break
+  serve new gpu
+  # Where one connection stops paying: sizes around the default lane.
+  for size in 16k 64k 256k; do
+    for c in 16 64; do
+      for lane in 4194304 0; do
+        timeout 60 .device/bin/sortctl --timeout=60s bench --json --op=sort \
+          --sizes=$size --concurrency=$c --small_call_bytes=$lane \
+          --duration=4s 2>/dev/null | tag "size-new-$size-c$c-lane$lane-r$r"
+      done
     done
   done
   stop

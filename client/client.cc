@@ -134,8 +134,9 @@ std::vector<size_t> Client::SameServerConnections() {
   return best;
 }
 
-Client::Connection& Client::Next() {
-  return pool_[next_.fetch_add(1, std::memory_order_relaxed) % pool_.size()];
+size_t Client::ConnectionFor(size_t bytes) {
+  if (bytes < options_.small_call_bytes) return 0;
+  return next_.fetch_add(1, std::memory_order_relaxed) % pool_.size();
 }
 
 void Client::Prepare(grpc::ClientContext* context) const {
@@ -286,8 +287,7 @@ absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
   std::condition_variable cv;
   bool done = false;
   grpc::Status status;
-  const size_t connection =
-      next_.fetch_add(1, std::memory_order_relaxed) % pool_.size();
+  const size_t connection = ConnectionFor(request.Length());
   pool_[connection].generic->UnaryCall(
       &context, absl::StrCat("/sortd.v1.SortService/", method),
       grpc::StubOptions(), &request, &response, [&](grpc::Status s) {

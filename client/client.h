@@ -63,6 +63,13 @@ struct ClientOptions {
   // connection carries about half of what the host's loopback can
   // (docs/PERFORMANCE.md); concurrent large calls need several.
   int connections = 4;
+  // A sort or echo whose request is smaller than this goes on the pool's
+  // first connection; larger ones take the connections in turn. Small
+  // calls cost CPU per call, not bandwidth: on one connection gRPC writes
+  // many of them per system call, and the tail of a busy host stays short
+  // (1K-key sorts at 64 streams on an H100 host: docs/PERFORMANCE.md).
+  // 0: every call takes its turn.
+  size_t small_call_bytes = size_t{256} << 10;
   // A sort whose arrays hold at least this many bytes goes out as parts
   // over several connections at once (SortRequest.part; one part per
   // 8 MiB, at most `connections`), sorted by the server as one array and
@@ -208,7 +215,8 @@ class Client {
          const ClientOptions& options);
   void Prepare(grpc::ClientContext* context) const;
 
-  // One unary call of `method` ("Sort", "Echo") with raw bytes.
+  // One unary call of `method` ("Sort", "Echo") with raw bytes, on the
+  // connection ConnectionFor picks.
   absl::StatusOr<grpc::ByteBuffer> CallRaw(const char* method,
                                            grpc::ByteBuffer request);
   // A unary sort or echo: `request` sent (its arrays borrowed through
@@ -245,8 +253,10 @@ class Client {
     std::unique_ptr<v1::SortService::Stub> stub;
     std::unique_ptr<grpc::GenericStub> generic;
   };
-  // The next connection in turn.
-  Connection& Next();
+  // The connection a call of `bytes` request bytes goes on: the first for
+  // a small call, otherwise the next in turn.
+  size_t ConnectionFor(size_t bytes);
+  Connection& Next() { return pool_[ConnectionFor(SIZE_MAX)]; }
 
   std::vector<Connection> pool_;
   std::atomic<size_t> next_{0};

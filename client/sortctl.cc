@@ -115,6 +115,9 @@ ABSL_FLAG(bool, compact, false,
           "keys: about a third of the bytes back; the result is the same)");
 ABSL_FLAG(int, connections, 4,
           "TCP connections to the server; calls take them in turn");
+ABSL_FLAG(int64_t, small_call_bytes, int64_t{256} << 10,
+          "Calls smaller than this many bytes all go on the first "
+          "connection (0: every call takes its turn)");
 ABSL_FLAG(int64_t, split_bytes, int64_t{16} << 20,
           "Sorts of at least this many bytes go out in parts over several "
           "connections at once, sorted by the server as one array (0: never)");
@@ -170,6 +173,8 @@ absl::StatusOr<std::unique_ptr<sortd::Client>> Connect() {
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
   options.connections = std::max(1, absl::GetFlag(FLAGS_connections));
+  options.small_call_bytes = static_cast<size_t>(
+      std::max<int64_t>(0, absl::GetFlag(FLAGS_small_call_bytes)));
   options.split_bytes = static_cast<size_t>(
       std::max<int64_t>(0, absl::GetFlag(FLAGS_split_bytes)));
   return sortd::Client::Create(absl::GetFlag(FLAGS_target), options);

@@ -75,7 +75,7 @@ const std::vector<const char*>& ConnectionFlags() {
   static const std::vector<const char*> flags = {
       "target",          "timeout",     "connections", "lb",
       "tls_ca",          "tls_cert",    "tls_key",     "tls_server_name",
-      "max_unary_bytes", "chunk_bytes", "split_bytes"};
+      "max_unary_bytes", "chunk_bytes", "split_bytes", "small_call_bytes"};
   return flags;
 }
 

@@ -16,6 +16,7 @@
 #include "tests/raw_grpc.h"
 #include "tests/reference.h"
 #include "tests/server_fixture.h"
+#include "tests/server_process.h"
 
 namespace sortd {
 namespace {
@@ -97,6 +98,47 @@ TEST_F(PartsTest, TheClientSplitsLargeSortsOverItsConnections) {
   ExpectSplitSortIsRight<float>(**client, 2500001, true, true);
   ExpectSplitSortIsRight<uint64_t>(**client, 2500001, true, false);
   EXPECT_EQ(std::stoi(OkSorts()) - before, 4 + 2 + 2 + 3);
+}
+
+// Small calls all go on the pool's first connection; larger ones, or all
+// with small_call_bytes = 0, take the connections in turn. Seen from the
+// server: the peer address in each call's start line.
+TEST(ClientPool, SmallCallsShareOneConnection) {
+  testing::ServerProcess server({"--device=cpu", "--log_requests"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  const std::vector<uint32_t> keys =
+      testing::Generate<uint32_t>(testing::Shape::kRandom, 1000, 3);
+  std::vector<uint32_t> expected = keys;
+  std::sort(expected.begin(), expected.end());
+  // Peers of the first `calls` Sort calls the server logged, in order.
+  auto peers = [&](size_t calls) {
+    std::vector<std::string> lines =
+        server.WaitForLines("start Sort", calls, std::chrono::seconds(30));
+    std::vector<std::string> out;
+    for (const std::string& l : lines) out.push_back(l.substr(l.rfind(' ')));
+    return out;
+  };
+  auto distinct = [](std::vector<std::string> v, size_t from, size_t to) {
+    std::sort(v.begin() + from, v.begin() + to);
+    return std::unique(v.begin() + from, v.begin() + to) - (v.begin() + from);
+  };
+  ClientOptions options;
+  options.connections = 4;
+  options.split_bytes = 0;
+  for (size_t small_call_bytes : {size_t{256} << 10, size_t{0}}) {
+    options.small_call_bytes = small_call_bytes;
+    auto client = Client::Create(server.address(), options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    for (int i = 0; i < 8; ++i) {
+      auto sorted = (*client)->Sort<uint32_t>(keys);
+      ASSERT_TRUE(sorted.ok()) << sorted.status();
+      EXPECT_EQ(sorted->keys, expected);
+    }
+  }
+  const std::vector<std::string> seen = peers(16);
+  ASSERT_EQ(seen.size(), 16u) << server.Output();
+  EXPECT_EQ(distinct(seen, 0, 8), 1) << server.Output();
+  EXPECT_EQ(distinct(seen, 8, 16), 4) << server.Output();
 }
 
 // The process's name comes back only to calls that ask for it, the same

@@ -116,6 +116,22 @@ class ServerProcess {
     return false;
   }
 
+  // The lines holding `needle`, once there are at least `count` of them;
+  // fewer on timeout or when the process closed its output first.
+  std::vector<std::string> WaitForLines(const std::string& needle, size_t count,
+                                        std::chrono::seconds timeout) {
+    std::vector<std::string> found;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] {
+      found.clear();
+      for (const std::string& l : lines_) {
+        if (l.find(needle) != std::string::npos) found.push_back(l);
+      }
+      return found.size() >= count || closed_ == 2;
+    });
+    return found;
+  }
+
   std::string Output() {
     std::lock_guard<std::mutex> lock(mu_);
     std::string all;
