@@ -36,7 +36,7 @@ case "$MODE" in
     # and garbage clients. Left out: the end-to-end tests that sort tens of
     # millions of keys on the CPU path (minutes each under TSan, and no
     # concurrency the others lack).
-    TESTS="SchedulerTest|SortInRuns\.EveryKey|SortInRuns\.AnEngine|IdleTrimmer"
+    TESTS="SchedulerTest|Admission\.|SortInRuns\.EveryKey|SortInRuns\.AnEngine|IdleTrimmer"
     TESTS+="|E2ETest\.(HealthIsServing|KeysOnly|Transposes|BadInput|Metrics|SortctlReadsAndWritesFiles|SortctlReportsErrors|Echo|SortctlBench|Garbage|Stalled)"
     TESTS+="|E2EBatching\.|E2EOpenCl\.(Injected|LostDevice)|E2EStream\.BadStreams|E2EEcho\.|TlsTest\."
     # (not the split sorts of millions of keys: minutes under TSan)

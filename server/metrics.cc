@@ -50,22 +50,105 @@ prometheus::Histogram::BucketBoundaries BatchKeyBuckets() {
   return b;
 }
 
+// Every metric family's name and help, as /metrics shows them.
+struct Doc {
+  const char* name;
+  const char* help;
+};
+
+constexpr Doc kRequests{
+    "sortd_requests_total",
+    "RPCs answered, by method, gRPC status code and execution path (cpu, gpu, "
+    "opencl-cpu for the OpenCL CPU device, none when rejected before any "
+    "engine ran)"};
+constexpr Doc kRequestDuration{
+    "sortd_request_duration_seconds",
+    "Server-side time from receipt of a request to its answer, by method and "
+    "path"};
+constexpr Doc kKeysSorted{"sortd_keys_sorted_total",
+                          "Keys sorted, by path and key type"};
+constexpr Doc kMatricesTransposed{"sortd_matrices_transposed_total",
+                                  "32x32 bit matrices transposed, by path"};
+constexpr Doc kRequestBytes{"sortd_request_bytes_total",
+                            "Serialized request bytes received, by method"};
+constexpr Doc kKeyBytesSaved{
+    "sortd_response_key_bytes_saved_total",
+    "Response bytes saved by sending sorted keys compact "
+    "(response_key_coding), by method"};
+constexpr Doc kStageDuration{
+    "sortd_kernel_stage_duration_seconds",
+    "Device time of each stage of an engine run, from OpenCL profiling events, "
+    "by device, kernel (sort, segmented_sort, transpose) and stage (upload, "
+    "transform, histogram, scan, scatter, local_sort, merge, copy, transpose, "
+    "download)"};
+constexpr Doc kCpuFallbacks{
+    "sortd_cpu_fallbacks_total",
+    "Requests the CPU path answered instead of a device, by reason: the "
+    "device's status code when it failed a batch, or no_healthy_device"};
+constexpr Doc kQueueWait{
+    "sortd_queue_wait_seconds",
+    "Time from a request's arrival to the start of its run (batching delay and "
+    "queueing), by method"};
+constexpr Doc kBatchRequests{
+    "sortd_batch_requests",
+    "Requests in each device run the scheduler formed, by operation"};
+constexpr Doc kBatchKeys{
+    "sortd_batch_keys",
+    "Keys in each device run (32 per matrix for transposes), by operation"};
+constexpr Doc kBatches{
+    "sortd_device_runs_total",
+    "Device runs (one launch sequence each: a batch or a lone request), by "
+    "operation and device"};
+constexpr Doc kRouted{
+    "sortd_routed_requests_total",
+    "Requests by operation and route: cpu (small), batch, solo (large), spill "
+    "(devices backed up), failover (no healthy device)"};
+constexpr Doc kThresholds{
+    "sortd_router_threshold_keys",
+    "The router's boundaries in keys (32 per matrix for transposes): "
+    "sort_cpu_max, sort_solo_min, transpose_cpu_max, transpose_solo_min"};
+constexpr Doc kDeviceUp{
+    "sortd_device_up",
+    "1 while a device engine serves, 0 while it is unhealthy and being "
+    "re-created"};
+constexpr Doc kDeviceInfo{
+    "sortd_device_info",
+    "Always 1 per device worker; labels: device name, vendor, driver version"};
+constexpr Doc kDeviceMemory{
+    "sortd_device_memory_bytes",
+    "Device memory by kind: total (the device's), in_use (buffers of running "
+    "work), pooled (idle, kept for reuse), pinned_staging (host staging)"};
+constexpr Doc kQueuedKeys{
+    "sortd_queued_keys",
+    "Keys of requests waiting to run (32 per matrix for transposes)"};
+constexpr Doc kQueuedRequests{"sortd_queued_requests",
+                              "Requests waiting to run"};
+constexpr Doc kInflightRequests{
+    "sortd_inflight_requests",
+    "Requests admitted and not yet answered (queued or running)"};
+constexpr Doc kHeapTrims{
+    "sortd_heap_trims_total",
+    "Times sortd gave free heap memory back to the system after going idle "
+    "(--idle_trim_interval)"};
+constexpr Doc kHeapTrimmedBytes{"sortd_heap_trimmed_bytes_total",
+                                "Resident bytes released by those trims"};
+constexpr Doc kFaultInjection{
+    "sortd_fault_injection_enabled",
+    "1 when sortd was started with --inject_faults: device runs fail on "
+    "purpose (tests only; never in production)"};
 prometheus::Family<prometheus::Gauge>& Gauges(prometheus::Registry& r,
-                                              const char* name,
-                                              const char* help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+                                              const Doc& doc) {
+  return prometheus::BuildGauge().Name(doc.name).Help(doc.help).Register(r);
 }
 
 prometheus::Family<prometheus::Counter>& Counters(prometheus::Registry& r,
-                                                  const char* name,
-                                                  const char* help) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+                                                  const Doc& doc) {
+  return prometheus::BuildCounter().Name(doc.name).Help(doc.help).Register(r);
 }
 
 prometheus::Family<prometheus::Histogram>& Histograms(prometheus::Registry& r,
-                                                      const char* name,
-                                                      const char* help) {
-  return prometheus::BuildHistogram().Name(name).Help(help).Register(r);
+                                                      const Doc& doc) {
+  return prometheus::BuildHistogram().Name(doc.name).Help(doc.help).Register(r);
 }
 
 }  // namespace
@@ -73,90 +156,29 @@ prometheus::Family<prometheus::Histogram>& Histograms(prometheus::Registry& r,
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       process_(std::make_shared<ProcessCollector>()),
-      requests_(Counters(*registry_, "sortd_requests_total",
-                         "RPCs answered, by method, gRPC status code and "
-                         "execution path (cpu, gpu, opencl-cpu for the "
-                         "OpenCL CPU device, none when rejected before any "
-                         "engine ran)")),
-      request_duration_(Histograms(*registry_, "sortd_request_duration_seconds",
-                                   "Server-side time from receipt of a request "
-                                   "to its answer, by method and path")),
-      keys_sorted_(Counters(*registry_, "sortd_keys_sorted_total",
-                            "Keys sorted, by path and key type")),
-      matrices_transposed_(Counters(*registry_,
-                                    "sortd_matrices_transposed_total",
-                                    "32x32 bit matrices transposed, by path")),
-      request_bytes_(Counters(*registry_, "sortd_request_bytes_total",
-                              "Serialized request bytes received, by method")),
-      key_bytes_saved_(
-          Counters(*registry_, "sortd_response_key_bytes_saved_total",
-                   "Response bytes saved by sending sorted keys compact "
-                   "(response_key_coding), by method")),
-      stage_duration_(
-          Histograms(*registry_, "sortd_kernel_stage_duration_seconds",
-                     "Device time of each stage of an engine run, from "
-                     "OpenCL profiling events, by device, kernel (sort, "
-                     "segmented_sort, transpose) and stage (upload, transform, "
-                     "histogram, scan, scatter, local_sort, merge, copy, "
-                     "transpose, download)")),
-      cpu_fallbacks_(Counters(*registry_, "sortd_cpu_fallbacks_total",
-                              "Requests the CPU path answered instead of a "
-                              "device, by reason: the device's status code "
-                              "when it failed a batch, or no_healthy_device")),
-      queue_wait_(
-          Histograms(*registry_, "sortd_queue_wait_seconds",
-                     "Time from a request's arrival to the start of "
-                     "its run (batching delay and queueing), by method")),
-      batch_requests_(Histograms(*registry_, "sortd_batch_requests",
-                                 "Requests in each device run the scheduler "
-                                 "formed, by operation")),
-      batch_keys_(Histograms(*registry_, "sortd_batch_keys",
-                             "Keys in each device run (32 per matrix for "
-                             "transposes), by operation")),
-      batches_(Counters(*registry_, "sortd_device_runs_total",
-                        "Device runs (one launch sequence each: a batch or "
-                        "a lone request), by operation and device")),
-      routed_(Counters(*registry_, "sortd_routed_requests_total",
-                       "Requests by operation and route: cpu (small), batch, "
-                       "solo (large), spill (devices backed up), failover "
-                       "(no healthy device)")),
-      thresholds_(Gauges(*registry_, "sortd_router_threshold_keys",
-                         "The router's boundaries in keys (32 per matrix for "
-                         "transposes): sort_cpu_max, sort_solo_min, "
-                         "transpose_cpu_max, transpose_solo_min")),
-      device_up_(Gauges(*registry_, "sortd_device_up",
-                        "1 while a device engine serves, 0 while it is "
-                        "unhealthy and being re-created")),
-      device_info_(Gauges(*registry_, "sortd_device_info",
-                          "Always 1 per device worker; labels: device name, "
-                          "vendor, driver version")),
-      device_memory_(Gauges(*registry_, "sortd_device_memory_bytes",
-                            "Device memory by kind: total (the device's), "
-                            "in_use (buffers of running work), pooled (idle, "
-                            "kept for reuse), pinned_staging (host staging)")),
-      queued_keys_(Gauges(*registry_, "sortd_queued_keys",
-                          "Keys of requests waiting to run (32 per matrix "
-                          "for transposes)")
-                       .Add({})),
-      queued_requests_(
-          Gauges(*registry_, "sortd_queued_requests", "Requests waiting to run")
-              .Add({})),
-      inflight_requests_(Gauges(*registry_, "sortd_inflight_requests",
-                                "Requests admitted and not yet answered "
-                                "(queued or running)")
-                             .Add({})),
-      heap_trims_(Counters(*registry_, "sortd_heap_trims_total",
-                           "Times sortd gave free heap memory back to the "
-                           "system after going idle (--idle_trim_interval)")
-                      .Add({})),
-      heap_trimmed_bytes_(Counters(*registry_, "sortd_heap_trimmed_bytes_total",
-                                   "Resident bytes released by those trims")
-                              .Add({})),
-      fault_injection_(
-          Gauges(*registry_, "sortd_fault_injection_enabled",
-                 "1 when sortd was started with --inject_faults: device "
-                 "runs fail on purpose (tests only; never in production)")
-              .Add({})) {
+      requests_(Counters(*registry_, kRequests)),
+      request_duration_(Histograms(*registry_, kRequestDuration)),
+      keys_sorted_(Counters(*registry_, kKeysSorted)),
+      matrices_transposed_(Counters(*registry_, kMatricesTransposed)),
+      request_bytes_(Counters(*registry_, kRequestBytes)),
+      key_bytes_saved_(Counters(*registry_, kKeyBytesSaved)),
+      stage_duration_(Histograms(*registry_, kStageDuration)),
+      cpu_fallbacks_(Counters(*registry_, kCpuFallbacks)),
+      queue_wait_(Histograms(*registry_, kQueueWait)),
+      batch_requests_(Histograms(*registry_, kBatchRequests)),
+      batch_keys_(Histograms(*registry_, kBatchKeys)),
+      batches_(Counters(*registry_, kBatches)),
+      routed_(Counters(*registry_, kRouted)),
+      thresholds_(Gauges(*registry_, kThresholds)),
+      device_up_(Gauges(*registry_, kDeviceUp)),
+      device_info_(Gauges(*registry_, kDeviceInfo)),
+      device_memory_(Gauges(*registry_, kDeviceMemory)),
+      queued_keys_(Gauges(*registry_, kQueuedKeys).Add({})),
+      queued_requests_(Gauges(*registry_, kQueuedRequests).Add({})),
+      inflight_requests_(Gauges(*registry_, kInflightRequests).Add({})),
+      heap_trims_(Counters(*registry_, kHeapTrims).Add({})),
+      heap_trimmed_bytes_(Counters(*registry_, kHeapTrimmedBytes).Add({})),
+      fault_injection_(Gauges(*registry_, kFaultInjection).Add({})) {
   fault_injection_.Set(0);
   prometheus::BuildGauge()
       .Name("sortd_build_info")

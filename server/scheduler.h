@@ -32,6 +32,13 @@
 // CPU path; a device that reports itself unhealthy is re-created through its
 // factory after a back-off, the CPU path answering meanwhile.
 //
+// The parts, each with its own tests: Admission (the budget), the router
+// (server/router.h, a pure function of a request and the load), Batchers
+// (per-class queues), DevicePool (leases, health, re-creation), the batch
+// codec (server/batch_codec.h) and sorts in runs (server/runs.h). The
+// scheduler holds one lock over its queues and devices and calls the
+// listener and the log only after releasing it.
+//
 //   Scheduler sched(options, &cpu, std::move(devices), &listener);
 //   auto task = std::make_shared<Task>();
 //   task->prepare = [&] { ... fill task->sort ...; return absl::OkStatus(); };
@@ -44,64 +51,26 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/sorter.h"
+#include "server/admission.h"
+#include "server/batcher.h"
+#include "server/device_pool.h"
 #include "server/router.h"
+#include "server/task.h"
 #include "server/work_queue.h"
 
 namespace sortd {
-
-struct TaskResult {
-  absl::Status status;
-  // Valid when status is OK.
-  ExecutionPath path = ExecutionPath::kCpu;
-  std::string device;
-  Route route = Route::kCpu;
-  absl::Duration queue_wait;  // from Submit to the start of its run
-  absl::Duration compute;     // its run (the whole batch's, when batched)
-  int batch_requests = 0;     // requests in the run that answered it
-  // Device runs it took: 1, or more when it exceeded the device's memory
-  // and was sorted in runs merged on the CPU; 0 on the CPU path.
-  int device_runs = 0;
-};
-
-struct Task {
-  Op op = Op::kSort;
-  // Called once by Submit, after admission: validates the request and fills
-  // `sort` or `transpose` (sizing the outputs). An error answers the task.
-  std::function<absl::Status()> prepare;
-  // Called exactly once with the outcome. It may run on any thread,
-  // including inline in Submit.
-  std::function<void(const TaskResult&)> done;
-  // Checked before any work: a cancelled task, or one past its deadline, is
-  // answered CANCELLED or DEADLINE_EXCEEDED and never reaches a device.
-  std::function<bool()> cancelled;
-  absl::Time deadline = absl::InfiniteFuture();
-  // Units the task will hold (keys, or 32 rows per matrix), known before
-  // prepare() for admission control.
-  size_t units = 0;
-
-  SortJob sort;
-  TransposeJob transpose;
-
-  // Set by the scheduler.
-  absl::Time enqueued;
-  size_t charged = 0;  // units it holds of the admission budget
-  Route route = Route::kCpu;
-};
 
 // Events for metrics and logs; every method may be called from any thread.
 class SchedulerListener {
@@ -126,14 +95,6 @@ class SchedulerListener {
   virtual void OnDeviceMemory(
       const std::string& /*device*/,
       const std::vector<std::pair<std::string, double>>& /*bytes*/) {}
-};
-
-using EngineFactory = std::function<absl::StatusOr<std::unique_ptr<Sorter>>()>;
-
-struct DeviceSlot {
-  std::unique_ptr<Sorter> engine;
-  // Re-creates the engine after it turned unhealthy; empty: never.
-  EngineFactory factory;
 };
 
 class Scheduler {
@@ -202,75 +163,62 @@ class Scheduler {
   const Options& options() const { return options_; }
 
  private:
-  // Sorts batch together only within one class.
-  using ClassKey = std::tuple<int, int, int, int, int>;
-  struct Pending {
-    std::deque<std::shared_ptr<Task>> tasks;
-    size_t units = 0;
+  // The figures OnQueue reports, taken under the lock and published after
+  // it; a snapshot older than one already published is dropped.
+  struct QueueSnapshot {
+    uint64_t seq = 0;
+    size_t units = 0, requests = 0, inflight = 0;
   };
-  struct Device {
-    std::unique_ptr<Sorter> engine;
-    EngineFactory factory;
-    std::string name;
-    bool up = true;
-    bool reinit_running = false;
-    int inflight = 0;
-    size_t inflight_units = 0;
-    absl::Duration backoff;
-    absl::Time next_attempt;
-    std::vector<std::thread> runners;
-  };
-  using Batch = std::vector<std::shared_ptr<Task>>;
 
+  static Options Normalized(Options options);
+  static Batchers::Limits BatchLimits(const Options& options,
+                                      const DevicePool& pool);
   absl::Time Now() const;
-  static ClassKey ClassOf(const Task& task);
-  // What `task` holds of the admission budget while it is not answered.
-  size_t ChargeOf(const Task& task) const;
+  QueueSnapshot QueueLocked(size_t inflight);
+  QueueSnapshot QueueLocked() { return QueueLocked(admission_.requests()); }
+  void Publish(const QueueSnapshot& queue);
   Route RouteLocked(const Task& task) const;
   void EnqueueCpu(std::shared_ptr<Task> task, Route route);
   void RunCpu(const std::shared_ptr<Task>& task);
   void RunnerLoop(size_t device_index);
-  // The class whose batch is ready, oldest first; else when one will be.
-  bool TakeReadyLocked(absl::Time now, Batch* batch, absl::Time* wake_at);
-  bool MayTakeLocked(size_t device_index) const;
+  // Re-creates a device that is down, after its back-off; called with the
+  // lock held, releases it around the factory.
+  void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
   void RunBatch(size_t device_index, Batch& batch,
                 std::vector<std::byte>* pack);
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
                            std::vector<std::byte>* pack, int* device_runs);
-  void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
-  // Empties the batching queues.
-  Batch TakeAllPendingLocked();
-  void MoveAllPendingToCpuLocked(std::unique_lock<std::mutex>& lock);
-  void MarkDownLocked(Device& dev, std::unique_lock<std::mutex>& lock);
+  // A failed device run: marks the device down if its engine says so, and
+  // sends the batch (and, with no device left, every queued task) to the
+  // CPU path.
+  void FailOver(size_t device_index, Batch& batch, const absl::Status& error);
   // Answers a task and releases its admission.
   void Answer(const std::shared_ptr<Task>& task, TaskResult result);
   // CANCELLED / DEADLINE_EXCEEDED when the task must not run.
   static absl::Status Expired(const Task& task, absl::Time now);
-  void ReportQueueLocked();
 
-  Options options_;
+  const Options options_;
   Sorter* cpu_;
   SchedulerListener* listener_;
   SchedulerListener null_listener_;
+  Admission admission_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;       // runners: work, state changes
-  std::condition_variable idle_cv_;  // Drain: tasks answered
-  std::map<ClassKey, Pending> pending_;
-  std::deque<std::shared_ptr<Task>> solo_;
-  size_t pending_units_ = 0, pending_requests_ = 0;
-  size_t admitted_units_ = 0, admitted_requests_ = 0;
+  std::condition_variable cv_;  // runners: work, state changes
+  // Guarded by mu_:
+  DevicePool pool_;
+  Batchers batchers_;
   size_t cpu_queued_units_ = 0, cpu_queued_requests_ = 0;
   bool draining_ = false;    // batches close at once
   bool abandoning_ = false;  // drain deadline passed: unstarted -> error
   bool stopping_ = false;    // runners exit
-  std::vector<std::unique_ptr<Device>> devices_;
-  size_t fused_[2] = {0, 0};  // by key width: 32, 64 bits
-  RouterConfig router_;       // from options_ and fused_
-  // Units one batch may hold, by op: max_batch_units, lowered to what
-  // every device's memory budget takes at once.
-  size_t batch_limit_[2] = {0, 0};
   Stats stats_;
+  uint64_t queue_seq_ = 0;
+
+  RouterConfig router_;  // from options_ and the devices
+  std::vector<std::vector<std::thread>> runners_;  // by device
+  std::mutex publish_mu_;
+  uint64_t published_seq_ = 0;  // guarded by publish_mu_
   WorkQueue cpu_queue_;
 };
 

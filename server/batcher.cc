@@ -1,0 +1,106 @@
+#include "server/batcher.h"
+
+#include <algorithm>
+
+namespace sortd {
+
+void ClassBatcher::Add(std::shared_ptr<Task> task) {
+  units_ += task->units;
+  tasks_.push_back(std::move(task));
+}
+
+bool ClassBatcher::Ready(absl::Time now, absl::Duration max_delay,
+                         size_t max_requests, size_t max_units) const {
+  return now >= oldest() + max_delay || tasks_.size() >= max_requests ||
+         units_ >= max_units;
+}
+
+void ClassBatcher::Take(size_t max_requests, size_t max_units, Batch* batch) {
+  size_t units = 0, taken = 0;
+  while (!tasks_.empty() && taken < max_requests &&
+         (taken == 0 || units + tasks_.front()->units <= max_units)) {
+    units += tasks_.front()->units;
+    batch->push_back(std::move(tasks_.front()));
+    tasks_.pop_front();
+    ++taken;
+  }
+  units_ -= units;
+}
+
+void ClassBatcher::TakeAll(Batch* out) {
+  for (auto& t : tasks_) out->push_back(std::move(t));
+  tasks_.clear();
+  units_ = 0;
+}
+
+// Sorts of every key type and order batch together by key width: packing
+// maps each request's keys to their order-preserving unsigned bits (the
+// complement for descending, which keeps equal keys in input order), and
+// the batch sorts those ascending.
+Batchers::ClassKey Batchers::ClassOf(const Task& task) {
+  if (task.op == Op::kTranspose) return {1, 0, 0, 0};
+  const SortJob& j = task.sort;
+  return {0, static_cast<int>(KeySize(j.key_type)),
+          static_cast<int>(j.value_type), j.permutation_out != nullptr};
+}
+
+void Batchers::Add(std::shared_ptr<Task> task, bool solo) {
+  units_ += task->units;
+  ++requests_;
+  if (solo) {
+    solo_.push_back(std::move(task));
+  } else {
+    const ClassKey key = ClassOf(*task);
+    classes_[key].Add(std::move(task));
+  }
+}
+
+bool Batchers::TakeReady(absl::Time now, bool close_all, Batch* batch,
+                         absl::Time* wake_at) {
+  // The oldest ready candidate: the head of the solo queue (always ready)
+  // or a class whose batch may close.
+  auto best = classes_.end();
+  absl::Time best_time =
+      solo_.empty() ? absl::InfiniteFuture() : solo_.front()->enqueued;
+  for (auto it = classes_.begin(); it != classes_.end(); ++it) {
+    const size_t max_units = limits_.max_units[std::get<0>(it->first)];
+    if (!close_all && !it->second.Ready(now, limits_.max_delay,
+                                        limits_.max_requests, max_units)) {
+      *wake_at = std::min(*wake_at, it->second.oldest() + limits_.max_delay);
+      continue;
+    }
+    if (it->second.oldest() < best_time) {
+      best_time = it->second.oldest();
+      best = it;
+    }
+  }
+  const size_t before = batch->size();
+  if (best != classes_.end()) {
+    best->second.Take(limits_.max_requests,
+                      limits_.max_units[std::get<0>(best->first)], batch);
+    if (best->second.empty()) classes_.erase(best);
+  } else if (!solo_.empty()) {
+    batch->push_back(std::move(solo_.front()));
+    solo_.pop_front();
+  } else {
+    return false;
+  }
+  for (size_t i = before; i < batch->size(); ++i) {
+    units_ -= (*batch)[i]->units;
+    --requests_;
+  }
+  return true;
+}
+
+Batch Batchers::TakeAll() {
+  Batch all;
+  for (auto& [key, queue] : classes_) queue.TakeAll(&all);
+  classes_.clear();
+  for (auto& t : solo_) all.push_back(std::move(t));
+  solo_.clear();
+  units_ = 0;
+  requests_ = 0;
+  return all;
+}
+
+}  // namespace sortd

@@ -1,0 +1,138 @@
+// Batchers on a fake clock: when a class's batch closes, what it holds,
+// which queue goes first.
+#include "server/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+namespace sortd {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+std::shared_ptr<Task> SortTask(size_t keys, absl::Time enqueued,
+                               KeyType key = KeyType::kU32) {
+  auto t = std::make_shared<Task>();
+  t->op = Op::kSort;
+  t->units = keys;
+  t->sort.key_type = key;
+  t->enqueued = enqueued;
+  return t;
+}
+
+std::shared_ptr<Task> TransposeTask(size_t matrices, absl::Time enqueued) {
+  auto t = std::make_shared<Task>();
+  t->op = Op::kTranspose;
+  t->units = matrices * 32;
+  t->enqueued = enqueued;
+  return t;
+}
+
+Batchers::Limits Limits() {
+  return {.max_delay = absl::Microseconds(100),
+          .max_requests = 4,
+          .max_units = {10000, 32 * 64}};
+}
+
+TEST(Batchers, ABatchClosesWhenItsOldestTaskIsDue) {
+  Batchers q(Limits());
+  q.Add(SortTask(100, kT0), false);
+  q.Add(SortTask(200, kT0 + absl::Microseconds(30)), false);
+  Batch batch;
+  absl::Time wake = absl::InfiniteFuture();
+  EXPECT_FALSE(q.TakeReady(kT0 + absl::Microseconds(99), false, &batch, &wake));
+  EXPECT_EQ(wake, kT0 + absl::Microseconds(100));
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(q.units(), 300u);
+  EXPECT_EQ(q.requests(), 2u);
+  ASSERT_TRUE(q.TakeReady(kT0 + absl::Microseconds(100), false, &batch, &wake));
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0]->units, 100u);
+  EXPECT_EQ(batch[1]->units, 200u);
+  EXPECT_EQ(q.units(), 0u);
+  EXPECT_EQ(q.requests(), 0u);
+}
+
+TEST(Batchers, AFullBatchClosesAtOnceAndHoldsNoMoreThanItsLimits) {
+  Batchers q(Limits());
+  for (int i = 0; i < 6; ++i) q.Add(SortTask(10, kT0), false);
+  Batch batch;
+  absl::Time wake = absl::InfiniteFuture();
+  ASSERT_TRUE(q.TakeReady(kT0, false, &batch, &wake));
+  EXPECT_EQ(batch.size(), 4u);  // max_requests
+  EXPECT_EQ(q.requests(), 2u);
+  // By units: 6000 + 6000 > 10000, so the second waits for the next batch.
+  Batchers by_units(Limits());
+  by_units.Add(SortTask(6000, kT0), false);
+  by_units.Add(SortTask(6000, kT0), false);
+  Batch first;
+  ASSERT_TRUE(by_units.TakeReady(kT0, false, &first, &wake));
+  EXPECT_EQ(first.size(), 1u);
+  // A task larger than the limit alone still makes a batch of one.
+  Batchers huge(Limits());
+  huge.Add(SortTask(50000, kT0), false);
+  Batch alone;
+  ASSERT_TRUE(huge.TakeReady(kT0, false, &alone, &wake));
+  EXPECT_EQ(alone.size(), 1u);
+}
+
+TEST(Batchers, ClassesBatchApartAndTheOldestReadyGoesFirst) {
+  Batchers q(Limits());
+  q.Add(SortTask(10, kT0 + absl::Microseconds(5), KeyType::kU64), false);
+  q.Add(SortTask(10, kT0 + absl::Microseconds(1)), false);
+  q.Add(TransposeTask(2, kT0), false);
+  q.Add(SortTask(10, kT0 + absl::Microseconds(2), KeyType::kF32), false);
+  const absl::Time later = kT0 + absl::Milliseconds(1);
+  absl::Time wake = absl::InfiniteFuture();
+  Batch a, b, c;
+  ASSERT_TRUE(q.TakeReady(later, false, &a, &wake));
+  ASSERT_TRUE(q.TakeReady(later, false, &b, &wake));
+  ASSERT_TRUE(q.TakeReady(later, false, &c, &wake));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0]->op, Op::kTranspose);
+  // u32 and f32 keys share a class (both normalised to 32-bit bits).
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0]->sort.key_type, KeyType::kU32);
+  EXPECT_EQ(b[1]->sort.key_type, KeyType::kF32);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0]->sort.key_type, KeyType::kU64);
+  Batch none;
+  EXPECT_FALSE(q.TakeReady(later, false, &none, &wake));
+}
+
+TEST(Batchers, SoloTasksAreAlwaysReadyInTheirTurn) {
+  Batchers q(Limits());
+  q.Add(SortTask(10, kT0), false);
+  q.Add(SortTask(1 << 20, kT0 + absl::Microseconds(1)), true);
+  absl::Time wake = absl::InfiniteFuture();
+  Batch batch;
+  // The class is not due yet; the solo task is.
+  ASSERT_TRUE(q.TakeReady(kT0 + absl::Microseconds(2), false, &batch, &wake));
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0]->units, size_t{1} << 20);
+  // Once due, the older class goes before a younger solo task.
+  q.Add(SortTask(1 << 20, kT0 + absl::Microseconds(3)), true);
+  Batch next;
+  ASSERT_TRUE(q.TakeReady(kT0 + absl::Seconds(1), false, &next, &wake));
+  EXPECT_EQ(next[0]->units, 10u);
+}
+
+TEST(Batchers, DrainingClosesEveryBatchAndTakeAllEmptiesTheQueues) {
+  Batchers q(Limits());
+  q.Add(SortTask(10, kT0), false);
+  absl::Time wake = absl::InfiniteFuture();
+  Batch batch;
+  EXPECT_TRUE(q.TakeReady(kT0, /*close_all=*/true, &batch, &wake));
+  q.Add(SortTask(10, kT0), false);
+  q.Add(TransposeTask(1, kT0), false);
+  q.Add(SortTask(10, kT0), true);
+  EXPECT_EQ(q.TakeAll().size(), 3u);
+  EXPECT_EQ(q.requests(), 0u);
+  EXPECT_EQ(q.units(), 0u);
+  Batch none;
+  EXPECT_FALSE(q.TakeReady(kT0 + absl::Hours(1), true, &none, &wake));
+}
+
+}  // namespace
+}  // namespace sortd
