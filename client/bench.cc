@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "client/shared_memory.h"
 #include "client/sortctl_lib.h"
+#include "core/key_fields.h"
 
 namespace sortd::cli {
 
@@ -73,20 +74,8 @@ const std::string& RequestKeys(const v1::SortRequest& r) {
 
 // The answer's key field (of the type it names) set to `bytes`.
 void SetAnswerKeys(std::string bytes, v1::SortResponse* r) {
-  switch (r->keys_case()) {
-    case v1::SortResponse::kI32Keys:
-      return r->set_i32_keys(std::move(bytes));
-    case v1::SortResponse::kF32Keys:
-      return r->set_f32_keys(std::move(bytes));
-    case v1::SortResponse::kU64Keys:
-      return r->set_u64_keys(std::move(bytes));
-    case v1::SortResponse::kI64Keys:
-      return r->set_i64_keys(std::move(bytes));
-    case v1::SortResponse::kF64Keys:
-      return r->set_f64_keys(std::move(bytes));
-    default:
-      return r->set_u32_keys(std::move(bytes));
-  }
+  *key_fields::MutableKeys(r, key_fields::TypeOf(*r).value_or(KeyType::kU32)) =
+      std::move(bytes);
 }
 
 // Echo answers with the input unchanged.

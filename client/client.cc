@@ -146,65 +146,15 @@ void Client::Prepare(grpc::ClientContext* context) const {
 
 namespace {
 
-// Requests and responses number their key fields alike (1-6: u32, i32,
-// f32, u64, i64, f64) and name their accessors alike, so one template
-// serves both.
+// The raw key field `field` (1-6, as the wire decoder reports it) of a
+// request or response.
 template <typename Message>
-std::string* MutableKeysByNumber(int n, Message* m) {
-  switch (n) {
-    case 1:
-      return m->mutable_u32_keys();
-    case 2:
-      return m->mutable_i32_keys();
-    case 3:
-      return m->mutable_f32_keys();
-    case 4:
-      return m->mutable_u64_keys();
-    case 5:
-      return m->mutable_i64_keys();
-    default:
-      return m->mutable_f64_keys();
-  }
+std::string* MutableKeysByNumber(int field, Message* m) {
+  return key_fields::MutableKeys(
+      m, key_fields::TypeOfRaw(field).value_or(KeyType::kU32));
 }
 
-// The set key field of a request or response; null when none is set.
-template <typename Message>
-const std::string* KeysOf(const Message& m) {
-  switch (static_cast<int>(m.keys_case())) {
-    case 1:
-      return &m.u32_keys();
-    case 2:
-      return &m.i32_keys();
-    case 3:
-      return &m.f32_keys();
-    case 4:
-      return &m.u64_keys();
-    case 5:
-      return &m.i64_keys();
-    case 6:
-      return &m.f64_keys();
-  }
-  return nullptr;
-}
-
-const v1::CompactKeys* CompactKeysOf(const v1::SortResponse& m) {
-  switch (m.keys_case()) {
-    case v1::SortResponse::kCompactU32Keys:
-      return &m.compact_u32_keys();
-    case v1::SortResponse::kCompactI32Keys:
-      return &m.compact_i32_keys();
-    case v1::SortResponse::kCompactF32Keys:
-      return &m.compact_f32_keys();
-    default:
-      return nullptr;
-  }
-}
-
-KeyType CompactKeyType(const v1::SortResponse& m) {
-  return m.keys_case() == v1::SortResponse::kCompactI32Keys   ? KeyType::kI32
-         : m.keys_case() == v1::SortResponse::kCompactF32Keys ? KeyType::kF32
-                                                              : KeyType::kU32;
-}
+using key_fields::Keys;
 
 }  // namespace
 
@@ -255,7 +205,7 @@ client_wire::OutgoingMessage Encode(const v1::SortRequest& request,
                                     client_wire::Lease* lease,
                                     std::string* shared) {
   client_wire::OutgoingMessage m;
-  if (const std::string* keys = KeysOf(request); keys != nullptr) {
+  if (const std::string* keys = Keys(request); keys != nullptr) {
     m.Bytes(static_cast<int>(request.keys_case()), keys->data(), keys->size(),
             lease);
   }
@@ -346,7 +296,7 @@ absl::Status Client::Sort(const v1::SortRequest& request,
           request.has_shared() || request.has_part() ? std::vector<size_t>{}
                                                      : SplitOver(m.size());
       !parts.empty()) {
-    const std::string* keys = KeysOf(request);
+    const std::string* keys = Keys(request);
     if (keys != nullptr) {
       const int field = static_cast<int>(request.keys_case());
       const size_t ks = field <= 3 ? 4 : 8;
@@ -425,13 +375,14 @@ namespace {
 absl::Status AppendStreamAnswer(const v1::SortResponse& chunk,
                                 std::string* out_keys,
                                 v1::SortResponse* response) {
-  if (const std::string* k = KeysOf(chunk); k != nullptr) {
+  if (const std::string* k = Keys(chunk); k != nullptr) {
     out_keys->append(*k);
-  } else if (const v1::CompactKeys* c = CompactKeysOf(chunk); c != nullptr) {
+  } else if (KeyType type = KeyType::kU32;
+             const v1::CompactKeys* c = key_fields::CompactKeys(chunk, &type)) {
     const compact::Encoded encoded{c->count(), c->widths(), c->bases(),
                                    c->deltas()};
-    absl::Status s = client_wire::AppendCompactKeys(
-        encoded, CompactKeyType(chunk), c->descending(), out_keys);
+    absl::Status s = client_wire::AppendCompactKeys(encoded, type,
+                                                    c->descending(), out_keys);
     if (!s.ok()) return s;
   }
   if (chunk.has_u32_values()) {
@@ -450,7 +401,7 @@ absl::Status AppendStreamAnswer(const v1::SortResponse& chunk,
 
 absl::StatusOr<v1::SortResponse> Client::SortStream(
     const v1::SortRequest& request) {
-  const std::string* keys = KeysOf(request);
+  const std::string* keys = Keys(request);
   if (keys == nullptr) {
     return absl::InvalidArgumentError("the request has no keys set");
   }

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/raw_call.h"
+#include "core/key_fields.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "sortd/v1/sortd.grpc.pb.h"
@@ -142,21 +143,15 @@ std::vector<T> UnpackArray(const std::string& bytes) {
 // The keys field of a request or response for key type K.
 template <SortKey K>
 std::string* MutableKeysField(v1::SortRequest* r) {
-  if constexpr (std::is_same_v<K, uint32_t>) return r->mutable_u32_keys();
-  if constexpr (std::is_same_v<K, int32_t>) return r->mutable_i32_keys();
-  if constexpr (std::is_same_v<K, float>) return r->mutable_f32_keys();
-  if constexpr (std::is_same_v<K, uint64_t>) return r->mutable_u64_keys();
-  if constexpr (std::is_same_v<K, int64_t>) return r->mutable_i64_keys();
-  if constexpr (std::is_same_v<K, double>) return r->mutable_f64_keys();
+  return key_fields::MutableKeys(r, key_fields::TypeOf<K>());
 }
 template <SortKey K>
 const std::string& KeysField(const v1::SortResponse& r) {
-  if constexpr (std::is_same_v<K, uint32_t>) return r.u32_keys();
-  if constexpr (std::is_same_v<K, int32_t>) return r.i32_keys();
-  if constexpr (std::is_same_v<K, float>) return r.f32_keys();
-  if constexpr (std::is_same_v<K, uint64_t>) return r.u64_keys();
-  if constexpr (std::is_same_v<K, int64_t>) return r.i64_keys();
-  if constexpr (std::is_same_v<K, double>) return r.f64_keys();
+  static const std::string kNone;
+  const std::string* keys = key_fields::Keys(r);
+  return keys != nullptr && key_fields::TypeOf(r) == key_fields::TypeOf<K>()
+             ? *keys
+             : kNone;
 }
 
 class Client {
@@ -276,12 +271,7 @@ class Client {
 // Key field numbers of requests and responses (sortd.proto).
 template <SortKey K>
 constexpr int KeyField() {
-  if constexpr (std::is_same_v<K, uint32_t>) return 1;
-  if constexpr (std::is_same_v<K, int32_t>) return 2;
-  if constexpr (std::is_same_v<K, float>) return 3;
-  if constexpr (std::is_same_v<K, uint64_t>) return 4;
-  if constexpr (std::is_same_v<K, int64_t>) return 5;
-  if constexpr (std::is_same_v<K, double>) return 6;
+  return key_fields::Raw<K>();
 }
 
 // Writes a SortResponse's arrays into a SortResult's vectors.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/compact_keys.h"
+#include "core/key_fields.h"
 
 namespace sortd::client_wire {
 namespace {
@@ -169,10 +170,8 @@ absl::Status ReadCompactKeys(SliceReader& in, size_t length, int field,
   }
   if (in.remaining() != end) return bad("a field past the message's end");
   if (absl::Status s = compact::Check(e); !s.ok()) return s;
-  const KeyType type = field == 12   ? KeyType::kU32
-                       : field == 13 ? KeyType::kI32
-                                     : KeyType::kF32;
-  char* out = sink.Keys(field - 11, e.count * 4);
+  const KeyType type = key_fields::TypeOfCompact(field).value_or(KeyType::kU32);
+  char* out = sink.Keys(key_fields::Raw(type), e.count * 4);
   if (out == nullptr && e.count > 0) {
     return absl::DataLossError(absl::StrCat(
         "the server's SortResponse has ", e.count, " compact keys in field ",
@@ -279,7 +278,7 @@ absl::Status DecodeSortResponse(const grpc::ByteBuffer& response,
     if (!in.Varint(&length) || length > in.remaining()) {
       return bad("a length past the end");
     }
-    if (field >= 12 && field <= 14) {
+    if (key_fields::TypeOfCompact(field)) {
       if (absl::Status s = ReadCompactKeys(in, length, field, sink); !s.ok()) {
         return s;
       }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/key_fields.h"
 
 namespace sortd::cli {
 namespace {
@@ -234,68 +235,20 @@ std::string RandomWords(size_t count, uint64_t seed) {
 }
 
 void SetKeys(KeyType type, std::string bytes, v1::SortRequest* r) {
-  switch (type) {
-    case KeyType::kU32:
-      r->set_u32_keys(std::move(bytes));
-      break;
-    case KeyType::kI32:
-      r->set_i32_keys(std::move(bytes));
-      break;
-    case KeyType::kF32:
-      r->set_f32_keys(std::move(bytes));
-      break;
-    case KeyType::kU64:
-      r->set_u64_keys(std::move(bytes));
-      break;
-    case KeyType::kI64:
-      r->set_i64_keys(std::move(bytes));
-      break;
-    case KeyType::kF64:
-      r->set_f64_keys(std::move(bytes));
-      break;
-  }
+  *key_fields::MutableKeys(r, type) = std::move(bytes);
 }
 
 KeyType KeysOf(const v1::SortRequest& r, const std::string** bytes) {
-  using R = v1::SortRequest;
-  switch (r.keys_case()) {
-    case R::kI32Keys:
-      *bytes = &r.i32_keys();
-      return KeyType::kI32;
-    case R::kF32Keys:
-      *bytes = &r.f32_keys();
-      return KeyType::kF32;
-    case R::kU64Keys:
-      *bytes = &r.u64_keys();
-      return KeyType::kU64;
-    case R::kI64Keys:
-      *bytes = &r.i64_keys();
-      return KeyType::kI64;
-    case R::kF64Keys:
-      *bytes = &r.f64_keys();
-      return KeyType::kF64;
-    default:
-      *bytes = &r.u32_keys();
-      return KeyType::kU32;
-  }
+  static const std::string kNone;
+  const std::string* keys = key_fields::Keys(r);
+  *bytes = keys != nullptr ? keys : &kNone;
+  return key_fields::TypeOf(r).value_or(KeyType::kU32);
 }
 
 const std::string& KeysOf(const v1::SortResponse& r) {
-  using R = v1::SortResponse;
-  switch (r.keys_case()) {
-    case R::kI32Keys:
-      return r.i32_keys();
-    case R::kF32Keys:
-      return r.f32_keys();
-    case R::kU64Keys:
-      return r.u64_keys();
-    case R::kI64Keys:
-      return r.i64_keys();
-    case R::kF64Keys:
-      return r.f64_keys();
-    default:
-      return r.u32_keys();
-  }
+  static const std::string kNone;
+  const std::string* keys = key_fields::Keys(r);
+  return keys != nullptr ? *keys : kNone;
 }
 
 std::string FormatKey(KeyType type, const std::string& bytes, size_t i) {

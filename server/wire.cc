@@ -1,12 +1,13 @@
 #include "server/wire.h"
 
-#include <array>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/key_fields.h"
 #include "grpc/slice.h"
 
 namespace sortd::wire {
@@ -153,10 +154,6 @@ class Reader {
   size_t at_ = 0;
 };
 
-constexpr std::array<KeyType, 6> kKeyFields = {KeyType::kU32, KeyType::kI32,
-                                               KeyType::kF32, KeyType::kU64,
-                                               KeyType::kI64, KeyType::kF64};
-
 // A field header: tag and length of a length-delimited field.
 size_t PutVarint(uint8_t* out, uint64_t v) {
   size_t n = 0;
@@ -222,13 +219,6 @@ class Writer {
 
 }  // namespace
 
-int KeyFieldNumber(KeyType type) {
-  for (size_t i = 0; i < kKeyFields.size(); ++i) {
-    if (kKeyFields[i] == type) return static_cast<int>(i) + 1;
-  }
-  return 1;
-}
-
 int ValueFieldNumber(ValueType type) { return type == ValueType::kU64 ? 9 : 8; }
 
 std::string KeyFieldName(KeyType type) {
@@ -275,8 +265,8 @@ absl::StatusOr<SortRequest> ParseSortRequest(std::string_view bytes) {
     const size_t start = in.at();
     int field = 0, type = 0;
     if (absl::Status s = in.Tag(&field, &type); !s.ok()) return s;
-    if (field >= 1 && field <= 6) {
-      const KeyType key = kKeyFields[field - 1];
+    if (const std::optional<KeyType> raw = key_fields::TypeOfRaw(field)) {
+      const KeyType key = *raw;
       if (type != kLengthDelimited) {
         return in.WrongType(start, field, KeyFieldName(key), type,
                             kLengthDelimited);
@@ -386,10 +376,9 @@ grpc::ByteBuffer EncodeSortResponse(const SortArrays& arrays,
                                     const v1::ServedBy* served_by) {
   Writer out;
   if (arrays.compact.has_value()) {
-    out.Compact(KeyFieldNumber(arrays.key_type) + kCompactKeyFieldOffset,
-                *arrays.compact);
+    out.Compact(key_fields::Compact(arrays.key_type), *arrays.compact);
   } else {
-    out.Field(KeyFieldNumber(arrays.key_type), arrays.keys);
+    out.Field(key_fields::Raw(arrays.key_type), arrays.keys);
   }
   if (arrays.value_type != ValueType::kNone) {
     out.Field(ValueFieldNumber(arrays.value_type), arrays.values);

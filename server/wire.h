@@ -132,10 +132,8 @@ grpc::ByteBuffer EncodeSortResponse(const SortArrays& arrays,
 grpc::ByteBuffer EncodeTransposeResponse(const grpc::Slice& matrices,
                                          const v1::ServedBy& served_by);
 
-// Field numbers shared by request and response (sortd.proto); a key
-// type's compact_*_keys field is its key field's number plus this.
-inline constexpr int kCompactKeyFieldOffset = 11;
-int KeyFieldNumber(KeyType type);
+// Field numbers shared by request and response (sortd.proto); key fields:
+// core/key_fields.h.
 int ValueFieldNumber(ValueType type);
 // The proto field name of a key or value array ("u32_keys", "u64_values").
 std::string KeyFieldName(KeyType type);

@@ -95,7 +95,7 @@ void CompactRoundTrip(KeyType type) {
       v1::SortResponse parsed;  // what protobuf makes of it
       ASSERT_TRUE(parsed.ParseFromString(bytes));
       ASSERT_EQ(static_cast<int>(parsed.keys_case()),
-                wire::KeyFieldNumber(type) + wire::kCompactKeyFieldOffset);
+                key_fields::Compact(type));
       SortResult<K> result;
       SortResultSink<K, uint32_t> sink(&result);
       const absl::Status s =

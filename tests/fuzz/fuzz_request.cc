@@ -14,6 +14,7 @@
 
 #include "client/raw_call.h"
 #include "client/sortctl_lib.h"
+#include "core/key_fields.h"
 #include "server/cpu_sorter.h"
 #include "server/request.h"
 
@@ -46,25 +47,10 @@ Message Decode(const grpc::ByteBuffer& buffer) {
 // Compact keys (fields 12-14) decoded, as the client does, into the raw
 // key field of their type.
 void DecodeCompactKeys(sortd::v1::SortResponse& response) {
-  using R = sortd::v1::SortResponse;
-  const sortd::v1::CompactKeys* c = nullptr;
-  std::string* raw = nullptr;
   sortd::KeyType type = sortd::KeyType::kU32;
-  switch (response.keys_case()) {
-    case R::kCompactU32Keys:
-      c = &response.compact_u32_keys();
-      break;
-    case R::kCompactI32Keys:
-      c = &response.compact_i32_keys();
-      type = sortd::KeyType::kI32;
-      break;
-    case R::kCompactF32Keys:
-      c = &response.compact_f32_keys();
-      type = sortd::KeyType::kF32;
-      break;
-    default:
-      return;
-  }
+  const sortd::v1::CompactKeys* c =
+      sortd::key_fields::CompactKeys(response, &type);
+  if (c == nullptr) return;
   std::string keys;
   const sortd::compact::Encoded e{c->count(), c->widths(), c->bases(),
                                   c->deltas()};
@@ -74,10 +60,7 @@ void DecodeCompactKeys(sortd::v1::SortResponse& response) {
       !s.ok()) {
     Fail("compact keys", s);
   }
-  raw = type == sortd::KeyType::kU32   ? response.mutable_u32_keys()
-        : type == sortd::KeyType::kI32 ? response.mutable_i32_keys()
-                                       : response.mutable_f32_keys();
-  *raw = std::move(keys);
+  *sortd::key_fields::MutableKeys(&response, type) = std::move(keys);
 }
 
 void CheckRefusal(const absl::Status& s) {
@@ -106,8 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (absl::Status s = Cpu().Sort(*job); !s.ok()) Fail("cpu sort", s);
       // Compact keys asked for: encoded by the server's code, decoded by
       // the client's, checked like raw ones.
-      const bool compact =
-          parsed->key_coding == sortd::v1::KEY_CODING_COMPACT;
+      const bool compact = parsed->key_coding == sortd::v1::KEY_CODING_COMPACT;
       auto response =
           Decode<sortd::v1::SortResponse>(sortd::wire::EncodeSortResponse(
               compact ? out.CompactSlices(*job, 0, job->count, nullptr)

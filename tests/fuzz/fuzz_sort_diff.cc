@@ -14,6 +14,7 @@
 #include <string>
 
 #include "client/sortctl_lib.h"
+#include "core/key_fields.h"
 #include "gpu/opencl_engine.h"
 #include "server/cpu_sorter.h"
 #include "server/request.h"
@@ -96,26 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     : static_cast<char>(i);
   }
   sortd::v1::SortRequest request;
-  switch (type) {
-    case KeyType::kU32:
-      request.set_u32_keys(keys);
-      break;
-    case KeyType::kI32:
-      request.set_i32_keys(keys);
-      break;
-    case KeyType::kF32:
-      request.set_f32_keys(keys);
-      break;
-    case KeyType::kU64:
-      request.set_u64_keys(keys);
-      break;
-    case KeyType::kI64:
-      request.set_i64_keys(keys);
-      break;
-    case KeyType::kF64:
-      request.set_f64_keys(keys);
-      break;
-  }
+  *sortd::key_fields::MutableKeys(&request, type) = keys;
   request.set_order(descending ? sortd::v1::ORDER_DESCENDING
                                : sortd::v1::ORDER_ASCENDING);
   std::string v;
