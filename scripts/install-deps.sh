@@ -21,6 +21,9 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
   # throw-away certificates for the TLS tests
   openssl
+  # the Python client (client/python), built and tested offline in a venv
+  python3-venv python3-pip python3-setuptools python3-wheel python3-grpcio
+  python3-grpc-tools python3-numpy python3-pytest
   # static checks of deploy/: YAML lint, YAML parsing (kubectl: below)
   yamllint python3-yaml
   # fuzzing (libFuzzer) and sanitizer runtimes: scripts/fuzz.sh builds with

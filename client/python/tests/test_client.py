@@ -1,0 +1,219 @@
+"""The Python client against the real sortd (SORTD_BINARY), every answer
+checked against a NumPy reference."""
+import os
+import re
+import socket
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+import sortd
+
+KEY_TYPES = [np.uint32, np.int32, np.float32, np.uint64, np.int64,
+             np.float64]
+
+
+def order_bits(keys, descending):
+    """Unsigned bits that ascend in the server's order (IEEE-754
+    totalOrder for floats)."""
+    k = np.asarray(keys)
+    u = k.view(np.uint32 if k.itemsize == 4 else np.uint64)
+    sign = u.dtype.type(1) << u.dtype.type(8 * k.itemsize - 1)
+    if k.dtype.kind == "f":
+        bits = np.where(u & sign, ~u, u | sign)
+    elif k.dtype.kind == "i":
+        bits = u ^ sign
+    else:
+        bits = u.copy()
+    return ~bits if descending else bits
+
+
+def reference(keys, descending):
+    return np.argsort(order_bits(keys, descending), kind="stable")
+
+
+def generate(dtype, n, seed):
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        k = rng.standard_normal(n).astype(dtype) * 1000
+        special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0],
+                           dtype=dtype)
+        k[: min(n, 6)] = special[: min(n, 6)]
+    else:
+        info = np.iinfo(dtype)
+        # Few distinct values, so that stability shows.
+        k = rng.integers(info.min, info.max, size=64, dtype=dtype,
+                         endpoint=True)[rng.integers(0, 64, size=n)]
+    return k
+
+
+def assert_bits_equal(a, b):
+    assert a.dtype == b.dtype
+    assert a.tobytes() == b.tobytes()
+
+
+@pytest.fixture(scope="module")
+def server():
+    shm = tempfile.mkdtemp(prefix="sortd-py-shm-")
+    proc = subprocess.Popen(
+        [os.environ["SORTD_BINARY"], "--device=cpu", "--cpu_threads=2",
+         "--listen=127.0.0.1:0", "--metrics_listen=",
+         "--max_request_bytes=1048576", f"--shm_dir={shm}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    address = None
+    for line in proc.stdout:
+        m = re.search(r"serving on (\S+)", line)
+        if m:
+            address = m.group(1)
+            break
+    assert address, "sortd did not start"
+    yield address, shm
+    proc.terminate()
+    assert proc.wait(timeout=60) == 0
+
+
+@pytest.fixture
+def client(server):
+    with sortd.Client(server[0], max_unary_bytes=1 << 20) as c:
+        yield c
+
+
+def test_health(client):
+    assert client.health()
+    assert client.health("sortd.v1.SortService")
+
+
+@pytest.mark.parametrize("dtype", KEY_TYPES)
+@pytest.mark.parametrize("descending", [False, True])
+def test_sorts_every_key_type_with_values_and_permutation(client, dtype,
+                                                          descending):
+    keys = generate(dtype, 5000, 7)
+    values = np.arange(len(keys), dtype=np.uint64) * 3
+    r = client.sort(keys, descending=descending, values=values,
+                    return_permutation=True)
+    want = reference(keys, descending)
+    np.testing.assert_array_equal(r.permutation, want.astype(np.uint32))
+    assert_bits_equal(r.keys, keys[want])
+    np.testing.assert_array_equal(r.values, values[want])
+    assert r.served_by.batch_requests >= 1
+
+
+def test_keys_only_and_empty(client):
+    r = client.sort(np.array([3, 1, 2], dtype=np.int64))
+    np.testing.assert_array_equal(r.keys, [1, 2, 3])
+    assert r.values is None and r.permutation is None
+    empty = client.sort(np.array([], dtype=np.float32))
+    assert empty.keys.dtype == np.float32 and len(empty.keys) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32])
+@pytest.mark.parametrize("descending", [False, True])
+def test_compact_keys_decode_to_the_same_answer(client, dtype, descending):
+    keys = generate(dtype, 20000, 11)
+    r = client.sort(keys, descending=descending, compact=True)
+    assert r.served_by.key_bytes_saved > 0
+    assert_bits_equal(r.keys, keys[reference(keys, descending)])
+
+
+def test_arrays_beyond_one_message_go_through_sortstream(client):
+    # 1M keys with a permutation: 4 MiB in, 8 MiB back; the server takes
+    # 1 MiB a message, gRPC's default receive limit is 4 MiB.
+    keys = generate(np.uint32, 1 << 20, 5)
+    r = client.sort(keys, return_permutation=True)
+    want = reference(keys, False)
+    np.testing.assert_array_equal(r.permutation, want.astype(np.uint32))
+    np.testing.assert_array_equal(r.keys, keys[want])
+
+
+def test_transposes_bit_matrices(client):
+    rng = np.random.default_rng(3)
+    m = rng.integers(0, 2**32, size=(40, 32), dtype=np.uint32)
+    bits = np.unpackbits(m.view(np.uint8).reshape(40, 32, 4), axis=2,
+                         bitorder="little").reshape(40, 32, 32)
+    want = np.packbits(bits.transpose(0, 2, 1), axis=2,
+                       bitorder="little").view(np.uint32).reshape(40, 32)
+    np.testing.assert_array_equal(client.transpose(m), want)
+
+
+def test_shared_memory_moves_no_array_through_the_socket(server):
+    address, shm = server
+    with sortd.Client(address, shm_dir=shm) as c:
+        for dtype in (np.float64, np.int32):
+            keys = generate(dtype, 30000, 2)
+            values = np.arange(len(keys), dtype=np.uint32)
+            r = c.sort(keys, values=values, return_permutation=True,
+                       descending=True)
+            want = reference(keys, True)
+            assert_bits_equal(r.keys, keys[want])
+            np.testing.assert_array_equal(r.values, values[want])
+            np.testing.assert_array_equal(r.permutation,
+                                          want.astype(np.uint32))
+    # The client's regions are gone with it.
+    assert os.listdir(shm) == []
+
+
+def test_errors_carry_the_status_and_the_servers_message(server):
+    with sortd.Client(server[0], max_unary_bytes=1 << 30) as c:
+        with pytest.raises(sortd.Error) as e:
+            c.sort(np.zeros(1 << 19, dtype=np.uint64))  # 4 MiB > 1 MiB
+        assert e.value.code.name == "RESOURCE_EXHAUSTED"
+        assert "larger than max" in e.value.details
+        with pytest.raises(TypeError):
+            c.sort(np.zeros((2, 2), dtype=np.uint32))
+        with pytest.raises(TypeError):
+            c.sort(np.zeros(3, dtype=np.int16))
+
+
+def test_an_unreachable_server_is_not_healthy():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with sortd.Client(f"127.0.0.1:{port}", timeout=2) as c:
+        assert not c.health()
+
+
+def test_mutual_tls(tmp_path):
+    key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+    subprocess.run(
+        f"""set -e
+        openssl req -x509 {key} -keyout ca.key -out ca.pem -days 1 \
+          -subj '/CN=sortd test CA'
+        openssl req {key} -keyout server.key -out server.csr -subj '/CN=x'
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key \
+          -CAcreateserial -out server.pem -days 1 -extfile san.ext
+        openssl req {key} -keyout client.key -out client.csr -subj '/CN=c'
+        openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key \
+          -CAcreateserial -out client.pem -days 1""",
+        shell=True, cwd=tmp_path, check=True, capture_output=True)
+    proc = subprocess.Popen(
+        [os.environ["SORTD_BINARY"], "--device=cpu", "--listen=127.0.0.1:0",
+         "--metrics_listen=", f"--tls_cert={tmp_path / 'server.pem'}",
+         f"--tls_key={tmp_path / 'server.key'}",
+         f"--tls_client_ca={tmp_path / 'ca.pem'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        address = None
+        for line in proc.stdout:
+            m = re.search(r"serving on (\S+)", line)
+            if m:
+                address = m.group(1)
+                break
+        assert address, "sortd did not start"
+        with sortd.Client(address, root_certificates=tmp_path / "ca.pem",
+                          private_key=tmp_path / "client.key",
+                          certificate_chain=tmp_path / "client.pem") as c:
+            keys = generate(np.float32, 1000, 1)
+            assert_bits_equal(c.sort(keys).keys, keys[reference(keys, False)])
+        # Without a client certificate the server refuses the call.
+        with sortd.Client(address, root_certificates=tmp_path / "ca.pem",
+                          timeout=10) as c:
+            with pytest.raises(sortd.Error) as e:
+                c.sort(keys)
+            assert e.value.code.name == "UNAVAILABLE"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
