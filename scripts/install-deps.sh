@@ -24,6 +24,9 @@ PACKAGES=(
   # the Python client (client/python), built and tested offline in a venv
   python3-venv python3-pip python3-setuptools python3-wheel python3-grpcio
   python3-grpc-tools python3-numpy python3-pytest
+  # the Go example (client/go), generated and built offline (GOPATH mode)
+  golang-go golang-google-grpc-dev golang-google-protobuf-dev
+  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
   # static checks of deploy/: YAML lint, YAML parsing (kubectl: below)
   yamllint python3-yaml
   # fuzzing (libFuzzer) and sanitizer runtimes: scripts/fuzz.sh builds with
