@@ -43,6 +43,7 @@
 #include "server/log.h"
 #include "server/memory.h"
 #include "server/metrics.h"
+#include "server/reflection_v1.h"
 #include "server/scheduler.h"
 #include "server/service.h"
 #include "server/shared_memory.h"
@@ -405,6 +406,12 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              absl::GetFlag(FLAGS_max_concurrent_streams));
   builder.RegisterService(&service);
+  // Reflection v1 beside gRPC's v1alpha; it lives as long as the process.
+  static sortd::ReflectionV1 reflection(
+      {sortd::v1::SortService::service_full_name(), "grpc.health.v1.Health",
+       grpc::reflection::v1::ServerReflection::service_full_name(),
+       "grpc.reflection.v1alpha.ServerReflection"});
+  builder.RegisterService(&reflection);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *port == 0) {
     return absl::UnavailableError(

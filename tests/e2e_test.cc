@@ -20,6 +20,8 @@
 #include "client/client.h"
 #include "core/transpose.h"
 #include "core/version.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "tests/e2e_util.h"
 #include "tests/http_get.h"
@@ -397,6 +399,54 @@ TEST_F(E2ETest, SortctlBenchIsBoundedVerifiesAndReports) {
   r = RunCommand(Sortctl(*server_, "bench --sizes=1q:5"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("bad size"));
+}
+
+// Reflection v1 (what grpcurl and Postman ask): the services, the file
+// that defines a symbol with its imports, and a clear error for a symbol
+// that does not exist, all on one stream.
+TEST_F(E2ETest, ReflectionV1ListsServicesAndServesTheirFiles) {
+  namespace refl = grpc::reflection::v1;
+  auto stub = refl::ServerReflection::NewStub(grpc::CreateChannel(
+      server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->ServerReflectionInfo(&context);
+  refl::ServerReflectionRequest request;
+  refl::ServerReflectionResponse response;
+
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> names;
+  for (const auto& s : response.list_services_response().service()) {
+    names.push_back(s.name());
+  }
+  EXPECT_THAT(names, ::testing::IsSupersetOf(
+                         {"sortd.v1.SortService", "grpc.health.v1.Health",
+                          "grpc.reflection.v1.ServerReflection",
+                          "grpc.reflection.v1alpha.ServerReflection"}));
+
+  request.set_file_containing_symbol("sortd.v1.SortService.SortStream");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_GE(response.file_descriptor_response().file_descriptor_proto_size(),
+            1);
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(
+      response.file_descriptor_response().file_descriptor_proto(0)));
+  EXPECT_EQ(file.name(), "sortd/v1/sortd.proto");
+  ASSERT_EQ(file.service_size(), 1);
+  EXPECT_EQ(file.service(0).name(), "SortService");
+
+  request.set_file_containing_symbol("sortd.v1.NoSuchThing");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.error_response().error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(response.error_response().error_message(),
+              HasSubstr("sortd.v1.NoSuchThing"));
+
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 // --- Hostile transport: bytes that are not a message, not HTTP/2, and
