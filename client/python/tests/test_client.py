@@ -55,21 +55,25 @@ def assert_bits_equal(a, b):
     assert a.tobytes() == b.tobytes()
 
 
-@pytest.fixture(scope="module")
-def server():
-    shm = tempfile.mkdtemp(prefix="sortd-py-shm-")
+def start_sortd(*args):
+    """The real sortd on a free loopback port: (process, address)."""
     proc = subprocess.Popen(
-        [os.environ["SORTD_BINARY"], "--device=cpu", "--cpu_threads=2",
-         "--listen=127.0.0.1:0", "--metrics_listen=",
-         "--max_request_bytes=1048576", f"--shm_dir={shm}"],
+        [os.environ["SORTD_BINARY"], "--device=cpu", "--listen=127.0.0.1:0",
+         "--metrics_listen=", *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    address = None
     for line in proc.stdout:
         m = re.search(r"serving on (\S+)", line)
         if m:
-            address = m.group(1)
-            break
-    assert address, "sortd did not start"
+            return proc, m.group(1)
+    raise AssertionError(f"sortd did not start (exit {proc.wait()})")
+
+
+@pytest.fixture(scope="module")
+def server():
+    shm = tempfile.mkdtemp(prefix="sortd-py-shm-")
+    proc, address = start_sortd("--cpu_threads=2",
+                                "--max_request_bytes=1048576",
+                                f"--shm_dir={shm}")
     yield address, shm
     proc.terminate()
     assert proc.wait(timeout=60) == 0
@@ -189,20 +193,10 @@ def test_mutual_tls(tmp_path):
         openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key \
           -CAcreateserial -out client.pem -days 1""",
         shell=True, cwd=tmp_path, check=True, capture_output=True)
-    proc = subprocess.Popen(
-        [os.environ["SORTD_BINARY"], "--device=cpu", "--listen=127.0.0.1:0",
-         "--metrics_listen=", f"--tls_cert={tmp_path / 'server.pem'}",
-         f"--tls_key={tmp_path / 'server.key'}",
-         f"--tls_client_ca={tmp_path / 'ca.pem'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, address = start_sortd(f"--tls_cert={tmp_path / 'server.pem'}",
+                                f"--tls_key={tmp_path / 'server.key'}",
+                                f"--tls_client_ca={tmp_path / 'ca.pem'}")
     try:
-        address = None
-        for line in proc.stdout:
-            m = re.search(r"serving on (\S+)", line)
-            if m:
-                address = m.group(1)
-                break
-        assert address, "sortd did not start"
         with sortd.Client(address, root_certificates=tmp_path / "ca.pem",
                           private_key=tmp_path / "client.key",
                           certificate_chain=tmp_path / "client.pem") as c:
