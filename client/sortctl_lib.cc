@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/key_fields.h"
+#include "core/reference_sort.h"
 
 namespace sortd::cli {
 namespace {
@@ -97,31 +98,15 @@ absl::StatusOr<std::string> ParseTyped(std::string_view text) {
   return out;
 }
 
-// Reference order: std::stable_sort on IEEE total order / integer order.
-// Unlike the engines it compares values, not transformed bits, except for
-// floats, where totalOrder is defined on the sign-magnitude encoding.
+// The reference permutation (core/reference_sort.h) of little-endian keys.
 template <KeyType T>
 std::vector<uint32_t> ReferencePermutation(const std::string& bytes,
                                            bool descending) {
   using V = KeyCType<T>;
-  const size_t n = bytes.size() / sizeof(V);
-  std::vector<uint32_t> perm(n);
-  std::iota(perm.begin(), perm.end(), 0u);
-  auto rank = [&](uint32_t i) {
-    V v = LoadAt<V>(bytes, i);
-    if constexpr (std::is_floating_point_v<V>) {
-      using S = std::conditional_t<sizeof(V) == 4, int32_t, int64_t>;
-      S s = std::bit_cast<S>(v);
-      // Negative encodings count down as magnitude grows: flip them.
-      return s < 0 ? static_cast<S>(s ^ std::numeric_limits<S>::max()) : s;
-    } else {
-      return v;
-    }
-  };
-  std::stable_sort(perm.begin(), perm.end(), [&](uint32_t a, uint32_t b) {
-    return descending ? rank(b) < rank(a) : rank(a) < rank(b);
-  });
-  return perm;
+  std::vector<V> keys(bytes.size() / sizeof(V));
+  if (!keys.empty())
+    std::memcpy(keys.data(), bytes.data(), keys.size() * sizeof(V));
+  return StablePermutation(keys.data(), keys.size(), descending);
 }
 
 template <typename T>

@@ -15,6 +15,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/reference_sort.h"
+
 namespace sortd::testing {
 
 enum class Shape {
@@ -48,30 +50,14 @@ inline constexpr Shape kAllShapes[] = {Shape::kRandom,      Shape::kSorted,
                                        Shape::kReversed,    Shape::kAllEqual,
                                        Shape::kFewDistinct, Shape::kSpecial};
 
-// IEEE-754 totalOrder for floats via the sign-magnitude to two's-complement
-// mapping on signed integers; plain < for integers.
+// The reference order and stable permutation (core/reference_sort.h).
 template <typename K>
 bool RefLess(K a, K b) {
-  if constexpr (std::is_floating_point_v<K>) {
-    using S = std::conditional_t<sizeof(K) == 4, int32_t, int64_t>;
-    S sa = std::bit_cast<S>(a), sb = std::bit_cast<S>(b);
-    if (sa < 0) sa ^= std::numeric_limits<S>::max();
-    if (sb < 0) sb ^= std::numeric_limits<S>::max();
-    return sa < sb;
-  } else {
-    return a < b;
-  }
+  return TotalOrderLess(a, b);
 }
-
-// The stable permutation that sorts `keys`.
 template <typename K>
 std::vector<uint32_t> RefPermutation(const std::vector<K>& keys, bool desc) {
-  std::vector<uint32_t> perm(keys.size());
-  std::iota(perm.begin(), perm.end(), 0u);
-  std::stable_sort(perm.begin(), perm.end(), [&](uint32_t a, uint32_t b) {
-    return desc ? RefLess(keys[b], keys[a]) : RefLess(keys[a], keys[b]);
-  });
-  return perm;
+  return StablePermutation(keys.data(), keys.size(), desc);
 }
 
 // Values that stress a type's ordering: extremes, signed zeros, infinities,
