@@ -125,11 +125,11 @@ absl::Status Scheduler::Expired(const Task& task, absl::Time now) {
   return absl::OkStatus();
 }
 
-Scheduler::QueueSnapshot Scheduler::QueueLocked(size_t inflight) {
+Scheduler::QueueSnapshot Scheduler::QueueLocked() {
   return {.seq = ++queue_seq_,
           .units = batchers_.units() + cpu_queued_units_,
           .requests = batchers_.requests() + cpu_queued_requests_,
-          .inflight = inflight};
+          .inflight = inflight_};
 }
 
 void Scheduler::Publish(const QueueSnapshot& queue) {
@@ -149,6 +149,16 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
     return;
   }
   task->charged = *charged;
+  task->holds = 2;  // its answer, and this call
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++inflight_;
+  }
+  SubmitAdmitted(task);
+  Unhold(*task);
+}
+
+void Scheduler::SubmitAdmitted(const std::shared_ptr<Task>& task) {
   if (task->prepare) {
     absl::Status prepared = task->prepare();
     if (!prepared.ok()) {
@@ -173,14 +183,18 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
     ++stats_.spilled;
   }
   lock.unlock();
+  if (device) cv_.notify_all();
   listener_->OnRoute(task->op, route);
   if (route == Route::kFailover) listener_->OnCpuFallback("no_healthy_device");
-  if (!device) {
+  if (device) {
+    Publish(queue);
+  } else {
     EnqueueCpu(task, route);
-    return;
   }
-  Publish(queue);
-  cv_.notify_all();
+}
+
+void Scheduler::Unhold(Task& task) {
+  if (task.holds.fetch_sub(1) == 1) admission_.Release(task.charged);
 }
 
 Route Scheduler::RouteLocked(const Task& task) const {
@@ -251,12 +265,11 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
   QueueSnapshot queue;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue = QueueLocked(admission_.requests() - 1);
+    --inflight_;
+    queue = QueueLocked();
   }
   Publish(queue);
-  // Last: once the drain sees nothing admitted it may destroy the
-  // scheduler.
-  admission_.Release(task->charged);
+  Unhold(*task);
 }
 
 void Scheduler::RunnerLoop(size_t device_index) {

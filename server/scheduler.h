@@ -174,12 +174,16 @@ class Scheduler {
   static Batchers::Limits BatchLimits(const Options& options,
                                       const DevicePool& pool);
   absl::Time Now() const;
-  QueueSnapshot QueueLocked(size_t inflight);
-  QueueSnapshot QueueLocked() { return QueueLocked(admission_.requests()); }
+  QueueSnapshot QueueLocked();
   void Publish(const QueueSnapshot& queue);
   Route RouteLocked(const Task& task) const;
   void EnqueueCpu(std::shared_ptr<Task> task, Route route);
   void RunCpu(const std::shared_ptr<Task>& task);
+  // Submit after admission: prepare, route, queue or answer.
+  void SubmitAdmitted(const std::shared_ptr<Task>& task);
+  // Drops one of the task's holds; the last releases its admission (and is
+  // the caller's last touch of the scheduler).
+  void Unhold(Task& task);
   void RunnerLoop(size_t device_index);
   // Re-creates a device that is down, after its back-off; called with the
   // lock held, releases it around the factory.
@@ -213,6 +217,7 @@ class Scheduler {
   bool abandoning_ = false;  // drain deadline passed: unstarted -> error
   bool stopping_ = false;    // runners exit
   Stats stats_;
+  size_t inflight_ = 0;  // admitted and not yet answered
   uint64_t queue_seq_ = 0;
 
   RouterConfig router_;  // from options_ and the devices

@@ -8,6 +8,7 @@
 #ifndef SORTD_SERVER_TASK_H_
 #define SORTD_SERVER_TASK_H_
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -57,6 +58,10 @@ struct Task {
   // Set by the scheduler.
   absl::Time enqueued;
   size_t charged = 0;  // units it holds of the admission budget
+  // Its admission is released when both its answer and the Submit call
+  // that queued it are done: the scheduler is not drained away under a
+  // Submit still running.
+  std::atomic<int> holds{0};
   Route route = Route::kCpu;
 };
 

@@ -16,12 +16,13 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/transpose.h"
 #include "reference.h"
 #include "server/cpu_sorter.h"
-#include "core/transpose.h"
 #include "sort_check.h"
 
 namespace sortd {
@@ -451,6 +452,62 @@ TEST_F(SchedulerTest, MixedConcurrentLoadIsAnsweredCorrectlyOnce) {
   EXPECT_EQ(s.answered, answered);
   EXPECT_GT(s.cpu_runs, 0u);
   EXPECT_GT(s.gpu_tasks, 0u);
+}
+
+// The latest queue figures the listener was given.
+class QueueListener : public SchedulerListener {
+ public:
+  void OnQueue(size_t units, size_t requests, size_t inflight) override {
+    std::lock_guard<std::mutex> l(mu_);
+    last_ = {units, requests, inflight};
+    ++calls_;
+  }
+  std::tuple<size_t, size_t, size_t> last() {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_;
+  }
+  int calls() {
+    std::lock_guard<std::mutex> l(mu_);
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::tuple<size_t, size_t, size_t> last_{1, 1, 1};
+  int calls_ = 0;
+};
+
+// The gauges are published after the scheduler's lock is released, from
+// many threads at once; the last figures published are the last state:
+// nothing queued, nothing in flight.
+TEST_F(SchedulerTest, QueueGaugesEndAtTheLastStateUnderConcurrentLoad) {
+  Scheduler::Options o;
+  o.sort = {.cpu_max = 64, .solo_min = 4000};
+  o.max_batch_delay = absl::Microseconds(50);
+  o.cpu_workers = 3;
+  QueueListener listener;
+  auto sched = Make(o, 2, &listener);
+  std::vector<std::shared_ptr<SortCall>> calls(400);
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = t; i < 400; i += 4) {
+        calls[i] = MakeSort<uint32_t>(i % 3 == 0   ? 10
+                                      : i % 3 == 1 ? 300
+                                                   : 5000,
+                                      false, false, false, i);
+        sched->Submit(calls[i]->task);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (auto& c : calls) {
+    c->Wait();
+    c->verify();
+  }
+  sched->Drain(absl::Now() + absl::Minutes(1));
+  EXPECT_GT(listener.calls(), 400);
+  EXPECT_EQ(listener.last(), std::make_tuple(size_t{0}, size_t{0}, size_t{0}));
 }
 
 TEST_F(SchedulerTest, RoutesBySize) {
