@@ -1,32 +1,53 @@
-# sortd container image for Intel GPU hosts (the OpenCL CPU device, PoCL,
-# stands in where there is no GPU).
+# sortd container image for Intel GPU hosts. Without a GPU (or without
+# /dev/dri passed in), sortd --device=auto serves on its CPU path (oneTBB).
 #
 #   docker build -t sortd .
 #   docker run --rm -p 50051:50051 -p 9464:9464 \
 #     --device /dev/dri --group-add "$(stat -c %g /dev/dri/renderD128)" \
 #     -v sortd-kernels:/var/cache/sortd sortd
 #
-# Build stage: the same install script and build script as README's
-# commands and .ci/run, so the image is built exactly as CI builds.
+# OPENCL_DRIVERS picks the OpenCL drivers of the runtime stage (Debian
+# packages): Intel's GPU compute runtime by default; add pocl-opencl-icd for
+# the OpenCL CPU device, or leave it empty for the CPU path alone:
+#
+#   docker build --build-arg OPENCL_DRIVERS="intel-opencl-icd pocl-opencl-icd" .
+#
+# docs/decisions/013-runtime-image.md has the sizes of these variants.
+# deploy/image-test.sh builds the image and checks it from outside.
+
+# Build stage: the install script and build script of README's commands and
+# .ci/run (the tests and benchmarks configured off: the image carries
+# sortd and sortctl only).
 FROM debian:bookworm AS build
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN bash scripts/install-deps.sh
 COPY . .
-RUN SORTD_BUILD_DIR=/build bash scripts/build.sh
+RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
+      -DSORTD_BUILD_TESTS=OFF -DSORTD_BUILD_BENCHMARKS=OFF \
+ && SORTD_BUILD_DIR=/build bash scripts/build.sh \
+ && strip /build/sortd /build/sortctl
 
 # Runtime stage: the shared libraries sortd and sortctl link, the OpenCL ICD
-# loader, Intel's GPU compute runtime (intel-opencl-icd) and PoCL as the
-# fallback device. Nothing else.
+# loader and the drivers of OPENCL_DRIVERS. No documentation, manual pages
+# or translations (copyright files stay), no apt lists.
 FROM debian:bookworm
-RUN apt-get update -qq \
+ARG OPENCL_DRIVERS="intel-opencl-icd"
+RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' \
+      'path-include=/usr/share/doc/*/copyright' 'path-exclude=/usr/share/man/*' \
+      'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
+      'path-exclude=/usr/share/lintian/*' \
+      > /etc/dpkg/dpkg.cfg.d/sortd-slim \
+ && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libtbb12 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1 \
-      ocl-icd-libopencl1 intel-opencl-icd pocl-opencl-icd \
- && rm -rf /var/lib/apt/lists/* \
+      ocl-icd-libopencl1 ${OPENCL_DRIVERS} \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old \
+      /var/log/apt /var/log/dpkg.log /usr/share/doc/*/changelog* \
  && useradd --system --uid 10001 --user-group --no-create-home sortd \
- && usermod -a -G video,render sortd 2>/dev/null || usermod -a -G video sortd \
+ && (usermod -a -G video,render sortd 2>/dev/null || usermod -a -G video sortd) \
  && mkdir -p /var/cache/sortd && chown sortd:sortd /var/cache/sortd
 # GPU access: the render node (/dev/dri/renderD*) belongs to a group whose
 # id is the host's. Pass it with `docker run --group-add <gid>` or, on
@@ -34,7 +55,8 @@ RUN apt-get update -qq \
 # image's own video/render groups cover hosts whose ids match Debian's.
 COPY --from=build /build/sortd /build/sortctl /usr/local/bin/
 USER sortd
-# Compiled OpenCL programs: a volume, so that restarts start warm.
+# Compiled OpenCL programs: a volume, so that restarts start warm (PoCL,
+# where it is installed, keeps its own cache beside sortd's).
 ENV POCL_CACHE_DIR=/var/cache/sortd/pocl
 VOLUME /var/cache/sortd
 EXPOSE 50051 9464

@@ -10,8 +10,10 @@
   * the container's memory limit covers what those flags let sortd hold
     (memory_need(): the formula of deploy/README.md, "Memory limit");
   * the Dockerfile's build stage runs the same install and build scripts as
-    README's commands and .ci/run, and its runtime stage carries the Intel
-    GPU runtime, PoCL, a non-root user, the health check and the cache volume;
+    README's commands and .ci/run, and its runtime stage carries the ICD
+    loader, Intel's GPU runtime by default (OPENCL_DRIVERS), a non-root user,
+    the health check and the cache volume; .dockerignore leaves out build
+    trees and .git (deploy/image-test.sh builds and runs the image);
   * the compose stack's services, ports, volumes and mounted files;
   * promtool check config / check rules.
 
@@ -286,8 +288,24 @@ def check_docker(repo):
           "README's two commands are not scripts/run.sh and scripts/test.sh")
     with open(os.path.join(repo, ".ci", "run")) as f:
         check("scripts/test.sh" in f.read(), ".ci/run does not call test.sh")
-    for pkg in ("intel-opencl-icd", "ocl-icd-libopencl1", "pocl-opencl-icd"):
-        check(pkg in runtime, "runtime stage lacks " + pkg)
+    check("ocl-icd-libopencl1" in runtime, "runtime stage lacks the ICD "
+          "loader ocl-icd-libopencl1")
+    # The drivers: Intel's GPU runtime by default; PoCL only when asked for
+    # (docs/decisions/013-runtime-image.md).
+    m = re.search(r'^ARG OPENCL_DRIVERS="([^"]*)"', runtime, re.M)
+    if check(m, "runtime stage has no ARG OPENCL_DRIVERS"):
+        check(m.group(1).split() == ["intel-opencl-icd"],
+              "OPENCL_DRIVERS defaults to %r, not intel-opencl-icd" %
+              m.group(1))
+        check("${OPENCL_DRIVERS}" in runtime,
+              "runtime stage does not install ${OPENCL_DRIVERS}")
+    check(re.search(r"--no-install-recommends", runtime) and
+          re.search(r"rm -rf /var/lib/apt/lists", runtime),
+          "runtime stage installs recommends or keeps apt lists")
+    with open(os.path.join(repo, ".dockerignore")) as f:
+        ignored = set(f.read().split())
+    for path in (".git", "build", ".device"):
+        check(path in ignored, ".dockerignore does not leave out " + path)
     check(re.search(r"^USER (?!root)\S+", runtime, re.M),
           "runtime stage does not switch to a non-root user")
     check(re.search(r"^HEALTHCHECK .*sortctl.*health", runtime, re.M),

@@ -1,0 +1,433 @@
+#!/usr/bin/env bash
+# Builds the container image from the repository's Dockerfile and checks it
+# from outside, as an operator would use it:
+#
+#   * the image: at most SORTD_IMAGE_MAX_MB (500) MB, a non-root user, the
+#     health check, the kernel-cache volume, ports 50051 and 9464;
+#   * sortd started from the image (its ENTRYPOINT, as the image's user),
+#     with no GPU: --device=auto falls back to the CPU path and says so;
+#   * with the host's build/sortctl: health, verified sorts of every key
+#     type, a verified transpose; /metrics carries sortd's metrics;
+#   * SIGTERM with a sort in flight: the sort completes, sortd exits 0;
+#   * the kernel cache on a host directory mounted at /var/cache/sortd: an
+#     image built with PoCL (OPENCL_DRIVERS=pocl-opencl-icd) compiles its
+#     programs there on the first start, and the second start loads every
+#     one of them from there (none rebuilt or rewritten).
+#
+# Engine: `docker build`/`docker run --network host` where a Docker daemon
+# answers, otherwise buildah (installed with mmdebstrap if missing): a
+# minbase Debian 12 root file system from mmdebstrap becomes the local
+# docker.io/library/debian:bookworm, and `buildah bud --isolation chroot`
+# builds on it. Containers run with `buildah run --isolation chroot`, which
+# shares the host's network: sortd listens on free ports of host loopback.
+# The base root file system, the base image and the build's layers are kept
+# (SORTD_IMAGE_CACHE, storage of buildah), so a second run is quicker.
+#
+#   bash deploy/image-test.sh
+#
+# Environment: SORTD_IMAGE (image name, default localhost/sortd:test),
+# SORTD_IMAGE_CACHE (default /var/tmp/sortd-image), SORTD_IMAGE_MAX_MB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+
+IMAGE=${SORTD_IMAGE:-localhost/sortd:test}
+IMAGE_POCL=${IMAGE}-pocl
+CACHE=${SORTD_IMAGE_CACHE:-/var/tmp/sortd-image}
+MAX_MB=${SORTD_IMAGE_MAX_MB:-500}
+SORTCTL=$REPO/build/sortctl
+START=$(date +%s)
+
+log() { echo "image-test [$(($(date +%s) - START))s]: $*" >&2; }
+fail() {
+  echo "image-test: FAIL: $*" >&2
+  exit 1
+}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+  ENGINE=docker
+else
+  ENGINE=buildah
+  missing=()
+  command -v buildah >/dev/null 2>&1 || missing+=(buildah)
+  command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+      >/dev/null
+  fi
+fi
+B=(buildah --storage-driver vfs)
+command -v python3 >/dev/null 2>&1 || fail "python3 is missing: run scripts/install-deps.sh"
+
+if [ ! -x "$SORTCTL" ]; then
+  log "building build/sortctl"
+  bash scripts/build.sh
+fi
+
+WORK=$(mktemp -d /tmp/sortd-image-test.XXXXXX)
+CONTAINERS=()  # buildah containers or docker container names
+RUN_PIDS=()    # background `buildah run` / `docker logs` processes
+cleanup() {
+  local status=$?
+  for name in "${CONTAINERS[@]}"; do
+    if [ "$ENGINE" = docker ]; then
+      docker rm -f "$name" >/dev/null 2>&1 || true
+    else
+      stop_buildah_container "$name" || true
+      "${B[@]}" rm "$name" >/dev/null 2>&1 || true
+    fi
+  done
+  for pid in "${RUN_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+  if [ "$status" -ne 0 ]; then
+    echo "image-test: failed after $(($(date +%s) - START))s" >&2
+  fi
+}
+trap cleanup EXIT
+
+# --- the image ---------------------------------------------------------
+
+base_image() {
+  if "${B[@]}" inspect --type image docker.io/library/debian:bookworm \
+    >/dev/null 2>&1; then
+    log "base image docker.io/library/debian:bookworm: reused"
+    return
+  fi
+  mkdir -p "$CACHE"
+  local rootfs=$CACHE/bookworm-minbase-slim.tar
+  if [ ! -s "$rootfs" ]; then
+    # Debian's minbase without documentation, manual pages and translations
+    # (copyright files kept; the setting stays in the image's dpkg.cfg.d),
+    # with usr-is-merged instead of usrmerge and so without perl, which
+    # only usrmerge needs (perl-base stays: it is essential). What the
+    # build stage needs on top, it installs.
+    log "mmdebstrap --variant=minbase bookworm"
+    # shellcheck disable=SC2016  # $1: mmdebstrap's root, in its hook
+    local hook='chroot "$1" apt-get purge -y -qq usrmerge perl perl-modules-5.36 libperl5.36'
+    mmdebstrap --quiet --variant=minbase --format=tar --include=usr-is-merged \
+      --dpkgopt='path-exclude=/usr/share/doc/*' \
+      --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+      --dpkgopt='path-exclude=/usr/share/man/*' \
+      --dpkgopt='path-exclude=/usr/share/info/*' \
+      --dpkgopt='path-exclude=/usr/share/locale/*' \
+      --dpkgopt='path-exclude=/usr/share/lintian/*' \
+      --customize-hook="$hook" --customize-hook="${hook%% apt-get*} apt-get clean" \
+      bookworm "$rootfs.partial" >"$WORK/mmdebstrap.log" 2>&1 ||
+      { tail -n 20 "$WORK/mmdebstrap.log" >&2; fail "mmdebstrap failed"; }
+    mv "$rootfs.partial" "$rootfs"
+  fi
+  local c
+  c=$("${B[@]}" from scratch)
+  "${B[@]}" add "$c" "$rootfs" / >/dev/null
+  "${B[@]}" config --cmd /bin/bash \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    "$c"
+  "${B[@]}" commit --quiet --rm "$c" docker.io/library/debian:bookworm \
+    >/dev/null
+  log "base image docker.io/library/debian:bookworm: committed"
+}
+
+build_image() {  # NAME [docker build arguments...]
+  local name=$1
+  shift
+  log "building $name"
+  if [ "$ENGINE" = docker ]; then
+    docker build -q -t "$name" "$@" . >/dev/null
+  else
+    "${B[@]}" bud --quiet --isolation chroot --layers --format docker \
+      -t "$name" "$@" . >"$WORK/build.log" 2>&1 ||
+      { tail -n 40 "$WORK/build.log" >&2; fail "building $name failed"; }
+  fi
+  log "built $name"
+}
+
+# The image's size: the sum of its layers, uncompressed (what `docker
+# images` shows).
+image_bytes() {
+  if [ "$ENGINE" = docker ]; then
+    docker image inspect -f '{{.Size}}' "$1"
+  else
+    "${B[@]}" inspect --type image "$1" | python3 -c '
+import json, sys
+ids = json.load(sys.stdin)["OCIv1"]["rootfs"]["diff_ids"]
+with open(sys.argv[1] + "/vfs-layers/layers.json") as f:
+    size = {l.get("diff-digest"): l.get("diff-size", 0) for l in json.load(f)}
+missing = [i for i in ids if i not in size]
+if missing:
+    sys.exit("no size for layers %s" % missing)
+print(sum(size[i] for i in ids))' "$("${B[@]}" info --format '{{.store.GraphRoot}}')"
+  fi
+}
+
+image_config() {  # the image's Docker config, as JSON
+  if [ "$ENGINE" = docker ]; then
+    docker image inspect "$1" |
+      python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)[0]["Config"]))'
+  else
+    "${B[@]}" inspect --type image "$1" |
+      python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["Docker"]["config"]))'
+  fi
+}
+
+# --- containers --------------------------------------------------------
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# The host pid of the sortd a `buildah run` (pid $1) started: its
+# descendant whose command is sortd.
+buildah_sortd_pid() {
+  local queue=("$1") pid children
+  while [ ${#queue[@]} -gt 0 ]; do
+    pid=${queue[0]}
+    queue=("${queue[@]:1}")
+    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = sortd ]; then
+      echo "$pid"
+      return 0
+    fi
+    children=$(cat /proc/"$pid"/task/*/children 2>/dev/null || true)
+    for c in $children; do queue+=("$c"); done
+  done
+  return 1
+}
+
+declare -A RUNNER  # container -> pid of its `buildah run`
+
+stop_buildah_container() {
+  local pid=${RUNNER[$1]:-}
+  [ -n "$pid" ] || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    local sortd_pid
+    if sortd_pid=$(buildah_sortd_pid "$pid"); then
+      kill -TERM "$sortd_pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+  fi
+}
+
+# start NAME IMAGE CACHE_DIR LOG sortd-arguments...: sortd from the image's
+# ENTRYPOINT, with these arguments after the image's own, as the image's
+# user, /var/cache/sortd mounted from CACHE_DIR. Sets CONTAINER.
+start() {
+  local name=$1 image=$2 cache=$3 logfile=$4
+  shift 4
+  if [ "$ENGINE" = docker ]; then
+    docker run -d --name "$name" --network host \
+      -v "$cache:/var/cache/sortd" "$image" "$@" >/dev/null
+    CONTAINERS+=("$name")
+    docker logs -f "$name" >"$logfile" 2>&1 &
+    RUN_PIDS+=($!)
+    CONTAINER=$name
+  else
+    local c entrypoint
+    c=$("${B[@]}" from --quiet --pull-never --name "$name" "$image")
+    CONTAINERS+=("$c")
+    mapfile -t entrypoint < <(image_config "$image" |
+      python3 -c 'import json,sys; print("\n".join(json.load(sys.stdin)["Entrypoint"]))')
+    "${B[@]}" run --isolation chroot -v "$cache:/var/cache/sortd" "$c" -- \
+      "${entrypoint[@]}" "$@" >"$logfile" 2>&1 &
+    RUNNER[$c]=$!
+    CONTAINER=$c
+  fi
+}
+
+running() {
+  if [ "$ENGINE" = docker ]; then
+    [ "$(docker inspect -f '{{.State.Running}}' "$1")" = true ]
+  else
+    kill -0 "${RUNNER[$1]}" 2>/dev/null
+  fi
+}
+
+sortd_pid() {
+  if [ "$ENGINE" = docker ]; then
+    docker inspect -f '{{.State.Pid}}' "$1"
+  else
+    buildah_sortd_pid "${RUNNER[$1]}"
+  fi
+}
+
+wait_serving() {  # CONTAINER LOG SECONDS
+  local deadline=$(($(date +%s) + $3))
+  until grep -q "serving on" "$2"; do
+    running "$1" || { cat "$2" >&2; fail "sortd exited before serving"; }
+    [ "$(date +%s)" -lt "$deadline" ] ||
+      { cat "$2" >&2; fail "sortd did not serve within $3 s"; }
+    sleep 0.2
+  done
+}
+
+# terminate CONTAINER SECONDS: SIGTERM to sortd; sets EXIT_CODE and
+# STOP_SECONDS (fails when sortd is still running after SECONDS).
+terminate() {
+  local t0
+  t0=$(date +%s)
+  if [ "$ENGINE" = docker ]; then
+    docker kill -s TERM "$1" >/dev/null
+    EXIT_CODE=$(timeout "$2" docker wait "$1") ||
+      fail "sortd still runs $2 s after SIGTERM"
+  else
+    local pid runner=${RUNNER[$1]}
+    pid=$(buildah_sortd_pid "$runner") || fail "no sortd process to stop"
+    kill -TERM "$pid"
+    local deadline=$((t0 + $2))
+    while kill -0 "$runner" 2>/dev/null; do
+      [ "$(date +%s)" -lt "$deadline" ] ||
+        fail "sortd still runs $2 s after SIGTERM"
+      sleep 0.1
+    done
+    EXIT_CODE=0
+    wait "$runner" || EXIT_CODE=$?
+  fi
+  STOP_SECONDS=$(($(date +%s) - t0))
+}
+
+sortctl() { "$SORTCTL" --target="127.0.0.1:$GRPC_PORT" "$@"; }
+
+# Lists the programs of a kernel cache: name, inode, modification time, size.
+cache_listing() {
+  find "$1" -maxdepth 1 -name '*.clbin' -printf '%f %i %T@ %s\n' | sort
+}
+
+# --- run -----------------------------------------------------------------
+
+if [ "$ENGINE" = buildah ]; then base_image; fi
+build_image "$IMAGE"
+bytes=$(image_bytes "$IMAGE")
+mb=$((bytes / 1000000))
+echo "image size: $mb MB"
+[ "$mb" -le "$MAX_MB" ] || fail "the image is $mb MB, over $MAX_MB MB"
+
+python3 - "$(image_config "$IMAGE")" <<'EOF' || fail "image configuration"
+import json, sys
+c = json.loads(sys.argv[1])
+problems = []
+if c.get("User") in (None, "", "root", "0"):
+    problems.append("runs as root (User %r)" % c.get("User"))
+hc = (c.get("Healthcheck") or {}).get("Test") or []
+if not any("health" in t for t in hc):
+    problems.append("no health check through sortctl health: %r" % hc)
+if "/var/cache/sortd" not in (c.get("Volumes") or {}):
+    problems.append("no volume /var/cache/sortd")
+for p in ("50051/tcp", "9464/tcp"):
+    if p not in (c.get("ExposedPorts") or {}):
+        problems.append("port %s not exposed" % p)
+if "--kernel_cache_dir=/var/cache/sortd" not in (c.get("Entrypoint") or []):
+    problems.append("the entrypoint does not use the cache volume")
+for p in problems:
+    print("image-test: FAIL: " + p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+
+# The CPU path: no GPU and no OpenCL CPU device in the image.
+VOLUME=$WORK/kernels
+mkdir -p "$VOLUME"
+chown 10001:10001 "$VOLUME" 2>/dev/null || chmod 0777 "$VOLUME"
+GRPC_PORT=$(free_port)
+METRICS_PORT=$(free_port)
+LOG=$WORK/sortd.log
+start sortd-image-test-$$ "$IMAGE" "$VOLUME" "$LOG" \
+  --listen="127.0.0.1:$GRPC_PORT" --metrics_listen="127.0.0.1:$METRICS_PORT" \
+  --log_requests --drain_timeout=20s
+MAIN=$CONTAINER
+wait_serving "$MAIN" "$LOG" 120
+log "sortd serves on 127.0.0.1:$GRPC_PORT"
+grep -q "SERVING WITHOUT A GPU, on the CPU path alone" "$LOG" ||
+  { cat "$LOG" >&2; fail "--device=auto without a GPU did not fall back to the CPU path"; }
+pid=$(sortd_pid "$MAIN") || fail "no sortd process"
+uid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")
+[ "$uid" = 10001 ] || fail "sortd runs as uid $uid, not the image's user (10001)"
+
+sortctl --timeout=5s health >/dev/null || fail "health"
+for type in u32 i32 f32 u64 i64 f64; do
+  sortctl sort --type "$type" --random 300000 --verify >"$WORK/out" 2>&1 ||
+    { cat "$WORK/out" >&2; fail "verified sort of $type keys"; }
+  grep -q "keys (ascending) on cpu" "$WORK/out" ||
+    { cat "$WORK/out" >&2; fail "the $type sort was not answered on the CPU path"; }
+done
+sortctl sort --type f64 --desc --values u64 --permutation --random 100000 \
+  --verify >"$WORK/out" 2>&1 ||
+  { cat "$WORK/out" >&2; fail "verified sort of f64 keys with values"; }
+sortctl transpose --random 1024 --verify >"$WORK/out" 2>&1 ||
+  { cat "$WORK/out" >&2; fail "verified transpose"; }
+log "health, verified sorts of u32 i32 f32 u64 i64 f64, transpose: ok"
+
+METRICS=$WORK/metrics
+curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" >"$METRICS" ||
+  fail "GET /metrics"
+grep -q '^sortd_requests_total{.*method="Sort".*path="cpu"' "$METRICS" ||
+  fail "/metrics has no sortd_requests_total for sorts on the CPU path"
+grep -q '^sortd_build_info{' "$METRICS" || fail "/metrics has no sortd_build_info"
+log "/metrics: ok"
+
+# SIGTERM with a sort in flight (one call, not split into parts: a part
+# sent after the drain began would be refused, as any new call is).
+starts=$(grep -c "sortd: start Sort" "$LOG" || true)
+sortctl --split_bytes=0 sort --type u64 --random 16000000 --verify \
+  >/dev/null 2>"$WORK/drain.out" &
+client=$!
+deadline=$(($(date +%s) + 60))
+until [ "$(grep -c "sortd: start Sort" "$LOG" || true)" -gt "$starts" ]; do
+  kill -0 "$client" 2>/dev/null || break
+  [ "$(date +%s)" -lt "$deadline" ] || fail "the in-flight sort never started"
+  sleep 0.05
+done
+terminate "$MAIN" 30
+client_status=0
+wait "$client" || client_status=$?
+[ "$EXIT_CODE" = 0 ] || { cat "$LOG" >&2; fail "sortd exited $EXIT_CODE after SIGTERM"; }
+grep -q "draining" "$LOG" || fail "sortd did not drain on SIGTERM"
+[ "$client_status" = 0 ] ||
+  { cat "$WORK/drain.out" >&2; fail "the sort in flight at SIGTERM failed ($client_status)"; }
+grep -q "sortd: end Sort OK" "$LOG" || fail "the sort in flight did not end OK"
+log "SIGTERM: the sort in flight completed, sortd exited 0 in ${STOP_SECONDS}s"
+
+# The kernel cache on a host directory, with the OpenCL CPU device (PoCL).
+build_image "$IMAGE_POCL" --build-arg OPENCL_DRIVERS=pocl-opencl-icd
+echo "image size with PoCL only: $(($(image_bytes "$IMAGE_POCL") / 1000000)) MB"
+KERNELS=$WORK/kernels-pocl
+mkdir -p "$KERNELS"
+chown 10001:10001 "$KERNELS" 2>/dev/null || chmod 0777 "$KERNELS"
+for round in cold warm; do
+  GRPC_PORT=$(free_port)
+  METRICS_PORT=$(free_port)
+  LOG=$WORK/sortd-$round.log
+  t0=$(date +%s)
+  start "sortd-image-test-$round-$$" "$IMAGE_POCL" "$KERNELS" "$LOG" \
+    --device=opencl-cpu --cpu_max_keys=100 --listen="127.0.0.1:$GRPC_PORT" \
+    --metrics_listen="127.0.0.1:$METRICS_PORT"
+  wait_serving "$CONTAINER" "$LOG" 600
+  up=$(($(date +%s) - t0))
+  sortctl sort --type u32 --random 100000 --verify >"$WORK/out" 2>&1 ||
+    { cat "$WORK/out" >&2; fail "verified sort on the OpenCL CPU device ($round)"; }
+  grep -q "keys (ascending) on opencl-cpu" "$WORK/out" ||
+    { cat "$WORK/out" >&2; fail "the sort was not served on the OpenCL CPU device"; }
+  terminate "$CONTAINER" 30
+  [ "$EXIT_CODE" = 0 ] || { cat "$LOG" >&2; fail "sortd ($round) exited $EXIT_CODE"; }
+  if [ "$round" = cold ]; then
+    cache_listing "$KERNELS" >"$WORK/cold.list"
+    programs=$(wc -l <"$WORK/cold.list")
+    [ "$programs" -gt 0 ] || fail "the first start left no compiled programs in /var/cache/sortd"
+    log "cold start: serving after ${up}s, $programs programs compiled into the volume"
+  else
+    cache_listing "$KERNELS" >"$WORK/warm.list"
+    if grep -q "kernel cache: rebuilding" "$LOG" ||
+      ! cmp -s "$WORK/cold.list" "$WORK/warm.list"; then
+      diff "$WORK/cold.list" "$WORK/warm.list" >&2 || true
+      fail "the second start did not load every program from the volume"
+    fi
+    log "warm start: serving after ${up}s, all $programs programs loaded from the volume"
+  fi
+done
+
+log "all checks passed"
