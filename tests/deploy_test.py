@@ -2,9 +2,14 @@
 """Static checks of the deployment files (no container engine runs here).
 
   * yamllint --strict on every YAML file of the repository;
-  * `kubectl kustomize deploy/k8s` renders, and the rendered objects carry
-    what a production deployment needs (GPU resource, gRPC probes, security
-    context, scrape annotations, services for round_robin, PDB, HPA);
+  * `kubectl kustomize` renders deploy/k8s/base and each overlay (dev,
+    prod), and the rendered objects carry what a deployment needs (GPU
+    resource, gRPC probes, security context, scrape annotations, services
+    for round_robin, PDB, HPA on CPU, a hash-suffixed flags ConfigMap the
+    pods mount, spread over nodes, a NetworkPolicy admitting only 50051 and
+    9464, the kernel cache's volume); prod also a ReadWriteMany claim for
+    the kernel cache, the PodMonitor, and the HPA on sortd_queued_keys with
+    its prometheus-adapter rule;
   * every flag in the ConfigMap's flagfile is one sortd knows; it asks for
     the GPU explicitly (--device=gpu) and injects no faults;
   * the container's memory limit covers what those flags let sortd hold
@@ -15,7 +20,8 @@
     the health check and the cache volume; .dockerignore leaves out build
     trees and .git (deploy/image-test.sh builds and runs the image);
   * the compose stack's services, ports, volumes and mounted files;
-  * promtool check config / check rules.
+  * promtool check config / check rules / test rules (sortd-rules.test.yml),
+    and every alert's runbook is a section of deploy/README.md.
 
 Usage: deploy_test.py --repo DIR --sortd PATH
 """
@@ -130,14 +136,36 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
           "raise the limit)" % (limit, have / 2**30, need / 2**30))
 
 
+# What `kubectl kustomize` renders, and what each must carry beyond the
+# common checks: the kernel cache's volume kind, the Prometheus Operator's
+# PodMonitor, the HPA on queue depth.
+KUSTOMIZATIONS = {
+    "base": {"cache": "emptyDir", "podmonitor": False, "queue_hpa": False},
+    "overlays/dev": {"cache": "emptyDir", "podmonitor": False,
+                     "queue_hpa": False},
+    "overlays/prod": {"cache": "persistentVolumeClaim", "podmonitor": True,
+                      "queue_hpa": True},
+}
+
+
 def check_k8s(repo, sortd):
     if shutil.which("kubectl") is None:
         check(False, "kubectl is not installed: run scripts/install-deps.sh")
         return
-    r = run(["kubectl", "kustomize", os.path.join(repo, "deploy", "k8s")])
-    if not check(r.returncode == 0, "kubectl kustomize failed: " + r.stderr):
-        return
-    objs = [o for o in yaml.safe_load_all(r.stdout) if o]
+    k8s = os.path.join(repo, "deploy", "k8s")
+    for name, expect in KUSTOMIZATIONS.items():
+        r = run(["kubectl", "kustomize", os.path.join(k8s, name)])
+        if not check(r.returncode == 0,
+                     "kubectl kustomize %s failed: %s" % (name, r.stderr)):
+            continue
+        before = len(failures)
+        check_rendered(repo, sortd, [o for o in yaml.safe_load_all(r.stdout)
+                                     if o], expect)
+        failures[before:] = ["deploy/k8s/%s: %s" % (name, f)
+                             for f in failures[before:]]
+
+
+def check_rendered(repo, sortd, objs, expect):
     by_kind = {}
     for o in objs:
         by_kind.setdefault(o["kind"], []).append(o)
@@ -146,7 +174,8 @@ def check_k8s(repo, sortd):
               "%s/%s is not in namespace sortd" % (o["kind"],
                                                   o["metadata"]["name"]))
     for kind in ("Namespace", "ConfigMap", "Deployment", "Service",
-                 "PodDisruptionBudget", "HorizontalPodAutoscaler"):
+                 "PodDisruptionBudget", "HorizontalPodAutoscaler",
+                 "NetworkPolicy"):
         check(kind in by_kind, "rendered manifests lack a " + kind)
     if "Deployment" not in by_kind:
         return
@@ -250,6 +279,88 @@ def check_k8s(repo, sortd):
               pdb.get("spec", {}).get("selector", {})
               .get("matchLabels", {}).items()),
           "PDB selects no sortd pod")
+
+    # The flagfile's ConfigMap carries a hash of its text in its name
+    # (configMapGenerator), and the pods mount that name: a change rolls them.
+    cm_name = cm.get("metadata", {}).get("name", "")
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    check(re.fullmatch(r"sortd-flags-[a-z0-9]{6,}", cm_name),
+          "the flags ConfigMap is not hash-suffixed (configMapGenerator): " +
+          cm_name)
+    check(volumes.get(mounts.get("/etc/sortd"), {}).get("configMap", {})
+          .get("name") == cm_name,
+          "the pods do not mount the generated ConfigMap " + cm_name)
+    # Replicas spread over nodes.
+    spread = [t for t in pod.get("topologySpreadConstraints", [])
+              if t.get("topologyKey") == "kubernetes.io/hostname"]
+    check(spread and all(labels.get(k) == v for k, v in spread[0].get(
+        "labelSelector", {}).get("matchLabels", {"": None}).items()),
+        "no topology spread of sortd pods over kubernetes.io/hostname")
+    # Only the gRPC and metrics ports are admitted.
+    nps = by_kind.get("NetworkPolicy", [])
+    if check(len(nps) == 1, "no NetworkPolicy"):
+        np = nps[0]["spec"]
+        check(all(labels.get(k) == v for k, v in
+                  np.get("podSelector", {}).get("matchLabels", {}).items())
+              and np.get("podSelector", {}).get("matchLabels"),
+              "the NetworkPolicy selects no sortd pod")
+        check("Ingress" in np.get("policyTypes", []),
+              "the NetworkPolicy does not restrict ingress")
+        admitted = [p.get("port") for rule in np.get("ingress", [])
+                    for p in rule.get("ports", [{"port": "any"}])]
+        check(sorted(admitted, key=str) == [50051, 9464],
+              "the NetworkPolicy admits %s, not exactly 50051 and 9464" %
+              admitted)
+    # The kernel cache: emptyDir, or a claim that outlives the pod.
+    cache = volumes.get(mounts.get("/var/cache/sortd"), {})
+    check(expect["cache"] in cache,
+          "the kernel cache is not on a %s volume: %s" % (expect["cache"],
+                                                         cache))
+    if "persistentVolumeClaim" in cache:
+        claim = cache["persistentVolumeClaim"].get("claimName")
+        pvcs = {p["metadata"]["name"]: p
+                for p in by_kind.get("PersistentVolumeClaim", [])}
+        check(claim in pvcs, "no PersistentVolumeClaim %s rendered" % claim)
+        if claim in pvcs:
+            check("ReadWriteMany" in pvcs[claim]["spec"].get("accessModes",
+                                                             []),
+                  "the kernel cache claim is not ReadWriteMany (replicas "
+                  "on several nodes share it)")
+    # The Prometheus Operator's PodMonitor.
+    pms = by_kind.get("PodMonitor", [])
+    check(bool(pms) == expect["podmonitor"],
+          "PodMonitor expected: %s, rendered: %d" % (expect["podmonitor"],
+                                                     len(pms)))
+    for pm in pms:
+        spec = pm["spec"]
+        check(spec.get("selector", {}).get("matchLabels") and
+              all(labels.get(k) == v for k, v in
+                  spec["selector"]["matchLabels"].items()),
+              "the PodMonitor selects no sortd pod")
+        check([e.get("port") for e in spec.get("podMetricsEndpoints", [])] ==
+              ["metrics"], "the PodMonitor does not scrape port metrics")
+        check("app.kubernetes.io/name" in spec.get("podTargetLabels", []),
+              "the PodMonitor does not give targets app_kubernetes_io_name, "
+              "the label the alerts select on")
+    # The HPA: CPU always, queue depth through prometheus-adapter in prod.
+    metrics = hpa.get("spec", {}).get("metrics", [])
+    check(any(m.get("resource", {}).get("name") == "cpu" for m in metrics),
+          "the HPA does not scale on CPU")
+    pods_metrics = [m["pods"]["metric"]["name"] for m in metrics
+                    if m.get("type") == "Pods"]
+    check(("sortd_queued_keys" in pods_metrics) == expect["queue_hpa"],
+          "HPA on sortd_queued_keys expected: %s, has: %s" % (
+              expect["queue_hpa"], pods_metrics))
+    if expect["queue_hpa"]:
+        with open(os.path.join(repo, "deploy", "k8s", "overlays", "prod",
+                               "prometheus-adapter-rules.yaml")) as f:
+            rules = yaml.safe_load(f)["rules"]["custom"]
+        check(any("sortd_queued_keys" in r["seriesQuery"] and
+                  r["name"]["as"] == "sortd_queued_keys" and
+                  set(r["resources"]["overrides"]) == {"namespace", "pod"}
+                  for r in rules),
+              "prometheus-adapter-rules.yaml serves no sortd_queued_keys "
+              "pods metric")
 
 
 def dockerfile_stages(text):
@@ -377,6 +488,34 @@ def check_compose(repo):
           "compose.gpu.yaml does not pass /dev/dri")
 
 
+def markdown_anchors(text):
+    """The anchors GitHub gives a Markdown file's headings."""
+    anchors = set()
+    for m in re.finditer(r"^#+ +(.+?) *$", text, re.M):
+        a = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower())
+        anchors.add(a.replace(" ", "-"))
+    return anchors
+
+
+def check_runbooks(repo):
+    """Every alert has a runbook annotation naming a section of
+    deploy/README.md that exists."""
+    with open(os.path.join(repo, "deploy", "prometheus",
+                           "sortd-rules.yml")) as f:
+        groups = yaml.safe_load(f)["groups"]
+    with open(os.path.join(repo, "deploy", "README.md")) as f:
+        anchors = markdown_anchors(f.read())
+    for g in groups:
+        for rule in g["rules"]:
+            if "alert" not in rule:
+                continue
+            link = rule.get("annotations", {}).get("runbook", "")
+            m = re.fullmatch(r"deploy/README\.md#([\w-]+)", link)
+            check(m and m.group(1) in anchors,
+                  "alert %s: runbook %r is not a section of deploy/README.md"
+                  % (rule["alert"], link))
+
+
 def main():
     global SORTD
     ap = argparse.ArgumentParser()
@@ -396,6 +535,9 @@ def main():
         r = run(["promtool"] + args)
         check(r.returncode == 0, "promtool %s: %s" % (args[1], r.stdout +
                                                      r.stderr))
+    r = run(["promtool", "test", "rules", "sortd-rules.test.yml"], cwd=prom)
+    check(r.returncode == 0, "promtool test rules: " + r.stdout + r.stderr)
+    check_runbooks(repo)
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
         sys.exit(1)

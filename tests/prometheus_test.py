@@ -13,7 +13,8 @@ rules, drives a bounded verified load through sortctl, then:
   * every recording rule must return data, every alerting rule must parse,
     and Prometheus must report every rule group healthy;
   * the alerts this server must raise (serving without a GPU, fault
-    injection on) become pending or firing;
+    injection on) become pending or firing, and SortdDown and SortdAbsent
+    stay inactive (the alerts find the scraped target by its label);
   * the per-stage kernel histograms are there, per device.
 
 Usage: prometheus_test.py --sortd PATH --sortctl PATH --repo DIR
@@ -37,6 +38,9 @@ import urllib.request
 RATE_INTERVAL = "1m"  # what Grafana's $__rate_interval stands for here
 # Alerts this sortd (OpenCL CPU device, --inject_faults) must raise.
 EXPECTED_ALERTS = {"SortdServingWithoutGpu", "SortdFaultInjectionEnabled"}
+# Alerts that must stay inactive: the target carries the label the alerts
+# select sortd's targets by (app_kubernetes_io_name), and is up.
+QUIET_ALERTS = {"SortdDown", "SortdAbsent"}
 
 
 def fail(msg):
@@ -185,6 +189,7 @@ def main():
                     "rule_files:\n  - %s\n"
                     "scrape_configs:\n  - job_name: sortd\n"
                     "    static_configs:\n      - targets: ['%s']\n"
+                    "        labels: {app_kubernetes_io_name: sortd}\n"
                     % (rules_path, sortd.metrics))
         promtool("check", "config", config)
         prom = subprocess.Popen(
@@ -292,6 +297,12 @@ def main():
         wait_for("alerts %s pending or firing" % sorted(EXPECTED_ALERTS),
                  lambda: all(alert_states().get(name) in ("pending", "firing")
                              for name in EXPECTED_ALERTS), 60)
+
+        states = alert_states()
+        for name in sorted(QUIET_ALERTS):
+            if states.get(name) != "inactive":
+                failures.append("alert %s is %s, not inactive" %
+                                (name, states.get(name)))
 
         rules = json.loads(http_get(p.base + "/api/v1/rules"))
         groups = rules["data"]["groups"]
