@@ -76,6 +76,10 @@ struct RadixKernels {
   // keys, raw out, index, values in/out, n, kind, descending, value words,
   // decode keys
   TypedKernel<Buf, Buf, Buf, Buf, Buf, U32, U32, U32, U32, U32> decode;
+  // index, offsets, segments, ids out, places out, n
+  TypedKernel<Buf, Buf, U32, Buf, Buf, U32> segment_ids;
+  // keys in, index in, places, keys out, index out, n
+  TypedKernel<Buf, Buf, Buf, Buf, Buf, U32> segment_gather;
 };
 
 // bitonic_sort.cl's kernels, one build (key width, index).

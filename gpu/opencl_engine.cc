@@ -41,7 +41,9 @@ absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
                   std::pair{&k.scatter, "radix_scatter"},
                   std::pair{&k.onesweep, "radix_onesweep"},
                   std::pair{&k.digit_starts, "radix_digit_starts"},
-                  std::pair{&k.decode, "radix_decode"}));
+                  std::pair{&k.decode, "radix_decode"},
+                  std::pair{&k.segment_ids, "radix_segment_ids"},
+                  std::pair{&k.segment_gather, "radix_segment_gather"}));
   // Only warp-level builds have it.
   if (!warp_level) return absl::OkStatus();
   return MakeKernels(program, std::pair{&k.segments, "radix_segments"});
@@ -311,13 +313,21 @@ absl::Status OpenClEngine::Sort(const SortJob& job) {
 absl::Status OpenClEngine::SortOnLane(Run& run, const SortJob& job) {
   const SortPlan plan = PlanSort(policy_, options_.algorithm, job, job.count);
   SortArrays a;
-  cl::Buffer totals;
   if (plan.bitonic) {
+    cl::Buffer totals;
     SORTD_RETURN_IF_ERROR(Upload(run, job, plan, false, true, a, &totals));
     SORTD_RETURN_IF_ERROR(BitonicSort(run, policy_.bitonic, plan, a));
     return Download(run, job, a);
   }
+  SORTD_RETURN_IF_ERROR(UploadAndRadixSort(run, job, plan, a));
+  return Download(run, job, a);
+}
+
+absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
+                                              const SortPlan& plan,
+                                              SortArrays& a) {
   // Digits counted, keys left raw: the first pass orders them as it reads.
+  cl::Buffer totals;
   SORTD_RETURN_IF_ERROR(Upload(run, job, plan, true, false, a, &totals));
   // One small read-back: passes whose digit every key shares are skipped.
   const size_t radix = plan.passes.radix;
@@ -334,18 +344,15 @@ absl::Status OpenClEngine::SortOnLane(Run& run, const SortJob& job) {
     // Every key the same: no pass runs, so the keys and indices are put in
     // ordered form here (and back in Download).
     RadixKernels& k = run.lane().radix[plan.key_bits == 64][plan.with_index];
-    SORTD_RETURN_IF_ERROR(
-        EncodeKeys(run, policy_.radix, k, job, a, totals, false, true));
-    return Download(run, job, a);
+    return EncodeKeys(run, policy_.radix, k, job, a, totals, false, true);
   }
   const RawEnds raw_ends{
       .keys = a.raw,
       .kind_order =
           KindCode(job.key_type) |
           (job.order == Order::kDescending ? SORTD_MODE_DESCENDING : 0u)};
-  SORTD_RETURN_IF_ERROR(RadixPasses(run, policy_.radix, plan.passes, a, skip,
-                                    &totals, &raw_ends));
-  return Download(run, job, a);
+  return RadixPasses(run, policy_.radix, plan.passes, a, skip, &totals,
+                     &raw_ends);
 }
 
 size_t OpenClEngine::max_sort_keys(const SortJob& shape) const {

@@ -142,9 +142,6 @@ class OpenClEngine final : public Sorter {
   std::pair<std::string, std::string> vendor_driver() const override {
     return {device_.info.vendor, device_.info.driver};
   }
-  size_t fused_segment_keys(KeyType t) const override {
-    return static_cast<size_t>(policy_.bitonic.Block(KeySize(t) * 8));
-  }
   size_t max_sort_keys(const SortJob& shape) const override;
   size_t max_transpose_matrices() const override;
   // Device bytes one Sort() of `count` keys of `shape`'s kind allocates
@@ -185,13 +182,16 @@ class OpenClEngine final : public Sorter {
   // Ordered keys back to raw bits, payload gathered, then everything down.
   absl::Status Download(Run& run, const SortJob& job, SortArrays& a);
   absl::Status SortOnLane(Run& run, const SortJob& job);
+  // Upload, then the radix passes of `plan` (passes in which every key
+  // shares its digit skipped): the keys in a.keys[a.cur], raw if a pass
+  // ran (a.keys_raw), with their indices if the plan has them.
+  absl::Status UploadAndRadixSort(Run& run, const SortJob& job,
+                                  const SortPlan& plan, SortArrays& a);
   absl::Status SegmentsOnLane(Run& run, const SortJob& job,
                               absl::Span<const uint32_t> offsets);
-  // Segments longer than a bitonic block, each by radix passes on a
-  // scratch copy.
-  absl::Status LongSegments(Run& run, const SortJob& job,
-                            absl::Span<const uint32_t> offsets,
-                            const std::vector<uint32_t>& list, SortArrays& a);
+  // Segments of any length as one array (SegmentedPlan).
+  absl::Status SegmentsAsOneArray(Run& run, const SortJob& job,
+                                  absl::Span<const uint32_t> offsets);
 
   Device device_;
   Options options_;

@@ -1,8 +1,9 @@
 // OpenClEngine::SortSegments: every segment of one array sorted in one run.
-// Segments of up to a bitonic block (or, with warp-level ranking, of up to
-// one radix tile) are sorted by one work-group each in a single launch per
-// kind; longer ones by radix passes on a scratch copy, all enqueued without
-// waiting on the host.
+// Where every segment fits a bitonic block (or, with warp-level ranking,
+// one radix tile), one work-group sorts each, in a single launch per kind.
+// Where one is longer, the whole array is sorted as one (SegmentedPlan):
+// by key, then by segment, so that the passes serve every segment at once
+// and a batch costs the launches of one sort, whatever its segments.
 #include <algorithm>
 #include <limits>
 #include <tuple>
@@ -34,13 +35,14 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
   const size_t block = policy_.bitonic.Block(bits);
   // Segments of more than segment_radix_above keys that fit one radix tile
   // are sorted by radix_segments (one work-group each); others of up to a
-  // bitonic block by the bitonic kernel; longer ones by radix passes.
+  // bitonic block by the bitonic kernel. One longer: all as one array.
   const RadixSortPolicy& rp = policy_.radix;
   const size_t radix_above = rp.WarpLevel(bits) && rp.segment_radix_above > 0
                                  ? rp.segment_radix_above
                                  : std::numeric_limits<size_t>::max();
   const size_t radix_tile = rp.Tile(bits, with_index);
-  std::vector<uint32_t> short_segments, radix_segments, long_segments;
+  std::vector<uint32_t> short_segments, radix_segments;
+  bool any_long = false;
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
     const size_t len = offsets[s + 1] - offsets[s];
     if (len <= 1) continue;
@@ -49,9 +51,11 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
     } else if (len <= block) {
       short_segments.push_back(static_cast<uint32_t>(s));
     } else {
-      long_segments.push_back(static_cast<uint32_t>(s));
+      any_long = true;
     }
   }
+
+  if (any_long) return SegmentsAsOneArray(run, job, offsets);
 
   SortArrays a;
   cl::Buffer totals;
@@ -86,58 +90,70 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
   SORTD_RETURN_IF_ERROR(per_segment(radix_segments,
                                     lane.radix[bits == 64][with_index].segments,
                                     rp.work_group));
-  SORTD_RETURN_IF_ERROR(LongSegments(run, job, offsets, long_segments, a));
   return Download(run, job, a);
 }
 
-absl::Status OpenClEngine::LongSegments(Run& run, const SortJob& job,
-                                        absl::Span<const uint32_t> offsets,
-                                        const std::vector<uint32_t>& list,
-                                        SortArrays& a) {
-  if (list.empty()) return absl::OkStatus();
-  const int bits = KeyBits(job);
-  const bool with_index = WithIndex(job);
-  const size_t ks = KeySize(job.key_type);
-  size_t longest = 0;
-  for (uint32_t s : list) {
-    longest = std::max<size_t>(longest, offsets[s + 1] - offsets[s]);
-  }
-  SortArrays scratch;
+absl::Status OpenClEngine::SegmentsAsOneArray(
+    Run& run, const SortJob& job, absl::Span<const uint32_t> offsets) {
+  const size_t n = job.count;
+  const size_t segments = offsets.size() - 1;
+  const SegmentedPlan plan = PlanSegmentedSort(policy_, job, n, segments);
+  SortArrays a;
+  SORTD_RETURN_IF_ERROR(UploadAndRadixSort(run, job, plan.keys, a));
+  if (plan.id_passes == 0) return Download(run, job, a);
+
+  // Each key's segment, from its place before the sort (a.index).
+  SortArrays b;
+  cl::Buffer d_offsets, id_totals;
   for (auto [buffer, bytes, what] :
-       {std::tuple{&scratch.keys[0], longest * ks, "segment keys"},
-        {&scratch.keys[1], longest * ks, "segment keys (alternate)"},
-        {&scratch.index[0], with_index ? longest * 4 : 0, "segment indices"},
-        {&scratch.index[1], with_index ? longest * 4 : 0,
-         "segment indices (alternate)"}}) {
-    absl::StatusOr<cl::Buffer> b = run.Allocate(bytes, what);
-    if (!b.ok()) return b.status();
-    *buffer = *b;
+       {std::tuple{&d_offsets, plan.offsets_bytes, "segment offsets"},
+        {&b.keys[0], plan.ids_bytes, "segment ids"},
+        {&b.keys[1], plan.ids_bytes, "segment ids (alternate)"},
+        {&b.index[0], plan.ids_bytes, "places"},
+        {&b.index[1], plan.ids_bytes, "places (alternate)"},
+        {&id_totals, plan.id_totals_bytes, "segment digit totals"}}) {
+    absl::StatusOr<cl::Buffer> buf = run.Allocate(bytes, what);
+    if (!buf.ok()) return buf.status();
+    *buffer = *buf;
   }
-  const std::vector<bool> all_passes(
-      DivUp(static_cast<size_t>(bits), policy_.radix.radix_bits));
-  for (uint32_t s : list) {
-    const size_t begin = offsets[s];
-    const size_t len = offsets[s + 1] - begin;
-    scratch.cur = 0;
-    SORTD_RETURN_IF_ERROR(
-        run.Copy(a.keys[0], begin * ks, scratch.keys[0], 0, len * ks));
-    if (with_index) {
-      SORTD_RETURN_IF_ERROR(
-          run.Copy(a.index[0], begin * 4, scratch.index[0], 0, len * 4));
-    }
-    // No digit totals for a segment: three launches per pass.
-    const RadixPassPlan plan = PlanRadixPasses(policy_.radix, bits, with_index,
-                                               len, /*has_totals=*/false);
-    SORTD_RETURN_IF_ERROR(RadixPasses(run, policy_.radix, plan, scratch,
-                                      all_passes, nullptr, nullptr));
-    SORTD_RETURN_IF_ERROR(run.Copy(scratch.keys[scratch.cur], 0, a.keys[0],
-                                   begin * ks, len * ks));
-    if (with_index) {
-      SORTD_RETURN_IF_ERROR(run.Copy(scratch.index[scratch.cur], 0, a.index[0],
-                                     begin * 4, len * 4));
+  SORTD_RETURN_IF_ERROR(run.WriteNow(d_offsets, plan.offsets_bytes,
+                                     offsets.data(), "segment offsets"));
+  // The ids' digit counts follow from the segments' lengths.
+  const size_t radix = plan.ids.radix;
+  const int digit_bits = policy_.radix.radix_bits;
+  std::vector<cl_uint> totals(plan.ids.passes * radix, 0);
+  for (size_t s = 0; s < segments; ++s) {
+    const cl_uint len = offsets[s + 1] - offsets[s];
+    for (size_t p = 0; p < plan.ids.passes; ++p) {
+      totals[p * radix + ((s >> (p * digit_bits)) & (radix - 1))] += len;
     }
   }
-  return absl::OkStatus();
+  SORTD_RETURN_IF_ERROR(run.WriteNow(id_totals, plan.id_totals_bytes,
+                                     totals.data(), "segment digit totals"));
+  Lane& lane = run.lane();
+  const size_t wg = policy_.radix.work_group;
+  const cl_uint count = static_cast<cl_uint>(n);
+  const int wide = KeyBits(job) == 64;
+  RadixKernels& ids = lane.radix[0][1];
+  ids.segment_ids.Bind(a.index[a.cur], d_offsets,
+                       static_cast<cl_uint>(segments), b.keys[0], b.index[0],
+                       count);
+  SORTD_RETURN_IF_ERROR(
+      run.Launch(ids.segment_ids, DivUp(n, wg), wg, "transform"));
+  // Stable by segment: the passes the number of segments needs.
+  std::vector<bool> skip(plan.ids.passes);
+  for (size_t p = plan.id_passes; p < skip.size(); ++p) skip[p] = true;
+  SORTD_RETURN_IF_ERROR(
+      RadixPasses(run, policy_.radix, plan.ids, b, skip, &id_totals, nullptr));
+  // Keys and indices in segment order.
+  const int to = 1 - a.cur;
+  RadixKernels& gather = lane.radix[wide][1];
+  gather.segment_gather.Bind(a.keys[a.cur], a.index[a.cur], b.index[b.cur],
+                             a.keys[to], a.index[to], count);
+  SORTD_RETURN_IF_ERROR(
+      run.Launch(gather.segment_gather, DivUp(n, wg), wg, "transform"));
+  a.cur = to;
+  return Download(run, job, a);
 }
 
 }  // namespace sortd::gpu

@@ -54,11 +54,13 @@ size_t RadixPassPlan::Footprint() const {
   return total;
 }
 
-SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
-                  const SortJob& shape, size_t count) {
+namespace {
+
+SortPlan PlanSortOf(const EnginePolicy& policy, SortAlgorithm algorithm,
+                    const SortJob& shape, size_t count, bool with_index) {
   SortPlan plan;
   plan.key_bits = KeyBits(shape);
-  plan.with_index = WithIndex(shape);
+  plan.with_index = with_index;
   plan.count = count;
   plan.bitonic = algorithm == SortAlgorithm::kBitonic ||
                  (algorithm == SortAlgorithm::kAuto &&
@@ -80,6 +82,37 @@ SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
                                   count, /*has_totals=*/true);
   }
   return plan;
+}
+
+}  // namespace
+
+SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
+                  const SortJob& shape, size_t count) {
+  return PlanSortOf(policy, algorithm, shape, count, WithIndex(shape));
+}
+
+SegmentedPlan PlanSegmentedSort(const EnginePolicy& policy,
+                                const SortJob& shape, size_t count,
+                                size_t segments) {
+  SegmentedPlan plan;
+  plan.keys = PlanSortOf(policy, SortAlgorithm::kRadix, shape, count,
+                         /*with_index=*/true);
+  plan.ids = PlanRadixPasses(policy.radix, 32, /*with_index=*/true, count,
+                             /*has_totals=*/true);
+  for (size_t top = segments > 0 ? segments - 1 : 0; top > 0;
+       top >>= policy.radix.radix_bits) {
+    ++plan.id_passes;
+  }
+  plan.offsets_bytes = (segments + 1) * 4;
+  plan.ids_bytes = plan.id_passes > 0 ? count * 4 : 0;
+  plan.id_totals_bytes =
+      plan.id_passes > 0 ? plan.ids.passes * plan.ids.radix * 4 : 0;
+  return plan;
+}
+
+size_t SegmentedPlan::Footprint() const {
+  return keys.Footprint() + Class(offsets_bytes) + 4 * Class(ids_bytes) +
+         Class(id_totals_bytes) + (id_passes > 0 ? ids.Footprint() : 0);
 }
 
 size_t SortPlan::Footprint() const {

@@ -78,6 +78,27 @@ struct SortPlan {
 SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
                   const SortJob& shape, size_t count);
 
+// A segmented sort whose segments are too long for one work-group each,
+// sorted as one array: the whole array by key, with an index whatever the
+// job asks for (`keys`); then by segment, a stable sort of the keys'
+// segment ids carrying their places in the key order (`ids`, u32 keys with
+// an index, as many passes as the number of segments needs); then a
+// gather that puts the two orders together.
+struct SegmentedPlan {
+  SortPlan keys;
+  RadixPassPlan ids;
+  size_t id_passes = 0;  // passes of `ids` that run (0: one segment)
+  // The segment offsets, the ids and places (two of each, ping-pong), and
+  // the ids' digit totals (known on the host from the segments' lengths).
+  size_t offsets_bytes = 0, ids_bytes = 0, id_totals_bytes = 0;
+
+  size_t Footprint() const;
+};
+
+SegmentedPlan PlanSegmentedSort(const EnginePolicy& policy,
+                                const SortJob& shape, size_t count,
+                                size_t segments);
+
 // Whether a job carries an index through the sort (values or a
 // permutation).
 inline bool WithIndex(const SortJob& job) {

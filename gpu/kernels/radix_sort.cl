@@ -395,3 +395,43 @@ void radix_decode(__global const key_t* keys, __global key_t* raw_out,
   }
 #endif
 }
+
+// Segments longer than a work-group sorts, sorted as one array: after the
+// whole array is sorted by key (index: each key's place before the sort),
+// every key's segment becomes the key of one more stable sort, whose index
+// is the place in the key order; a gather then puts both orders together.
+// The segment of place p is the last s with offsets[s] <= p (empty
+// segments share their offset with the next one).
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_segment_ids(__global const uint* index,
+                       __global const uint* offsets, uint segments,
+                       __global uint* ids, __global uint* places, uint n) {
+  const uint i = get_global_id(0);
+  if (i >= n) return;
+  const uint at = index[i];
+  uint lo = 0, hi = segments;
+  while (hi - lo > 1) {
+    const uint mid = lo + (hi - lo) / 2;
+    if (offsets[mid] <= at) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  ids[i] = lo;
+  places[i] = i;
+}
+
+// keys_out[i] = keys_in[places[i]], and the same for the index.
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void radix_segment_gather(__global const key_t* keys_in,
+                          __global const uint* index_in,
+                          __global const uint* places,
+                          __global key_t* keys_out, __global uint* index_out,
+                          uint n) {
+  const uint i = get_global_id(0);
+  if (i >= n) return;
+  const uint from = places[i];
+  keys_out[i] = keys_in[from];
+  index_out[i] = index_in[from];
+}
