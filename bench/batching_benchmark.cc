@@ -157,6 +157,9 @@ int main(int argc, char** argv) {
     absl::Status Transpose(const sortd::TransposeJob& j) override {
       return e->Transpose(j);
     }
+    std::shared_ptr<sortd::HostMemory> host_memory() const override {
+      return e->host_memory();
+    }
   };
   const double seconds = absl::GetFlag(FLAGS_seconds);
   for (size_t classes : Parse(absl::GetFlag(FLAGS_classes))) {

@@ -124,10 +124,6 @@ class Sorter {
     return {"", ""};
   }
 
-  // The longest segment SortSegments sorts inside its shared launches;
-  // longer ones cost launches of their own. 0: no such bound.
-  virtual size_t fused_segment_keys(KeyType) const { return 0; }
-
   // The most keys of `shape`'s kind (key and value type, permutation or
   // not; its count and buffers are ignored) one Sort() call can take
   // within the engine's device memory budget; larger arrays are sorted in

@@ -14,6 +14,18 @@ namespace {
 // over the oneTBB pool.
 constexpr size_t kParallelCopyBytes = size_t{1} << 20;
 
+// body(i) for each request of a batch: side by side on oneTBB when the
+// batch holds at least kParallelCopyBytes (a batch of many mid-size
+// requests is host work one thread would serialise), else in turn.
+template <typename Body>
+void EachJob(size_t jobs, size_t bytes, Body body) {
+  if (bytes < kParallelCopyBytes) {
+    for (size_t i = 0; i < jobs; ++i) body(i);
+  } else {
+    tbb::parallel_for(size_t{0}, jobs, body);
+  }
+}
+
 // memcpy, spread over oneTBB when large.
 void Copy(std::byte* dst, const std::byte* src, size_t bytes) {
   if (bytes < kParallelCopyBytes) {
@@ -54,6 +66,33 @@ void ToOrderedBits(KeyType t, bool descending, bool encode,
 
 }  // namespace
 
+std::byte* PackBuffer::Get(size_t bytes,
+                           const std::shared_ptr<HostMemory>& memory) {
+  if (data_ != nullptr && bytes <= bytes_ && memory == memory_) return data_;
+  Release();
+  size_t size = size_t{1} << 20;
+  while (size < bytes) size <<= 1;
+  if (memory != nullptr) {
+    data_ = static_cast<std::byte*>(memory->Allocate(size));
+    if (data_ != nullptr) memory_ = memory;
+  }
+  if (data_ == nullptr) data_ = new std::byte[size];
+  bytes_ = size;
+  return data_;
+}
+
+void PackBuffer::Release() {
+  if (data_ == nullptr) return;
+  if (memory_ != nullptr) {
+    memory_->Free(data_, bytes_);
+  } else {
+    delete[] data_;
+  }
+  memory_ = nullptr;
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
 absl::Status TransposeInPieces(Sorter& engine, const TransposeJob& whole,
                                StageTimes* stages, int* device_runs) {
   *device_runs = 1;
@@ -78,13 +117,11 @@ absl::Status TransposeInPieces(Sorter& engine, const TransposeJob& whole,
 
 absl::Status TransposeTogether(Sorter& engine,
                                absl::Span<const TransposeJob* const> jobs,
-                               StageTimes* stages,
-                               std::vector<std::byte>* scratch) {
+                               StageTimes* stages, PackBuffer* pack) {
   size_t total = 0;
   for (const TransposeJob* t : jobs) total += t->count;
   const size_t bytes = total * 32 * sizeof(uint32_t);
-  scratch->resize(2 * bytes);
-  std::byte* in = scratch->data();
+  std::byte* in = pack->Get(2 * bytes, engine.host_memory());
   std::byte* out = in + bytes;
   size_t at = 0;
   for (const TransposeJob* t : jobs) {
@@ -108,7 +145,7 @@ absl::Status TransposeTogether(Sorter& engine,
 }
 
 absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
-                          StageTimes* stages, std::vector<std::byte>* scratch) {
+                          StageTimes* stages, PackBuffer* pack) {
   const SortJob& first = *jobs.front();
   const size_t ks = KeySize(first.key_type);
   const size_t vs = ValueSize(first.value_type);
@@ -122,19 +159,19 @@ absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
     offsets.push_back(static_cast<uint32_t>(total));
   }
   const size_t keys_bytes = total * ks, values_bytes = total * vs;
-  scratch->resize(2 * keys_bytes + 2 * values_bytes +
-                  (perm ? total * sizeof(uint32_t) : 0));
-  std::byte* keys_in = scratch->data();
+  std::byte* keys_in = pack->Get(
+      2 * keys_bytes + 2 * values_bytes + (perm ? total * sizeof(uint32_t) : 0),
+      engine.host_memory());
   std::byte* values_in = keys_in + keys_bytes;
   std::byte* keys_out = values_in + values_bytes;
   std::byte* values_out = keys_out + keys_bytes;
   std::byte* perm_out = values_out + values_bytes;
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  EachJob(jobs.size(), keys_bytes + values_bytes, [&](size_t i) {
     const SortJob& j = *jobs[i];
     ToOrderedBits(j.key_type, j.order == Order::kDescending, true, j.keys,
                   keys_in + offsets[i] * ks, j.count);
     if (vs > 0) Copy(values_in + offsets[i] * vs, j.values, j.count * vs);
-  }
+  });
   SortJob job;
   job.key_type = ks == 4 ? KeyType::kU32 : KeyType::kU64;
   job.order = Order::kAscending;
@@ -147,7 +184,7 @@ absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
   job.permutation_out = perm ? perm_out : nullptr;
   job.stages = stages;
   if (absl::Status s = engine.SortSegments(job, offsets); !s.ok()) return s;
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  EachJob(jobs.size(), keys_bytes + values_bytes, [&](size_t i) {
     const SortJob& j = *jobs[i];
     ToOrderedBits(j.key_type, j.order == Order::kDescending, false,
                   keys_out + offsets[i] * ks, j.keys_out, j.count);
@@ -164,7 +201,7 @@ absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
                     sizeof(index));
       }
     }
-  }
+  });
   return absl::OkStatus();
 }
 

@@ -10,30 +10,55 @@
 // array. Transposes are concatenated and cut apart again.
 //
 //   std::vector<const SortJob*> jobs = {&a, &b};
-//   std::vector<std::byte> scratch;   // reused from batch to batch
-//   absl::Status s = batch::SortTogether(engine, jobs, &stages, &scratch);
+//   batch::PackBuffer pack;   // reused from batch to batch
+//   absl::Status s = batch::SortTogether(engine, jobs, &stages, &pack);
 #ifndef SORTD_SERVER_BATCH_CODEC_H_
 #define SORTD_SERVER_BATCH_CODEC_H_
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/host_memory.h"
 #include "core/sorter.h"
 
 namespace sortd::batch {
 
+// Where a device runner packs its batches, kept from one batch to the
+// next: the engine's page-locked memory where it offers some (its
+// transfers then read and write the packed arrays in place, without the
+// copies through its staging buffers), else the heap. It grows to the
+// largest batch seen, in powers of two; Release() gives it back.
+class PackBuffer {
+ public:
+  PackBuffer() = default;
+  ~PackBuffer() { Release(); }
+  PackBuffer(const PackBuffer&) = delete;
+  PackBuffer& operator=(const PackBuffer&) = delete;
+
+  // At least `bytes` bytes (their contents are not kept), from `memory`
+  // when it is not null and has them.
+  std::byte* Get(size_t bytes, const std::shared_ptr<HostMemory>& memory);
+  void Release();
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::shared_ptr<HostMemory> memory_;  // where data_ came from; null: heap
+  std::byte* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Sorts `jobs`, one class, as one segmented sort on `engine`, writing each
 // job's outputs. `stages` may be null.
 absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
-                          StageTimes* stages, std::vector<std::byte>* scratch);
+                          StageTimes* stages, PackBuffer* pack);
 
 // Transposes `jobs` as one run on `engine`.
 absl::Status TransposeTogether(Sorter& engine,
                                absl::Span<const TransposeJob* const> jobs,
-                               StageTimes* stages,
-                               std::vector<std::byte>* scratch);
+                               StageTimes* stages, PackBuffer* pack);
 
 // One transpose, in pieces of what the engine takes at once (matrices are
 // independent); `device_runs` counts the pieces.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -56,37 +57,96 @@ absl::StatusOr<std::vector<Point>> TimeBothPaths(Sorter& cpu, Sorter& device,
 
 // fixed + n * per_unit through the two largest points (the slope) and the
 // smallest (the fixed cost).
-CostModel Fit(const std::vector<Point>& points, double Point::*field) {
+template <typename Cost>
+CostModel Fit(const std::vector<Point>& points, Cost cost) {
   CostModel m;
   if (points.size() < 2) return m;
   const Point& a = points[points.size() - 2];
   const Point& b = points.back();
   m.per_unit = std::max(
-      1e-12, (b.*field - a.*field) / static_cast<double>(b.units - a.units));
-  m.fixed =
-      std::max(0.0, points.front().*field - m.per_unit * points.front().units);
+      1e-12, (cost(b) - cost(a)) / static_cast<double>(b.units - a.units));
+  // The fixed cost: the least any point leaves once its units are paid for.
+  m.fixed = cost(points.front());
+  for (const Point& p : points) {
+    m.fixed =
+        std::min(m.fixed, cost(p) - m.per_unit * static_cast<double>(p.units));
+  }
+  m.fixed = std::max(0.0, m.fixed);
   return m;
 }
 
-// Requests up to cpu_max units go to the CPU path: from the last point where
-// the CPU is as fast as the device, midway (geometrically) to the next.
-// Requests of solo_min units or more run alone: the first size at which a
-// lone request costs at most `gain` times its share of a batch.
+// The CPU path's time per request at each point while `callers` threads
+// keep it busy, each with requests of its own (into its own output), about
+// `budget` units of work per caller and repetition: its throughput.
+template <typename Run>
+absl::Status TimeUnderLoad(Sorter& cpu, int callers, size_t budget, int repeats,
+                           std::vector<Point>& points, Run run) {
+  callers = std::max(callers, 1);
+  std::vector<std::vector<uint32_t>> outs(callers);
+  for (Point& p : points) {
+    const size_t each = std::max<size_t>(1, budget / p.units);
+    for (auto& o : outs) o.resize(p.units);
+    absl::StatusOr<double> t = MedianSeconds(repeats, [&]() -> absl::Status {
+      std::vector<absl::Status> status(callers);
+      std::vector<std::thread> threads;
+      for (int c = 0; c < callers; ++c) {
+        threads.emplace_back([&, c] {
+          for (size_t r = 0; r < each && status[c].ok(); ++r) {
+            status[c] = run(cpu, p.units, outs[c]);
+          }
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      for (const absl::Status& s : status) {
+        if (!s.ok()) return s;
+      }
+      return absl::OkStatus();
+    });
+    if (!t.ok()) return t.status();
+    p.cpu_loaded = *t / static_cast<double>(each * callers);
+  }
+  return absl::OkStatus();
+}
+
+// What a request costs each path under load (ChooseRouting).
+double CpuCost(const Point& p) {
+  return p.cpu_loaded > 0 ? p.cpu_loaded : p.cpu;
+}
+double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched) {
+  double cost = p.gpu;
+  for (const BatchPoint& b : batched) {
+    if (b.units == p.units) cost = std::min(cost, b.share);
+  }
+  return cost;
+}
+
+// A path's cost model: a lone request's time from its lone timings, the
+// drain rate of a queue from its costs under load.
+CostModel Models(const std::vector<Point>& points,
+                 const std::vector<BatchPoint>& batched, bool cpu) {
+  CostModel m = cpu ? Fit(points, [](const Point& p) { return p.cpu; })
+                    : Fit(points, [](const Point& p) { return p.gpu; });
+  m.queued_per_unit =
+      cpu ? Fit(points, CpuCost).per_unit : Fit(points, [&](const Point& p) {
+                                              return DeviceCost(p, batched);
+                                            }).per_unit;
+  return m;
+}
+
 Thresholds Choose(const std::vector<Point>& points,
-                  const std::vector<BatchPoint>& batched, size_t tile,
-                  double gain) {
+                  const std::vector<BatchPoint>& batched, double gain) {
   Thresholds t;
   // After the last point where the CPU wins: a noisy point where the
-  // device wins narrowly before the CPU wins again does not count.
+  // device wins narrowly before the CPU wins again does not count. The
+  // device must be cheaper by `gain` to take a size from the CPU path,
+  // which answers at once, without a batch's delay.
   t.cpu_max = 0;
   for (size_t i = 0; i < points.size(); ++i) {
-    if (points[i].cpu <= points[i].gpu) {
+    if (CpuCost(points[i]) <= gain * DeviceCost(points[i], batched)) {
       t.cpu_max = i + 1 < points.size() ? points[i].units * 2 : points[i].units;
     }
   }
-  t.solo_min = tile > 0
-                   ? tile + 1
-                   : (batched.empty() ? SIZE_MAX : batched.back().units * 4);
+  t.solo_min = batched.empty() ? SIZE_MAX : batched.back().units * 4;
   for (const BatchPoint& b : batched) {
     if (b.solo <= gain * b.share) {
       t.solo_min = std::min(t.solo_min, b.units);
@@ -103,10 +163,10 @@ void Report(std::string* out, const char* op, const char* unit,
             size_t per_unit_divisor) {
   for (const Point& p : points) {
     absl::StrAppendFormat(out,
-                          "sortd: calibrate %s %8zu %s: cpu %9.3f ms, device "
-                          "%9.3f ms\n",
+                          "sortd: calibrate %s %8zu %s: cpu %9.3f ms (%9.3f ms "
+                          "a request under load), device %9.3f ms\n",
                           op, p.units / per_unit_divisor, unit, p.cpu * 1e3,
-                          p.gpu * 1e3);
+                          CpuCost(p) * 1e3, p.gpu * 1e3);
   }
   for (const BatchPoint& b : batched) {
     absl::StrAppendFormat(out,
@@ -147,13 +207,23 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
       TimeBothPaths(cpu, device, 64, max_keys, 1, options.repeats,
                     [&](Sorter& s, size_t n) { return s.Sort(sort_job(n)); });
   if (!measured.ok()) return measured.status();
-  const std::vector<Point>& points = *measured;
-  const size_t tile = device.fused_segment_keys(KeyType::kU32);
+  std::vector<Point>& points = *measured;
+  if (absl::Status s = TimeUnderLoad(
+          cpu, options.cpu_callers, max_keys, options.repeats, points,
+          [&](Sorter& sorter, size_t n, std::vector<uint32_t>& out) {
+            SortJob job = sort_job(n);
+            job.keys_out = reinterpret_cast<std::byte*>(out.data());
+            return sorter.Sort(job);
+          });
+      !s.ok()) {
+    return s;
+  }
   std::vector<BatchPoint>& batched = timings.sort.batched;
-  const size_t batch_keys = std::min<size_t>(max_keys, size_t{1} << 18);
+  const size_t batch_keys =
+      std::clamp<size_t>(options.max_batch_keys, 1024, max_keys);
   for (const Point& p : points) {
-    if (p.units < 256 || (tile > 0 && p.units > tile)) continue;
-    const size_t k = std::clamp<size_t>(batch_keys / p.units, 0, 256);
+    if (p.units < 256) continue;
+    const size_t k = std::min<size_t>(batch_keys / p.units, 256);
     if (k < 4) break;
     std::vector<uint32_t> offsets(k + 1);
     for (size_t i = 0; i <= k; ++i)
@@ -165,7 +235,6 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
     batched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
   }
   timings.sort.points = points;
-  timings.sort.fused_max = tile;
 
   // Transposes: units are rows, 32 per matrix.
   const size_t max_matrices = std::max<size_t>(max_keys / 16, 64);
@@ -182,7 +251,17 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
       cpu, device, 4, max_matrices, 32, options.repeats,
       [&](Sorter& s, size_t m) { return s.Transpose(transpose_job(m)); });
   if (!tmeasured.ok()) return tmeasured.status();
-  const std::vector<Point>& tpoints = *tmeasured;
+  std::vector<Point>& tpoints = *tmeasured;
+  if (absl::Status s = TimeUnderLoad(
+          cpu, options.cpu_callers, max_matrices * 32, options.repeats, tpoints,
+          [&](Sorter& sorter, size_t rows_n, std::vector<uint32_t>& out) {
+            TransposeJob job = transpose_job(rows_n / 32);
+            job.out = reinterpret_cast<std::byte*>(out.data());
+            return sorter.Transpose(job);
+          });
+      !s.ok()) {
+    return s;
+  }
   std::vector<BatchPoint>& tbatched = timings.transpose.batched;
   const size_t batch_matrices = std::min<size_t>(max_matrices, 1 << 14);
   for (const Point& p : tpoints) {
@@ -202,14 +281,14 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
 Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain) {
   Calibration c;
   const OperationTimings& s = timings.sort;
-  c.sort = Choose(s.points, s.batched, s.fused_max, solo_gain);
-  c.cpu_sort = Fit(s.points, &Point::cpu);
-  c.gpu_sort = Fit(s.points, &Point::gpu);
+  c.sort = Choose(s.points, s.batched, solo_gain);
+  c.cpu_sort = Models(s.points, s.batched, /*cpu=*/true);
+  c.gpu_sort = Models(s.points, s.batched, /*cpu=*/false);
   Report(&c.report, "sort", "keys", s.points, s.batched, c.sort, 1);
   const OperationTimings& t = timings.transpose;
-  c.transpose = Choose(t.points, t.batched, t.fused_max, solo_gain);
-  c.cpu_transpose = Fit(t.points, &Point::cpu);
-  c.gpu_transpose = Fit(t.points, &Point::gpu);
+  c.transpose = Choose(t.points, t.batched, solo_gain);
+  c.cpu_transpose = Models(t.points, t.batched, /*cpu=*/true);
+  c.gpu_transpose = Models(t.points, t.batched, /*cpu=*/false);
   Report(&c.report, "transpose", "matrices", t.points, t.batched, c.transpose,
          32);
   return c;

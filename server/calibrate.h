@@ -3,7 +3,8 @@
 // ChooseRouting, a pure function of those timings, derives where each
 // operation's requests should go (server/scheduler.h) and the linear cost
 // models that the scheduler uses to spill work to the CPU when the devices
-// are backed up. Calibrate does both.
+// are backed up, both by throughput: what a request costs each path when
+// requests keep arriving. Calibrate does both.
 //
 //   absl::StatusOr<Calibration> c = Calibrate(cpu, *engine, {});
 //   if (c.ok()) { options.sort = c->sort; options.gpu_sort = c->gpu_sort; }
@@ -30,6 +31,12 @@ struct CalibrationOptions {
   // Batching stops paying once a lone request costs at most this factor
   // more than its share of a batch.
   double solo_gain = 1.25;
+  // Callers that keep the CPU path busy when its throughput is timed (the
+  // requests it serves at once: sortd's --cpu_threads).
+  int cpu_callers = 1;
+  // Keys of the largest batch timed (sortd's --max_batch_keys, at most
+  // max_keys).
+  size_t max_batch_keys = size_t{1} << 20;
 };
 
 // Timings of one operation at growing sizes, in units (keys, or rows: 32
@@ -38,6 +45,9 @@ struct OperationTimings {
   struct Point {
     size_t units = 0;
     double cpu = 0, gpu = 0;  // seconds on the CPU path and on the device
+    // Seconds of the CPU path per request while cpu_callers keep it busy
+    // (its throughput's inverse); 0: not timed, `cpu` stands for it.
+    double cpu_loaded = 0;
   };
   struct BatchPoint {
     size_t units = 0;  // of one request
@@ -46,8 +56,6 @@ struct OperationTimings {
   };
   std::vector<Point> points;        // ascending units
   std::vector<BatchPoint> batched;  // ascending units
-  // A batch's requests beyond this many units do not fuse (0: no limit).
-  size_t fused_max = 0;
 };
 
 struct RoutingTimings {
@@ -65,12 +73,16 @@ struct Calibration {
 absl::StatusOr<RoutingTimings> MeasureRouting(
     Sorter& cpu, Sorter& device, const CalibrationOptions& options);
 
-// The thresholds and cost models `timings` call for. Requests up to cpu_max
-// units go to the CPU path: from the last point where the CPU is as fast as
-// the device, midway (geometrically) to the next. Requests of solo_min units
-// or more run alone: the first size at which a lone request costs at most
-// solo_gain times its share of a batch (never beyond fused_max), always
-// above cpu_max.
+// The thresholds and cost models `timings` call for, by throughput: what a
+// request costs each path when requests keep arriving. On the CPU path
+// that is its time per request with every caller busy; on a device, its
+// share of a batch of like requests, or its time alone where that is less.
+// Requests up to cpu_max units go to the CPU path: from the last point
+// where it costs at most solo_gain times the device's (the CPU path answers
+// without a batch's delay), midway (geometrically) to the next.
+// Requests of solo_min units or more run alone: the first size at which a
+// lone request costs at most solo_gain times its share of a batch, always
+// above cpu_max (so the batch band is empty where batching does not win).
 Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain);
 
 absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,

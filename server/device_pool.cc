@@ -60,15 +60,6 @@ size_t DevicePool::inflight_units() const {
   return units;
 }
 
-size_t DevicePool::fused_segment_keys(KeyType key) const {
-  size_t shortest = 0;
-  for (const Device& d : devices_) {
-    const size_t f = d.engine->fused_segment_keys(key);
-    if (f > 0 && (shortest == 0 || f < shortest)) shortest = f;
-  }
-  return shortest;
-}
-
 size_t DevicePool::max_sort_keys(const SortJob& shape, size_t limit) const {
   for (const Device& d : devices_) {
     if (size_t m = d.engine->max_sort_keys(shape); m > 0) {

@@ -82,8 +82,6 @@ class DevicePool {
   int devices_up() const;
   // Units leased to healthy devices.
   size_t inflight_units() const;
-  // The shortest fused segment of every device for `key` (0: none).
-  size_t fused_segment_keys(KeyType key) const;
   // The largest sort (`shape`) / transpose every device takes in one run:
   // `limit` lowered to each device's own.
   size_t max_sort_keys(const SortJob& shape, size_t limit) const;

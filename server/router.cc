@@ -32,11 +32,11 @@ Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
   const bool estimate = c.spill && gpu.known() && cpu.known();
   const double n = static_cast<double>(r.units);
   const double cpu_eta =
-      cpu.Seconds(n) +
-      static_cast<double>(load.cpu_queued_units) * cpu.per_unit;
+      cpu.Seconds(n) + cpu.Drain(static_cast<double>(load.cpu_queued_units));
   const double gpu_eta =
-      gpu.Seconds(n) + static_cast<double>(load.device_backlog_units) *
-                           gpu.per_unit / load.devices_up;
+      gpu.Seconds(n) +
+      gpu.Drain(static_cast<double>(load.device_backlog_units)) /
+          load.devices_up;
   if (r.units <= th.cpu_max) {
     // Small requests belong to the CPU path, unless its own backlog would
     // answer this one later than a device batch would (overflow).
@@ -50,10 +50,6 @@ Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
     return Route::kSpill;
   }
   if (r.units >= th.solo_min) return Route::kSolo;
-  if (sort) {
-    const size_t fused = c.fused_segment_keys[r.key_size == 8];
-    if (fused > 0 && r.units > fused) return Route::kSolo;
-  }
   return Route::kBatch;
 }
 

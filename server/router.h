@@ -41,12 +41,19 @@ struct Thresholds {
   size_t solo_min = SIZE_MAX;  // at least: alone on a device
 };
 
-// Time of one run of n units: fixed + n * per_unit seconds.
+// A path's costs: one request of n units alone takes fixed + n * per_unit
+// seconds; a queue of q units, served while requests keep arriving (in
+// parallel on the CPU path, in batches on a device), drains in about
+// q * queued_per_unit (0: per_unit).
 struct CostModel {
   double fixed = 0;
   double per_unit = 0;
+  double queued_per_unit = 0;
   bool known() const { return per_unit > 0; }
   double Seconds(double units) const { return fixed + units * per_unit; }
+  double Drain(double units) const {
+    return units * (queued_per_unit > 0 ? queued_per_unit : per_unit);
+  }
 };
 
 struct RouterConfig {
@@ -55,9 +62,6 @@ struct RouterConfig {
   CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;
   bool spill = true;
   absl::Duration max_batch_delay = absl::Microseconds(100);
-  // The devices' fused segment by key width (32, 64 bits): longer sorts
-  // cost launches of their own in a batch, so they run alone. 0: no bound.
-  size_t fused_segment_keys[2] = {0, 0};
 };
 
 // One request, as the router sees it.

@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -67,8 +68,6 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
              .max_reinit_backoff = options_.max_reinit_backoff}),
       batchers_(BatchLimits(options_, pool_)),
       cpu_queue_(std::max(1, options_.cpu_workers)) {
-  // The longest segment every device sorts inside a batch's shared
-  // launches, per key width; longer sorts run alone.
   router_ = {.sort = options_.sort,
              .transpose = options_.transpose,
              .cpu_sort = options_.cpu_sort,
@@ -76,9 +75,7 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
              .cpu_transpose = options_.cpu_transpose,
              .gpu_transpose = options_.gpu_transpose,
              .spill = options_.spill,
-             .max_batch_delay = options_.max_batch_delay,
-             .fused_segment_keys = {pool_.fused_segment_keys(KeyType::kU32),
-                                    pool_.fused_segment_keys(KeyType::kU64)}};
+             .max_batch_delay = options_.max_batch_delay};
   runners_.resize(pool_.size());
   for (size_t d = 0; d < pool_.size(); ++d) {
     const DevicePool::Device& dev = pool_[d];
@@ -273,7 +270,7 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
 }
 
 void Scheduler::RunnerLoop(size_t device_index) {
-  std::vector<std::byte> pack;  // this runner's packing buffer, reused
+  batch::PackBuffer pack;  // this runner's packing buffer, reused
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (stopping_) return;
@@ -293,7 +290,17 @@ void Scheduler::RunnerLoop(size_t device_index) {
     Batch batch;
     absl::Time wake = absl::InfiniteFuture();
     if (!batchers_.TakeReady(Now(), draining_, &batch, &wake)) {
-      if (wake == absl::InfiniteFuture()) {
+      if (wake == absl::InfiniteFuture() && pack.bytes() > 0) {
+        // Nothing queued: the packing buffer (page-locked memory, as large
+        // as the largest batch) goes back once a second has passed without
+        // a wake-up.
+        if (cv_.wait_for(lock, std::chrono::seconds(1)) ==
+            std::cv_status::timeout) {
+          lock.unlock();
+          pack.Release();
+          lock.lock();
+        }
+      } else if (wake == absl::InfiniteFuture()) {
         cv_.wait(lock);
       } else {
         WaitAtMost(cv_, lock, wake - Now());
@@ -351,7 +358,7 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
 }
 
 void Scheduler::RunBatch(size_t device_index, Batch& batch,
-                         std::vector<std::byte>* pack) {
+                         batch::PackBuffer* pack) {
   // Only this runner's lease uses the engine until it is returned: the
   // pool re-creates a device only with nothing in flight.
   DevicePool::Device& dev = pool_[device_index];
@@ -448,8 +455,7 @@ void Scheduler::FailOver(size_t device_index, Batch& batch,
 }
 
 absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
-                                    StageTimes* stages,
-                                    std::vector<std::byte>* pack,
+                                    StageTimes* stages, batch::PackBuffer* pack,
                                     int* device_runs) {
   const Op op = batch.front()->op;
   *device_runs = 1;

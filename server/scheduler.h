@@ -64,6 +64,7 @@
 #include "absl/time/time.h"
 #include "core/sorter.h"
 #include "server/admission.h"
+#include "server/batch_codec.h"
 #include "server/batcher.h"
 #include "server/device_pool.h"
 #include "server/router.h"
@@ -188,10 +189,9 @@ class Scheduler {
   // Re-creates a device that is down, after its back-off; called with the
   // lock held, releases it around the factory.
   void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
-  void RunBatch(size_t device_index, Batch& batch,
-                std::vector<std::byte>* pack);
+  void RunBatch(size_t device_index, Batch& batch, batch::PackBuffer* pack);
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
-                           std::vector<std::byte>* pack, int* device_runs);
+                           batch::PackBuffer* pack, int* device_runs);
   // A failed device run: marks the device down if its engine says so, and
   // sends the batch (and, with no device left, every queued task) to the
   // CPU path.

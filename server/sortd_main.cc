@@ -298,20 +298,23 @@ sortd::Scheduler::Options SchedulerOptions(int cpu_workers) {
 // Router thresholds: calibrated on the first device unless every one is
 // pinned by a flag; pinned ones override calibrated ones. Without a
 // calibration (it failed) the defaults are conservative: small sorts on
-// the CPU, sorts beyond the device's fused segment alone.
-void Route(sortd::Sorter& cpu, sortd::Sorter& device,
+// the CPU, sorts of a million keys and more alone.
+void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
            sortd::Scheduler::Options* o) {
   const int64_t pins[4] = {absl::GetFlag(FLAGS_cpu_max_keys),
                            absl::GetFlag(FLAGS_solo_min_keys),
                            absl::GetFlag(FLAGS_transpose_cpu_max_matrices),
                            absl::GetFlag(FLAGS_transpose_solo_min_matrices)};
-  o->sort = {.cpu_max = 4096,
-             .solo_min = device.fused_segment_keys(sortd::KeyType::kU32) + 1};
+  o->sort = {.cpu_max = 4096, .solo_min = size_t{1} << 20};
   o->transpose = {.cpu_max = 256 * 32, .solo_min = size_t{1} << 20};
   if (std::any_of(pins, pins + 4, [](int64_t v) { return v < 0; })) {
     sortd::CalibrationOptions copts;
     copts.max_keys = static_cast<size_t>(
         std::max<int64_t>(absl::GetFlag(FLAGS_calibrate_max_keys), 1024));
+    // Under load the CPU path runs as many sorts at once as it has threads
+    // (small ones on the calling threads, large ones in its arena).
+    copts.cpu_callers = cpu.threads();
+    copts.max_batch_keys = o->max_batch_units;
     const absl::Time start = absl::Now();
     absl::StatusOr<sortd::Calibration> c = sortd::Calibrate(cpu, device, copts);
     if (c.ok()) {
@@ -333,13 +336,22 @@ void Route(sortd::Sorter& cpu, sortd::Sorter& device,
   if (pins[1] >= 0) o->sort.solo_min = static_cast<size_t>(pins[1]);
   if (pins[2] >= 0) o->transpose.cpu_max = static_cast<size_t>(pins[2]) * 32;
   if (pins[3] >= 0) o->transpose.solo_min = static_cast<size_t>(pins[3]) * 32;
+  if (o->sort.solo_min <= o->sort.cpu_max) {
+    LogLine(
+        "router: --solo_min_keys=%zu is at most the CPU path's %zu keys: "
+        "sorts up to %zu keys go to the CPU path first\n",
+        o->sort.solo_min, o->sort.cpu_max, o->sort.cpu_max);
+  }
   LogLine(
       "router: sorts of <= %zu keys on the CPU path, >= %zu "
       "alone on a device; transposes of <= %zu matrices on the CPU "
-      "path, >= %zu alone; batches in between (--max_batch_delay=%s)\n",
+      "path, >= %zu alone; batches in between, each of at most %zu keys "
+      "(rows) and %zu requests (--max_batch_keys, --max_batch_requests), "
+      "closed after --max_batch_delay=%s\n",
       o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
       o->transpose.solo_min == SIZE_MAX ? SIZE_MAX
                                         : (o->transpose.solo_min + 31) / 32,
+      o->max_batch_units, o->max_batch_requests,
       absl::FormatDuration(o->max_batch_delay).c_str());
 }
 

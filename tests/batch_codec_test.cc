@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -88,8 +89,8 @@ void SortAsOneBatch(std::vector<Request>& rs) {
     Point(r);
     jobs.push_back(&r.job);
   }
-  std::vector<std::byte> scratch;
-  ASSERT_TRUE(batch::SortTogether(cpu, jobs, nullptr, &scratch).ok());
+  batch::PackBuffer pack;
+  ASSERT_TRUE(batch::SortTogether(cpu, jobs, nullptr, &pack).ok());
 }
 
 TEST(SortTogether, MixedTypesAndOrdersComeBackAsIfSortedAlone) {
@@ -154,6 +155,53 @@ std::vector<std::byte> TransposedAlone(const std::vector<std::byte>& in) {
   return out;
 }
 
+// Host memory that counts what it hands out, or refuses.
+class CountingMemory final : public HostMemory {
+ public:
+  explicit CountingMemory(bool refuse = false) : refuse_(refuse) {}
+  void* Allocate(size_t bytes) override {
+    if (refuse_) return nullptr;
+    ++allocations;
+    held += bytes;
+    return new std::byte[bytes];
+  }
+  void Free(void* data, size_t bytes) override {
+    held -= bytes;
+    delete[] static_cast<std::byte*>(data);
+  }
+  int allocations = 0;
+  size_t held = 0;
+
+ private:
+  bool refuse_;
+};
+
+TEST(PackBuffer, GrowsInPowersOfTwoFromTheEnginesMemoryAndGivesItBack) {
+  auto memory = std::make_shared<CountingMemory>();
+  batch::PackBuffer pack;
+  std::byte* a = pack.Get(3 << 20, memory);
+  EXPECT_EQ(pack.bytes(), size_t{4} << 20);
+  EXPECT_EQ(memory->held, size_t{4} << 20);
+  EXPECT_EQ(pack.Get(100, memory), a);  // smaller: the same block
+  EXPECT_EQ(memory->allocations, 1);
+  pack.Get(5 << 20, memory);  // larger: a new block, the old one freed
+  EXPECT_EQ(memory->allocations, 2);
+  EXPECT_EQ(memory->held, size_t{8} << 20);
+  pack.Release();
+  EXPECT_EQ(memory->held, 0u);
+  EXPECT_EQ(pack.bytes(), 0u);
+  // No memory, or memory that has none left: the heap.
+  auto refusing = std::make_shared<CountingMemory>(/*refuse=*/true);
+  EXPECT_NE(pack.Get(10, refusing), nullptr);
+  EXPECT_NE(pack.Get(10, nullptr), nullptr);
+  {
+    batch::PackBuffer scoped;
+    scoped.Get(1, memory);
+    EXPECT_EQ(memory->held, size_t{1} << 20);
+  }
+  EXPECT_EQ(memory->held, 0u);  // given back when the buffer goes
+}
+
 TEST(TransposeTogether, EachComesBackAsIfAlone) {
   CpuSorter cpu({.threads = 1});
   std::vector<std::vector<std::byte>> ins, outs;
@@ -169,8 +217,8 @@ TEST(TransposeTogether, EachComesBackAsIfAlone) {
                .out = outs[i].data()};
     ptrs.push_back(&jobs[i]);
   }
-  std::vector<std::byte> scratch;
-  ASSERT_TRUE(batch::TransposeTogether(cpu, ptrs, nullptr, &scratch).ok());
+  batch::PackBuffer pack;
+  ASSERT_TRUE(batch::TransposeTogether(cpu, ptrs, nullptr, &pack).ok());
   for (size_t i = 0; i < ins.size(); ++i) {
     EXPECT_EQ(outs[i], TransposedAlone(ins[i])) << i;
   }

@@ -50,6 +50,26 @@ TEST(E2EBatching, ConcurrentSmallRequestsRunAsOneDeviceRun) {
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
+// Mid-size sorts (16K keys, four times PoCL's bitonic block) with the batch
+// band pinned up to 64K keys: 16 concurrent calls share one device run.
+TEST(E2EBatching, MidSizeSortsShareADeviceRun) {
+  ServerProcess server(
+      OpenClArgs({"--metrics_listen=127.0.0.1:0", "--solo_min_keys=65536",
+                  "--max_batch_requests=16", "--max_batch_delay=1h"}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  EXPECT_THAT(server.Output(), HasSubstr(">= 65536 alone on a device"));
+  auto client = Connect(server);
+  for (auto& r : ConcurrentSorts(*client, 16, 16384)) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->served_by.route(), "batch");
+    EXPECT_EQ(r->served_by.batch_requests(), 16);
+  }
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  EXPECT_THAT(body, HasSubstr("sortd_batch_requests_count{op=\"sort\"} 1\n"));
+  EXPECT_THAT(body, HasSubstr("sortd_batch_requests_sum{op=\"sort\"} 16\n"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
 // An injected device fault in the middle of a batch: every request of the
 // batch is still answered, correctly, by the CPU path.
 TEST(E2EBatching, FaultInABatchLosesNothing) {

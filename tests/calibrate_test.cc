@@ -29,23 +29,25 @@ std::vector<Point> Points(Cpu cpu, Gpu gpu, size_t last = size_t{1} << 20) {
 }
 
 RoutingTimings SortOnly(std::vector<Point> points,
-                        std::vector<BatchPoint> batched = {},
-                        size_t fused_max = 0) {
+                        std::vector<BatchPoint> batched = {}) {
   RoutingTimings t;
-  t.sort = {std::move(points), std::move(batched), fused_max};
+  t.sort = {std::move(points), std::move(batched)};
   t.transpose.points = {{128, 1e-6, 1e-4}, {512, 2e-6, 1e-4}};
   return t;
 }
 
 TEST(ChooseRouting, TheCpuPathEndsMidwayPastItsLastWin) {
-  // CPU: 1 ns a key; device: 50 us fixed, 0.1 ns a key. CPU wins up to
-  // 16384 keys (16 us against 51.6 us), loses from 65536.
+  // CPU: 1 ns a key; device: 50 us fixed, 0.1 ns a key. The CPU path
+  // keeps 65536 keys (65.5 us against 56.6 us: the device is not 1.25x
+  // cheaper) and loses 262144 (262 us against 76 us).
   const auto t = SortOnly(Points([](double n) { return 1e-9 * n; },
                                  [](double n) { return 5e-5 + 1e-10 * n; }));
   const Calibration c = ChooseRouting(t, 1.25);
-  EXPECT_EQ(c.sort.cpu_max, 2 * 16384u);
+  EXPECT_EQ(c.sort.cpu_max, 2 * 65536u);
   EXPECT_GT(c.sort.solo_min, c.sort.cpu_max);
-  EXPECT_THAT(c.report, HasSubstr("router sort: CPU path up to 32768 keys"));
+  EXPECT_THAT(c.report, HasSubstr("router sort: CPU path up to 131072 keys"));
+  // Without the margin the CPU path ends at its last outright win.
+  EXPECT_EQ(ChooseRouting(t, 1.0).sort.cpu_max, 2 * 16384u);
 }
 
 TEST(ChooseRouting, ANarrowDeviceWinBeforeTheCpuWinsAgainDoesNotCount) {
@@ -82,9 +84,6 @@ TEST(ChooseRouting, LoneRequestsStartWhereBatchingStopsPaying) {
             4096u);
   EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.15).sort.solo_min,
             16384u);
-  // Requests past what one batch run fuses always run alone.
-  EXPECT_EQ(ChooseRouting(SortOnly(points, batched, 2048), 1.25).sort.solo_min,
-            2049u);
   // None pays: beyond the largest batched size.
   EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.05).sort.solo_min,
             4 * 16384u);
@@ -95,8 +94,42 @@ TEST(ChooseRouting, LoneRequestsNeverStartInsideTheCpuRange) {
                              [](double n) { return 5e-5 + 1e-10 * n; });
   const std::vector<BatchPoint> batched = {{256, 1e-5, 1e-5}};  // pays at once
   const Calibration c = ChooseRouting(SortOnly(points, batched), 1.25);
-  EXPECT_EQ(c.sort.cpu_max, 32768u);
+  EXPECT_EQ(c.sort.cpu_max, 131072u);
   EXPECT_EQ(c.sort.solo_min, c.sort.cpu_max + 1);
+}
+
+// By throughput: a lone request on the CPU path beats a lone device run at
+// every size, but with every caller busy the CPU path serves a request in
+// 1 ns a key, against a batch share of 2 us plus 0.2 ns a key: from 4096
+// keys on, batches win, and the CPU range ends midway to that point.
+TEST(ChooseRouting, TheCpuPathIsWeighedUnderLoadAgainstBatchShares) {
+  std::vector<Point> points =
+      Points([](double n) { return 0.5e-9 * n; },
+             [](double n) { return 1e-4 + 0.1e-9 * n; }, size_t{1} << 16);
+  for (Point& p : points) p.cpu_loaded = 1e-9 * static_cast<double>(p.units);
+  std::vector<BatchPoint> batched;
+  for (size_t n = 256; n <= (size_t{1} << 16); n *= 4) {
+    // Alone 0.1 ms; a batch's share 2 us fixed plus 0.2 ns a key.
+    batched.push_back({n, 1e-4 + 0.1e-9 * static_cast<double>(n),
+                       2e-6 + 0.2e-9 * static_cast<double>(n)});
+  }
+  const Calibration c = ChooseRouting(SortOnly(points, batched), 1.25);
+  // 1024 keys: CPU 1.02 us, batch 2.2 us; 4096: 4.1 us against 2.8 us.
+  EXPECT_EQ(c.sort.cpu_max, 2 * 1024u);
+  // Batches keep paying up to the largest size timed.
+  EXPECT_EQ(c.sort.solo_min, 4 * (size_t{1} << 16));
+  EXPECT_THAT(c.report, HasSubstr("a request under load"));
+  // A lone request costs its lone time; a queue drains at the loaded rate
+  // (CPU: 1 ns a key) or at the batches' (device: 0.2 ns a key).
+  EXPECT_NEAR(c.cpu_sort.per_unit, 0.5e-9, 1e-13);
+  EXPECT_NEAR(c.cpu_sort.queued_per_unit, 1e-9, 1e-13);
+  EXPECT_NEAR(c.gpu_sort.per_unit, 0.1e-9, 1e-13);
+  EXPECT_NEAR(c.gpu_sort.queued_per_unit, 0.2e-9, 1e-13);
+  // Timed one request at a time (0.5 ns a key), the CPU path would have
+  // kept twice as much: its last win is at 4096 keys.
+  for (Point& p : points) p.cpu_loaded = 0;
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25).sort.cpu_max,
+            2 * 4096u);
 }
 
 TEST(ChooseRouting, CostModelsFitFixedAndPerUnitTimes) {

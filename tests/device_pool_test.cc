@@ -16,26 +16,23 @@ const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
 class StubEngine : public Sorter {
  public:
-  explicit StubEngine(size_t fused = 0, size_t max_keys = 0)
-      : fused_(fused), max_keys_(max_keys) {}
+  explicit StubEngine(size_t max_keys = 0) : max_keys_(max_keys) {}
   ExecutionPath path() const override { return ExecutionPath::kGpu; }
   std::string device_name() const override { return "stub"; }
   absl::Status Sort(const SortJob&) override { return absl::OkStatus(); }
   absl::Status Transpose(const TransposeJob&) override {
     return absl::OkStatus();
   }
-  size_t fused_segment_keys(KeyType) const override { return fused_; }
   size_t max_sort_keys(const SortJob&) const override { return max_keys_; }
 
  private:
-  size_t fused_, max_keys_;
+  size_t max_keys_;
 };
 
 std::vector<DeviceSlot> Slots(int n, EngineFactory factory = nullptr) {
   std::vector<DeviceSlot> slots;
   for (int i = 0; i < n; ++i) {
-    slots.push_back(
-        {std::make_unique<StubEngine>(4096 >> i, 1000 << i), factory});
+    slots.push_back({std::make_unique<StubEngine>(1000 << i), factory});
   }
   return slots;
 }
@@ -47,7 +44,6 @@ TEST(DevicePool, NamesStayApartAndLimitsAreEveryDevices) {
   ASSERT_EQ(pool.size(), 2u);
   EXPECT_EQ(pool[0].name, "stub");
   EXPECT_EQ(pool[1].name, "stub #2");
-  EXPECT_EQ(pool.fused_segment_keys(KeyType::kU32), 2048u);
   EXPECT_EQ(pool.max_sort_keys(SortJob{}, 1 << 20), 1000u);
   EXPECT_EQ(pool.max_sort_keys(SortJob{}, 10), 10u);
   EXPECT_EQ(pool.max_transpose_matrices(77), 77u);  // no device limit

@@ -85,14 +85,14 @@ inline std::string Sortctl(const testing::ServerProcess& server,
 // Sends `count` u32 sorts of distinct sizes at once, one thread each, and
 // checks every answer; returns them.
 inline std::vector<absl::StatusOr<SortResult<uint32_t>>> ConcurrentSorts(
-    Client& client, int count) {
+    Client& client, int count, size_t keys = 300) {
   std::vector<std::vector<uint32_t>> inputs(count);
   std::vector<absl::StatusOr<SortResult<uint32_t>>> results(
       count, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (int i = 0; i < count; ++i) {
     inputs[i] =
-        testing::Generate<uint32_t>(testing::Shape::kRandom, 300 + 17 * i, i);
+        testing::Generate<uint32_t>(testing::Shape::kRandom, keys + 17 * i, i);
     threads.emplace_back([&, i] {
       results[i] = client.Sort<uint32_t>(inputs[i], {.descending = true});
     });

@@ -14,6 +14,26 @@ struct Row {
   Route want;
 };
 
+// A queue drains at its path's rate under load, not one request at a
+// time: behind 1M queued units, a CPU path that takes 10 ns a key alone
+// but 1 ns a key under load answers a 100K-key sort before a device
+// whose backlog of 4M units drains at 0.5 ns a unit.
+TEST(ChooseRoute, QueuesDrainAtThePathsRateUnderLoad) {
+  RouterConfig c;
+  c.sort = {.cpu_max = 1000, .solo_min = 1 << 22};
+  c.cpu_sort = {.per_unit = 10e-9, .queued_per_unit = 1e-9};
+  c.gpu_sort = {.fixed = 50e-6, .per_unit = 1e-9, .queued_per_unit = 0.5e-9};
+  const RouteLoad load{.devices = 1,
+                       .devices_up = 1,
+                       .device_backlog_units = 4 << 20,
+                       .cpu_queued_units = 1 << 20};
+  // CPU: 1 ms + 1.05 ms; device: 0.15 ms + 2.1 ms.
+  EXPECT_EQ(ChooseRoute(c, {.units = 100000}, load), Route::kSpill);
+  // Drained one request at a time, the CPU queue would take 10.5 ms.
+  c.cpu_sort.queued_per_unit = 0;
+  EXPECT_EQ(ChooseRoute(c, {.units = 100000}, load), Route::kBatch);
+}
+
 TEST(ChooseRoute, FollowsThresholdsCostsAndLoad) {
   RouterConfig c;
   c.sort = {.cpu_max = 8192, .solo_min = 1 << 20};
@@ -22,7 +42,6 @@ TEST(ChooseRoute, FollowsThresholdsCostsAndLoad) {
   c.cpu_sort = {.fixed = 0, .per_unit = 10e-9};
   c.gpu_sort = {.fixed = 50e-6, .per_unit = 1e-9};
   c.max_batch_delay = absl::Microseconds(100);
-  c.fused_segment_keys[0] = 4096;  // 32-bit keys
   const RouteLoad idle{.devices = 1, .devices_up = 1};
   const Row rows[] = {
       {"tiny sort: the CPU path", {.units = 1000}, idle, Route::kCpu},
@@ -31,10 +50,10 @@ TEST(ChooseRoute, FollowsThresholdsCostsAndLoad) {
        {.units = 50000, .key_size = 8},
        idle,
        Route::kBatch},
-      {"mid-size 32-bit sort past the fused segment: alone",
-       {.units = 50000, .key_size = 4},
+      {"mid-size 32-bit sort: a batch, whatever the segment length",
+       {.units = 500000, .key_size = 4},
        idle,
-       Route::kSolo},
+       Route::kBatch},
       {"at solo_min: alone",
        {.units = 1 << 20, .key_size = 8},
        idle,
@@ -43,7 +62,7 @@ TEST(ChooseRoute, FollowsThresholdsCostsAndLoad) {
        {.op = Op::kTranspose, .units = 32 * 10},
        idle,
        Route::kCpu},
-      {"mid transpose: a batch (no fused bound)",
+      {"mid transpose: a batch",
        {.op = Op::kTranspose, .units = 32 * 1000},
        idle,
        Route::kBatch},

@@ -99,7 +99,6 @@ class FakeDevice final : public Sorter {
   ExecutionPath path() const override { return ExecutionPath::kGpu; }
   std::string device_name() const override { return name_; }
   bool healthy() const override { return healthy_; }
-  size_t fused_segment_keys(KeyType) const override { return 4096; }
 
   absl::Status Sort(const SortJob& job) override {
     return Run(1, [&] { return cpu_.Sort(job); });
@@ -331,17 +330,29 @@ TEST_F(SchedulerTest, KeyTypesAndOrdersOfOneWidthShareABatch) {
   }
 }
 
-// A sort longer than the device's fused segment would cost launches of its
-// own inside a batch: it runs alone.
-TEST_F(SchedulerTest, SortsLongerThanTheFusedSegmentRunAlone) {
+// Mid-size sorts, longer than a work-group sorts alone, share one device
+// run too: the engine sorts a batch as one array, whatever its segments.
+TEST_F(SchedulerTest, MidSizeSortsShareOneRun) {
   Scheduler::Options o = BatchAll();
-  o.max_batch_delay = absl::Hours(1);
-  auto sched = Make(o);  // fake devices fuse segments of up to 4096 keys
-  auto c = MakeSort<int64_t>(5000, false, false, false, 1);
-  sched->Submit(c->task);
-  c->Wait();
-  c->verify();
-  EXPECT_EQ(c->result.route, Route::kSolo);
+  o.max_batch_requests = 3;
+  o.max_batch_delay = absl::Hours(1);  // the batch closes on its count
+  auto sched = Make(o);
+  std::vector<std::shared_ptr<SortCall>> calls;
+  for (int i = 0; i < 3; ++i) {
+    calls.push_back(MakeSort<int64_t>(5000 + 1000 * i, false, false, false, i));
+  }
+  std::vector<std::thread> clients;
+  for (auto& c : calls) {
+    clients.emplace_back([&sched, c] { sched->Submit(c->task); });
+  }
+  for (auto& t : clients) t.join();
+  for (auto& c : calls) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->result.route, Route::kBatch);
+    EXPECT_EQ(c->result.batch_requests, 3);
+  }
+  EXPECT_EQ(devices_[0]->runs(), 1);
 }
 
 TEST_F(SchedulerTest, TransposesBatchIntoOneLaunch) {
