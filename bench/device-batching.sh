@@ -1,38 +1,43 @@
 #!/usr/bin/env bash
 # The scheduler on a machine with a GPU, in one run:
-#   1. the OpenCL kernel tests on the GPU (lanes included)
-#   2. sortd --device=gpu: the startup calibration, then 64 concurrent
-#      sortctl runs of mixed sizes, every answer verified
-#   3. sortd --device=gpu,opencl-cpu: two workers (the CPU device standing
-#      in for a second GPU); concurrent load; runs per device from /metrics
-#   4. batching_benchmark: delays, unbatched and CPU-path baselines; then
-#      batch classes (1, 2, 12) and pipeline depth (1, 2)
-#   5. the anchors at 2^16 keys (CUB's small-sort latency, for context;
-#      bench/compare-anchors.py)
+#   1. the OpenCL kernel tests on the GPU (lanes and segmented sorts
+#      included)
+#   2. sortd --device=gpu: the startup calibration (the router's thresholds
+#      as chosen on this host), then 64 concurrent sortctl runs of mixed
+#      sizes, every answer verified, and where they were routed
+#   3. batching_benchmark, mid-size sorts (16K, 64K, 256K u32 keys) from 16
+#      and 64 clients in process: the CPU path on every core, every request
+#      alone on the device, and batched (--max_batch_delay=100us)
+#   4. end to end through the same sortd: Sort against Echo at 16K-256K
+#      keys, 16 streams (a verified round first, then timed rounds
+#      without verification, Sort and Echo alternated)
+#   5. (SMALL=1) the small-size sweep: 256-16384 keys, batch delays, batch
+#      classes and pipeline depth
 # Needs .device/ as CONTRIBUTING.md describes (sortd, sortctl,
 # batching_benchmark, opencl_engine_test). From the repository root:
 #   bash bench/device-batching.sh
-# Results in $OUT (default /tmp/sortd-out). QUICK=1 skips the delay sweep
-# of part 4.
+# Results in $OUT (default /tmp/sortd-out): summary.txt, kernel-tests.log,
+# batching.jsonl, e2e.jsonl, sortd.log, metrics.txt. KERNEL_TESTS: a gtest
+# filter for part 1 (default: every test).
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
+SECS=${SECS:-3}
 mkdir -p "$OUT"
-# Logs of the servers and the metrics are gathered into a few files.
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/summary.txt"
 
-echo "== kernel tests on the GPU"
-SORTD_TEST_DEVICE=gpu timeout 240 opencl_engine_test --gtest_brief=1 \
-  > /tmp/kernel-tests.log 2>&1
+echo "== 1. kernel tests on the GPU"
+SORTD_TEST_DEVICE=gpu timeout 300 opencl_engine_test --gtest_brief=1 \
+  --gtest_filter="${KERNEL_TESTS:-*}" > "$OUT/kernel-tests.log" 2>&1
 echo "kernel tests exit $?" | tee -a "$OUT/summary.txt"
-tail -3 /tmp/kernel-tests.log | tee -a "$OUT/summary.txt"
+grep -E "FAILED|PASSED" "$OUT/kernel-tests.log" | tee -a "$OUT/summary.txt"
 
 load() {  # 64 concurrent verified sorts and transposes of mixed sizes
   local fails=0 pids=()
   for i in $(seq 1 64); do
     case $((i % 4)) in
       0) a="sort --type u32 --random $((500 + i * 37)) --verify" ;;
-      1) a="sort --type f64 --desc --values u32 --permutation --random $((3000 + i * 101)) --verify" ;;
+      1) a="sort --type f64 --desc --values u32 --permutation --random $((3000 + i * 1001)) --verify" ;;
       2) a="sort --type i64 --random $((100000 * (i % 5) + 7)) --verify" ;;
       3) a="transpose --random $((i * 50 + 1)) --verify" ;;
     esac
@@ -44,49 +49,77 @@ load() {  # 64 concurrent verified sorts and transposes of mixed sizes
     | tee -a "$OUT/summary.txt"
 }
 
-serve() {  # serve DEVICE LOG
-  sortd --device=$1 --listen=127.0.0.1:50051 --metrics_listen=127.0.0.1:9464 \
-    --kernel_cache_dir=/tmp/sortd-kernels > "$2" 2>&1 &
-  SORTD=$!
-  for _ in $(seq 1 240); do
-    sortctl --timeout=1s health >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "sortd did not come up"; cat "$2"; return 1
-}
-
-echo "== sortd --device=gpu"
 METRICS="import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9464/metrics').read().decode())"
-serve gpu /tmp/sortd-gpu.log && {
-  load "$OUT/load-gpu.jsonl"
-  python3 -c "$METRICS" > /tmp/metrics-gpu.txt
-  kill -TERM $SORTD; wait $SORTD; echo "sortd exit $?"
-  grep -E "calibrat|router|engines" /tmp/sortd-gpu.log
-  grep -E "^sortd_(batch_requests_(sum|count)|device_runs_total|routed_requests_total|router)" /tmp/metrics-gpu.txt
-}
+echo "== 2. sortd --device=gpu"
+sortd --device=gpu --listen=127.0.0.1:50051 --metrics_listen=127.0.0.1:9464 \
+  --kernel_cache_dir=/tmp/sortd-kernels > "$OUT/sortd.log" 2>&1 &
+SORTD=$!
+up=0
+for _ in $(seq 1 240); do
+  sortctl --timeout=1s health >/dev/null 2>&1 && { up=1; break; }
+  sleep 0.5
+done
+if [ $up = 1 ]; then
+  grep -E "calibrat|router" "$OUT/sortd.log" | tee -a "$OUT/summary.txt"
+  load /tmp/load-gpu.jsonl
 
-echo "== sortd --device=gpu,opencl-cpu (two workers)"
-serve gpu,opencl-cpu /tmp/sortd-two.log && {
-  load "$OUT/load-two.jsonl"
-  python3 -c "$METRICS" > /tmp/metrics-two.txt
+  echo "== 4. end to end: Sort and Echo, 16 streams"
+  tag() { sed "s/^{/{\"tag\":\"$1\",/"; }
+  for n in 16k 64k 256k; do
+    timeout 120 sortctl --timeout=60s bench --json --op=sort --sizes=$n \
+      --concurrency=16 --duration=2s --verify 2>/dev/null | tag verified
+  done >> "$OUT/e2e.jsonl"
+  for round in 1 2; do
+    for n in 16k 64k 256k; do
+      for op in sort echo; do
+        timeout 120 sortctl --timeout=60s bench --json --op=$op --sizes=$n \
+          --concurrency=16 --duration=${SECS}s --warmup=500ms 2>/dev/null \
+          | tag "round$round"
+      done
+    done
+  done >> "$OUT/e2e.jsonl"
+  python3 -c "$METRICS" > "$OUT/metrics.txt"
   kill -TERM $SORTD; wait $SORTD; echo "sortd exit $?"
-  grep -E "router|engines" /tmp/sortd-two.log
-  grep -E "^sortd_device_runs_total" /tmp/metrics-two.txt
-}
-cat /tmp/sortd-gpu.log /tmp/sortd-two.log > "$OUT/sortd.log"
-cat /tmp/metrics-gpu.txt /tmp/metrics-two.txt > "$OUT/metrics.txt"
+  grep -E "^sortd_(batch_requests_(sum|count)|device_runs_total|routed_requests_total|router)" \
+    "$OUT/metrics.txt" | tee -a "$OUT/summary.txt"
+  python3 - "$OUT/e2e.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
+import json, sys, collections
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+runs = collections.defaultdict(list)
+for r in rows:
+    size = json.dumps(r["sizes"])
+    if r["tag"] == "verified":
+        print(f"verified {size}: {r['verified']} verified, "
+              f"{r['mismatches']} wrong, {r['errors']} errors")
+    else:
+        runs[(size, r["op"])].append(r)
+med = lambda xs: sorted(xs)[len(xs) // 2]
+for size in sorted({k[0] for k in runs}):
+    s, e = runs[(size, "sort")], runs[(size, "echo")]
+    if s and e:
+        rs = med([r["requests_per_s"] for r in s])
+        re = med([r["requests_per_s"] for r in e])
+        print(f"{size}: sort {rs:.0f} req/s (p99 "
+              f"{med([r['latency_ms']['p99'] for r in s]):.2f} ms, mean batch "
+              f"{med([r['mean_batch_requests'] for r in s]):.1f}), echo "
+              f"{re:.0f} req/s: sort/echo {rs / re:.2f}")
+EOF
+else
+  echo "sortd did not come up"; cat "$OUT/sortd.log"
+fi
 
-echo "== batching benchmark"
-[ "${QUICK:-0}" = 1 ] || timeout 300 batching_benchmark --device=gpu --keys=256,1024,4096,16384 \
-  --concurrency=16,64 --delays_us=0,50,100,200,500,1000 --seconds=1 \
-  | tee "$OUT/batching.jsonl"
-echo "== batch classes and pipeline depth"
-for depth in 1 2; do
-  timeout 120 batching_benchmark --device=gpu --keys=1024,4096 --concurrency=64 \
-    --delays_us=100 --classes=1,2,12 --seconds=1 --baselines=false \
-    --pipeline_depth=$depth
-done | tee "$OUT/batching-classes-depth.jsonl"
-echo "== anchors (2^16)"
-PYTHONUNBUFFERED=1 timeout 200 python3 bench/compare-anchors.py --sizes 16 \
-  --json "$OUT/anchors.jsonl" > /dev/null 2>/tmp/anchors.err; echo "anchors exit $?"
-cat "$OUT/anchors.jsonl"
+echo "== 3. batching benchmark: mid-size sorts"
+timeout 300 batching_benchmark --device=gpu --keys=16384,65536,262144 \
+  --concurrency=16,64 --delays_us=100 --seconds=2 | tee "$OUT/batching.jsonl"
+
+if [ "${SMALL:-0}" = 1 ]; then
+  echo "== 5. batching benchmark: small sorts, delays, classes, depth"
+  timeout 300 batching_benchmark --device=gpu --keys=256,1024,4096,16384 \
+    --concurrency=16,64 --delays_us=0,50,100,200,500,1000 --seconds=1 \
+    | tee -a "$OUT/batching.jsonl"
+  for depth in 1 2; do
+    timeout 120 batching_benchmark --device=gpu --keys=1024,4096 --concurrency=64 \
+      --delays_us=100 --classes=1,2,12 --seconds=1 --baselines=false \
+      --pipeline_depth=$depth
+  done | tee -a "$OUT/batching.jsonl"
+fi
