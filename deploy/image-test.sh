@@ -371,10 +371,11 @@ grep -q '^sortd_build_info{' "$METRICS" || fail "/metrics has no sortd_build_inf
 log "/metrics: ok"
 
 # SIGTERM with a sort in flight (one call, not split into parts: a part
-# sent after the drain began would be refused, as any new call is).
+# sent after the drain began would be refused, as any new call is). Its
+# request id, from sortd's log, ties its start and end to the drain.
 starts=$(grep -c "sortd: start Sort" "$LOG" || true)
-sortctl --split_bytes=0 sort --type u64 --random 16000000 --verify \
-  >/dev/null 2>"$WORK/drain.out" &
+sortctl --split_bytes=0 sort --type u64 --permutation --random 24000000 \
+  --verify >"$WORK/drain.out" 2>&1 &
 client=$!
 deadline=$(($(date +%s) + 60))
 until [ "$(grep -c "sortd: start Sort" "$LOG" || true)" -gt "$starts" ]; do
@@ -386,10 +387,20 @@ terminate "$MAIN" 30
 client_status=0
 wait "$client" || client_status=$?
 [ "$EXIT_CODE" = 0 ] || { cat "$LOG" >&2; fail "sortd exited $EXIT_CODE after SIGTERM"; }
-grep -q "draining" "$LOG" || fail "sortd did not drain on SIGTERM"
 [ "$client_status" = 0 ] ||
   { cat "$WORK/drain.out" >&2; fail "the sort in flight at SIGTERM failed ($client_status)"; }
-grep -q "sortd: end Sort OK" "$LOG" || fail "the sort in flight did not end OK"
+request=$(grep "sortd: start Sort" "$LOG" | sed -n "$((starts + 1))s/.*request=\([0-9]*\).*/\1/p")
+[ -n "$request" ] || fail "no request id for the sort in flight"
+# Line numbers: the drain began after the sort started and before it ended.
+started=$(grep -n "sortd: start Sort request=$request " "$LOG" | cut -d: -f1)
+drained=$(grep -n "draining" "$LOG" | head -n 1 | cut -d: -f1)
+ended=$(grep -n "sortd: end Sort OK request=$request " "$LOG" | cut -d: -f1)
+[ -n "$drained" ] || fail "sortd did not drain on SIGTERM"
+[ -n "$ended" ] || { cat "$LOG" >&2; fail "the sort in flight did not end OK"; }
+if [ "$started" -ge "$drained" ] || [ "$drained" -ge "$ended" ]; then
+  cat "$LOG" >&2
+  fail "the sort was not in flight when the drain began"
+fi
 log "SIGTERM: the sort in flight completed, sortd exited 0 in ${STOP_SECONDS}s"
 
 # The kernel cache on a host directory, with the OpenCL CPU device (PoCL).
