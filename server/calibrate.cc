@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -65,13 +66,9 @@ CostModel Fit(const std::vector<Point>& points, Cost cost) {
   const Point& b = points.back();
   m.per_unit = std::max(
       1e-12, (cost(b) - cost(a)) / static_cast<double>(b.units - a.units));
-  // The fixed cost: the least any point leaves once its units are paid for.
-  m.fixed = cost(points.front());
-  for (const Point& p : points) {
-    m.fixed =
-        std::min(m.fixed, cost(p) - m.per_unit * static_cast<double>(p.units));
-  }
-  m.fixed = std::max(0.0, m.fixed);
+  m.fixed =
+      std::max(0.0, cost(points.front()) -
+                        m.per_unit * static_cast<double>(points.front().units));
   return m;
 }
 
@@ -120,16 +117,22 @@ double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched) {
   return cost;
 }
 
-// A path's cost model: a lone request's time from its lone timings, the
-// drain rate of a queue from its costs under load.
+// A path's cost model: a lone request's time from its lone timings (the
+// timed sizes themselves, a line beyond them), the drain rate of a queue
+// from its costs under load, never slower than lone requests one after
+// another.
 CostModel Models(const std::vector<Point>& points,
                  const std::vector<BatchPoint>& batched, bool cpu) {
-  CostModel m = cpu ? Fit(points, [](const Point& p) { return p.cpu; })
-                    : Fit(points, [](const Point& p) { return p.gpu; });
-  m.queued_per_unit =
+  auto lone = [cpu](const Point& p) { return cpu ? p.cpu : p.gpu; };
+  CostModel m = Fit(points, lone);
+  for (const Point& p : points) {
+    m.timed.emplace_back(static_cast<double>(p.units), lone(p));
+  }
+  const double loaded =
       cpu ? Fit(points, CpuCost).per_unit : Fit(points, [&](const Point& p) {
                                               return DeviceCost(p, batched);
                                             }).per_unit;
+  m.queued_per_unit = std::min(m.per_unit, loaded);
   return m;
 }
 
@@ -185,96 +188,113 @@ void Report(std::string* out, const char* op, const char* unit,
                   fmt(t.solo_min, true), " ", unit, ", batched between\n");
 }
 
-}  // namespace
-
-absl::StatusOr<RoutingTimings> MeasureRouting(
-    Sorter& cpu, Sorter& device, const CalibrationOptions& options) {
-  RoutingTimings timings;
-  const size_t max_keys = std::max<size_t>(options.max_keys, 1024);
-  std::mt19937 rng(12345);
+// Sorts of u32 keys: both paths alone, the CPU path under load, and the
+// device's batches of like requests.
+absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
+                                              const CalibrationOptions& options,
+                                              size_t max_keys,
+                                              std::mt19937& rng) {
   std::vector<uint32_t> keys(max_keys), out(max_keys);
   for (uint32_t& k : keys) k = rng();
-  auto sort_job = [&](size_t n) {
+  auto sort_job = [&](size_t n, std::vector<uint32_t>& into) {
     SortJob job;
     job.key_type = KeyType::kU32;
     job.count = n;
     job.keys = reinterpret_cast<const std::byte*>(keys.data());
-    job.keys_out = reinterpret_cast<std::byte*>(out.data());
+    job.keys_out = reinterpret_cast<std::byte*>(into.data());
     return job;
   };
-
-  absl::StatusOr<std::vector<Point>> measured =
-      TimeBothPaths(cpu, device, 64, max_keys, 1, options.repeats,
-                    [&](Sorter& s, size_t n) { return s.Sort(sort_job(n)); });
+  OperationTimings timings;
+  absl::StatusOr<std::vector<Point>> measured = TimeBothPaths(
+      cpu, device, 64, max_keys, 1, options.repeats,
+      [&](Sorter& s, size_t n) { return s.Sort(sort_job(n, out)); });
   if (!measured.ok()) return measured.status();
-  std::vector<Point>& points = *measured;
+  timings.points = *std::move(measured);
   if (absl::Status s = TimeUnderLoad(
-          cpu, options.cpu_callers, max_keys, options.repeats, points,
-          [&](Sorter& sorter, size_t n, std::vector<uint32_t>& out) {
-            SortJob job = sort_job(n);
-            job.keys_out = reinterpret_cast<std::byte*>(out.data());
-            return sorter.Sort(job);
+          cpu, options.cpu_callers, max_keys, options.repeats, timings.points,
+          [&](Sorter& sorter, size_t n, std::vector<uint32_t>& into) {
+            return sorter.Sort(sort_job(n, into));
           });
       !s.ok()) {
     return s;
   }
-  std::vector<BatchPoint>& batched = timings.sort.batched;
   const size_t batch_keys =
       std::clamp<size_t>(options.max_batch_keys, 1024, max_keys);
-  for (const Point& p : points) {
+  for (const Point& p : timings.points) {
     if (p.units < 256) continue;
     const size_t k = std::min<size_t>(batch_keys / p.units, 256);
     if (k < 4) break;
     std::vector<uint32_t> offsets(k + 1);
-    for (size_t i = 0; i <= k; ++i)
+    for (size_t i = 0; i <= k; ++i) {
       offsets[i] = static_cast<uint32_t>(i * p.units);
+    }
     auto t = MedianSeconds(options.repeats, [&] {
-      return device.SortSegments(sort_job(k * p.units), offsets);
+      return device.SortSegments(sort_job(k * p.units, out), offsets);
     });
     if (!t.ok()) return t.status();
-    batched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
+    timings.batched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
   }
-  timings.sort.points = points;
+  return timings;
+}
 
-  // Transposes: units are rows, 32 per matrix.
-  const size_t max_matrices = std::max<size_t>(max_keys / 16, 64);
-  std::vector<uint32_t> rows(max_matrices * 32), rows_out(max_matrices * 32);
+// Transposes, the same way; units are rows, 32 per matrix.
+absl::StatusOr<OperationTimings> MeasureTransposes(
+    Sorter& cpu, Sorter& device, const CalibrationOptions& options,
+    size_t max_matrices, std::mt19937& rng) {
+  std::vector<uint32_t> rows(max_matrices * 32), out(max_matrices * 32);
   for (uint32_t& r : rows) r = rng();
-  auto transpose_job = [&](size_t m) {
+  auto transpose_job = [&](size_t m, std::vector<uint32_t>& into) {
     TransposeJob job;
     job.count = m;
     job.in = reinterpret_cast<const std::byte*>(rows.data());
-    job.out = reinterpret_cast<std::byte*>(rows_out.data());
+    job.out = reinterpret_cast<std::byte*>(into.data());
     return job;
   };
-  absl::StatusOr<std::vector<Point>> tmeasured = TimeBothPaths(
+  OperationTimings timings;
+  absl::StatusOr<std::vector<Point>> measured = TimeBothPaths(
       cpu, device, 4, max_matrices, 32, options.repeats,
-      [&](Sorter& s, size_t m) { return s.Transpose(transpose_job(m)); });
-  if (!tmeasured.ok()) return tmeasured.status();
-  std::vector<Point>& tpoints = *tmeasured;
+      [&](Sorter& s, size_t m) { return s.Transpose(transpose_job(m, out)); });
+  if (!measured.ok()) return measured.status();
+  timings.points = *std::move(measured);
   if (absl::Status s = TimeUnderLoad(
-          cpu, options.cpu_callers, max_matrices * 32, options.repeats, tpoints,
-          [&](Sorter& sorter, size_t rows_n, std::vector<uint32_t>& out) {
-            TransposeJob job = transpose_job(rows_n / 32);
-            job.out = reinterpret_cast<std::byte*>(out.data());
-            return sorter.Transpose(job);
+          cpu, options.cpu_callers, max_matrices * 32, options.repeats,
+          timings.points,
+          [&](Sorter& sorter, size_t rows_n, std::vector<uint32_t>& into) {
+            return sorter.Transpose(transpose_job(rows_n / 32, into));
           });
       !s.ok()) {
     return s;
   }
-  std::vector<BatchPoint>& tbatched = timings.transpose.batched;
-  const size_t batch_matrices = std::min<size_t>(max_matrices, 1 << 14);
-  for (const Point& p : tpoints) {
+  const size_t batch_matrices =
+      std::clamp<size_t>(options.max_batch_keys / 32, 64, max_matrices);
+  for (const Point& p : timings.points) {
     const size_t m = p.units / 32;
     const size_t k = std::min<size_t>(batch_matrices / m, 256);
     if (k < 4) break;
     auto t = MedianSeconds(options.repeats, [&] {
-      return device.Transpose(transpose_job(k * m));
+      return device.Transpose(transpose_job(k * m, out));
     });
     if (!t.ok()) return t.status();
-    tbatched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
+    timings.batched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
   }
-  timings.transpose.points = tpoints;
+  return timings;
+}
+
+}  // namespace
+
+absl::StatusOr<RoutingTimings> MeasureRouting(
+    Sorter& cpu, Sorter& device, const CalibrationOptions& options) {
+  const size_t max_keys = std::max<size_t>(options.max_keys, 1024);
+  std::mt19937 rng(12345);
+  RoutingTimings timings;
+  absl::StatusOr<OperationTimings> sorts =
+      MeasureSorts(cpu, device, options, max_keys, rng);
+  if (!sorts.ok()) return sorts.status();
+  timings.sort = *std::move(sorts);
+  absl::StatusOr<OperationTimings> transposes = MeasureTransposes(
+      cpu, device, options, std::max<size_t>(max_keys / 16, 64), rng);
+  if (!transposes.ok()) return transposes.status();
+  timings.transpose = *std::move(transposes);
   return timings;
 }
 

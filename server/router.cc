@@ -18,6 +18,18 @@ const char* RouteName(Route route) {
   return "unknown";
 }
 
+double CostModel::Seconds(double units) const {
+  if (timed.size() >= 2 && units <= timed.back().first) {
+    if (units <= timed.front().first) return timed.front().second;
+    size_t i = 1;
+    while (timed[i].first < units) ++i;
+    const auto [u0, s0] = timed[i - 1];
+    const auto [u1, s1] = timed[i];
+    return s0 + (s1 - s0) * (units - u0) / (u1 - u0);
+  }
+  return fixed + units * per_unit;
+}
+
 Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
                   const RouteLoad& load) {
   if (load.devices_up == 0) {

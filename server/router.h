@@ -21,6 +21,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -41,16 +43,18 @@ struct Thresholds {
   size_t solo_min = SIZE_MAX;  // at least: alone on a device
 };
 
-// A path's costs: one request of n units alone takes fixed + n * per_unit
-// seconds; a queue of q units, served while requests keep arriving (in
-// parallel on the CPU path, in batches on a device), drains in about
+// A path's costs. One request of n units alone: between two timed sizes
+// (`timed`, ascending units), as the line between them; else fixed + n *
+// per_unit. A queue of q units, served while requests keep arriving (in
+// parallel on the CPU path, in batches on a device): drained in about
 // q * queued_per_unit (0: per_unit).
 struct CostModel {
   double fixed = 0;
   double per_unit = 0;
   double queued_per_unit = 0;
+  std::vector<std::pair<double, double>> timed = {};  // (units, seconds)
   bool known() const { return per_unit > 0; }
-  double Seconds(double units) const { return fixed + units * per_unit; }
+  double Seconds(double units) const;
   double Drain(double units) const {
     return units * (queued_per_unit > 0 ? queued_per_unit : per_unit);
   }

@@ -119,12 +119,19 @@ TEST(ChooseRouting, TheCpuPathIsWeighedUnderLoadAgainstBatchShares) {
   // Batches keep paying up to the largest size timed.
   EXPECT_EQ(c.sort.solo_min, 4 * (size_t{1} << 16));
   EXPECT_THAT(c.report, HasSubstr("a request under load"));
-  // A lone request costs its lone time; a queue drains at the loaded rate
-  // (CPU: 1 ns a key) or at the batches' (device: 0.2 ns a key).
-  EXPECT_NEAR(c.cpu_sort.per_unit, 0.5e-9, 1e-13);
-  EXPECT_NEAR(c.cpu_sort.queued_per_unit, 1e-9, 1e-13);
-  EXPECT_NEAR(c.gpu_sort.per_unit, 0.1e-9, 1e-13);
-  EXPECT_NEAR(c.gpu_sort.queued_per_unit, 0.2e-9, 1e-13);
+  // A lone request costs its lone time, the timed sizes exactly. A queue
+  // drains at the rate under load, but never slower than lone requests one
+  // after another: here both loaded rates (1 ns and 0.2 ns a key) are
+  // slower than the lone ones (0.5 and 0.1).
+  EXPECT_NEAR(c.cpu_sort.Seconds(4096), 0.5e-9 * 4096, 1e-12);
+  EXPECT_NEAR(c.gpu_sort.Seconds(4096), 1e-4 + 0.1e-9 * 4096, 1e-12);
+  EXPECT_NEAR(c.cpu_sort.queued_per_unit, 0.5e-9, 1e-13);
+  EXPECT_NEAR(c.gpu_sort.queued_per_unit, 0.1e-9, 1e-13);
+  std::vector<Point> faster = points;
+  for (Point& p : faster) p.cpu_loaded = 0.05e-9 * static_cast<double>(p.units);
+  EXPECT_NEAR(
+      ChooseRouting(SortOnly(faster, batched), 1.25).cpu_sort.queued_per_unit,
+      0.05e-9, 1e-13);
   // Timed one request at a time (0.5 ns a key), the CPU path would have
   // kept twice as much: its last win is at 4096 keys.
   for (Point& p : points) p.cpu_loaded = 0;

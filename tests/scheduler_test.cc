@@ -265,6 +265,16 @@ class SchedulerTest : public ::testing::Test {
   std::vector<FakeDevice*> devices_;
 };
 
+// Submits each call from a thread of its own, all at once.
+void SubmitConcurrently(Scheduler& sched,
+                        const std::vector<std::shared_ptr<SortCall>>& calls) {
+  std::vector<std::thread> clients;
+  for (const auto& c : calls) {
+    clients.emplace_back([&sched, c] { sched.Submit(c->task); });
+  }
+  for (auto& t : clients) t.join();
+}
+
 // The headline: concurrent small requests become one device run.
 TEST_F(SchedulerTest, ConcurrentSmallRequestsRunAsOneBatch) {
   Scheduler::Options o = BatchAll();
@@ -276,11 +286,7 @@ TEST_F(SchedulerTest, ConcurrentSmallRequestsRunAsOneBatch) {
     calls.push_back(MakeSort<float>(100 + 37 * i, /*desc=*/true,
                                     /*values=*/true, /*perm=*/true, i));
   }
-  std::vector<std::thread> clients;
-  for (auto& c : calls) {
-    clients.emplace_back([&sched, c] { sched->Submit(c->task); });
-  }
-  for (auto& t : clients) t.join();
+  SubmitConcurrently(*sched, calls);
   for (auto& c : calls) {
     c->Wait();
     c->verify();
@@ -341,11 +347,7 @@ TEST_F(SchedulerTest, MidSizeSortsShareOneRun) {
   for (int i = 0; i < 3; ++i) {
     calls.push_back(MakeSort<int64_t>(5000 + 1000 * i, false, false, false, i));
   }
-  std::vector<std::thread> clients;
-  for (auto& c : calls) {
-    clients.emplace_back([&sched, c] { sched->Submit(c->task); });
-  }
-  for (auto& t : clients) t.join();
+  SubmitConcurrently(*sched, calls);
   for (auto& c : calls) {
     c->Wait();
     c->verify();
