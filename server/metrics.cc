@@ -63,8 +63,9 @@ constexpr Doc kRequests{
     "engine ran)"};
 constexpr Doc kRequestDuration{
     "sortd_request_duration_seconds",
-    "Server-side time from receipt of a request to its answer, by method and "
-    "path"};
+    "Server-side time from receipt of a request to its answer, by method, "
+    "path and size class (keys of a sort, rows of a transpose: none, 1k, "
+    "64k, 1m, 16m as at most that many, over_16m)"};
 constexpr Doc kKeysSorted{"sortd_keys_sorted_total",
                           "Keys sorted, by path and key type"};
 constexpr Doc kMatricesTransposed{"sortd_matrices_transposed_total",
@@ -250,15 +251,27 @@ std::vector<int> Metrics::listening_ports() const {
   return exposer_ ? exposer_->GetListeningPorts() : std::vector<int>{};
 }
 
+std::string_view Metrics::SizeClass(size_t units) {
+  if (units == 0) return "none";
+  if (units <= (size_t{1} << 10)) return "1k";
+  if (units <= (size_t{1} << 16)) return "64k";
+  if (units <= (size_t{1} << 20)) return "1m";
+  if (units <= (size_t{1} << 24)) return "16m";
+  return "over_16m";
+}
+
 void Metrics::RecordRequest(std::string_view method, std::string_view code,
-                            std::string_view path, double seconds) {
+                            std::string_view path, size_t units,
+                            double seconds) {
   requests_
       .Add({{"method", std::string(method)},
             {"code", std::string(code)},
             {"path", std::string(path)}})
       .Increment();
   request_duration_
-      .Add({{"method", std::string(method)}, {"path", std::string(path)}},
+      .Add({{"method", std::string(method)},
+            {"path", std::string(path)},
+            {"size", std::string(SizeClass(units))}},
            LatencyBuckets())
       .Observe(seconds);
 }

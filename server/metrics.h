@@ -2,7 +2,7 @@
 // when a listen address is given. Recording methods are thread-safe.
 //
 //   auto metrics = Metrics::Create("127.0.0.1:9464");
-//   (*metrics)->RecordRequest("Sort", "OK", "cpu", 0.004);
+//   (*metrics)->RecordRequest("Sort", "OK", "cpu", 1000, 0.004);
 //
 // Path labels: cpu (the oneTBB CPU path), gpu (an OpenCL GPU), opencl-cpu
 // (the OpenCL CPU device, PoCL: serving without a GPU), none (rejected
@@ -37,8 +37,14 @@ class Metrics final : public SchedulerListener {
   // Ports the exposer is bound to (empty without one).
   std::vector<int> listening_ports() const;
 
+  // `units`: keys of a sort, rows of a transpose (32 a matrix), 0 when the
+  // request was refused before it was read; the duration's `size` label is
+  // its class (SizeClass).
   void RecordRequest(std::string_view method, std::string_view code,
-                     std::string_view path, double seconds);
+                     std::string_view path, size_t units, double seconds);
+  // "none" (0), "1k", "64k", "1m", "16m" (at most that many units), or
+  // "over_16m".
+  static std::string_view SizeClass(size_t units);
   void AddKeysSorted(std::string_view path, std::string_view dtype,
                      double keys);
   void AddMatricesTransposed(std::string_view path, double matrices);

@@ -96,7 +96,7 @@ void SortServiceImpl::RecordEnd(const UnaryCall& call,
   const std::string path = ok ? PathName(result->path) : "none";
   const double seconds = absl::ToDoubleSeconds(absl::Now() - received);
   const std::string code = absl::StatusCodeToString(status.code());
-  metrics_->RecordRequest(method, code, path, seconds);
+  metrics_->RecordRequest(method, code, path, call.units, seconds);
   if (ok) {
     metrics_->ObserveQueueWait(method,
                                absl::ToDoubleSeconds(result->queue_wait));
@@ -132,6 +132,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
     std::function<grpc::ByteBuffer(const TaskResult&)> finish) {
   grpc::ServerUnaryReactor* reactor = call->reactor;
   grpc::CallbackServerContext* context = call->context;
+  call->units = task->units;
   task->deadline = absl::FromChrono(context->deadline());
   task->cancelled = [context] { return context->IsCancelled(); };
   task->done = [this, call,
@@ -369,6 +370,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
     return Refuse(*call, s);
   }
   SortJob* job = &placed;
+  call->units = job->count;
   const size_t ks = KeySize(job->key_type), vs = ValueSize(job->value_type);
   if (job->count > 0) {
     std::memcpy(job->keys_out, job->keys, job->count * ks);

@@ -25,6 +25,8 @@ struct SortServiceImpl::UnaryCall {
   grpc::ServerUnaryReactor* reactor = nullptr;
   grpc::ByteBuffer* response = nullptr;
   absl::Time received;
+  // Keys of a sort, rows of a transpose (32 a matrix); 0 until read.
+  size_t units = 0;
   wire::Received bytes;
   wire::SortRequest sort;
   SortOutputs sort_out;

@@ -46,6 +46,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPart(
                 .permutation = call->sort.return_permutation,
                 .key_coding = call->sort.key_coding};
   part.job = *job;
+  call->units = job->count;
   UnaryCall* c = call.get();
   part.fail = [this, c](const absl::Status& s) { Refuse(*c, s); };
   part.call = call;

@@ -237,8 +237,9 @@ class SortStreamReactor final
                              static_cast<double>(count_));
     }
     const double seconds = absl::ToDoubleSeconds(absl::Now() - received_);
-    metrics->RecordRequest(
-        "SortStream", absl::StatusCodeToString(status.code()), path, seconds);
+    metrics->RecordRequest("SortStream",
+                           absl::StatusCodeToString(status.code()), path,
+                           count_, seconds);
     if (service_->options_.log_requests) {
       LogLine(
           "end SortStream %s request=%llu path=%s keys=%zu messages=%zu "

@@ -173,6 +173,12 @@ TEST_F(E2ETest, MetricsCountRequestsByCodeAndPath) {
           "sortd_requests_total{code=\"OK\",method=\"Sort\",path=\"cpu\"}"));
   EXPECT_THAT(body,
               HasSubstr("sortd_keys_sorted_total{dtype=\"u32\",path=\"cpu\"}"));
+  // Latency by size class: the refused request was never read, the 3-key
+  // sort is of the smallest class.
+  EXPECT_THAT(body, HasSubstr("sortd_request_duration_seconds_count{method="
+                              "\"Sort\",path=\"none\",size=\"none\"}"));
+  EXPECT_THAT(body, HasSubstr("sortd_request_duration_seconds_count{method="
+                              "\"Sort\",path=\"cpu\",size=\"1k\"}"));
   EXPECT_THAT(body, HasSubstr("sortd_build_info{revision=\""));
   EXPECT_THAT(body, HasSubstr("version=\"" + std::string(Version()) + "\"} 1"));
   // The standard process metrics, read at the scrape: the start time is
