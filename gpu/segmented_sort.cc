@@ -98,6 +98,11 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
   const size_t n = job.count;
   const size_t segments = offsets.size() - 1;
   const SegmentedPlan plan = PlanSegmentedSort(policy_, job, n, segments);
+  if (plan.Footprint() > core_.run_budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a segmented sort of ", n, " keys needs ", plan.Footprint(),
+        " bytes of device memory; a run may hold ", core_.run_budget));
+  }
   SortArrays a;
   SORTD_RETURN_IF_ERROR(UploadAndRadixSort(run, job, plan.keys, a));
   if (plan.id_passes == 0) return Download(run, job, a);
