@@ -129,6 +129,11 @@ class Sorter {
   // within the engine's device memory budget; larger arrays are sorted in
   // runs (server/runs.h). 0: no bound.
   virtual size_t max_sort_keys(const SortJob& /*shape*/) const { return 0; }
+  // The same for one SortSegments() call of up to `segments` segments.
+  virtual size_t max_batch_keys(const SortJob& shape,
+                                size_t /*segments*/) const {
+    return max_sort_keys(shape);
+  }
   // The most matrices one Transpose() call can take; 0: no bound.
   virtual size_t max_transpose_matrices() const { return 0; }
 };

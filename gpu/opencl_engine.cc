@@ -356,10 +356,22 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
 }
 
 size_t OpenClEngine::max_sort_keys(const SortJob& shape) const {
+  return MaxKeys(shape, [&](size_t n) { return SortFootprint(shape, n); });
+}
+
+size_t OpenClEngine::max_batch_keys(const SortJob& shape,
+                                    size_t segments) const {
+  return MaxKeys(shape, [&](size_t n) {
+    return PlanSegmentedSort(policy_, shape, n, segments).Footprint();
+  });
+}
+
+template <typename Footprint>
+size_t OpenClEngine::MaxKeys(const SortJob& shape, Footprint footprint) const {
   const size_t ks = KeySize(shape.key_type);
-  const size_t widest = std::max<size_t>(ks, WithIndex(shape) ? 4 : 0);
+  const size_t widest = std::max<size_t>(ks, 4);
   auto fits = [&](size_t n) {
-    return SortFootprint(shape, n) <= core_.run_budget &&
+    return footprint(n) <= core_.run_budget &&
            BufferPool::SizeClass(NextPow2(n) * widest) <=
                device_.info.max_alloc_bytes;
   };

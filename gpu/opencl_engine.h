@@ -143,6 +143,7 @@ class OpenClEngine final : public Sorter {
     return {device_.info.vendor, device_.info.driver};
   }
   size_t max_sort_keys(const SortJob& shape) const override;
+  size_t max_batch_keys(const SortJob& shape, size_t segments) const override;
   size_t max_transpose_matrices() const override;
   // Device bytes one Sort() of `count` keys of `shape`'s kind allocates
   // (pool size classes included): its plan's.
@@ -153,6 +154,11 @@ class OpenClEngine final : public Sorter {
   size_t run_budget_bytes() const { return core_.run_budget; }
 
  private:
+  // The largest key count whose `footprint` fits a run's memory budget and
+  // whose widest array fits one allocation.
+  template <typename Footprint>
+  size_t MaxKeys(const SortJob& shape, Footprint footprint) const;
+
   // Holds a free lane for its lifetime.
   class LaneLease {
    public:

@@ -98,6 +98,7 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
   const size_t n = job.count;
   const size_t segments = offsets.size() - 1;
   const SegmentedPlan plan = PlanSegmentedSort(policy_, job, n, segments);
+  if (plan.id_passes == 0) return SortOnLane(run, job);  // one segment
   if (plan.Footprint() > core_.run_budget) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "a segmented sort of ", n, " keys needs ", plan.Footprint(),
@@ -105,7 +106,6 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
   }
   SortArrays a;
   SORTD_RETURN_IF_ERROR(UploadAndRadixSort(run, job, plan.keys, a));
-  if (plan.id_passes == 0) return Download(run, job, a);
 
   // Each key's segment, from its place before the sort (a.index).
   SortArrays b;

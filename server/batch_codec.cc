@@ -72,9 +72,10 @@ std::byte* PackBuffer::Get(size_t bytes,
   Release();
   size_t size = size_t{1} << 20;
   while (size < bytes) size <<= 1;
+  memory_ = memory;
   if (memory != nullptr) {
     data_ = static_cast<std::byte*>(memory->Allocate(size));
-    if (data_ != nullptr) memory_ = memory;
+    from_memory_ = data_ != nullptr;
   }
   if (data_ == nullptr) data_ = new std::byte[size];
   bytes_ = size;
@@ -83,12 +84,13 @@ std::byte* PackBuffer::Get(size_t bytes,
 
 void PackBuffer::Release() {
   if (data_ == nullptr) return;
-  if (memory_ != nullptr) {
+  if (from_memory_) {
     memory_->Free(data_, bytes_);
   } else {
     delete[] data_;
   }
   memory_ = nullptr;
+  from_memory_ = false;
   data_ = nullptr;
   bytes_ = 0;
 }

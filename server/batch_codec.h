@@ -45,7 +45,8 @@ class PackBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
-  std::shared_ptr<HostMemory> memory_;  // where data_ came from; null: heap
+  std::shared_ptr<HostMemory> memory_;  // what data_ was asked of
+  bool from_memory_ = false;            // else the heap (memory_ had none)
   std::byte* data_ = nullptr;
   size_t bytes_ = 0;
 };

@@ -60,9 +60,10 @@ size_t DevicePool::inflight_units() const {
   return units;
 }
 
-size_t DevicePool::max_sort_keys(const SortJob& shape, size_t limit) const {
+size_t DevicePool::max_batch_keys(const SortJob& shape, size_t segments,
+                                  size_t limit) const {
   for (const Device& d : devices_) {
-    if (size_t m = d.engine->max_sort_keys(shape); m > 0) {
+    if (size_t m = d.engine->max_batch_keys(shape, segments); m > 0) {
       limit = std::min(limit, m);
     }
   }

@@ -84,7 +84,8 @@ class DevicePool {
   size_t inflight_units() const;
   // The largest sort (`shape`) / transpose every device takes in one run:
   // `limit` lowered to each device's own.
-  size_t max_sort_keys(const SortJob& shape, size_t limit) const;
+  size_t max_batch_keys(const SortJob& shape, size_t segments,
+                        size_t limit) const;
   size_t max_transpose_matrices(size_t limit) const;
 
   // Marks device `i` down; its first re-creation is due a back-off later.

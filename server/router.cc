@@ -19,7 +19,10 @@ const char* RouteName(Route route) {
 }
 
 double CostModel::Seconds(double units) const {
-  if (timed.size() >= 2 && units <= timed.back().first) {
+  if (!timed.empty() && units > timed.back().first) {
+    return timed.back().second + (units - timed.back().first) * per_unit;
+  }
+  if (timed.size() >= 2) {
     if (units <= timed.front().first) return timed.front().second;
     size_t i = 1;
     while (timed[i].first < units) ++i;

@@ -44,7 +44,8 @@ struct Thresholds {
 };
 
 // A path's costs. One request of n units alone: between two timed sizes
-// (`timed`, ascending units), as the line between them; else fixed + n *
+// (`timed`, ascending units), on the line between them; beyond the last,
+// its time plus per_unit a unit more; with nothing timed, fixed + n *
 // per_unit. A queue of q units, served while requests keep arriving (in
 // parallel on the CPU path, in batches on a device): drained in about
 // q * queued_per_unit (0: per_unit).

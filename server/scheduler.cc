@@ -49,8 +49,9 @@ Batchers::Limits Scheduler::BatchLimits(const Options& options,
   const size_t matrices = pool.max_transpose_matrices(limit / 32 + 1);
   return {.max_delay = options.max_batch_delay,
           .max_requests = options.max_batch_requests,
-          .max_units = {pool.max_sort_keys(widest, limit),
-                        std::min(limit, matrices * 32)}};
+          .max_units = {
+              pool.max_batch_keys(widest, options.max_batch_requests, limit),
+              std::min(limit, matrices * 32)}};
 }
 
 Scheduler::Scheduler(const Options& options, Sorter* cpu,
@@ -276,6 +277,13 @@ void Scheduler::RunnerLoop(size_t device_index) {
     if (stopping_) return;
     const DevicePool::Device& dev = pool_[device_index];
     if (!dev.up) {
+      if (pack.bytes() > 0) {
+        // The failed engine's memory is not kept through its re-creation.
+        lock.unlock();
+        pack.Release();
+        lock.lock();
+        continue;
+      }
       if (pool_.WantsReinit(device_index)) {
         Reinit(lock, device_index);
       } else {

@@ -190,9 +190,12 @@ TEST(PackBuffer, GrowsInPowersOfTwoFromTheEnginesMemoryAndGivesItBack) {
   pack.Release();
   EXPECT_EQ(memory->held, 0u);
   EXPECT_EQ(pack.bytes(), 0u);
-  // No memory, or memory that has none left: the heap.
+  // No memory, or memory that has none left: the heap, kept for the next
+  // batch rather than asked for again.
   auto refusing = std::make_shared<CountingMemory>(/*refuse=*/true);
-  EXPECT_NE(pack.Get(10, refusing), nullptr);
+  std::byte* heap = pack.Get(10, refusing);
+  EXPECT_NE(heap, nullptr);
+  EXPECT_EQ(pack.Get(10, refusing), heap);
   EXPECT_NE(pack.Get(10, nullptr), nullptr);
   {
     batch::PackBuffer scoped;

@@ -44,8 +44,8 @@ TEST(DevicePool, NamesStayApartAndLimitsAreEveryDevices) {
   ASSERT_EQ(pool.size(), 2u);
   EXPECT_EQ(pool[0].name, "stub");
   EXPECT_EQ(pool[1].name, "stub #2");
-  EXPECT_EQ(pool.max_sort_keys(SortJob{}, 1 << 20), 1000u);
-  EXPECT_EQ(pool.max_sort_keys(SortJob{}, 10), 10u);
+  EXPECT_EQ(pool.max_batch_keys(SortJob{}, 8, 1 << 20), 1000u);
+  EXPECT_EQ(pool.max_batch_keys(SortJob{}, 8, 10), 10u);
   EXPECT_EQ(pool.max_transpose_matrices(77), 77u);  // no device limit
 }
 

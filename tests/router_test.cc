@@ -19,7 +19,7 @@ struct Row {
 // but 1 ns a key under load answers a 100K-key sort before a device
 // whose backlog of 4M units drains at 0.5 ns a unit.
 // A lone request's time: the timed sizes, the line between two of them,
-// and beyond the last the fitted line.
+// and beyond the last that time plus per_unit a unit.
 TEST(CostModel, InterpolatesBetweenTimedSizesAndExtrapolatesBeyond) {
   CostModel m{.fixed = 1e-3, .per_unit = 1e-9};
   EXPECT_DOUBLE_EQ(m.Seconds(1000), 1e-3 + 1e-6);  // nothing timed: the line
@@ -27,7 +27,7 @@ TEST(CostModel, InterpolatesBetweenTimedSizesAndExtrapolatesBeyond) {
   EXPECT_DOUBLE_EQ(m.Seconds(10), 2e-6);  // below the first: the first
   EXPECT_DOUBLE_EQ(m.Seconds(4000), 5e-6);
   EXPECT_DOUBLE_EQ(m.Seconds(10000), 6.5e-6);
-  EXPECT_DOUBLE_EQ(m.Seconds(20000), 1e-3 + 2e-5);  // beyond: the line
+  EXPECT_DOUBLE_EQ(m.Seconds(20000), 8e-6 + 4000 * 1e-9);
 }
 
 TEST(ChooseRoute, QueuesDrainAtThePathsRateUnderLoad) {
