@@ -13,8 +13,7 @@
 //   no healthy device               -> CPU ("failover")
 //
 //   RouterConfig config{.sort = {.cpu_max = 8192, .solo_min = 1 << 20}};
-//   Route r = ChooseRoute(config, {.op = Op::kSort, .units = 50000,
-//                                  .key_size = 4},
+//   Route r = ChooseRoute(config, {.op = Op::kSort, .units = 50000},
 //                         {.devices = 1, .devices_up = 1});  // kBatch
 #ifndef SORTD_SERVER_ROUTER_H_
 #define SORTD_SERVER_ROUTER_H_
@@ -73,7 +72,6 @@ struct RouterConfig {
 struct RouteRequest {
   Op op = Op::kSort;
   size_t units = 0;
-  size_t key_size = 4;  // sorts: 4 or 8
 };
 
 // The load at the moment of the decision.

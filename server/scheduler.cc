@@ -201,12 +201,7 @@ Route Scheduler::RouteLocked(const Task& task) const {
       .devices_up = pool_.devices_up(),
       .device_backlog_units = batchers_.units() + pool_.inflight_units(),
       .cpu_queued_units = cpu_queued_units_};
-  return ChooseRoute(
-      router_,
-      {.op = task.op,
-       .units = task.units,
-       .key_size = task.op == Op::kSort ? KeySize(task.sort.key_type) : 4},
-      load);
+  return ChooseRoute(router_, {.op = task.op, .units = task.units}, load);
 }
 
 void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
