@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Medians per variant of bench/device-ab.sh's output (kernel ms).
+"""Medians per variant of bench/device-ab.sh's output (kernel span ms).
 
 ab-summary.py AB.JSONL [ANCHORS.JSONL]: one row per case and size, one
-column per variant (the median over rounds of each round's median), and
-with the anchors' file, CUB's time over ours for sort_keys (ratio >= 1:
-ours is faster).
+column per variant (the median over rounds of each round's median of
+span_ms, first kernel's start to last one's end; ms, the sum of kernel
+durations, for lines without it), and with the anchors' file, CUB's
+in-place time over ours for sort_keys (ratio >= 1: ours is faster).
 """
 import json
 import statistics
@@ -24,7 +25,8 @@ def main():
             if r.get("op") == "info" and r["label"] not in labels:
                 labels.append(r["label"])
             continue
-        times[(r["op"], r["dtype"], r["n"])][r["label"]].append(r["ms"])
+        times[(r["op"], r["dtype"], r["n"])][r["label"]].append(
+            r.get("span_ms", r["ms"]))
     cub = {}
     if len(sys.argv) > 2:
         for line in open(sys.argv[2]):

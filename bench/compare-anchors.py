@@ -23,10 +23,13 @@ Rows (impl / op):
                              radix sort). Before each repetition, outside the
                              timed window, the input is copied into the
                              buffer that is sorted. This is the figure to
-                             compare a sort's summed kernel time with: sortd's
-                             gpu_sort_benchmark "ms" also starts from the
-                             keys already in device memory and leaves them
-                             sorted there.
+                             compare with sortd's gpu_sort_benchmark
+                             "span_ms": from its first kernel's start to
+                             its last one's end, the gaps between launches
+                             included, as the events here include CUB's; the
+                             keys start in device memory and end sorted
+                             there. (Its "ms" is the sum of the kernels'
+                             durations, gaps left out: not comparable.)
   cub_with_copy / sort_keys  cupy.sort(a): the same sort on a new copy of the
                              input, so one device copy of the array (and a
                              pooled allocation) is inside the window. Slower

@@ -31,7 +31,9 @@ namespace sortd {
 
 // Device time of one stage of a run (upload, histogram, scan, scatter,
 // transform, transpose, download), summed over its launches, from OpenCL
-// profiling events. Engines without stages (the CPU path) report none.
+// profiling events; stages named host_* (host_pack, host_unpack,
+// host_merge) are the wall time of host work around a run. Engines without
+// stages (the CPU path) report none.
 struct StageTime {
   std::string stage;
   double seconds = 0;
@@ -55,8 +57,21 @@ struct SortJob {
   std::byte* values_out = nullptr;
   std::byte* permutation_out = nullptr;
 
+  // A batch whose requests' arrays stay where their callers have them
+  // (Sorter::SortSegments of an engine whose SortsParts() says so): when
+  // not empty, part i supplies the next parts[i]->count keys (values) and
+  // receives their sorted outputs, and the job's own array pointers only
+  // say which arrays there are. Every part has the job's key type, order
+  // and value type, and a permutation_out exactly when the job has one
+  // (indices into the whole batch).
+  absl::Span<const SortJob* const> parts = {};
+
   // When set, the engine appends the time of each stage it ran.
   StageTimes* stages = nullptr;
+  // When set (with `stages`), the engine stores its device span: from the
+  // start of its first command other than a transfer to the end of its
+  // last, gaps between launches included (0 when it ran none).
+  double* kernel_span_seconds = nullptr;
 };
 
 // A batch of `count` 32x32 bit matrices, each 32 uint32 rows, transposed
@@ -66,6 +81,7 @@ struct TransposeJob {
   const std::byte* in = nullptr;
   std::byte* out = nullptr;
   StageTimes* stages = nullptr;
+  double* kernel_span_seconds = nullptr;  // as SortJob's
 };
 
 // kCpu: the oneTBB CPU path; kGpu: an OpenCL GPU; kOpenClCpu: the OpenCL
@@ -96,6 +112,12 @@ class Sorter {
   // False once the engine has seen its device fail (lost, queue broken);
   // callers then send work elsewhere.
   virtual bool healthy() const { return true; }
+  // Whether SortSegments would take `parts` as a job made of parts
+  // (SortJob::parts), reading and writing their arrays where they lie,
+  // at less cost than the same requests packed into one array.
+  virtual bool SortsParts(absl::Span<const SortJob* const> /*parts*/) const {
+    return false;
+  }
 
   // Both are safe to call from many threads at once. On error nothing is
   // guaranteed about the output buffers; the caller must not send them.

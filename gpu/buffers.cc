@@ -151,7 +151,8 @@ StagingRing::~StagingRing() {
   queue_.finish();
 }
 
-absl::Status StagingRing::Upload(cl::Buffer& dst, const void* src, size_t bytes,
+absl::Status StagingRing::Upload(cl::Buffer& dst, size_t offset,
+                                 const void* src, size_t bytes,
                                  Events* events) {
   const char* from = static_cast<const char*>(src);
   size_t chunk = 0;
@@ -161,17 +162,18 @@ absl::Status StagingRing::Upload(cl::Buffer& dst, const void* src, size_t bytes,
     if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
     ParallelCopy(mapped_[slot], from + off, len);
     cl::Event e;
-    SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(dst, CL_FALSE, off, len,
-                                                 mapped_[slot], nullptr, &e),
-                       "clEnqueueWriteBuffer(staged)");
+    SORTD_CL_RETURN_IF(
+        queue_.enqueueWriteBuffer(dst, CL_FALSE, offset + off, len,
+                                  mapped_[slot], nullptr, &e),
+        "clEnqueueWriteBuffer(staged)");
     busy_[slot] = e;
     events->emplace_back("upload", e);
   }
   return absl::OkStatus();
 }
 
-absl::Status StagingRing::Download(cl::Buffer& src, void* dst, size_t bytes,
-                                   Events* events) {
+absl::Status StagingRing::Download(cl::Buffer& src, size_t offset, void* dst,
+                                   size_t bytes, Events* events) {
   char* to = static_cast<char*>(dst);
   const size_t slots = buffers_.size();
   std::vector<std::pair<size_t, size_t>> pending(slots, {0, 0});  // off, len
@@ -189,9 +191,10 @@ absl::Status StagingRing::Download(cl::Buffer& src, void* dst, size_t bytes,
     if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
     const size_t len = std::min(options_.chunk_bytes, bytes - off);
     cl::Event e;
-    SORTD_CL_RETURN_IF(queue_.enqueueReadBuffer(src, CL_FALSE, off, len,
-                                                mapped_[slot], nullptr, &e),
-                       "clEnqueueReadBuffer(staged)");
+    SORTD_CL_RETURN_IF(
+        queue_.enqueueReadBuffer(src, CL_FALSE, offset + off, len,
+                                 mapped_[slot], nullptr, &e),
+        "clEnqueueReadBuffer(staged)");
     busy_[slot] = e;
     pending[slot] = {off, len};
     events->emplace_back("download", e);

@@ -23,7 +23,7 @@
 //   BufferPool pool(context, 8 << 30);
 //   auto b = pool.Acquire(n * 4, "keys");
 //   StagingRing ring(context, queue, {.chunk_bytes = 8 << 20, .slots = 4});
-//   ring.Upload(b->buffer(), host_ptr, bytes, &events);
+//   ring.Upload(b->buffer(), 0, host_ptr, bytes, &events);
 #ifndef SORTD_GPU_BUFFERS_H_
 #define SORTD_GPU_BUFFERS_H_
 
@@ -120,12 +120,14 @@ class StagingRing {
       cl::Context context, cl::CommandQueue queue, const Options& options);
   ~StagingRing();
 
-  // Host -> device, chunk by chunk through the pinned slots. Returns once the
-  // last chunk is enqueued; the source may be reused then.
-  absl::Status Upload(cl::Buffer& dst, const void* src, size_t bytes,
-                      Events* events);
-  // Device -> host; returns once every byte is in `dst`.
-  absl::Status Download(cl::Buffer& src, void* dst, size_t bytes,
+  // Host -> device (from byte `offset` of `dst` on), chunk by chunk through
+  // the pinned slots. Returns once the last chunk is enqueued; the source
+  // may be reused then.
+  absl::Status Upload(cl::Buffer& dst, size_t offset, const void* src,
+                      size_t bytes, Events* events);
+  // Device (from byte `offset` of `src` on) -> host; returns once every
+  // byte is in `dst`.
+  absl::Status Download(cl::Buffer& src, size_t offset, void* dst, size_t bytes,
                         Events* events);
 
  private:

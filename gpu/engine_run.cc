@@ -1,5 +1,6 @@
 #include "gpu/engine_run.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +20,10 @@ std::optional<double> EventSeconds(cl::Event& event) {
     return std::nullopt;
   }
   return (end - start) * 1e-9;
+}
+
+bool IsTransfer(const std::string& stage) {
+  return stage == "upload" || stage == "download";
 }
 
 }  // namespace
@@ -63,33 +68,35 @@ absl::Status Run::LaunchKernel(cl::Kernel& kernel, size_t groups,
   return absl::OkStatus();
 }
 
-absl::Status Run::Write(cl::Buffer& buffer, size_t bytes, const void* src) {
+absl::Status Run::Write(cl::Buffer& buffer, size_t bytes, const void* src,
+                        size_t offset) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("upload"));
   if (lane_.staging && !core_.pinned->Holds(src, bytes)) {
     core_.staged_bytes += bytes;
-    return lane_.staging->Upload(buffer, src, bytes, &events_);
+    return lane_.staging->Upload(buffer, offset, src, bytes, &events_);
   }
   core_.direct_bytes += bytes;
   cl::Event event;
-  SORTD_CL_RETURN_IF(lane_.queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes,
-                                                    src, nullptr, &event),
+  SORTD_CL_RETURN_IF(lane_.queue.enqueueWriteBuffer(
+                         buffer, CL_FALSE, offset, bytes, src, nullptr, &event),
                      "clEnqueueWriteBuffer");
   events_.emplace_back("upload", event);
   return absl::OkStatus();
 }
 
-absl::Status Run::Read(cl::Buffer& buffer, size_t bytes, void* dst) {
+absl::Status Run::Read(cl::Buffer& buffer, size_t bytes, void* dst,
+                       size_t offset) {
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("download"));
   if (lane_.staging && !core_.pinned->Holds(dst, bytes)) {
     core_.staged_bytes += bytes;
-    return lane_.staging->Download(buffer, dst, bytes, &events_);
+    return lane_.staging->Download(buffer, offset, dst, bytes, &events_);
   }
   core_.direct_bytes += bytes;
   cl::Event event;
-  SORTD_CL_RETURN_IF(lane_.queue.enqueueReadBuffer(buffer, CL_FALSE, 0, bytes,
-                                                   dst, nullptr, &event),
+  SORTD_CL_RETURN_IF(lane_.queue.enqueueReadBuffer(buffer, CL_FALSE, offset,
+                                                   bytes, dst, nullptr, &event),
                      "clEnqueueReadBuffer");
   events_.emplace_back("download", event);
   return absl::OkStatus();
@@ -110,6 +117,21 @@ absl::Status Run::ReadNow(cl::Buffer& buffer, size_t bytes, void* dst,
   SORTD_CL_RETURN_IF(
       lane_.queue.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, dst),
       absl::StrCat("clEnqueueReadBuffer(", what, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status Run::ReadLater(cl::Buffer& buffer, size_t bytes, void* dst,
+                            cl::Event* done) {
+  SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("download"));
+  cl::Event written;  // the last command enqueued on the lane's queue
+  SORTD_CL_RETURN_IF(lane_.queue.enqueueMarkerWithWaitList(nullptr, &written),
+                     "clEnqueueMarkerWithWaitList");
+  SORTD_CL_RETURN_IF(lane_.queue.flush(), "clFlush");
+  const std::vector<cl::Event> after = {written};
+  SORTD_CL_RETURN_IF(lane_.side_queue.enqueueReadBuffer(
+                         buffer, CL_FALSE, 0, bytes, dst, &after, done),
+                     "clEnqueueReadBuffer(side)");
+  SORTD_CL_RETURN_IF(lane_.side_queue.flush(), "clFlush(side)");
   return absl::OkStatus();
 }
 
@@ -135,7 +157,7 @@ absl::Status Run::Zero(cl::Buffer& buffer, size_t bytes, const char* stage) {
   return absl::OkStatus();
 }
 
-absl::Status Run::Finish(StageTimes* stages) {
+absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
   cl_int err = lane_.queue.finish();
   if (core_.faults.DeviceLostAtFinish()) {
     err = CL_DEVICE_NOT_AVAILABLE;  // injected: the device is gone
@@ -148,13 +170,25 @@ absl::Status Run::Finish(StageTimes* stages) {
   if (stages == nullptr) return absl::OkStatus();
   std::map<std::string, double> seconds;
   std::vector<std::string> order;
+  cl_ulong first = ~cl_ulong{0}, last = 0;
   for (auto& [stage, event] : events_) {
     const std::optional<double> t = EventSeconds(event);
     if (!t) continue;
     if (!seconds.count(stage)) order.push_back(stage);
     seconds[stage] += *t;
+    cl_ulong start = 0, end = 0;
+    if (kernel_span != nullptr && !IsTransfer(stage) &&
+        event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) ==
+            CL_SUCCESS &&
+        event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) == CL_SUCCESS) {
+      first = std::min(first, start);
+      last = std::max(last, end);
+    }
   }
   for (const std::string& s : order) stages->push_back({s, seconds[s]});
+  if (kernel_span != nullptr) {
+    *kernel_span = last > first ? (last - first) * 1e-9 : 0.0;
+  }
   return absl::OkStatus();
 }
 

@@ -97,6 +97,8 @@ struct BitonicKernels {
 // another's kernels.
 struct Lane {
   cl::CommandQueue queue;
+  // Small reads that the work behind them on `queue` need not wait for.
+  cl::CommandQueue side_queue;
   std::unique_ptr<StagingRing> staging;
   RadixKernels radix[2][2];  // [key_bits == 64][with_index]
   // Built with the policy's small_items, for short arrays.
@@ -156,11 +158,19 @@ class Run {
                       size_t group_size, const char* stage) {
     return LaunchKernel(kernel.kernel(), groups, group_size, stage);
   }
-  // Host to device and back without waiting: pinned memory (from the
-  // engine's host_memory()) straight, pageable memory through the lane's
-  // staging ring.
-  absl::Status Write(cl::Buffer& buffer, size_t bytes, const void* src);
-  absl::Status Read(cl::Buffer& buffer, size_t bytes, void* dst);
+  // Host to device and back without waiting, at byte `offset` of the
+  // buffer: pinned memory (from the engine's host_memory()) straight,
+  // pageable memory through the lane's staging ring.
+  absl::Status Write(cl::Buffer& buffer, size_t bytes, const void* src,
+                     size_t offset = 0);
+  absl::Status Read(cl::Buffer& buffer, size_t bytes, void* dst,
+                    size_t offset = 0);
+  // A small read into pageable memory, on the lane's side queue after
+  // everything enqueued so far: what is enqueued next does not wait for
+  // it, nor does the call. `done` completes when the bytes are in `dst`,
+  // which must outlive it.
+  absl::Status ReadLater(cl::Buffer& buffer, size_t bytes, void* dst,
+                         cl::Event* done);
   // Small transfers that wait (the host memory may go when they return).
   absl::Status WriteNow(cl::Buffer& buffer, size_t bytes, const void* src,
                         const char* what);
@@ -171,9 +181,10 @@ class Run {
   // Zero words, timed as `stage`.
   absl::Status Zero(cl::Buffer& buffer, size_t bytes, const char* stage);
   // Waits for the queue and adds the events' times, per stage in the order
-  // first enqueued, to `stages` (if not null). A queue that cannot finish
-  // makes the engine unhealthy.
-  absl::Status Finish(StageTimes* stages);
+  // first enqueued, to `stages` (if not null), and with them the span of
+  // every command but the transfers to `kernel_span` (if not null). A queue
+  // that cannot finish makes the engine unhealthy.
+  absl::Status Finish(StageTimes* stages, double* kernel_span = nullptr);
 
  private:
   absl::Status LaunchKernel(cl::Kernel& kernel, size_t groups,

@@ -129,6 +129,8 @@ absl::Status OpenClEngine::Init() {
     lane->queue = cl::CommandQueue(context_, device_.device,
                                    CL_QUEUE_PROFILING_ENABLE, &err);
     SORTD_CL_RETURN_IF(err, "clCreateCommandQueue");
+    lane->side_queue = cl::CommandQueue(context_, device_.device, 0, &err);
+    SORTD_CL_RETURN_IF(err, "clCreateCommandQueue(side)");
     if (options_.pinned_staging) {
       auto ring = StagingRing::Create(context_, lane->queue, options_.staging);
       if (!ring.ok()) return ring.status();
@@ -255,8 +257,7 @@ absl::Status OpenClEngine::Upload(Run& run, const SortJob& job,
     if (!b.ok()) return b.status();
     *buffer = *b;
   }
-  SORTD_RETURN_IF_ERROR(run.Write(a.raw, plan.raw_bytes, job.keys));
-  SORTD_RETURN_IF_ERROR(run.Write(a.values, plan.values_bytes, job.values));
+  SORTD_RETURN_IF_ERROR(WriteInputs(run, job, a));
   if (count_digits) {
     SORTD_RETURN_IF_ERROR(run.Zero(*totals, plan.totals_bytes, "histogram"));
   }
@@ -286,12 +287,45 @@ absl::Status OpenClEngine::Download(Run& run, const SortJob& job,
     const size_t wg = policy_.radix.work_group;
     SORTD_RETURN_IF_ERROR(run.Launch(k.decode, DivUp(n, wg), wg, "transform"));
   }
-  SORTD_RETURN_IF_ERROR(
-      run.Read(keys_out, n * KeySize(job.key_type), job.keys_out));
-  SORTD_RETURN_IF_ERROR(
-      run.Read(a.values_out, n * ValueSize(job.value_type), job.values_out));
-  if (job.permutation_out != nullptr) {
-    SORTD_RETURN_IF_ERROR(run.Read(a.index[a.cur], n * 4, job.permutation_out));
+  return ReadOutputs(run, job, keys_out, a.values_out, a.index[a.cur]);
+}
+
+absl::Status OpenClEngine::WriteInputs(Run& run, const SortJob& job,
+                                       SortArrays& a) {
+  const size_t ks = KeySize(job.key_type), vs = ValueSize(job.value_type);
+  if (job.parts.empty()) {
+    SORTD_RETURN_IF_ERROR(run.Write(a.raw, job.count * ks, job.keys));
+    return run.Write(a.values, job.count * vs, job.values);
+  }
+  size_t at = 0;
+  for (const SortJob* part : job.parts) {
+    SORTD_RETURN_IF_ERROR(
+        run.Write(a.raw, part->count * ks, part->keys, at * ks));
+    SORTD_RETURN_IF_ERROR(
+        run.Write(a.values, part->count * vs, part->values, at * vs));
+    at += part->count;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OpenClEngine::ReadOutputs(Run& run, const SortJob& job,
+                                       cl::Buffer& keys, cl::Buffer& values,
+                                       cl::Buffer& permutation) {
+  const size_t ks = KeySize(job.key_type), vs = ValueSize(job.value_type);
+  const bool perm = job.permutation_out != nullptr;
+  auto read = [&](const SortJob& part, size_t at) -> absl::Status {
+    SORTD_RETURN_IF_ERROR(
+        run.Read(keys, part.count * ks, part.keys_out, at * ks));
+    SORTD_RETURN_IF_ERROR(
+        run.Read(values, part.count * vs, part.values_out, at * vs));
+    if (!perm) return absl::OkStatus();
+    return run.Read(permutation, part.count * 4, part.permutation_out, at * 4);
+  };
+  if (job.parts.empty()) return read(job, 0);
+  size_t at = 0;
+  for (const SortJob* part : job.parts) {
+    SORTD_RETURN_IF_ERROR(read(*part, at));
+    at += part->count;
   }
   return absl::OkStatus();
 }
@@ -306,7 +340,8 @@ absl::Status OpenClEngine::Sort(const SortJob& job) {
   absl::Status status = SortOnLane(run, job);
   // Whatever happened, nothing may still be queued when we return: the
   // caller's buffers are about to be reused or freed.
-  absl::Status finished = run.Finish(status.ok() ? job.stages : nullptr);
+  absl::Status finished =
+      run.Finish(status.ok() ? job.stages : nullptr, job.kernel_span_seconds);
   return status.ok() ? finished : status;
 }
 
@@ -329,30 +364,36 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
   // Digits counted, keys left raw: the first pass orders them as it reads.
   cl::Buffer totals;
   SORTD_RETURN_IF_ERROR(Upload(run, job, plan, true, false, a, &totals));
-  // One small read-back: passes whose digit every key shares are skipped.
+  // The digit totals come back while the first pass runs; later passes
+  // whose digit every key shares are then skipped. The first always runs
+  // (where its digit is shared too, it moves every key to where it was).
   const size_t radix = plan.passes.radix;
   std::vector<cl_uint> counts(plan.passes.passes * radix);
+  struct WaitOnExit {  // the read lands in `counts` before it goes
+    cl::Event done;
+    ~WaitOnExit() {
+      if (done() != nullptr) done.wait();
+    }
+  } read;
   SORTD_RETURN_IF_ERROR(
-      run.ReadNow(totals, counts.size() * 4, counts.data(), "digit totals"));
-  std::vector<bool> skip(plan.passes.passes);
-  for (size_t p = 0; p < skip.size(); ++p) {
-    const cl_uint* c = counts.data() + p * radix;
-    skip[p] =
-        std::find(c, c + radix, static_cast<cl_uint>(job.count)) != c + radix;
-  }
-  if (std::find(skip.begin(), skip.end(), false) == skip.end()) {
-    // Every key the same: no pass runs, so the keys and indices are put in
-    // ordered form here (and back in Download).
-    RadixKernels& k = run.lane().radix[plan.key_bits == 64][plan.with_index];
-    return EncodeKeys(run, policy_.radix, k, job, a, totals, false, true);
-  }
+      run.ReadLater(totals, counts.size() * 4, counts.data(), &read.done));
+  auto skip_later = [&](std::vector<bool>& skip) -> absl::Status {
+    SORTD_CL_RETURN_IF(read.done.wait(), "waiting for the digit totals");
+    for (size_t p = 1; p < skip.size(); ++p) {
+      const cl_uint* c = counts.data() + p * radix;
+      skip[p] =
+          std::find(c, c + radix, static_cast<cl_uint>(job.count)) != c + radix;
+    }
+    return absl::OkStatus();
+  };
   const RawEnds raw_ends{
       .keys = a.raw,
       .kind_order =
           KindCode(job.key_type) |
           (job.order == Order::kDescending ? SORTD_MODE_DESCENDING : 0u)};
-  return RadixPasses(run, policy_.radix, plan.passes, a, skip, &totals,
-                     &raw_ends);
+  return RadixPasses(run, policy_.radix, plan.passes, a,
+                     std::vector<bool>(plan.passes.passes, false), &totals,
+                     &raw_ends, skip_later);
 }
 
 size_t OpenClEngine::max_sort_keys(const SortJob& shape) const {
@@ -416,7 +457,8 @@ absl::Status OpenClEngine::Transpose(const TransposeJob& job) {
         lane.transpose, DivUp(job.count, per_group), group_size, "transpose"));
     return run.Read(*out, bytes, job.out);
   }();
-  absl::Status finished = run.Finish(status.ok() ? job.stages : nullptr);
+  absl::Status finished =
+      run.Finish(status.ok() ? job.stages : nullptr, job.kernel_span_seconds);
   return status.ok() ? finished : status;
 }
 

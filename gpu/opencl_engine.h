@@ -110,6 +110,9 @@ class OpenClEngine final : public Sorter {
   }
   std::string device_name() const override { return device_.info.name; }
   bool healthy() const override { return core_.healthy.load(); }
+  // Parts whose arrays all lie in host_memory(): transfers straight from
+  // and into them cost no host copy, where packing costs two.
+  bool SortsParts(absl::Span<const SortJob* const> parts) const override;
   const DeviceInfo& info() const { return device_.info; }
   const EnginePolicy& policy() const { return policy_; }
   // "subgroup" or "portable": the transpose kernel in use.
@@ -187,6 +190,13 @@ class OpenClEngine final : public Sorter {
                       cl::Buffer* totals);
   // Ordered keys back to raw bits, payload gathered, then everything down.
   absl::Status Download(Run& run, const SortJob& job, SortArrays& a);
+  // The job's keys and values to a.raw and a.values, part by part where
+  // it has parts (SortJob::parts).
+  absl::Status WriteInputs(Run& run, const SortJob& job, SortArrays& a);
+  // The sorted keys, values and permutation to the job's outputs (its
+  // parts').
+  absl::Status ReadOutputs(Run& run, const SortJob& job, cl::Buffer& keys,
+                           cl::Buffer& values, cl::Buffer& permutation);
   absl::Status SortOnLane(Run& run, const SortJob& job);
   // Upload, then the radix passes of `plan` (passes in which every key
   // shares its digit skipped): the keys in a.keys[a.cur], raw if a pass

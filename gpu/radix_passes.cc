@@ -21,16 +21,33 @@ RadixKernels& KernelsFor(Run& run, const RadixPassPlan& plan) {
 struct PassOrder {
   size_t first, last;  // the first and last pass that run
   const RawEnds* raw_ends;
+  const SkipLater* later;  // null: `skip` is final
 
-  static PassOrder Of(const std::vector<bool>& skip, const RawEnds* raw_ends) {
-    PassOrder o{skip.size(), 0, raw_ends};
+  static PassOrder Of(const std::vector<bool>& skip, const RawEnds* raw_ends,
+                      const SkipLater* later) {
+    PassOrder o{skip.size(), 0, raw_ends, later};
     for (size_t pass = 0; pass < skip.size(); ++pass) {
       if (skip[pass]) continue;
       o.first = std::min(o.first, pass);
       o.last = pass;
     }
+    // Until `later` has spoken, the first pass is not taken as the last.
+    if (later != nullptr && o.last == o.first) o.last = skip.size();
     return o;
   }
+  // After pass `pass` was enqueued: the first time, asks `later` which
+  // passes still run.
+  absl::Status Enqueued(size_t pass, std::vector<bool>& skip) {
+    if (later == nullptr || pass != first) return absl::OkStatus();
+    SORTD_RETURN_IF_ERROR((*later)(skip));
+    later = nullptr;
+    last = first;
+    for (size_t p = first + 1; p < skip.size(); ++p) {
+      if (!skip[p]) last = p;
+    }
+    return absl::OkStatus();
+  }
+
   // The kernels' `mode` argument of `pass`.
   cl_uint Mode(size_t pass) const {
     if (raw_ends == nullptr) return 0;
@@ -65,8 +82,8 @@ absl::Status ScanInPlace(Run& run, RadixKernels& k, const RadixPassPlan& plan,
 // otherwise they are zeroed before every pass.
 absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
                              const RadixPassPlan& plan, RadixKernels& k,
-                             SortArrays& a, const std::vector<bool>& skip,
-                             const cl::Buffer& totals, const PassOrder& order) {
+                             SortArrays& a, std::vector<bool>& skip,
+                             const cl::Buffer& totals, PassOrder& order) {
   absl::StatusOr<cl::Buffer> status =
       run.Allocate(plan.status_bytes, "look-back status");
   if (!status.ok()) return status.status();
@@ -106,6 +123,7 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
     SORTD_RETURN_IF_ERROR(
         run.Launch(k.onesweep, plan.tiles, p.work_group, "scatter"));
     a.cur = 1 - a.cur;
+    SORTD_RETURN_IF_ERROR(order.Enqueued(pass, skip));
   }
   return absl::OkStatus();
 }
@@ -113,8 +131,8 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
 // Histogram, scan and scatter launches per pass.
 absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& p,
                                const RadixPassPlan& plan, RadixKernels& k,
-                               SortArrays& a, const std::vector<bool>& skip,
-                               const PassOrder& order) {
+                               SortArrays& a, std::vector<bool>& skip,
+                               PassOrder& order) {
   absl::StatusOr<cl::Buffer> offsets =
       run.Allocate(plan.offsets_bytes, "tile offsets");
   if (!offsets.ok()) return offsets.status();
@@ -141,6 +159,7 @@ absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& p,
     SORTD_RETURN_IF_ERROR(
         run.Launch(k.scatter, plan.tiles, p.work_group, "scatter"));
     a.cur = 1 - a.cur;
+    SORTD_RETURN_IF_ERROR(order.Enqueued(pass, skip));
   }
   return absl::OkStatus();
 }
@@ -180,9 +199,9 @@ absl::Status EncodeKeys(Run& run, const RadixSortPolicy& policy,
 
 absl::Status RadixPasses(Run& run, const RadixSortPolicy& policy,
                          const RadixPassPlan& plan, SortArrays& a,
-                         const std::vector<bool>& skip,
-                         const cl::Buffer* totals, const RawEnds* raw_ends) {
-  const PassOrder order = PassOrder::Of(skip, raw_ends);
+                         std::vector<bool> skip, const cl::Buffer* totals,
+                         const RawEnds* raw_ends, const SkipLater& later) {
+  PassOrder order = PassOrder::Of(skip, raw_ends, later ? &later : nullptr);
   if (raw_ends != nullptr && order.first == skip.size()) {
     return absl::InternalError("radix passes with raw ends but no pass to run");
   }
@@ -190,10 +209,14 @@ absl::Status RadixPasses(Run& run, const RadixSortPolicy& policy,
     return absl::InternalError("one-launch radix passes without digit totals");
   }
   RadixKernels& k = KernelsFor(run, plan);
-  if (raw_ends != nullptr) a.keys_raw = true;
-  return plan.one_launch
-             ? OneLaunchPasses(run, policy, plan, k, a, skip, *totals, order)
-             : ThreeLaunchPasses(run, policy, plan, k, a, skip, order);
+  SORTD_RETURN_IF_ERROR(
+      plan.one_launch
+          ? OneLaunchPasses(run, policy, plan, k, a, skip, *totals, order)
+          : ThreeLaunchPasses(run, policy, plan, k, a, skip, order));
+  // Raw keys stored, unless the first pass, run as not the last, was the
+  // only one.
+  if (raw_ends != nullptr) a.keys_raw = order.last != order.first || !later;
+  return absl::OkStatus();
 }
 
 }  // namespace sortd::gpu

@@ -8,6 +8,7 @@
 #ifndef SORTD_GPU_RADIX_PASSES_H_
 #define SORTD_GPU_RADIX_PASSES_H_
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,16 +37,24 @@ absl::Status EncodeKeys(Run& run, const RadixSortPolicy& policy,
                         RadixKernels& k, const SortJob& job, SortArrays& a,
                         cl::Buffer& totals, bool count_digits, bool encode);
 
+// Called once the first pass is enqueued, to mark later passes in `skip`
+// (it may wait for the device meanwhile).
+using SkipLater = std::function<absl::Status(std::vector<bool>& skip)>;
+
 // The LSD passes of `plan` over a.keys[a.cur] (and indices), except the
 // passes marked in `skip`; allocates the plan's pass buffers. `totals`:
 // every pass's digit counts (from EncodeKeys), or null (then the passes
 // take three launches). `raw_ends`: the first pass that runs reads
 // raw_ends->keys and the last stores raw keys; at least one pass must run.
-// Null: a.keys[a.cur] is in ordered form.
+// Null: a.keys[a.cur] is in ordered form. `later` (may be empty) marks
+// passes after the first as skipped while the first runs; the first pass
+// then stores ordered keys, and they stay so (a.keys_raw false) if no
+// later pass runs.
 absl::Status RadixPasses(Run& run, const RadixSortPolicy& policy,
                          const RadixPassPlan& plan, SortArrays& a,
-                         const std::vector<bool>& skip,
-                         const cl::Buffer* totals, const RawEnds* raw_ends);
+                         std::vector<bool> skip, const cl::Buffer* totals,
+                         const RawEnds* raw_ends,
+                         const SkipLater& later = nullptr);
 
 }  // namespace sortd::gpu
 

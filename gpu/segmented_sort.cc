@@ -13,10 +13,54 @@
 #include "gpu/radix_passes.h"
 
 namespace sortd::gpu {
+namespace {
+
+absl::Status CheckParts(const SortJob& job) {
+  if (job.parts.empty()) return absl::OkStatus();
+  size_t total = 0;
+  for (const SortJob* part : job.parts) {
+    if (part->key_type != job.key_type || part->order != job.order ||
+        part->value_type != job.value_type ||
+        (part->permutation_out != nullptr) !=
+            (job.permutation_out != nullptr) ||
+        (part->count > 0 &&
+         (part->keys == nullptr || part->keys_out == nullptr))) {
+      return absl::InvalidArgumentError(
+          "every part of a batch has the batch's key type, order, value "
+          "type and outputs");
+    }
+    total += part->count;
+  }
+  if (total != job.count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch of ", job.count, " keys has parts of ", total));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool OpenClEngine::SortsParts(absl::Span<const SortJob* const> parts) const {
+  if (core_.pinned == nullptr) return false;
+  for (const SortJob* p : parts) {
+    const size_t n = p->count, ks = KeySize(p->key_type),
+                 vs = ValueSize(p->value_type);
+    for (auto [data, bytes] :
+         {std::pair<const void*, size_t>{p->keys, n * ks},
+          {p->keys_out, n * ks},
+          {p->values, n * vs},
+          {p->values_out, n * vs},
+          {p->permutation_out, p->permutation_out ? n * 4 : 0}}) {
+      if (bytes > 0 && !core_.pinned->Holds(data, bytes)) return false;
+    }
+  }
+  return true;
+}
 
 absl::Status OpenClEngine::SortSegments(const SortJob& job,
                                         absl::Span<const uint32_t> offsets) {
   SORTD_RETURN_IF_ERROR(CheckSegmentOffsets(job.count, offsets));
+  SORTD_RETURN_IF_ERROR(CheckParts(job));
   if (job.count == 0) return absl::OkStatus();
   if (job.count >= (size_t{1} << 31)) {
     return absl::InvalidArgumentError("the OpenCL engine sorts < 2^31 keys");
@@ -24,7 +68,8 @@ absl::Status OpenClEngine::SortSegments(const SortJob& job,
   LaneLease lease(this);
   Run run(core_, lease.lane());
   absl::Status status = SegmentsOnLane(run, job, offsets);
-  absl::Status finished = run.Finish(status.ok() ? job.stages : nullptr);
+  absl::Status finished =
+      run.Finish(status.ok() ? job.stages : nullptr, job.kernel_span_seconds);
   return status.ok() ? finished : status;
 }
 

@@ -1,0 +1,206 @@
+// A batch sorted where its requests' arrays lie: the batch codec over the
+// OpenCL engine (PoCL's CPU device in CI), whose SortSegments takes
+// requests whose arrays lie in its page-locked memory as parts. Every
+// request comes back as if sorted alone, with short segments (one
+// work-group each) and long ones (the whole batch as one array); batches of
+// heap arrays or of mixed orders are packed instead, and come back the
+// same.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/batch_codec.h"
+#include "tests/opencl_test_util.h"
+#include "tests/reference.h"
+#include "tests/sort_check.h"
+
+namespace sortd::gpu {
+namespace {
+
+// A host array from the engine's page-locked memory or from the heap.
+class Array {
+ public:
+  Array(size_t bytes, HostMemory* pinned) : bytes_(bytes), pinned_(pinned) {
+    const size_t size = std::max<size_t>(bytes, 1);
+    if (pinned_ != nullptr) {
+      data_ = static_cast<std::byte*>(pinned_->Allocate(size));
+    }
+    if (data_ == nullptr) {
+      pinned_ = nullptr;
+      data_ = new std::byte[size];
+    }
+  }
+  ~Array() {
+    if (pinned_ != nullptr) {
+      pinned_->Free(data_, std::max<size_t>(bytes_, 1));
+    } else {
+      delete[] data_;
+    }
+  }
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+  std::byte* data() { return data_; }
+  bool pinned() const { return pinned_ != nullptr; }
+
+ private:
+  size_t bytes_;
+  HostMemory* pinned_;
+  std::byte* data_ = nullptr;
+};
+
+// One request of a batch, with its arrays and what it should get back.
+template <typename K>
+struct Request {
+  std::vector<K> keys;
+  bool descending = false;
+  std::unique_ptr<Array> in, values, out, values_out, perm;
+  SortJob job;
+
+  Request(std::vector<K> k, bool desc, bool with_values, bool with_perm,
+          HostMemory* pinned)
+      : keys(std::move(k)), descending(desc) {
+    const size_t n = keys.size();
+    in = std::make_unique<Array>(n * sizeof(K), pinned);
+    out = std::make_unique<Array>(n * sizeof(K), pinned);
+    if (n > 0) std::memcpy(in->data(), keys.data(), n * sizeof(K));
+    job.key_type = sortd::testing::KeyTypeOf<K>();
+    job.order = desc ? Order::kDescending : Order::kAscending;
+    job.count = n;
+    job.keys = in->data();
+    job.keys_out = out->data();
+    if (with_values) {
+      values = std::make_unique<Array>(n * 8, pinned);
+      values_out = std::make_unique<Array>(n * 8, pinned);
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t v = i * 1000003 + n;
+        std::memcpy(values->data() + i * 8, &v, 8);
+      }
+      job.value_type = ValueType::kU64;
+      job.values = values->data();
+      job.values_out = values_out->data();
+    }
+    if (with_perm) {
+      perm = std::make_unique<Array>(n * 4, pinned);
+      job.permutation_out = perm->data();
+    }
+  }
+
+  void Check(const std::string& what) const {
+    const std::vector<uint32_t> ref =
+        sortd::testing::RefPermutation(keys, descending);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_EQ(
+          0, std::memcmp(out->data() + i * sizeof(K), &keys[ref[i]], sizeof(K)))
+          << what << ": key at " << i << " of " << keys.size();
+      if (perm != nullptr) {
+        uint32_t p;
+        std::memcpy(&p, perm->data() + i * 4, 4);
+        ASSERT_EQ(p, ref[i]) << what << ": permutation at " << i;
+      }
+      if (values != nullptr) {
+        uint64_t v;
+        std::memcpy(&v, values_out->data() + i * 8, 8);
+        ASSERT_EQ(v, uint64_t{ref[i]} * 1000003 + keys.size())
+            << what << ": value at " << i;
+      }
+    }
+  }
+};
+
+bool HasStage(const StageTimes& stages, const std::string& name) {
+  return std::any_of(stages.begin(), stages.end(),
+                     [&](const StageTime& s) { return s.stage == name; });
+}
+
+template <typename K>
+void CheckBatch(const std::vector<size_t>& lengths, bool mixed_orders,
+                bool with_values, bool with_perm, bool pinned) {
+  OpenClEngine& engine = Engine();
+  std::shared_ptr<HostMemory> memory = engine.host_memory();
+  std::vector<std::unique_ptr<Request<K>>> requests;
+  std::vector<const SortJob*> jobs;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const bool desc = mixed_orders ? i % 2 == 1 : true;
+    requests.push_back(std::make_unique<Request<K>>(
+        sortd::testing::Generate<K>(sortd::testing::Shape::kFewDistinct,
+                                    lengths[i], i + 3),
+        desc, with_values, with_perm, pinned ? memory.get() : nullptr));
+    jobs.push_back(&requests.back()->job);
+  }
+  if (pinned) {
+    ASSERT_TRUE(requests.front()->in->pinned());
+  }
+  StageTimes stages;
+  batch::PackBuffer pack;
+  const absl::Status s = batch::SortTogether(engine, jobs, &stages, &pack);
+  ASSERT_TRUE(s.ok()) << s;
+  // One order throughout, arrays in page-locked memory: sorted where they
+  // lie, nothing packed. Heap arrays are packed (cheaper than staging each).
+  EXPECT_EQ(HasStage(stages, "host_pack"), mixed_orders || !pinned);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i]->Check(absl::StrCat("request ", i, " of ", requests.size()));
+  }
+}
+
+TEST(SortParts, ShortSegmentsEachAsIfAlone) {
+  const std::vector<size_t> lengths = {5, 0, 1, 300, 17, 1000, 2, 64};
+  for (bool pinned : {true, false}) {
+    SCOPED_TRACE(pinned ? "page-locked arrays" : "heap arrays");
+    CheckBatch<uint32_t>(lengths, false, false, false, pinned);
+    CheckBatch<double>(lengths, false, true, true, pinned);
+    CheckBatch<int64_t>(lengths, false, false, true, pinned);
+  }
+}
+
+TEST(SortParts, LongSegmentsAsOneArray) {
+  // Longer than a work-group sorts: the batch is sorted as one array.
+  const size_t block = Engine().policy().bitonic.Block(64);
+  const std::vector<size_t> lengths = {3 * block + 7, 11, 0, 2 * block,
+                                       block + 1};
+  for (bool pinned : {true, false}) {
+    SCOPED_TRACE(pinned ? "page-locked arrays" : "heap arrays");
+    CheckBatch<uint32_t>(lengths, false, false, false, pinned);
+    CheckBatch<float>(lengths, false, true, true, pinned);
+    CheckBatch<uint64_t>(lengths, false, true, false, pinned);
+  }
+}
+
+TEST(SortParts, MixedOrdersArePacked) {
+  const size_t block = Engine().policy().bitonic.Block(32);
+  CheckBatch<int32_t>({100, 2 * block + 3, 9}, true, true, true, true);
+}
+
+TEST(SortParts, RejectsPartsThatDoNotMatchTheBatch) {
+  std::vector<uint32_t> a(8, 1), b(8, 2), out_a(8), out_b(8);
+  SortJob pa{.key_type = KeyType::kU32,
+             .count = 8,
+             .keys = reinterpret_cast<const std::byte*>(a.data()),
+             .keys_out = reinterpret_cast<std::byte*>(out_a.data())};
+  SortJob pb = pa;
+  pb.keys = reinterpret_cast<const std::byte*>(b.data());
+  pb.keys_out = reinterpret_cast<std::byte*>(out_b.data());
+  pb.order = Order::kDescending;
+  std::vector<const SortJob*> parts = {&pa, &pb};
+  SortJob whole = pa;
+  whole.count = 16;
+  whole.parts = parts;
+  const std::vector<uint32_t> offsets = {0, 8, 16};
+  EXPECT_EQ(Engine().SortSegments(whole, offsets).code(),
+            absl::StatusCode::kInvalidArgument);
+  pb.order = Order::kAscending;
+  whole.count = 15;
+  EXPECT_EQ(Engine().SortSegments(whole, {0, 8, 15}).code(),
+            absl::StatusCode::kInvalidArgument);
+  whole.count = 16;
+  EXPECT_TRUE(Engine().SortSegments(whole, offsets).ok());
+  EXPECT_EQ(out_a, a);
+  EXPECT_EQ(out_b, b);
+}
+
+}  // namespace
+}  // namespace sortd::gpu
