@@ -8,10 +8,17 @@
 //
 // {"bench":"batching","device":...,"keys":1024,"concurrency":64,
 //  "mode":"batched","delay_us":200,"requests_per_s":...,"keys_per_s":...,
-//  "p50_ms":...,"p99_ms":...,"mean_batch":...}
+//  "p50_ms":...,"p99_ms":...,"mean_batch":...,"queue_ms":...,
+//  "run_ms":...,"stages_ms":{"host_pack":...,"upload":...,...}}
+//
+// queue_ms and run_ms: a request's mean wait for its run and the run's
+// wall time (pack, engine, unpack); stages_ms: the mean time per device run
+// of each stage (device time from profiling events; host_* are host wall
+// time), over the measured window.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -40,6 +47,11 @@ ABSL_FLAG(std::string, classes, "1",
           "Batch classes the clients spread over (client c uses class c % "
           "k: key types u32, f32, u64, i32, i64, f64, each ascending and "
           "descending), comma-separated values of k");
+ABSL_FLAG(int64_t, max_batch_keys, int64_t{1} << 22,
+          "Keys one device run takes at most (sortd's --max_batch_keys)");
+ABSL_FLAG(bool, pinned_requests, true,
+          "Clients' arrays of 1 MiB or more in the engine's page-locked "
+          "memory, as sortd keeps request arrays (--host_pool_pinned)");
 ABSL_FLAG(bool, baselines, true, "Also measure the CPU path and unbatched");
 
 namespace {
@@ -53,24 +65,91 @@ std::vector<size_t> Parse(const std::string& list) {
   return out;
 }
 
-struct Result {
-  double requests_per_s = 0, p50_ms = 0, p99_ms = 0, mean_batch = 0;
+// Stage times of every device run, summed.
+class StageTotals final : public sortd::SchedulerListener {
+ public:
+  void OnStages(const std::string& /*device*/, const char* /*kernel*/,
+                const sortd::StageTimes& stages) override {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const sortd::StageTime& st : stages) seconds_[st.stage] += st.seconds;
+  }
+  std::map<std::string, double> Snapshot() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return seconds_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, double> seconds_;
 };
 
-Result Load(sortd::Scheduler& sched, size_t keys, size_t clients,
-            double seconds, size_t classes) {
+struct Result {
+  double requests_per_s = 0, p50_ms = 0, p99_ms = 0, mean_batch = 0;
+  double queue_ms = 0, run_ms = 0;
+  std::map<std::string, double> stages_ms;  // per device run
+};
+
+// {"stage":ms,...}
+std::string StagesJson(const std::map<std::string, double>& stages_ms) {
+  std::string out = "{";
+  for (const auto& [stage, ms] : stages_ms) {
+    if (out.size() > 1) out += ",";
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "\"%s\":%.4f", stage.c_str(), ms);
+    out += buf;
+  }
+  return out + "}";
+}
+
+// A client's array: from `memory` (the engine's page-locked memory) when
+// it is at least kPinnedMinBytes long, as sortd's request buffers are
+// (HostBufferPool), else from the heap.
+class HostArray {
+ public:
+  static constexpr size_t kPinnedMinBytes = size_t{1} << 20;
+  HostArray(size_t bytes, std::shared_ptr<sortd::HostMemory> memory)
+      : bytes_(bytes) {
+    if (memory != nullptr && bytes >= kPinnedMinBytes) {
+      data_ = static_cast<std::byte*>(memory->Allocate(bytes));
+      if (data_ != nullptr) memory_ = std::move(memory);
+    }
+    if (data_ == nullptr) data_ = new std::byte[bytes];
+  }
+  ~HostArray() {
+    if (memory_ != nullptr) {
+      memory_->Free(data_, bytes_);
+    } else {
+      delete[] data_;
+    }
+  }
+  HostArray(const HostArray&) = delete;
+  HostArray& operator=(const HostArray&) = delete;
+  std::byte* data() { return data_; }
+  uint32_t* words() { return reinterpret_cast<uint32_t*>(data_); }
+
+ private:
+  size_t bytes_;
+  std::shared_ptr<sortd::HostMemory> memory_;
+  std::byte* data_ = nullptr;
+};
+
+Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
+            size_t clients, double seconds, size_t classes,
+            const std::shared_ptr<sortd::HostMemory>& memory) {
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::vector<double> latencies;
   std::atomic<size_t> done_count{0};
+  // Summed over requests answered in the measured window, microseconds.
+  std::atomic<bool> measuring{false};
+  std::atomic<int64_t> queue_us{0}, run_us{0}, measured{0};
   std::vector<std::thread> threads;
-  const sortd::Scheduler::Stats before = sched.stats();
   for (size_t c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       std::mt19937 rng(static_cast<uint32_t>(c));
       // Random bits are valid keys of every type (NaNs included).
-      std::vector<uint64_t> in(keys), out(keys);
-      for (uint64_t& k : in) k = (uint64_t{rng()} << 32) | rng();
+      HostArray in(keys * 8, memory), out(keys * 8, memory);
+      for (size_t i = 0; i < keys * 2; ++i) in.words()[i] = rng();
       constexpr sortd::KeyType kTypes[] = {
           sortd::KeyType::kU32, sortd::KeyType::kF32, sortd::KeyType::kU64,
           sortd::KeyType::kI32, sortd::KeyType::kI64, sortd::KeyType::kF64};
@@ -84,12 +163,17 @@ Result Load(sortd::Scheduler& sched, size_t keys, size_t clients,
         task->sort.key_type = kTypes[(cls / 2) % 6];
         task->sort.order =
             cls % 2 ? sortd::Order::kDescending : sortd::Order::kAscending;
-        task->sort.keys = reinterpret_cast<const std::byte*>(in.data());
-        task->sort.keys_out = reinterpret_cast<std::byte*>(out.data());
+        task->sort.keys = in.data();
+        task->sort.keys_out = out.data();
         absl::Notification done;
         bool ok = false;
         task->done = [&](const sortd::TaskResult& r) {
           ok = r.status.ok();
+          if (measuring.load(std::memory_order_relaxed)) {
+            queue_us += absl::ToInt64Microseconds(r.queue_wait);
+            run_us += absl::ToInt64Microseconds(r.compute);
+            ++measured;
+          }
           done.Notify();
         };
         const absl::Time start = absl::Now();
@@ -106,9 +190,14 @@ Result Load(sortd::Scheduler& sched, size_t keys, size_t clients,
   // Warm for a fifth of the time, then measure.
   absl::SleepFor(absl::Seconds(seconds / 5));
   const size_t start_count = done_count.load();
+  const sortd::Scheduler::Stats before = sched.stats();
+  const std::map<std::string, double> stages_before = totals.Snapshot();
+  measuring = true;
   const absl::Time start = absl::Now();
   absl::SleepFor(absl::Seconds(seconds));
   const size_t end_count = done_count.load();
+  measuring = false;
+  const std::map<std::string, double> stages_after = totals.Snapshot();
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   stop = true;
   for (std::thread& t : threads) t.join();
@@ -124,6 +213,15 @@ Result Load(sortd::Scheduler& sched, size_t keys, size_t clients,
   r.mean_batch =
       runs > 0 ? static_cast<double>(after.gpu_tasks - before.gpu_tasks) / runs
                : 1.0;
+  if (measured > 0) {
+    r.queue_ms = queue_us.load() / 1e3 / static_cast<double>(measured);
+    r.run_ms = run_us.load() / 1e3 / static_cast<double>(measured);
+  }
+  for (const auto& [stage, secs] : stages_after) {
+    const auto it = stages_before.find(stage);
+    const double d = secs - (it == stages_before.end() ? 0 : it->second);
+    if (runs > 0 && d > 0) r.stages_ms[stage] = d * 1e3 / runs;
+  }
   return r;
 }
 
@@ -157,6 +255,10 @@ int main(int argc, char** argv) {
     absl::Status Transpose(const sortd::TransposeJob& j) override {
       return e->Transpose(j);
     }
+    bool SortsParts(
+        absl::Span<const sortd::SortJob* const> parts) const override {
+      return e->SortsParts(parts);
+    }
     std::shared_ptr<sortd::HostMemory> host_memory() const override {
       return e->host_memory();
     }
@@ -184,23 +286,33 @@ int main(int argc, char** argv) {
           o.max_batch_requests = m.max_requests;
           o.sort = {.cpu_max = m.device ? 0 : SIZE_MAX, .solo_min = SIZE_MAX};
           o.spill = false;
+          o.max_batch_units =
+              static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_keys));
           o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
           o.cpu_workers = static_cast<int>(std::thread::hardware_concurrency());
           std::vector<sortd::DeviceSlot> slots;
           slots.push_back({std::make_unique<Borrowed>(shared.get()), nullptr});
-          sortd::Scheduler sched(o, &cpu, std::move(slots));
-          const Result r = Load(sched, keys, clients, seconds, classes);
+          StageTotals totals;
+          sortd::Scheduler sched(o, &cpu, std::move(slots), &totals);
+          const Result r =
+              Load(sched, totals, keys, clients, seconds, classes,
+                   absl::GetFlag(FLAGS_pinned_requests) ? shared->host_memory()
+                                                        : nullptr);
           sched.Drain(absl::Now() + absl::Seconds(30));
           std::printf(
               "{\"bench\":\"batching\",\"device\":\"%s\",\"keys\":%zu,"
               "\"concurrency\":%zu,\"mode\":\"%s\",\"delay_us\":%ld,"
               "\"requests_per_s\":%.1f,\"keys_per_s\":%.4g,\"p50_ms\":%.4f,"
               "\"p99_ms\":%.4f,\"mean_batch\":%.2f,\"classes\":%zu,"
-              "\"pipeline_depth\":%d}\n",
+              "\"pipeline_depth\":%d,\"max_batch_keys\":%zu,"
+              "\"pinned_requests\":%s,"
+              "\"queue_ms\":%.4f,\"run_ms\":%.4f,\"stages_ms\":%s}\n",
               device.c_str(), keys, clients, m.name, m.delay_us,
               r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
               m.device ? r.mean_batch : 1.0, classes,
-              absl::GetFlag(FLAGS_pipeline_depth));
+              absl::GetFlag(FLAGS_pipeline_depth), o.max_batch_units,
+              absl::GetFlag(FLAGS_pinned_requests) ? "true" : "false",
+              r.queue_ms, r.run_ms, StagesJson(r.stages_ms).c_str());
           std::fflush(stdout);
         }
       }

@@ -27,7 +27,7 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/summary.txt"
 
 echo "== 1. kernel tests on the GPU"
-SORTD_TEST_DEVICE=gpu timeout 300 opencl_engine_test --gtest_brief=1 \
+SORTD_TEST_DEVICE=gpu timeout 420 opencl_engine_test --gtest_brief=1 \
   --gtest_filter="${KERNEL_TESTS:-*}" > "$OUT/kernel-tests.log" 2>&1
 echo "kernel tests exit $?" | tee -a "$OUT/summary.txt"
 grep -E "FAILED|PASSED" "$OUT/kernel-tests.log" | tee -a "$OUT/summary.txt"

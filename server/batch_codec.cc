@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/time/clock.h"
 #include "core/keys.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -64,6 +65,16 @@ void ToOrderedBits(KeyType t, bool descending, bool encode,
   });
 }
 
+// Adds the host time since `start` to `stages` as `stage` (when stages is
+// not null) and returns the time now.
+absl::Time HostStage(StageTimes* stages, const char* stage, absl::Time start) {
+  const absl::Time now = absl::Now();
+  if (stages != nullptr) {
+    stages->push_back({stage, absl::ToDoubleSeconds(now - start)});
+  }
+  return now;
+}
+
 }  // namespace
 
 std::byte* PackBuffer::Get(size_t bytes,
@@ -123,6 +134,7 @@ absl::Status TransposeTogether(Sorter& engine,
   size_t total = 0;
   for (const TransposeJob* t : jobs) total += t->count;
   const size_t bytes = total * 32 * sizeof(uint32_t);
+  absl::Time at_time = absl::Now();
   std::byte* in = pack->Get(2 * bytes, engine.host_memory());
   std::byte* out = in + bytes;
   size_t at = 0;
@@ -136,18 +148,72 @@ absl::Status TransposeTogether(Sorter& engine,
   job.in = in;
   job.out = out;
   job.stages = stages;
+  at_time = HostStage(stages, "host_pack", at_time);
   if (absl::Status s = engine.Transpose(job); !s.ok()) return s;
+  at_time = absl::Now();
   at = 0;
   for (const TransposeJob* t : jobs) {
     const size_t b = t->count * 32 * sizeof(uint32_t);
     Copy(t->out, out + at, b);
     at += b;
   }
+  HostStage(stages, "host_unpack", at_time);
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether the batch is sorted where its requests' arrays lie: one key type
+// and order throughout (the engine then maps keys to their ordered bits
+// itself), and an engine that takes these requests as parts.
+bool SortsInPlace(const Sorter& engine, absl::Span<const SortJob* const> jobs) {
+  const SortJob& first = *jobs.front();
+  for (const SortJob* j : jobs) {
+    if (j->key_type != first.key_type || j->order != first.order) return false;
+  }
+  return engine.SortsParts(jobs);
+}
+
+// The batch sorted as parts: no packing; only permutations are rebased.
+absl::Status SortParts(Sorter& engine, absl::Span<const SortJob* const> jobs,
+                       const std::vector<uint32_t>& offsets,
+                       StageTimes* stages) {
+  const SortJob& first = *jobs.front();
+  SortJob job;
+  job.key_type = first.key_type;
+  job.order = first.order;
+  job.count = offsets.back();
+  job.keys = first.keys;
+  job.value_type = first.value_type;
+  job.values = first.values;
+  job.keys_out = first.keys_out;
+  job.values_out = first.values_out;
+  job.permutation_out = first.permutation_out;
+  job.parts = jobs;
+  job.stages = stages;
+  if (absl::Status s = engine.SortSegments(job, offsets); !s.ok()) return s;
+  if (first.permutation_out == nullptr) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  // The engine's indices are into the whole batch; the caller's into its
+  // own array.
+  EachJob(jobs.size(), offsets.back() * sizeof(uint32_t), [&](size_t i) {
+    std::byte* p = jobs[i]->permutation_out;
+    for (size_t k = 0; k < jobs[i]->count; ++k) {
+      uint32_t index;
+      std::memcpy(&index, p + k * sizeof(uint32_t), sizeof(index));
+      index -= offsets[i];
+      std::memcpy(p + k * sizeof(uint32_t), &index, sizeof(index));
+    }
+  });
+  HostStage(stages, "host_unpack", start);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
                           StageTimes* stages, PackBuffer* pack) {
+  absl::Time at_time = absl::Now();
   const SortJob& first = *jobs.front();
   const size_t ks = KeySize(first.key_type);
   const size_t vs = ValueSize(first.value_type);
@@ -159,6 +225,9 @@ absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
   for (const SortJob* t : jobs) {
     total += t->count;
     offsets.push_back(static_cast<uint32_t>(total));
+  }
+  if (SortsInPlace(engine, jobs)) {
+    return SortParts(engine, jobs, offsets, stages);
   }
   const size_t keys_bytes = total * ks, values_bytes = total * vs;
   std::byte* keys_in = pack->Get(
@@ -185,7 +254,9 @@ absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
   job.values_out = vs > 0 ? values_out : nullptr;
   job.permutation_out = perm ? perm_out : nullptr;
   job.stages = stages;
+  at_time = HostStage(stages, "host_pack", at_time);
   if (absl::Status s = engine.SortSegments(job, offsets); !s.ok()) return s;
+  at_time = absl::Now();
   EachJob(jobs.size(), keys_bytes + values_bytes, [&](size_t i) {
     const SortJob& j = *jobs[i];
     ToOrderedBits(j.key_type, j.order == Order::kDescending, false,
@@ -204,6 +275,7 @@ absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
       }
     }
   });
+  HostStage(stages, "host_unpack", at_time);
   return absl::OkStatus();
 }
 

@@ -7,7 +7,11 @@
 // and f32 keys, ascending and descending, sort together ascending; values
 // are copied alongside; the answer's keys are mapped back, and permutation
 // entries (indices into the whole batch) are rebased to each request's own
-// array. Transposes are concatenated and cut apart again.
+// array. Requests of one key type and order whose arrays the engine can
+// read and write where they lie (Sorter::SortsParts) are not packed: the
+// engine moves each to and from its place in the device's arrays, and only
+// permutations are rebased. Transposes are concatenated and cut apart
+// again.
 //
 //   std::vector<const SortJob*> jobs = {&a, &b};
 //   batch::PackBuffer pack;   // reused from batch to batch
@@ -52,7 +56,10 @@ class PackBuffer {
 };
 
 // Sorts `jobs`, one class, as one segmented sort on `engine`, writing each
-// job's outputs. `stages` may be null.
+// job's outputs. Jobs of one key type and order that the engine takes as
+// parts (Sorter::SortsParts: on the OpenCL engine, arrays in its
+// page-locked memory) are read and written where they lie; otherwise they
+// are packed. `stages` may be null.
 absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
                           StageTimes* stages, PackBuffer* pack);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <thread>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "server/batch_codec.h"
 
 namespace sortd {
 namespace {
@@ -188,6 +190,63 @@ void Report(std::string* out, const char* op, const char* unit,
                   fmt(t.solo_min, true), " ", unit, ", batched between\n");
 }
 
+// Host arrays of `bytes` bytes for a timed batch: from `memory` when it
+// has them, else the heap.
+class TimedArray {
+ public:
+  TimedArray(size_t bytes, std::shared_ptr<HostMemory> memory)
+      : bytes_(std::max<size_t>(bytes, 1)) {
+    if (memory != nullptr) {
+      data_ = static_cast<uint32_t*>(memory->Allocate(bytes_));
+      if (data_ != nullptr) memory_ = std::move(memory);
+    }
+    if (data_ == nullptr) {
+      heap_.resize((bytes_ + 3) / 4);
+      data_ = heap_.data();
+    }
+  }
+  ~TimedArray() {
+    if (memory_ != nullptr) memory_->Free(data_, bytes_);
+  }
+  TimedArray(const TimedArray&) = delete;
+  TimedArray& operator=(const TimedArray&) = delete;
+  uint32_t* data() { return data_; }
+
+ private:
+  size_t bytes_;
+  std::shared_ptr<HostMemory> memory_;
+  std::vector<uint32_t> heap_;
+  uint32_t* data_ = nullptr;
+};
+
+// Seconds per request of a batch of k sorts of n u32 keys as the
+// scheduler runs it (packed, or where the requests' arrays lie), the
+// arrays where sortd would keep requests of that size.
+absl::StatusOr<double> TimeBatch(Sorter& device,
+                                 const CalibrationOptions& options, size_t n,
+                                 size_t k, const std::vector<uint32_t>& keys) {
+  const size_t bytes = n * k * sizeof(uint32_t);
+  const bool pinned = n * sizeof(uint32_t) >= options.pinned_min_bytes;
+  TimedArray in(bytes, pinned ? device.host_memory() : nullptr);
+  TimedArray out(bytes, pinned ? device.host_memory() : nullptr);
+  std::copy(keys.begin(), keys.begin() + n * k, in.data());
+  std::vector<SortJob> jobs(k);
+  std::vector<const SortJob*> batch;
+  for (size_t i = 0; i < k; ++i) {
+    jobs[i].key_type = KeyType::kU32;
+    jobs[i].count = n;
+    jobs[i].keys = reinterpret_cast<const std::byte*>(in.data() + i * n);
+    jobs[i].keys_out = reinterpret_cast<std::byte*>(out.data() + i * n);
+    batch.push_back(&jobs[i]);
+  }
+  batch::PackBuffer pack;
+  auto t = MedianSeconds(options.repeats, [&] {
+    return batch::SortTogether(device, batch, nullptr, &pack);
+  });
+  if (!t.ok()) return t.status();
+  return *t / static_cast<double>(k);
+}
+
 // Sorts of u32 keys: both paths alone, the CPU path under load, and the
 // device's batches of like requests.
 absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
@@ -224,15 +283,9 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
     if (p.units < 256) continue;
     const size_t k = std::min<size_t>(batch_keys / p.units, 256);
     if (k < 4) break;
-    std::vector<uint32_t> offsets(k + 1);
-    for (size_t i = 0; i <= k; ++i) {
-      offsets[i] = static_cast<uint32_t>(i * p.units);
-    }
-    auto t = MedianSeconds(options.repeats, [&] {
-      return device.SortSegments(sort_job(k * p.units, out), offsets);
-    });
-    if (!t.ok()) return t.status();
-    timings.batched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
+    absl::StatusOr<double> share = TimeBatch(device, options, p.units, k, keys);
+    if (!share.ok()) return share.status();
+    timings.batched.push_back({p.units, p.gpu, *share});
   }
   return timings;
 }

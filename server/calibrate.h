@@ -13,6 +13,7 @@
 #define SORTD_SERVER_CALIBRATE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ struct CalibrationOptions {
   // Keys of the largest batch timed (sortd's --max_batch_keys, at most
   // max_keys).
   size_t max_batch_keys = size_t{1} << 20;
+  // Request arrays of at least this many bytes lie in the device's
+  // page-locked memory (sortd's host buffer pool), so batches of them are
+  // timed from there; smaller ones from the heap. Batches are timed as the
+  // scheduler runs them (batch::SortTogether: packed, or sorted where they
+  // lie).
+  size_t pinned_min_bytes = SIZE_MAX;
 };
 
 // Timings of one operation at growing sizes, in units (keys, or rows: 32

@@ -81,7 +81,8 @@ constexpr Doc kStageDuration{
     "Device time of each stage of an engine run, from OpenCL profiling events, "
     "by device, kernel (sort, segmented_sort, transpose) and stage (upload, "
     "transform, histogram, scan, scatter, local_sort, merge, copy, transpose, "
-    "download)"};
+    "download; host_pack, host_unpack and host_merge are host wall time around "
+    "a run)"};
 constexpr Doc kCpuFallbacks{
     "sortd_cpu_fallbacks_total",
     "Requests the CPU path answered instead of a device, by reason: the "

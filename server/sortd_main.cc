@@ -315,6 +315,12 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
     // (small ones on the calling threads, large ones in its arena).
     copts.cpu_callers = cpu.threads();
     copts.max_batch_keys = o->max_batch_units;
+    // Requests whose arrays the host buffer pool keeps page-locked are
+    // batched where they lie (UsePinnedMemory).
+    if (absl::GetFlag(FLAGS_host_pool_pinned) &&
+        absl::GetFlag(FLAGS_host_pool_bytes) > 0) {
+      copts.pinned_min_bytes = sortd::HostBufferPool::Options{}.min_bytes;
+    }
     const absl::Time start = absl::Now();
     absl::StatusOr<sortd::Calibration> c = sortd::Calibrate(cpu, device, copts);
     if (c.ok()) {
