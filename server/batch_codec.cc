@@ -65,6 +65,18 @@ void ToOrderedBits(KeyType t, bool descending, bool encode,
   });
 }
 
+// The engine's permutation entries are indices into the whole batch; a
+// request's are into its own array, which starts at `start` of the batch.
+// `src` may be `dst`.
+void Rebase(const std::byte* src, std::byte* dst, size_t n, uint32_t start) {
+  for (size_t k = 0; k < n; ++k) {
+    uint32_t index;
+    std::memcpy(&index, src + k * sizeof(uint32_t), sizeof(index));
+    index -= start;
+    std::memcpy(dst + k * sizeof(uint32_t), &index, sizeof(index));
+  }
+}
+
 // Adds the host time since `start` to `stages` as `stage` (when stages is
 // not null) and returns the time now.
 absl::Time HostStage(StageTimes* stages, const char* stage, absl::Time start) {
@@ -194,16 +206,9 @@ absl::Status SortParts(Sorter& engine, absl::Span<const SortJob* const> jobs,
   if (absl::Status s = engine.SortSegments(job, offsets); !s.ok()) return s;
   if (first.permutation_out == nullptr) return absl::OkStatus();
   const absl::Time start = absl::Now();
-  // The engine's indices are into the whole batch; the caller's into its
-  // own array.
   EachJob(jobs.size(), offsets.back() * sizeof(uint32_t), [&](size_t i) {
-    std::byte* p = jobs[i]->permutation_out;
-    for (size_t k = 0; k < jobs[i]->count; ++k) {
-      uint32_t index;
-      std::memcpy(&index, p + k * sizeof(uint32_t), sizeof(index));
-      index -= offsets[i];
-      std::memcpy(p + k * sizeof(uint32_t), &index, sizeof(index));
-    }
+    Rebase(jobs[i]->permutation_out, jobs[i]->permutation_out, jobs[i]->count,
+           offsets[i]);
   });
   HostStage(stages, "host_unpack", start);
   return absl::OkStatus();
@@ -263,16 +268,8 @@ absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
                   keys_out + offsets[i] * ks, j.keys_out, j.count);
     if (vs > 0) Copy(j.values_out, values_out + offsets[i] * vs, j.count * vs);
     if (perm) {
-      // The engine's indices are into the whole batch; the caller's are
-      // into its own array.
-      const std::byte* src = perm_out + offsets[i] * sizeof(uint32_t);
-      for (size_t k = 0; k < j.count; ++k) {
-        uint32_t index;
-        std::memcpy(&index, src + k * sizeof(uint32_t), sizeof(index));
-        index -= offsets[i];
-        std::memcpy(j.permutation_out + k * sizeof(uint32_t), &index,
-                    sizeof(index));
-      }
+      Rebase(perm_out + offsets[i] * sizeof(uint32_t), j.permutation_out,
+             j.count, offsets[i]);
     }
   });
   HostStage(stages, "host_unpack", at_time);
