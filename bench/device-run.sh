@@ -39,15 +39,16 @@ echo "== kernel tests on the machine's PoCL with the Intel policy forced (sub-gr
 # size), so the intel-subgroups policy runs there as on an Intel GPU; its
 # sub-group operations are barriers there, so the suite runs as one process
 # per group of tests, at once.
-pocl() {  # name filter
-  SORTD_TEST_DEVICE=cpu SORTD_TEST_POLICY=intel-subgroups timeout 300 \
+pocl() {  # name filter [seconds]
+  SORTD_TEST_DEVICE=cpu SORTD_TEST_POLICY=intel-subgroups timeout "${3:-300}" \
     opencl_engine_test --gtest_brief=1 --gtest_filter="$2" \
     > "$OUT/kernel-tests-pocl-$1.log" 2>&1
   echo "PoCL (intel-subgroups) $1 exit $?"
 }
 S='AllTypes/OpenClSortTest.*'
 for t in u32 i32 f32 u64 i64 f64; do pocl "$t" "$S/${t}_*" & done
-pocl warp 'Algorithms.WarpRanking' &
+# Every warp-ranking variant (twenty engines): the longest.
+pocl warp 'Algorithms.WarpRanking' 600 &
 pocl rest "-$S:Algorithms.WarpRanking" &
 wait
 grep -h -E "sub-groups of|sub-groups seen|transpose kernel under|PASSED|FAILED" \
