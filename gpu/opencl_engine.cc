@@ -95,6 +95,12 @@ absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
 }
 
 absl::Status OpenClEngine::Init() {
+  if (!options_.policy && !options_.policy_name.empty()) {
+    absl::StatusOr<EnginePolicy> named =
+        EnginePolicy::Named(options_.policy_name, device_.info);
+    if (!named.ok()) return named.status();
+    policy_ = *std::move(named);
+  }
   SORTD_RETURN_IF_ERROR(policy_.CheckFits(device_.info));
   core_.info = device_.info;
   if (core_.faults.fail_build()) {
@@ -148,6 +154,9 @@ absl::Status OpenClEngine::Init() {
           "radix_sort",
           RadixBuildOptions(r, bits, with_index, r.Items(bits, with_index)));
       if (!radix.ok()) return radix.status();
+      if (r.Ranking(bits) == TileRanking::kSubgroup) {
+        SORTD_RETURN_IF_ERROR(CheckSubGroups(*radix, bits));
+      }
       absl::StatusOr<cl::Program> small = absl::NotFoundError("unused");
       if (r.small_items > 0) {
         small = cache_->Get("radix_sort", RadixBuildOptions(r, bits, with_index,
@@ -174,8 +183,43 @@ absl::Status OpenClEngine::Init() {
   return InitTranspose();
 }
 
-// The sub-group kernel needs shuffles and sub-groups of a multiple of 32
-// work-items; anything else takes the portable kernel.
+absl::Status OpenClEngine::CheckSubGroups(const cl::Program& program,
+                                          int bits) {
+  const size_t wg = policy_.radix.work_group;
+  const int want = policy_.radix.warp_size;
+  cl_int err = CL_SUCCESS;
+  cl::Kernel probe(program, "radix_sub_group_probe", &err);
+  SORTD_CL_RETURN_IF(err, "clCreateKernel(radix_sub_group_probe)");
+  cl::Buffer out(context_, CL_MEM_WRITE_ONLY, wg * sizeof(cl_uint), nullptr,
+                 &err);
+  SORTD_CL_RETURN_IF(err, "clCreateBuffer(sub-group probe)");
+  SORTD_CL_RETURN_IF(probe.setArg(0, out), "clSetKernelArg(sub-group probe)");
+  cl::CommandQueue& queue = lanes_.front()->queue;
+  SORTD_CL_RETURN_IF(
+      queue.enqueueNDRangeKernel(probe, cl::NullRange, cl::NDRange(wg),
+                                 cl::NDRange(wg)),
+      "clEnqueueNDRangeKernel(radix_sub_group_probe)");
+  std::vector<cl_uint> seen(wg);
+  SORTD_CL_RETURN_IF(queue.enqueueReadBuffer(out, CL_TRUE, 0,
+                                             wg * sizeof(cl_uint), seen.data()),
+                     "clEnqueueReadBuffer(sub-group probe)");
+  for (size_t i = 0; i < wg; ++i) {
+    if (seen[i] != static_cast<cl_uint>(want)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "policy ", policy_.name, " on ", device_.info.name,
+          ": the radix kernels (", bits, "-bit keys) require sub-groups of ",
+          want, " consecutive work-items, but work-item ", i,
+          " runs in one of ", seen[i] & 0x7fffffffu,
+          (seen[i] & 0x80000000u) ? " whose ids are not consecutive" : ""));
+    }
+  }
+  radix_sub_group_size_ = want;
+  return absl::OkStatus();
+}
+
+// The sub-group kernel needs shuffles, sub-groups of a multiple of 32
+// work-items and a work-group of 32 per matrix within the device's limit;
+// anything else takes the portable kernel.
 absl::Status OpenClEngine::InitTranspose() {
   using T = Options::Transpose;
   const int per_group = policy_.transpose.matrices_per_group;
@@ -187,6 +231,13 @@ absl::Status OpenClEngine::InitTranspose() {
     subgroup = "SUBGROUP_INTEL";
   }
   std::string why_not = "the device reports no sub-group shuffle";
+  if (*subgroup != '\0' &&
+      static_cast<size_t>(per_group) * 32 > device_.info.max_work_group) {
+    why_not = absl::StrCat("its work-groups of ", per_group * 32,
+                           " work-items exceed the device's limit of ",
+                           device_.info.max_work_group);
+    subgroup = "";
+  }
   if (*subgroup != '\0' && options_.transpose != T::kPortable) {
     auto program = cache_->Get(
         "transpose", TransposeBuildOptions(policy_.transpose, subgroup));

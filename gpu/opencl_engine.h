@@ -63,6 +63,11 @@ class OpenClEngine final : public Sorter {
     // Launch shapes; unset: EnginePolicy::For(device). Tests use tiny tiles
     // to reach every level of the scan with small inputs.
     std::optional<EnginePolicy> policy;
+    // Unless `policy` is set: the named entry of EnginePolicy::For (e.g.
+    // "intel-subgroups"), fitted to the device, instead of the one its
+    // vendor gets (EnginePolicy::Named); empty: For(device). Tests force a
+    // policy on another kind of device with it (SORTD_TEST_POLICY).
+    std::string policy_name;
     // Which algorithm sorts single arrays: by size (the policy's
     // bitonic.max_keys), or forced (benchmarks measure both).
     SortAlgorithm algorithm = SortAlgorithm::kAuto;
@@ -119,6 +124,10 @@ class OpenClEngine final : public Sorter {
   const char* transpose_kernel() const {
     return transpose_subgroup_ ? "subgroup" : "portable";
   }
+  // The sub-group size the radix kernels run with, as the device reported
+  // it from inside a kernel (radix_sub_group_probe), where the policy ranks
+  // by sub-groups; 0 otherwise.
+  int radix_sub_group_size() const { return radix_sub_group_size_; }
   ProgramCache::Stats cache_stats() const { return cache_->stats(); }
   BufferPool::Stats pool_stats() const { return core_.pool->stats(); }
   // Host bytes moved to and from the device: through the staging ring, or
@@ -177,6 +186,10 @@ class OpenClEngine final : public Sorter {
   OpenClEngine(Device device, const Options& options);
   absl::Status Init();
   absl::Status InitTranspose();
+  // Where `bits`-wide keys are ranked by sub-groups: runs the program's
+  // radix_sub_group_probe and fails unless every work-item is in a
+  // sub-group of radix.warp_size consecutive local ids.
+  absl::Status CheckSubGroups(const cl::Program& program, int bits);
   absl::Status WarmUp();
   // Compares a warm-up sort's answer with `want`, the reference order.
   absl::Status CheckWarmUpSort(const SortJob& job,
@@ -217,6 +230,7 @@ class OpenClEngine final : public Sorter {
   EngineCore core_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool transpose_subgroup_ = false;
+  int radix_sub_group_size_ = 0;
   std::mutex lanes_mu_;
   std::condition_variable lanes_cv_;
   std::vector<Lane*> free_lanes_;

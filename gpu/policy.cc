@@ -24,6 +24,34 @@ bool NvidiaPtxRuns(const DeviceInfo& device) {
          (device.nv_compute_major == 0 || device.nv_compute_major >= 7);
 }
 
+bool SubgroupOpsRun(const DeviceInfo& device, SubgroupOps ops) {
+  if (!device.HasExtension("cl_intel_required_subgroup_size")) return false;
+  const bool khr = device.HasExtension("cl_khr_subgroups") &&
+                   device.HasExtension("cl_khr_subgroup_shuffle");
+  switch (ops) {
+    case SubgroupOps::kKhrBallot:
+      return khr && device.HasExtension("cl_khr_subgroup_ballot");
+    case SubgroupOps::kKhr:
+      return khr;
+    case SubgroupOps::kIntel:
+      return device.HasExtension("cl_intel_subgroups");
+  }
+  return false;
+}
+
+std::optional<SubgroupOps> BestSubgroupOps(const DeviceInfo& device) {
+  for (SubgroupOps ops :
+       {SubgroupOps::kKhrBallot, SubgroupOps::kIntel, SubgroupOps::kKhr}) {
+    if (SubgroupOpsRun(device, ops)) return ops;
+  }
+  return std::nullopt;
+}
+
+bool IntelSubgroupsRun(const DeviceInfo& device) {
+  return device.is_gpu && absl::StrContains(device.vendor, "Intel") &&
+         BestSubgroupOps(device).has_value();
+}
+
 size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t tile = Tile(key_bits, with_index);
   const size_t radix = size_t{1} << radix_bits;
@@ -35,8 +63,9 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   // Warp-level ranking: 32-bit counters per warp and digit; otherwise
   // 16-bit counters per work-item and sub-digit, padded.
   const TileRanking rank = Ranking(key_bits);
+  const size_t warps = warp_size > 0 ? work_group / warp_size : 0;
   const size_t counter_bytes =
-      WarpLevel(key_bits) ? (work_group / 32) * radix * 4
+      WarpLevel(key_bits) ? warps * radix * 4
                           : (counters + (bank_pad ? counters / 32 : 0)) * 2;
   // The one-launch pass adds each digit's global base.
   const size_t onesweep_bytes = OneLaunch() ? radix * 4 + 4 : 0;
@@ -46,7 +75,7 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t tile_bytes =
       padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0);
   const size_t mask_bytes =
-      rank == TileRanking::kWarpMasks ? (work_group / 32) * radix * 3 * 4 : 0;
+      rank == TileRanking::kWarpMasks ? warps * radix * 3 * 4 : 0;
   return (std::max(tile_bytes, mask_bytes) + 7) / 8 * 8 + counter_bytes +
          radix * 4 + work_group * 4 + onesweep_bytes;
 }
@@ -121,6 +150,67 @@ EnginePolicy NvidiaPtxPolicy() {
   return p;
 }
 
+// Intel GPUs (Xe: integrated, Arc, Data Center GPU Flex and Max) with
+// sub-group extensions. NOT timed on Intel hardware: each value below is a
+// reasoned starting point, checked for correctness only (the kernel suite
+// on PoCL's CPU device with this policy forced), to be measured with
+// gpu_sort_benchmark --policy= on an Intel GPU before it is trusted.
+// - Ranking by sub-group operations (kSubgroup), sub-groups of 16 required
+//   (radix.warp_size): every Intel GPU from Gen9 to Xe2 compiles kernels
+//   for 16 (8 and 32 are not available everywhere or cost registers: at 16
+//   a work-item has twice the registers it has at 32, and the ranking holds
+//   its keys and indices in registers). The cost: twice the per-warp
+//   counters of 32-lane warps (16 KiB at 8-bit digits). Ballots where the
+//   device has cl_khr_subgroup_ballot (Intel's driver reports it), else a
+//   sub-group reduction.
+// - 8-bit digits: half the passes over memory of 4-bit ones; the
+//   warp-level ranking ranks a whole digit in one step.
+// - Tiles sized for 64 KiB of shared local memory per work-group (Xe-LP
+//   and Xe-HPG; Xe-HPC has 128): 16/12 keys per work-item with an index
+//   (32/64-bit keys), 32/16 keys only, each scatter using 52-57 KiB: the
+//   longest tiles that fit, so the fewest tiles to look back over and the
+//   longest runs of one digit per store. One such work-group fills the
+//   64 KiB: whether two shorter tiles at once would be faster is the first
+//   thing to time. FitToDevice shrinks them where the device has less.
+// - One launch per pass with early counts (decoupled look-back): Intel
+//   GPUs keep a started work-group resident until it ends, which the
+//   look-back's spin needs (tiles take their numbers in the order they
+//   start); keys placed as ranked (direct_place), so no ranks are held in
+//   registers; marked look-back statuses (plain atomics, no fill between
+//   passes). radix.pass=three-launch is the fallback that needs no such
+//   guarantee.
+// - Radix passes over at most 2^18 keys use tiles of 4 keys per work-item,
+//   so that short arrays still spread over the Xe-cores; segments of more
+//   than 1024 keys up to a tile are sorted in one work-group each.
+// - Transpose: the sub-group shuffle kernel with sub-groups of 32 required
+//   (one 32-row matrix per sub-group), 8 matrices (256 work-items) per
+//   work-group, within every Intel GPU's work-group limit.
+// - Bitonic, look-back width, digit-count loads: the defaults.
+EnginePolicy IntelSubgroupPolicy(const DeviceInfo& device) {
+  EnginePolicy p;
+  p.name = "intel-subgroups";
+  p.radix = {
+      .radix_bits = 8,
+      .work_group = 256,
+      .items_32 = 16,
+      .items_64 = 12,
+      .items_32_keys = 32,
+      .items_64_keys = 16,
+      .bank_pad = true,
+      .pass = RadixPass::kOneLaunchEarlyCounts,
+      .ranking = TileRanking::kSubgroup,
+      .warp_size = 16,
+      .subgroup_ops = BestSubgroupOps(device).value_or(SubgroupOps::kKhrBallot),
+      .direct_place_32 = true,
+      .direct_place_64 = true,
+      .small_items = 4,
+      .small_max = size_t{1} << 18,
+      .segment_radix_above = 1024,
+      .marked_status_max = RadixSortPolicy::kMarkedStatusLimit};
+  p.transpose = {.matrices_per_group = 8, .sub_group_size = 32};
+  return p;
+}
+
 // Shrinks `p` until its kernels fit the device's local memory and
 // work-group limits (a vendor with no entry starts from the defaults).
 void FitToDevice(const DeviceInfo& device, EnginePolicy& p) {
@@ -167,12 +257,62 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
     p = CpuPolicy();
   } else if (NvidiaPtxRuns(device)) {
     p = NvidiaPtxPolicy();
+  } else if (IntelSubgroupsRun(device)) {
+    p = IntelSubgroupPolicy(device);
+  }
+  FitToDevice(device, p);
+  return p;
+}
+
+std::vector<std::string> EnginePolicy::Names() {
+  return {"nvidia-ptx", "intel-subgroups", "gpu", "cpu"};
+}
+
+absl::StatusOr<EnginePolicy> EnginePolicy::Named(absl::string_view name,
+                                                 const DeviceInfo& device) {
+  EnginePolicy p;
+  if (name == "nvidia-ptx") {
+    p = NvidiaPtxPolicy();
+  } else if (name == "intel-subgroups") {
+    p = IntelSubgroupPolicy(device);
+  } else if (name == "cpu") {
+    p = CpuPolicy();
+  } else if (name != "gpu") {
+    return absl::NotFoundError(
+        absl::StrCat("no policy named '", name,
+                     "'; the policies: ", absl::StrJoin(Names(), ", ")));
   }
   FitToDevice(device, p);
   return p;
 }
 
 namespace {
+
+constexpr std::pair<SubgroupOps, const char*> kSubgroupOpsNames[] = {
+    {SubgroupOps::kKhrBallot, "khr-ballot"},
+    {SubgroupOps::kKhr, "khr"},
+    {SubgroupOps::kIntel, "intel"}};
+
+const char* SubgroupOpsName(SubgroupOps ops) {
+  for (const auto& [o, n] : kSubgroupOpsNames) {
+    if (o == ops) return n;
+  }
+  return "?";
+}
+
+const char* SubgroupOpsExtensions(SubgroupOps ops) {
+  switch (ops) {
+    case SubgroupOps::kKhrBallot:
+      return "cl_khr_subgroups, cl_khr_subgroup_ballot, "
+             "cl_khr_subgroup_shuffle and cl_intel_required_subgroup_size";
+    case SubgroupOps::kKhr:
+      return "cl_khr_subgroups, cl_khr_subgroup_shuffle and "
+             "cl_intel_required_subgroup_size";
+    case SubgroupOps::kIntel:
+      return "cl_intel_subgroups and cl_intel_required_subgroup_size";
+  }
+  return "?";
+}
 
 // Collects a sentence for each constraint that does not hold.
 struct Constraints {
@@ -202,6 +342,8 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   need(!r.status_prefetch || r.OneLaunch(),
        "radix.status_prefetch needs one-launch passes");
   need(r.small_items >= 0, "radix.small_items is not negative");
+  need(r.warp_size == 8 || r.warp_size == 16 || r.warp_size == 32,
+       "radix.warp_size is 8, 16 or 32");
   need(r.pass != RadixPass::kOneLaunchEarlyCounts ||
            (r.WarpLevel(32) && r.WarpLevel(64)),
        "radix.pass=one-launch-early-counts needs warp-level ranking");
@@ -216,8 +358,10 @@ void CheckKeyWidth(const EnginePolicy& p, const DeviceInfo& device, int bits,
   const bool ptx = NvidiaPtxRuns(device);
   const TileRanking rank = r.Ranking(bits);
   const std::string of = absl::StrCat(" (", bits, "-bit keys)");
-  need(rank == TileRanking::kWorkItemCounters || r.work_group % 32 == 0,
-       "warp-level ranking needs radix.work_group % 32 == 0" + of);
+  need(rank == TileRanking::kWorkItemCounters ||
+           (r.warp_size > 0 && r.work_group % r.warp_size == 0),
+       absl::StrCat("warp-level ranking needs radix.work_group % ", r.warp_size,
+                    " == 0 (radix.warp_size)", of));
   need(rank == TileRanking::kWorkItemCounters || r.local_bits == 0,
        "radix.local_bits applies only to work-item ranking" + of);
   need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
@@ -225,11 +369,19 @@ void CheckKeyWidth(const EnginePolicy& p, const DeviceInfo& device, int bits,
        "warp-ballots and warp-masks ranking need an NVIDIA GPU that runs "
        "PTX" +
            of);
+  need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
+           r.warp_size == 32,
+       "warp-ballots and warp-masks ranking need radix.warp_size=32" + of);
+  need(rank != TileRanking::kSubgroup || SubgroupOpsRun(device, r.subgroup_ops),
+       absl::StrCat("subgroup ranking with radix.subgroup_ops=",
+                    SubgroupOpsName(r.subgroup_ops), " needs the device's ",
+                    SubgroupOpsExtensions(r.subgroup_ops), of));
   need(!r.DirectPlace(bits) || (r.pass == RadixPass::kOneLaunchEarlyCounts &&
                                 (rank == TileRanking::kWarpBallots ||
-                                 rank == TileRanking::kWarpEmulated)),
+                                 rank == TileRanking::kWarpEmulated ||
+                                 rank == TileRanking::kSubgroup)),
        "radix.direct_place needs one-launch-early-counts passes and "
-       "warp-ballots or warp-emulated ranking" +
+       "warp-ballots, warp-emulated or subgroup ranking" +
            of);
   for (bool with_index : {true, false}) {
     const std::string what =
@@ -275,6 +427,8 @@ std::vector<std::string> EnginePolicy::Violations(
            static_cast<size_t>(transpose.matrices_per_group) <=
                device.max_work_group,
        "transpose.matrices_per_group is 1 to the device's work-group limit");
+  need(transpose.sub_group_size >= 0 && transpose.sub_group_size % 32 == 0,
+       "transpose.sub_group_size is 0 or a multiple of 32");
   return c.broken;
 }
 
@@ -328,7 +482,8 @@ constexpr std::pair<TileRanking, const char*> kRankingNames[] = {
     {TileRanking::kWorkItemCounters, "work-item"},
     {TileRanking::kWarpEmulated, "warp-emulated"},
     {TileRanking::kWarpBallots, "warp-ballots"},
-    {TileRanking::kWarpMasks, "warp-masks"}};
+    {TileRanking::kWarpMasks, "warp-masks"},
+    {TileRanking::kSubgroup, "subgroup"}};
 
 template <typename E, size_t N>
 const char* NameOf(E value, const std::pair<E, const char*> (&names)[N]) {
@@ -392,6 +547,14 @@ const std::vector<Knob>& Knobs() {
          p.radix.ranking_64 = r;
          return true;
        }},
+      Number("radix.warp_size", &E::radix, &R::warp_size),
+      {"radix.subgroup_ops",
+       [](const E& p) {
+         return std::string(SubgroupOpsName(p.radix.subgroup_ops));
+       },
+       [](absl::string_view v, E& p) {
+         return Parse(v, kSubgroupOpsNames, &p.radix.subgroup_ops);
+       }},
       Flag("radix.direct_place_32", &R::direct_place_32),
       Flag("radix.direct_place_64", &R::direct_place_64),
       Number("radix.count_groups_per_cu", &E::radix, &R::count_groups_per_cu),
@@ -408,6 +571,8 @@ const std::vector<Knob>& Knobs() {
       Number("bitonic.max_keys_64", &E::bitonic, &B::max_keys_64),
       Number("transpose.matrices_per_group", &E::transpose,
              &TransposePolicy::matrices_per_group),
+      Number("transpose.sub_group_size", &E::transpose,
+             &TransposePolicy::sub_group_size),
   };
   return knobs;
 }
@@ -422,8 +587,22 @@ int RankingCode(TileRanking r) {
       return SORTD_RANK_WARP_BALLOTS;
     case TileRanking::kWarpMasks:
       return SORTD_RANK_WARP_MASKS;
+    case TileRanking::kSubgroup:
+      return SORTD_RANK_SUBGROUP;
   }
   return SORTD_RANK_WORK_ITEM;
+}
+
+int SubgroupOpsCode(SubgroupOps ops) {
+  switch (ops) {
+    case SubgroupOps::kKhrBallot:
+      return SORTD_SUBGROUP_KHR_BALLOT;
+    case SubgroupOps::kKhr:
+      return SORTD_SUBGROUP_KHR;
+    case SubgroupOps::kIntel:
+      return SORTD_SUBGROUP_INTEL;
+  }
+  return SORTD_SUBGROUP_KHR;
 }
 
 }  // namespace
@@ -482,6 +661,12 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
   if (r.status_prefetch && r.OneLaunch()) {
     absl::StrAppend(&out, " -DSTATUS_PREFETCH=1");
   }
+  if (r.WarpLevel(key_bits) && r.warp_size != 32) {
+    absl::StrAppend(&out, " -DWARP_SIZE=", r.warp_size);
+  }
+  if (rank == TileRanking::kSubgroup) {
+    absl::StrAppend(&out, " -DSUBGROUP_OPS=", SubgroupOpsCode(r.subgroup_ops));
+  }
   return out;
 }
 
@@ -494,9 +679,14 @@ std::string BitonicBuildOptions(const BitonicPolicy& b, int key_bits,
 
 std::string TransposeBuildOptions(const TransposePolicy& t,
                                   absl::string_view subgroup) {
-  return absl::StrCat(
-      "-DMATRICES_PER_WG=", t.matrices_per_group,
-      subgroup.empty() ? "" : absl::StrCat(" -D", subgroup, "=1"));
+  std::string out = absl::StrCat("-DMATRICES_PER_WG=", t.matrices_per_group);
+  if (!subgroup.empty()) {
+    absl::StrAppend(&out, " -D", subgroup, "=1");
+    if (t.sub_group_size > 0) {
+      absl::StrAppend(&out, " -DSUB_GROUP_SIZE=", t.sub_group_size);
+    }
+  }
+  return out;
 }
 
 }  // namespace sortd::gpu

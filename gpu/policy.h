@@ -4,6 +4,7 @@
 // here (RadixBuildOptions and its siblings).
 //
 //   EnginePolicy p = EnginePolicy::For(device_info);   // p.name: "nvidia-ptx"
+//   auto q = EnginePolicy::Named("intel-subgroups", device_info);  // forced
 //   absl::Status fits = p.CheckFits(device_info);      // one line per problem
 //   std::string text = p.ToString();                   // key=value ...
 //   absl::Status s = ApplyPolicyOverrides("radix.lookback=8", &p);
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "gpu/device.h"
 
@@ -49,6 +51,26 @@ enum class TileRanking {
   // Warp-level, the lanes sharing a digit found through per-warp masks in
   // local memory: a local atomic OR and one warp barrier per key (NVIDIA).
   kWarpMasks,
+  // Warp-level, a warp being an OpenCL sub-group of radix.warp_size
+  // work-items (the kernels' required sub-group size): the lanes sharing a
+  // digit found by one sub-group ballot (or reduction) per digit bit, the
+  // warp's count read from its leader by a sub-group shuffle, the
+  // work-group scans by sub-group scans (Intel GPUs; kWarpEmulated with the
+  // same warp_size is its portable twin).
+  kSubgroup,
+};
+
+// The sub-group built-ins of kSubgroup ranking, each needing the device's
+// extensions (and cl_intel_required_subgroup_size for the required size).
+enum class SubgroupOps {
+  // sub_group_ballot per digit bit, sub_group_shuffle (cl_khr_subgroups,
+  // cl_khr_subgroup_ballot, cl_khr_subgroup_shuffle).
+  kKhrBallot,
+  // A ballot made by sub_group_reduce_add of each lane's bit,
+  // sub_group_shuffle (cl_khr_subgroups, cl_khr_subgroup_shuffle).
+  kKhr,
+  // The same reduction, intel_sub_group_shuffle (cl_intel_subgroups).
+  kIntel,
 };
 
 struct RadixSortPolicy {
@@ -72,6 +94,12 @@ struct RadixSortPolicy {
   TileRanking ranking = TileRanking::kWorkItemCounters;
   // 64-bit keys' ranking, where it differs from `ranking`.
   std::optional<TileRanking> ranking_64 = std::nullopt;
+  // Work-items of a warp under warp-level ranking: 32 for kWarpBallots and
+  // kWarpMasks (NVIDIA's warp); 8, 16 or 32 for kSubgroup (the kernels'
+  // required sub-group size) and kWarpEmulated.
+  int warp_size = 32;
+  // kSubgroup ranking's built-ins.
+  SubgroupOps subgroup_ops = SubgroupOps::kKhrBallot;
   // With kOneLaunchEarlyCounts and kWarpBallots or kWarpEmulated ranking:
   // keys are written to their places in local memory as they are ranked
   // (the early counts kept per warp give each warp's start within each
@@ -162,6 +190,10 @@ struct BitonicPolicy {
 
 struct TransposePolicy {
   int matrices_per_group = 64;  // also the work-group size
+  // The sub-group kernel's required sub-group size (32: a 32-row matrix
+  // per sub-group); 0: the compiler's choice. Where the device has no
+  // sub-group shuffles the portable kernel runs and this is unused.
+  int sub_group_size = 0;
 };
 
 // Whether the device runs the NVIDIA PTX fast paths (kWarpBallots,
@@ -169,9 +201,19 @@ struct TransposePolicy {
 // later (or one that does not report it).
 bool NvidiaPtxRuns(const DeviceInfo& device);
 
+// Whether the device has the extensions of kSubgroup ranking with `ops`
+// (cl_intel_required_subgroup_size included).
+bool SubgroupOpsRun(const DeviceInfo& device, SubgroupOps ops);
+// The first of kKhrBallot, kIntel, kKhr that the device runs; none where
+// it has no sub-group ranking.
+std::optional<SubgroupOps> BestSubgroupOps(const DeviceInfo& device);
+// Whether the device gets the "intel-subgroups" policy from For(): an
+// Intel GPU with sub-group ranking's extensions.
+bool IntelSubgroupsRun(const DeviceInfo& device);
+
 struct EnginePolicy {
-  // Which entry of For() this is ("nvidia-ptx", "gpu", "cpu"), or what
-  // made it ("... + overrides").
+  // Which entry of For() this is ("nvidia-ptx", "intel-subgroups", "gpu",
+  // "cpu"), or what made it ("... + overrides").
   std::string name = "gpu";
   RadixSortPolicy radix;
   BitonicPolicy bitonic;
@@ -180,6 +222,14 @@ struct EnginePolicy {
   // The named policy for a device (by vendor and kind), then fitted to its
   // local memory and work-group limits.
   static EnginePolicy For(const DeviceInfo& device);
+  // The entry named `name` (one of Names()) fitted to `device` as For()
+  // fits it, whatever the device's vendor: to run one device with another
+  // kind's policy (tests, benchmarks). CheckFits still decides whether it
+  // runs there. NOT_FOUND names the entries.
+  static absl::StatusOr<EnginePolicy> Named(absl::string_view name,
+                                            const DeviceInfo& device);
+  // The names of For()'s entries.
+  static std::vector<std::string> Names();
   // Every constraint the policy breaks on `device`, one sentence each;
   // empty when it fits.
   std::vector<std::string> Violations(const DeviceInfo& device) const;

@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -491,15 +493,14 @@ TEST(Algorithms, OnesweepPasses) {
 }
 
 // Warp-level ranking: the portable twin (warp operations through local
-// memory) everywhere, and NVIDIA's PTX version where the device is one;
-// with three-launch and one-launch passes, 4-bit and 8-bit digits, and
-// sizes that end mid-warp and mid-tile (the padding keys must rank last).
+// memory) everywhere, with warps of 32 and of 16 work-items (the Intel
+// policy's); NVIDIA's PTX version where the device is one; the sub-group
+// version where the device has sub-group ranking's extensions, with each
+// kind of sub-group built-ins it has and sub-groups of 16 (and 8 and 32
+// once); with three-launch and one-launch passes, 4-bit and 8-bit digits,
+// and sizes that end mid-warp and mid-tile (the padding keys must rank
+// last).
 TEST(Algorithms, WarpRanking) {
-  std::vector<TileRanking> rankings = {TileRanking::kWarpEmulated};
-  if (absl::StrContains(Engine().info().vendor, "NVIDIA")) {
-    rankings.insert(rankings.end(),
-                    {TileRanking::kWarpBallots, TileRanking::kWarpMasks});
-  }
   struct Config {
     int radix_bits;
     RadixPass pass;
@@ -508,14 +509,46 @@ TEST(Algorithms, WarpRanking) {
   constexpr RadixPass kThree = RadixPass::kThreeLaunch;
   constexpr RadixPass kOne = RadixPass::kOneLaunch;
   constexpr RadixPass kEarly = RadixPass::kOneLaunchEarlyCounts;
-  for (TileRanking ranking : rankings) {
-    for (auto [radix_bits, pass, direct_place] : {Config{8, kThree, false},
-                                                  {8, kOne, false},
-                                                  {8, kEarly, false},
-                                                  {8, kEarly, true},
-                                                  {4, kThree, false},
-                                                  {4, kEarly, false},
-                                                  {4, kEarly, true}}) {
+  const std::vector<Config> all = {{8, kThree, false}, {8, kOne, false},
+                                   {8, kEarly, false}, {8, kEarly, true},
+                                   {4, kThree, false}, {4, kEarly, false},
+                                   {4, kEarly, true}};
+  // The Intel policy's form (8-bit digits, early counts, keys placed as
+  // ranked) and the three-launch pass.
+  const std::vector<Config> some = {{8, kEarly, true}, {4, kThree, false}};
+  struct Variant {
+    TileRanking ranking;
+    int warp_size;
+    SubgroupOps ops;
+    std::vector<Config> configs;
+  };
+  std::vector<Variant> variants = {
+      {TileRanking::kWarpEmulated, 32, SubgroupOps::kKhrBallot, all},
+      {TileRanking::kWarpEmulated, 16, SubgroupOps::kKhrBallot, some}};
+  const DeviceInfo& info = Engine().info();
+  if (absl::StrContains(info.vendor, "NVIDIA")) {
+    variants.push_back(
+        {TileRanking::kWarpBallots, 32, SubgroupOps::kKhrBallot, all});
+    variants.push_back(
+        {TileRanking::kWarpMasks, 32, SubgroupOps::kKhrBallot, all});
+  }
+  if (const std::optional<SubgroupOps> best = BestSubgroupOps(info)) {
+    variants.push_back({TileRanking::kSubgroup, 16, *best, all});
+    for (SubgroupOps ops :
+         {SubgroupOps::kKhrBallot, SubgroupOps::kKhr, SubgroupOps::kIntel}) {
+      if (ops != *best && SubgroupOpsRun(info, ops)) {
+        variants.push_back({TileRanking::kSubgroup, 16, ops, {some[0]}});
+      }
+    }
+    variants.push_back({TileRanking::kSubgroup, 32, *best, {some[0]}});
+    variants.push_back({TileRanking::kSubgroup, 8, *best, {some[0]}});
+  } else {
+    std::printf("sub-group ranking not available here: %s\n",
+                info.ToString().c_str());
+  }
+  for (const Variant& v : variants) {
+    const TileRanking ranking = v.ranking;
+    for (auto [radix_bits, pass, direct_place] : v.configs) {
       // Keys placed as ranked: not with masks, which share the keys' local
       // memory.
       if (direct_place && ranking == TileRanking::kWarpMasks) continue;
@@ -530,6 +563,8 @@ TEST(Algorithms, WarpRanking) {
                  .bank_pad = true,
                  .pass = pass,
                  .ranking = ranking,
+                 .warp_size = v.warp_size,
+                 .subgroup_ops = v.ops,
                  .direct_place_32 = direct_place,
                  .direct_place_64 = direct_place,
                  // Up to 512 keys: tiles of 2 keys per work-item.
@@ -544,6 +579,15 @@ TEST(Algorithms, WarpRanking) {
       ASSERT_TRUE(engine.ok()) << engine.status();
       EXPECT_EQ((*engine)->policy().radix.Ranking(64), ranking);
       EXPECT_EQ((*engine)->policy().radix.LocalBits(), radix_bits);
+      if (ranking == TileRanking::kSubgroup) {
+        // The size the kernels saw on the device (radix_sub_group_probe).
+        EXPECT_EQ((*engine)->radix_sub_group_size(), v.warp_size);
+        std::printf(
+            "sub-group ranking: sub-groups of %d seen on the device "
+            "(%s)\n",
+            (*engine)->radix_sub_group_size(),
+            RadixBuildOptions(p.radix, 32, true, 8).c_str());
+      }
       for (size_t n : {size_t{1}, size_t{31}, size_t{33}, size_t{511},
                        size_t{512}, size_t{513}, size_t{70'001}}) {
         for (Shape shape :
@@ -572,6 +616,113 @@ TEST(Algorithms, WarpRanking) {
           sortd::testing::Generate<int64_t>(Shape::kFewDistinct, total, 5),
           offsets, false, false);
     }
+  }
+}
+
+// The Intel policy as For() makes it for an Intel GPU, forced on the test
+// device (EnginePolicy::Named): where the device has sub-group ranking's
+// extensions, as it is; elsewhere (PoCL 3) with its portable twin
+// (kWarpEmulated ranking of the same warps and tiles). Every key type and
+// order, payloads and permutations, across its tile and small-tile
+// lengths; segments of every route; transposes.
+TEST(IntelPolicy, SortsSegmentsAndTransposes) {
+  OpenClEngine::Options options = CpuDevice();
+  const DeviceInfo& info = Engine().info();
+  absl::StatusOr<EnginePolicy> p = EnginePolicy::Named("intel-subgroups", info);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const bool subgroups = BestSubgroupOps(info).has_value();
+  std::printf("device %s; extensions: %s\n", info.ToString().c_str(),
+              info.extensions.c_str());
+  if (!subgroups) {
+    p->radix.ranking = TileRanking::kWarpEmulated;
+    std::printf(
+        "no sub-group ranking here: intel-subgroups with its twin, "
+        "warp-emulated ranking\n");
+  }
+  options.policy = *p;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const EnginePolicy& policy = (*engine)->policy();
+  std::printf("policy %s; radix sub-groups seen: %d; transpose kernel: %s\n",
+              policy.ToString().c_str(), (*engine)->radix_sub_group_size(),
+              (*engine)->transpose_kernel());
+  EXPECT_EQ((*engine)->radix_sub_group_size(),
+            subgroups ? policy.radix.warp_size : 0);
+  EXPECT_EQ(policy.radix.warp_size, 16);
+  if (subgroups) {
+    EXPECT_STREQ((*engine)->transpose_kernel(), "subgroup");
+  }
+  const size_t small_max = policy.radix.small_max;
+  for (KeyType type : kAllKeyTypes) {
+    DispatchKeyType(type, [&]<KeyType T>() {
+      using K = KeyOf<T>;
+      const int bits = sizeof(K) * 8;
+      for (Extra extra :
+           {Extra::kNone, Extra::kU32Values, Extra::kU64ValuesAndPermutation}) {
+        const size_t tile = policy.radix.Tile(bits, extra != Extra::kNone);
+        for (size_t n : {size_t{4097}, tile - 1, tile + 1, 3 * tile + 5,
+                         small_max, small_max + 1, size_t{300'001}}) {
+          for (bool desc : {false, true}) {
+            const Shape shape = (n + desc) % 3 == 0   ? Shape::kRandom
+                                : (n + desc) % 3 == 1 ? Shape::kSpecial
+                                                      : Shape::kFewDistinct;
+            CheckSort(**engine, sortd::testing::Generate<K>(shape, n, 8), desc,
+                      extra,
+                      absl::StrCat("intel ", KeyTypeName(type), " n=", n));
+          }
+        }
+      }
+      size_t total = 0;
+      const std::vector<uint32_t> offsets =
+          MixedOffsets(policy.bitonic.Block(bits), 12, &total);
+      CheckSegmented(**engine,
+                     sortd::testing::Generate<K>(Shape::kRandom, total, 9),
+                     offsets, type == KeyType::kF32, true);
+    });
+  }
+  for (size_t count : {size_t{1}, size_t{7}, size_t{9}, size_t{4001}}) {
+    std::vector<uint32_t> in(count * 32), out(count * 32, 0xDEADBEEF);
+    std::mt19937 rng(static_cast<unsigned>(count) + 5);
+    for (uint32_t& w : in) w = rng();
+    ASSERT_TRUE(
+        (*engine)
+            ->Transpose({.count = count,
+                         .in = reinterpret_cast<const std::byte*>(in.data()),
+                         .out = reinterpret_cast<std::byte*>(out.data())})
+            .ok());
+    for (size_t m = 0; m < count; ++m) {
+      uint32_t want[32];
+      std::copy(in.begin() + m * 32, in.begin() + m * 32 + 32, want);
+      TransposeBits32(want);
+      ASSERT_TRUE(std::equal(want, want + 32, out.begin() + m * 32))
+          << "matrix " << m << " of " << count;
+    }
+  }
+}
+
+// A named policy is forced through Options::policy_name; one that does not
+// fit the device, or that does not exist, is refused before anything is
+// built.
+TEST(IntelPolicy, ForcedByNameOrRefused) {
+  OpenClEngine::Options options = CpuDevice();
+  options.policy_name = "cpu";
+  auto cpu = OpenClEngine::Create(options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ((*cpu)->policy().name, "cpu");
+  options.policy_name = "no-such-policy";
+  EXPECT_EQ(OpenClEngine::Create(options).status().code(),
+            absl::StatusCode::kNotFound);
+  if (!absl::StrContains(Engine().info().vendor, "NVIDIA")) {
+    options.policy_name = "nvidia-ptx";
+    const absl::Status s = OpenClEngine::Create(options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("policy nvidia-ptx does not fit"));
+  }
+  if (!BestSubgroupOps(Engine().info())) {
+    options.policy_name = "intel-subgroups";
+    const absl::Status s = OpenClEngine::Create(options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("subgroup ranking"));
   }
 }
 
@@ -673,21 +824,33 @@ TEST(OpenClEngine, PathNamesTheKindOfDevice) {
 }
 
 // Create() verifies every warm-up answer against the reference whatever the
-// build options: kernels that leave keys unsorted (-DITEMS=8: tiles of
-// another length than the host's) or sort keys but not their permutation
-// (-DHAS_INDEX=0) are refused.
+// build options: kernels that leave keys unsorted (-DITEMS=2: tiles shorter
+// than the host's, in every build, the small-array one too) or sort keys but
+// not their permutation (-DHAS_INDEX=0) are refused. Under the test device's
+// policy and under the Intel policy (where the device has no sub-groups,
+// its portable twin), whose one-launch passes and small-array tiles differ.
 TEST(WarmUp, KernelsThatDoNotSortAreRefused) {
-  for (const char* extra : {"-DITEMS=8", "-DHAS_INDEX=0"}) {
-    OpenClEngine::Options options = CpuDevice();
-    options.kernel_diagnostics.extra_options = extra;
-    auto engine = OpenClEngine::Create(options);
-    ASSERT_FALSE(engine.ok()) << extra;
-    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInternal) << extra;
-    EXPECT_THAT(engine.status().message(), HasSubstr("warm-up")) << extra;
-    EXPECT_THAT(engine.status().message(),
-                HasSubstr("differs from the reference"))
-        << extra;
-    EXPECT_THAT(engine.status().message(), HasSubstr(extra));
+  const DeviceInfo& info = Engine().info();
+  absl::StatusOr<EnginePolicy> intel =
+      EnginePolicy::Named("intel-subgroups", info);
+  ASSERT_TRUE(intel.ok()) << intel.status();
+  if (!BestSubgroupOps(info)) intel->radix.ranking = TileRanking::kWarpEmulated;
+  for (const std::optional<EnginePolicy>& policy :
+       {std::optional<EnginePolicy>(), std::optional<EnginePolicy>(*intel)}) {
+    for (const char* extra : {"-DITEMS=2", "-DHAS_INDEX=0"}) {
+      SCOPED_TRACE(policy ? policy->name : "the device's policy");
+      OpenClEngine::Options options = CpuDevice();
+      options.policy = policy;
+      options.kernel_diagnostics.extra_options = extra;
+      auto engine = OpenClEngine::Create(options);
+      ASSERT_FALSE(engine.ok()) << extra;
+      EXPECT_EQ(engine.status().code(), absl::StatusCode::kInternal) << extra;
+      EXPECT_THAT(engine.status().message(), HasSubstr("warm-up")) << extra;
+      EXPECT_THAT(engine.status().message(),
+                  HasSubstr("differs from the reference"))
+          << extra;
+      EXPECT_THAT(engine.status().message(), HasSubstr(extra));
+    }
   }
 }
 

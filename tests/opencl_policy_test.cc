@@ -2,11 +2,16 @@
 // constraint named, and the policy's text read back as overrides.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/transpose.h"
+#include "gpu/kernel_sources.h"
 #include "gpu/opencl_engine.h"
 #include "server/cpu_sorter.h"
 #include "tests/opencl_test_util.h"
@@ -28,6 +34,27 @@ using sortd::testing::Extra;
 using sortd::testing::KeyOf;
 using sortd::testing::Shape;
 using ::testing::HasSubstr;
+
+constexpr char kSubgroupExtensions[] =
+    "cl_khr_fp64 cl_khr_subgroups cl_khr_subgroup_ballot "
+    "cl_khr_subgroup_shuffle cl_intel_subgroups "
+    "cl_intel_required_subgroup_size";
+
+// An Intel GPU as its OpenCL driver describes it: 64 KiB of shared local
+// memory per work-group, the sub-group extensions.
+DeviceInfo IntelGpu() {
+  DeviceInfo d;
+  d.name = "Intel(R) Arc(TM) A770 Graphics";
+  d.vendor = "Intel(R) Corporation";
+  d.is_gpu = true;
+  d.compute_units = 512;
+  d.local_mem_bytes = 64 * 1024;
+  d.global_mem_bytes = size_t{16} << 30;
+  d.max_alloc_bytes = size_t{4} << 30;
+  d.max_work_group = 1024;
+  d.extensions = kSubgroupExtensions;
+  return d;
+}
 
 // Each constraint a policy can break is refused with its own sentence.
 TEST(Policy, ViolationsNameEachBrokenConstraint) {
@@ -169,6 +196,313 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   EnginePolicy fitted = EnginePolicy::For(small);
   EXPECT_TRUE(fitted.CheckFits(small).ok()) << fitted.ToString();
   EXPECT_FALSE(p.CheckFits(small).ok());
+}
+
+// The Intel policy goes to Intel GPUs with sub-group ranking's extensions,
+// and to nothing else: not to an Intel GPU without them, not to another
+// vendor's GPU or to a CPU device (PoCL reports "GenuineIntel" and the
+// same extensions) that has them.
+TEST(IntelPolicy, ChosenByVendorAndExtensions) {
+  const EnginePolicy p = EnginePolicy::For(IntelGpu());
+  EXPECT_EQ(p.name, "intel-subgroups");
+  EXPECT_TRUE(p.CheckFits(IntelGpu()).ok()) << p.CheckFits(IntelGpu());
+  for (int bits : {32, 64}) {
+    EXPECT_EQ(p.radix.Ranking(bits), TileRanking::kSubgroup);
+    EXPECT_TRUE(p.radix.DirectPlace(bits));
+  }
+  EXPECT_EQ(p.radix.warp_size, 16);
+  EXPECT_EQ(p.radix.radix_bits, 8);
+  EXPECT_EQ(p.radix.pass, RadixPass::kOneLaunchEarlyCounts);
+  EXPECT_FALSE(p.radix.status_prefetch);  // PTX
+  EXPECT_EQ(p.transpose.sub_group_size, 32);
+  EXPECT_EQ(p.radix.subgroup_ops, SubgroupOps::kKhrBallot);
+  // Which built-ins follow the extensions.
+  DeviceInfo intel_only = IntelGpu();
+  intel_only.extensions = "cl_intel_subgroups cl_intel_required_subgroup_size";
+  EXPECT_EQ(EnginePolicy::For(intel_only).name, "intel-subgroups");
+  EXPECT_EQ(EnginePolicy::For(intel_only).radix.subgroup_ops,
+            SubgroupOps::kIntel);
+  DeviceInfo khr = IntelGpu();
+  khr.extensions =
+      "cl_khr_subgroups cl_khr_subgroup_shuffle "
+      "cl_intel_required_subgroup_size";
+  EXPECT_EQ(EnginePolicy::For(khr).radix.subgroup_ops, SubgroupOps::kKhr);
+  // An Intel GPU without sub-group shuffles, or that cannot require a
+  // sub-group size, gets the portable policy.
+  for (const char* extensions :
+       {"cl_khr_fp64", "cl_khr_subgroups cl_intel_required_subgroup_size",
+        "cl_khr_subgroups cl_khr_subgroup_shuffle cl_intel_subgroups"}) {
+    DeviceInfo bare = IntelGpu();
+    bare.extensions = extensions;
+    const EnginePolicy q = EnginePolicy::For(bare);
+    EXPECT_EQ(q.name, "gpu") << extensions;
+    EXPECT_EQ(q.radix.ranking, TileRanking::kWorkItemCounters) << extensions;
+    EXPECT_TRUE(q.CheckFits(bare).ok()) << q.CheckFits(bare);
+    // Forced there, it is refused, naming what is missing.
+    EXPECT_THAT(p.CheckFits(bare).message(),
+                HasSubstr("subgroup ranking with radix.subgroup_ops="
+                          "khr-ballot needs the device's cl_khr_subgroups"))
+        << extensions;
+  }
+  DeviceInfo nvidia = IntelGpu();
+  nvidia.vendor = "NVIDIA Corporation";
+  nvidia.nv_compute_major = 9;
+  EXPECT_EQ(EnginePolicy::For(nvidia).name, "nvidia-ptx");
+  DeviceInfo other = IntelGpu();
+  other.vendor = "Advanced Micro Devices, Inc.";
+  EXPECT_EQ(EnginePolicy::For(other).name, "gpu");
+  DeviceInfo cpu = IntelGpu();
+  cpu.vendor = "GenuineIntel";
+  cpu.is_gpu = false;
+  cpu.local_mem_bytes = 512 * 1024;
+  EXPECT_EQ(EnginePolicy::For(cpu).name, "cpu");
+}
+
+// Its tiles use most of 64 KiB of local memory (more than 48 KiB each), and
+// a device with less gets them shrunk to fit.
+TEST(IntelPolicy, FitsSixtyFourKiBAndShrinksOnLess) {
+  const EnginePolicy p = EnginePolicy::For(IntelGpu());
+  for (int bits : {32, 64}) {
+    for (bool with_index : {true, false}) {
+      SCOPED_TRACE(absl::StrCat(bits, with_index ? " with index" : ""));
+      const size_t bytes = p.radix.ScatterLocalBytes(bits, with_index);
+      std::printf(
+          "intel-subgroups scatter, %d-bit keys%s: %d keys a tile, "
+          "%zu bytes of local memory\n",
+          bits, with_index ? " with an index" : "",
+          p.radix.Tile(bits, with_index), bytes);
+      EXPECT_GT(bytes, 48u * 1024);
+      EXPECT_LE(bytes, 64u * 1024);
+    }
+  }
+  EXPECT_EQ(p.radix.Tile(32, true), 256 * 16);
+  EXPECT_EQ(p.radix.Tile(64, true), 256 * 12);
+  EXPECT_EQ(p.radix.Tile(32, false), 256 * 32);
+  EXPECT_EQ(p.radix.Tile(64, false), 256 * 16);
+  DeviceInfo smaller = IntelGpu();
+  smaller.local_mem_bytes = 48 * 1024;
+  const EnginePolicy q = EnginePolicy::For(smaller);
+  EXPECT_EQ(q.name, "intel-subgroups");
+  EXPECT_TRUE(q.CheckFits(smaller).ok()) << q.CheckFits(smaller);
+  EXPECT_FALSE(p.CheckFits(smaller).ok());
+  for (int bits : {32, 64}) {
+    for (bool with_index : {true, false}) {
+      EXPECT_LT(q.radix.Tile(bits, with_index), p.radix.Tile(bits, with_index));
+      EXPECT_LE(q.radix.ScatterLocalBytes(bits, with_index), 48u * 1024);
+    }
+  }
+  EXPECT_EQ(q.radix.Ranking(32), TileRanking::kSubgroup);
+  EXPECT_EQ(q.radix.work_group % q.radix.warp_size, 0);
+}
+
+// A named policy runs on any device (as far as it fits there): the named
+// entry, fitted as For() fits it.
+TEST(IntelPolicy, NamedPoliciesAreForcedWhateverTheVendor) {
+  EXPECT_THAT(
+      EnginePolicy::Names(),
+      ::testing::ElementsAre("nvidia-ptx", "intel-subgroups", "gpu", "cpu"));
+  for (const std::string& name : EnginePolicy::Names()) {
+    absl::StatusOr<EnginePolicy> p = EnginePolicy::Named(name, IntelGpu());
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->name, name);
+  }
+  EXPECT_EQ(EnginePolicy::Named("intel-subgroups", IntelGpu())->ToString(),
+            EnginePolicy::For(IntelGpu()).ToString());
+  // On a CPU device with the extensions (PoCL 5): the Intel policy, fitted
+  // to it, and it fits.
+  DeviceInfo pocl5 = IntelGpu();
+  pocl5.vendor = "GenuineIntel";
+  pocl5.is_gpu = false;
+  pocl5.local_mem_bytes = 512 * 1024;
+  pocl5.max_work_group = 4096;
+  absl::StatusOr<EnginePolicy> forced =
+      EnginePolicy::Named("intel-subgroups", pocl5);
+  ASSERT_TRUE(forced.ok());
+  EXPECT_EQ(forced->name, "intel-subgroups");
+  EXPECT_TRUE(forced->CheckFits(pocl5).ok()) << forced->CheckFits(pocl5);
+  EXPECT_EQ(forced->radix.Tile(64, true), 256 * 12);
+  const absl::Status unknown =
+      EnginePolicy::Named("intel", IntelGpu()).status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.message(), HasSubstr("intel-subgroups"));
+}
+
+// The -D options of the Intel builds, and the constraints of sub-group
+// ranking and warp sizes.
+TEST(IntelPolicy, BuildOptionsAndConstraints) {
+  const EnginePolicy p = EnginePolicy::For(IntelGpu());
+  const std::string options = RadixBuildOptions(p.radix, 32, true, 16);
+  EXPECT_THAT(options, HasSubstr("-DRANKING=4 -DEARLY_COUNTS=1 "
+                                 "-DDIRECT_PLACE=1"));  // SORTD_RANK_SUBGROUP
+  EXPECT_THAT(options, HasSubstr("-DWARP_SIZE=16"));
+  EXPECT_THAT(options, HasSubstr("-DSUBGROUP_OPS=1"));  // khr-ballot
+  EXPECT_THAT(TransposeBuildOptions(p.transpose, "SUBGROUP_INTEL"),
+              HasSubstr("-DSUBGROUP_INTEL=1 -DSUB_GROUP_SIZE=32"));
+  EXPECT_THAT(TransposeBuildOptions(p.transpose, ""),
+              ::testing::Not(HasSubstr("SUB_GROUP_SIZE")));
+  // NVIDIA's builds name no warp size (32) and no sub-group built-ins.
+  DeviceInfo nvidia = IntelGpu();
+  nvidia.vendor = "NVIDIA Corporation";
+  nvidia.local_mem_bytes = 48 * 1024;
+  nvidia.nv_compute_major = 9;
+  nvidia.extensions = "cl_khr_fp64 cl_nv_device_attribute_query";
+  const EnginePolicy np = EnginePolicy::For(nvidia);
+  for (int bits : {32, 64}) {
+    EXPECT_THAT(RadixBuildOptions(np.radix, bits, true, 8),
+                ::testing::Not(HasSubstr("WARP_SIZE")));
+    EXPECT_THAT(RadixBuildOptions(np.radix, bits, true, 8),
+                ::testing::Not(HasSubstr("SUBGROUP_OPS")));
+  }
+  // The knobs read back.
+  EnginePolicy q = p;
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.warp_size=32,radix.subgroup_ops="
+                                   "intel,transpose.sub_group_size=0",
+                                   &q)
+                  .ok());
+  EXPECT_EQ(q.radix.warp_size, 32);
+  EXPECT_EQ(q.radix.subgroup_ops, SubgroupOps::kIntel);
+  EXPECT_THAT(q.ToString(), HasSubstr("radix.ranking=subgroup "));
+  EXPECT_THAT(q.ToString(), HasSubstr("radix.subgroup_ops=intel"));
+  EXPECT_EQ(ApplyPolicyOverrides("radix.subgroup_ops=amd", &q).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Constraints, each with its sentence.
+  q = p;
+  q.radix.warp_size = 12;
+  EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
+              HasSubstr("radix.warp_size is 8, 16 or 32"));
+  q.radix.warp_size = 32;
+  q.radix.work_group = 48;
+  EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
+              HasSubstr("radix.work_group % 32 == 0"));
+  q = np;
+  q.radix.warp_size = 16;
+  EXPECT_THAT(q.CheckFits(nvidia).message(),
+              HasSubstr("need radix.warp_size=32"));
+  q = np;
+  q.radix.ranking = TileRanking::kSubgroup;
+  q.radix.ranking_64 = TileRanking::kSubgroup;
+  EXPECT_THAT(q.CheckFits(nvidia).message(),
+              HasSubstr("subgroup ranking with radix.subgroup_ops=khr-ballot "
+                        "needs the device's"));
+  q = p;
+  q.radix.ranking = TileRanking::kWarpBallots;
+  q.radix.ranking_64.reset();
+  EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
+              HasSubstr("need an NVIDIA GPU that runs PTX"));
+  q = p;
+  q.transpose.sub_group_size = 16;
+  EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
+              HasSubstr("transpose.sub_group_size is 0 or a multiple of 32"));
+  // The portable twin at the same warp size fits any device.
+  q = p;
+  q.radix.ranking = TileRanking::kWarpEmulated;
+  DeviceInfo bare = IntelGpu();
+  bare.extensions = "";
+  EXPECT_TRUE(q.CheckFits(bare).ok()) << q.CheckFits(bare);
+}
+
+// Every radix build of the Intel policy, with each kind of sub-group
+// built-ins, and its transpose build, compiled by clang's OpenCL C front
+// end to SPIR (LLVM IR): what catches an edit that breaks the sub-group
+// paths, which PoCL 3 never compiles. Whether they run correctly is for the
+// kernel suite on a device with sub-groups (PoCL 5 with
+// SORTD_TEST_POLICY=intel-subgroups: bench/device-run.sh).
+class IntelKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("clang --version > /dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "clang is not installed (scripts/install-deps.sh "
+                      "installs it)";
+    }
+    dir_ = std::filesystem::temp_directory_path() /
+           absl::StrCat("sortd-spir-", ::getpid());
+    std::filesystem::create_directories(dir_);
+    const std::string resource = dir_ / "resource";
+    ASSERT_EQ(std::system(("clang -print-resource-dir > " + resource).c_str()),
+              0);
+    std::ifstream(resource) >> header_;
+    header_ += "/include/opencl-c.h";
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  // The LLVM IR of program `name` built with `options` as OpenCL C 3.0 with
+  // every sub-group extension (clang's full header of built-ins); fails the
+  // test (and returns "") when clang refuses it.
+  std::string CompileToSpir(const std::string& name,
+                            const std::string& options) {
+    const char* source = FindKernelSource(name);
+    EXPECT_NE(source, nullptr) << name;
+    if (source == nullptr) return "";
+    const auto cl = dir_ / (name + ".cl");
+    const auto ir = dir_ / (name + ".ll");
+    const auto log = dir_ / (name + ".log");
+    std::ofstream(cl) << source;
+    const std::string command = absl::StrCat(
+        "clang -cl-std=CL3.0 -target spir64 -Xclang -include -Xclang ", header_,
+        " -Dcl_intel_subgroups=1 -Dcl_khr_subgroups=1 "
+        "-Dcl_khr_subgroup_shuffle=1 -Dcl_khr_subgroup_ballot=1 "
+        "-Dcl_intel_required_subgroup_size=1 -Xclang "
+        "-cl-ext=+cl_khr_subgroups,+__opencl_c_subgroups -Werror "
+        "-Wno-ignored-pragmas -fgnu89-inline -S -emit-llvm -o ",
+        ir.string(), " ", options, " -x cl ", cl.string(), " 2> ",
+        log.string());
+    const int rc = std::system(command.c_str());
+    std::stringstream out, err;
+    err << std::ifstream(log).rdbuf();
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
+        << name << " with " << options << ":\n"
+        << err.str();
+    out << std::ifstream(ir).rdbuf();
+    return out.str();
+  }
+
+  std::filesystem::path dir_;
+  std::string header_;
+};
+
+TEST_F(IntelKernels, EveryBuildOfTheIntelPolicyCompilesToSpir) {
+  for (SubgroupOps ops :
+       {SubgroupOps::kKhrBallot, SubgroupOps::kKhr, SubgroupOps::kIntel}) {
+    EnginePolicy p = EnginePolicy::For(IntelGpu());
+    ASSERT_EQ(p.name, "intel-subgroups");
+    p.radix.subgroup_ops = ops;
+    for (int bits : {32, 64}) {
+      for (bool with_index : {false, true}) {
+        for (int items :
+             {p.radix.Items(bits, with_index), p.radix.small_items}) {
+          const std::string options =
+              RadixBuildOptions(p.radix, bits, with_index, items);
+          SCOPED_TRACE(options);
+          const std::string ir = CompileToSpir("radix_sort", options);
+          std::vector<std::string> want = {"intel_reqd_sub_group_size",
+                                           "sub_group_scan_inclusive_add",
+                                           "sub_group_barrier"};
+          want.push_back(ops == SubgroupOps::kKhrBallot
+                             ? "sub_group_ballot"
+                             : "sub_group_reduce_add");
+          want.push_back(ops == SubgroupOps::kIntel ? "intel_sub_group_shuffle"
+                                                    : "sub_group_shuffle");
+          for (const char* kernel :
+               {"radix_encode", "radix_onesweep", "radix_scatter",
+                "radix_segments", "radix_sub_group_probe", "radix_decode"}) {
+            want.push_back(absl::StrCat("@", kernel, "("));
+          }
+          for (const std::string& w : want) {
+            EXPECT_TRUE(absl::StrContains(ir, w)) << "no " << w << " in the IR";
+          }
+        }
+      }
+    }
+  }
+  const EnginePolicy p = EnginePolicy::For(IntelGpu());
+  for (const char* subgroup : {"SUBGROUP_KHR", "SUBGROUP_INTEL"}) {
+    const std::string ir = CompileToSpir(
+        "transpose", TransposeBuildOptions(p.transpose, subgroup));
+    EXPECT_TRUE(absl::StrContains(ir, "@transpose32_subgroup(")) << subgroup;
+    EXPECT_TRUE(absl::StrContains(ir, "intel_reqd_sub_group_size")) << subgroup;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // What the OpenCL engine's test suites share: the test device (PoCL's CPU
-// device in CI; a GPU with SORTD_TEST_DEVICE=gpu), one engine per test
+// device in CI; a GPU with SORTD_TEST_DEVICE=gpu) and its policy (the
+// device's own, or a named one with SORTD_TEST_POLICY), one engine per test
 // process, a policy of tiny tiles, and a fresh temporary folder.
 #ifndef SORTD_TESTS_OPENCL_TEST_UTIL_H_
 #define SORTD_TESTS_OPENCL_TEST_UTIL_H_
@@ -7,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -23,12 +25,16 @@ inline std::string TempDir(const std::string& name) {
 }
 
 // The OpenCL CPU device, or a GPU when SORTD_TEST_DEVICE=gpu (to run this
-// suite on a GPU machine).
+// suite on a GPU machine). With SORTD_TEST_POLICY=NAME (an entry of
+// EnginePolicy::Names(), e.g. intel-subgroups) every engine made from these
+// options runs that policy instead of the device's own, unless the test
+// sets one of its own.
 inline OpenClEngine::Options CpuDevice() {
   OpenClEngine::Options o;
   const char* d = std::getenv("SORTD_TEST_DEVICE");
   o.kind = d && std::string(d) == "gpu" ? DeviceKind::kGpu : DeviceKind::kCpu;
   o.preallocate_keys = 0;  // keep each test's warm-up short
+  if (const char* p = std::getenv("SORTD_TEST_POLICY")) o.policy_name = p;
   return o;
 }
 
@@ -39,11 +45,16 @@ inline OpenClEngine::Options CpuDeviceWithCache(const std::string& dir) {
 }
 
 // One engine per test process, on the CPU device, as CI has no GPU.
+// Says which device and policy it runs, once.
 inline OpenClEngine& Engine() {
   static OpenClEngine* engine = [] {
     auto e = OpenClEngine::Create(CpuDevice());
     EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? e->release() : nullptr;
+    if (!e.ok()) return static_cast<OpenClEngine*>(nullptr);
+    std::printf("engine under test: %s; policy %s\n",
+                (*e)->info().ToString().c_str(),
+                (*e)->policy().ToString().c_str());
+    return e->release();
   }();
   return *engine;
 }

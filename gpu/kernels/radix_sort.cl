@@ -1,7 +1,8 @@
 // LSD radix sort: count digits -> per pass (histogram -> scan -> scatter, or
 // one onesweep launch) -> gather payload. The first pass reads the raw keys
 // and the last writes them back (SORTD_MODE_FIRST, SORTD_MODE_LAST).
-// Portable OpenCL C 1.2: local memory and local atomics only.
+// Portable OpenCL C 1.2: local memory and local atomics only, unless a
+// build option picks a vendor's warp operations (PTX or sub-groups).
 //
 // Build options (-D); the engine sets them from its policy
 // (gpu/policy.cc, RadixBuildOptions):
@@ -23,8 +24,16 @@
 //                of a digit by one PTX ballot per digit bit (NVIDIA sm_70
 //                and later), SORTD_RANK_WARP_MASKS by per-warp digit masks in
 //                local memory (a local atomic OR and one warp barrier per
-//                key; NVIDIA), SORTD_RANK_WARP_EMULATED is the portable twin
-//                of the ballots
+//                key; NVIDIA), SORTD_RANK_SUBGROUP by sub-group ballots
+//                (or a sub-group reduction) and shuffles (OpenCL sub-group
+//                extensions: Intel GPUs), SORTD_RANK_WARP_EMULATED is the
+//                portable twin of the ballots
+//   WARP_SIZE    (default 32) lanes of a warp for warp-level ranking: 32 for
+//                the PTX variants; 8, 16 or 32 for the sub-group variant
+//                (every kernel then requires sub-groups of that size) and
+//                the emulated one
+//   SUBGROUP_OPS with SORTD_RANK_SUBGROUP: which sub-group built-ins
+//                (SORTD_SUBGROUP_*, sort_constants.h)
 //   EARLY_COUNTS (default 0) one-launch passes count a tile's digits,
 //                publish them and look back before ranking, not after
 //                (needs warp-level ranking)
@@ -52,7 +61,7 @@
 // every pass over the whole array so the host can skip passes in which all
 // keys share a digit. With write_keys 0 it only counts: the first pass then
 // reads the raw keys itself (SORTD_MODE_FIRST).
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_encode(__global const key_t* raw, __global key_t* keys,
                   __global uint* index, uint n, uint kind, uint descending,
                   __global uint* digit_totals /* PASSES * RADIX */,
@@ -112,7 +121,7 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
 
 // Digit counts of one tile, written digit-major: counts[d * tiles + tile],
 // so that one exclusive scan over the array yields every tile's offsets.
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_histogram(__global const key_t* keys, uint n, uint shift,
                      __global uint* counts, uint tiles, uint mode) {
   __local uint hist[RADIX];
@@ -132,7 +141,7 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
 
 // Every pass's digit starts, for the one-launch passes: starts[p * RADIX +
 // d] = the count of digits below d in pass p (one work-group per pass).
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_digit_starts(__global const uint* totals, __global uint* starts) {
   __local uint digits[RADIX];
   __local uint tmp[WG];
@@ -149,7 +158,7 @@ void radix_digit_starts(__global const uint* totals, __global uint* starts) {
 
 // One block of WG * ITEMS values scanned in place (exclusive); the block's
 // total goes to block_sums[group] for the next level.
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void scan_blocks(__global uint* data, uint n, __global uint* block_sums) {
   __local uint tmp[WG];
   const uint lid = get_local_id(0);
@@ -170,7 +179,7 @@ void scan_blocks(__global uint* data, uint n, __global uint* block_sums) {
 }
 
 // Adds the scanned block sums to their blocks.
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void scan_add(__global uint* data, uint n, __global const uint* block_sums) {
   const uint add = block_sums[get_group_id(0)];
   const size_t base = get_group_id(0) * (size_t)TILE;
@@ -184,7 +193,7 @@ void scan_add(__global uint* data, uint n, __global const uint* block_sums) {
 // written out in order, so that runs of equal digits land in consecutive
 // global addresses. offsets[d * tiles + tile]: where the tile's digit d
 // goes (the scanned histogram).
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
                    __global const uint* index_in, __global uint* index_out,
                    uint n, uint shift, __global const uint* offsets,
@@ -235,7 +244,7 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 //     statuses need no zeroing, the others a fill before every pass), but
 //     the branch stays: without it NVIDIA's compiler makes the u32
 //     keys-only pass 5% slower at 2^24 keys (same-call A/B, decision 004).
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                     __global const uint* index_in, __global uint* index_out,
                     uint n, uint shift, __global const uint* starts,
@@ -320,7 +329,7 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
 // work-group each, sorted in place in local memory: every pass ranks the
 // keys held in registers (warp_rank_and_move) and reads them back. The
 // work-group handles segment list[group]: keys [offsets[s], offsets[s+1]).
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_segments(__global key_t* keys, __global uint* index,
                     __global const uint* offsets, __global const uint* list) {
   TILE_STORAGE;
@@ -373,11 +382,26 @@ void radix_segments(__global key_t* keys, __global uint* index,
 }
 #endif  // WARP_LEVEL
 
+#if WARP_SUBGROUP
+// The sub-groups these kernels run in, as the warp code needs them: for
+// each work-item of one work-group, its sub-group's size, with bit 31 set
+// where its sub-group ids are not (local id / WARP_SIZE, local id %
+// WARP_SIZE). The host runs it once and refuses the kernels unless every
+// entry is WARP_SIZE.
+RADIX_KERNEL
+void radix_sub_group_probe(__global uint* out) {
+  const uint lid = get_local_id(0);
+  const bool consecutive = get_sub_group_id() == lid / WARP_SIZE &&
+                           get_sub_group_local_id() == lid % WARP_SIZE;
+  out[lid] = get_sub_group_size() | (consecutive ? 0u : 0x80000000u);
+}
+#endif
+
 // Ordered keys -> raw keys in the output buffer (decode_keys 0: the last
 // pass did it); with an index, the payload is gathered (value_words 1 or 2,
 // 0 for none). The permutation needs no
 // kernel: it is the final index array itself.
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_decode(__global const key_t* keys, __global key_t* raw_out,
                   __global const uint* index, __global const uint* values_in,
                   __global uint* values_out, uint n, uint kind,
@@ -402,7 +426,7 @@ void radix_decode(__global const key_t* keys, __global key_t* raw_out,
 // is the place in the key order; a gather then puts both orders together.
 // The segment of place p is the last s with offsets[s] <= p (empty
 // segments share their offset with the next one).
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_segment_ids(__global const uint* index,
                        __global const uint* offsets, uint segments,
                        __global uint* ids, __global uint* places, uint n) {
@@ -423,7 +447,7 @@ void radix_segment_ids(__global const uint* index,
 }
 
 // keys_out[i] = keys_in[places[i]], and the same for the index.
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+RADIX_KERNEL
 void radix_segment_gather(__global const key_t* keys_in,
                           __global const uint* index_in,
                           __global const uint* places,

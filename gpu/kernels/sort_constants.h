@@ -30,10 +30,23 @@
 // How the scatter ranks a tile (-DRANKING). Work-item counters in local
 // memory; or warp-level ranking of a whole digit, with the warp's
 // operations emulated through local memory (the portable twin), with PTX
-// ballots, or with per-warp digit masks in local memory (both NVIDIA only).
+// ballots, or with per-warp digit masks in local memory (both NVIDIA only),
+// or with OpenCL sub-group operations (a warp is a sub-group of a required
+// size: Intel GPUs).
 #define SORTD_RANK_WORK_ITEM 0
 #define SORTD_RANK_WARP_EMULATED 1
 #define SORTD_RANK_WARP_BALLOTS 2
 #define SORTD_RANK_WARP_MASKS 3
+#define SORTD_RANK_SUBGROUP 4
+
+// Which sub-group built-ins SORTD_RANK_SUBGROUP uses (-DSUBGROUP_OPS): the
+// Khronos ones with sub_group_ballot (cl_khr_subgroups,
+// cl_khr_subgroup_ballot, cl_khr_subgroup_shuffle); the Khronos ones with a
+// ballot made by a sub-group reduction (cl_khr_subgroups,
+// cl_khr_subgroup_shuffle); or Intel's (cl_intel_subgroups: its shuffle,
+// and the same reduction).
+#define SORTD_SUBGROUP_KHR_BALLOT 1
+#define SORTD_SUBGROUP_KHR 2
+#define SORTD_SUBGROUP_INTEL 3
 
 #endif  // SORTD_GPU_KERNELS_SORT_CONSTANTS_H_

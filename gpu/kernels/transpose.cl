@@ -7,7 +7,9 @@
 // back coalesced. Rows are padded to 33 words in local memory so that the
 // work-items, each reading its own matrix, hit different banks.
 //
-// Build options (-D): MATRICES_PER_WG (also the work-group size).
+// Build options (-D): MATRICES_PER_WG (also the work-group size); for the
+// sub-group kernel below, SUBGROUP_KHR or SUBGROUP_INTEL and optionally
+// SUB_GROUP_SIZE.
 
 #define STRIDE 33
 
@@ -54,8 +56,16 @@ void transpose32(__global const uint* in, __global uint* out, uint count) {
 // of one matrix, and each of the five rounds swaps blocks with the partner
 // row through one shuffle-xor instead of local memory. Loads and stores are
 // one coalesced word per work-item. Needs sub-groups whose size is a
-// multiple of 32 (the host checks before choosing it).
+// multiple of 32 (the host checks before choosing it): SUB_GROUP_SIZE, where
+// set, is the kernel's required sub-group size (Intel GPUs, whose compiler
+// otherwise picks 8, 16 or 32).
 #if defined(SUBGROUP_KHR) || defined(SUBGROUP_INTEL)
+#ifdef SUB_GROUP_SIZE
+#define SUB_GROUP_SIZE_ATTR \
+  __attribute__((intel_reqd_sub_group_size(SUB_GROUP_SIZE)))
+#else
+#define SUB_GROUP_SIZE_ATTR
+#endif
 #if defined(SUBGROUP_KHR)
 #pragma OPENCL EXTENSION cl_khr_subgroups : enable
 #pragma OPENCL EXTENSION cl_khr_subgroup_shuffle : enable
@@ -75,6 +85,7 @@ void transpose32(__global const uint* in, __global uint* out, uint count) {
   }
 
 __kernel __attribute__((reqd_work_group_size(MATRICES_PER_WG * 32, 1, 1)))
+SUB_GROUP_SIZE_ATTR
 void transpose32_subgroup(__global const uint* in, __global uint* out,
                           uint count) {
   const size_t word = get_global_id(0);
