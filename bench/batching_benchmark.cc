@@ -102,14 +102,14 @@ std::string StagesJson(const std::map<std::string, double>& stages_ms) {
 }
 
 // A client's array: from `memory` (the engine's page-locked memory) when
-// it is at least kPinnedMinBytes long, as sortd's request buffers are
-// (HostBufferPool), else from the heap.
+// it is given, else from the heap. sortd's request buffers are page-locked
+// from kPinnedMinBytes (HostBufferPool).
 class HostArray {
  public:
   static constexpr size_t kPinnedMinBytes = size_t{1} << 20;
   HostArray(size_t bytes, std::shared_ptr<sortd::HostMemory> memory)
       : bytes_(bytes) {
-    if (memory != nullptr && bytes >= kPinnedMinBytes) {
+    if (memory != nullptr) {
       data_ = static_cast<std::byte*>(memory->Allocate(bytes));
       if (data_ != nullptr) memory_ = std::move(memory);
     }
@@ -147,20 +147,25 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
   for (size_t c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       std::mt19937 rng(static_cast<uint32_t>(c));
-      // Random bits are valid keys of every type (NaNs included).
-      HostArray in(keys * 8, memory), out(keys * 8, memory);
-      for (size_t i = 0; i < keys * 2; ++i) in.words()[i] = rng();
       constexpr sortd::KeyType kTypes[] = {
           sortd::KeyType::kU32, sortd::KeyType::kF32, sortd::KeyType::kU64,
           sortd::KeyType::kI32, sortd::KeyType::kI64, sortd::KeyType::kF64};
       const size_t cls = c % std::max<size_t>(classes, 1);
+      const sortd::KeyType type = kTypes[(cls / 2) % 6];
+      // Page-locked where sortd would keep this request's arrays.
+      const bool pin =
+          keys * sortd::KeySize(type) >= HostArray::kPinnedMinBytes;
+      // Random bits are valid keys of every type (NaNs included).
+      HostArray in(keys * 8, pin ? memory : nullptr);
+      HostArray out(keys * 8, pin ? memory : nullptr);
+      for (size_t i = 0; i < keys * 2; ++i) in.words()[i] = rng();
       std::vector<double> mine;
       while (!stop.load(std::memory_order_relaxed)) {
         auto task = std::make_shared<sortd::Task>();
         task->op = sortd::Op::kSort;
         task->units = keys;
         task->sort.count = keys;
-        task->sort.key_type = kTypes[(cls / 2) % 6];
+        task->sort.key_type = type;
         task->sort.order =
             cls % 2 ? sortd::Order::kDescending : sortd::Order::kAscending;
         task->sort.keys = in.data();

@@ -257,7 +257,8 @@ void RunTranspose(OpenClEngine& engine, int log2n, int reps) {
       "\"segments\":%zu,\"span_ms\":%.4f,\"ms\":%.4f,\"gbytes_per_s\":%.1f,"
       "\"e2e_ms\":%.3f}\n",
       count * 32, count, Median(span_ms), ms,
-      2.0 * count * 128 / Median(span_ms) / 1e6, Median(e2e_ms));
+      2.0 * count * 128 / (Median(span_ms) > 0 ? Median(span_ms) : ms) / 1e6,
+      Median(e2e_ms));
   std::fflush(stdout);
 }
 

@@ -21,10 +21,40 @@ absl::Status CheckSegmentOffsets(size_t count,
   return absl::OkStatus();
 }
 
+absl::Status CheckParts(const SortJob& job) {
+  if (job.parts.empty()) return absl::OkStatus();
+  const bool values = job.value_type != ValueType::kNone;
+  size_t total = 0;
+  for (const SortJob* part : job.parts) {
+    if (part->key_type != job.key_type || part->order != job.order ||
+        part->value_type != job.value_type ||
+        (part->permutation_out != nullptr) !=
+            (job.permutation_out != nullptr) ||
+        (part->count > 0 &&
+         (part->keys == nullptr || part->keys_out == nullptr ||
+          (values &&
+           (part->values == nullptr || part->values_out == nullptr))))) {
+      return absl::InvalidArgumentError(
+          "every part of a batch has the batch's key type, order, value "
+          "type and outputs");
+    }
+    total += part->count;
+  }
+  if (total != job.count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch of ", job.count, " keys has parts of ", total));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Sorter::SortSegments(const SortJob& job,
                                   absl::Span<const uint32_t> offsets) {
   if (absl::Status s = CheckSegmentOffsets(job.count, offsets); !s.ok()) {
     return s;
+  }
+  if (!job.parts.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(device_name(), " takes no batch made of parts"));
   }
   const size_t ks = KeySize(job.key_type);
   const size_t vs = ValueSize(job.value_type);

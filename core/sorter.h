@@ -113,8 +113,10 @@ class Sorter {
   // callers then send work elsewhere.
   virtual bool healthy() const { return true; }
   // Whether SortSegments would take `parts` as a job made of parts
-  // (SortJob::parts), reading and writing their arrays where they lie,
-  // at less cost than the same requests packed into one array.
+  // (SortJob::parts), reading and writing their arrays where they lie;
+  // an engine says so where that costs it less than the same requests
+  // packed into one array (the OpenCL engine: every array in its
+  // page-locked memory).
   virtual bool SortsParts(absl::Span<const SortJob* const> /*parts*/) const {
     return false;
   }
@@ -163,6 +165,10 @@ class Sorter {
 // INVALID_ARGUMENT unless `offsets` cut `count` elements into segments.
 absl::Status CheckSegmentOffsets(size_t count,
                                  absl::Span<const uint32_t> offsets);
+// INVALID_ARGUMENT unless the parts of `job` (SortJob::parts; none is
+// fine) match it: each of its key type, order, value type and outputs, with
+// arrays where it has keys, and counts that add up to job.count.
+absl::Status CheckParts(const SortJob& job);
 
 }  // namespace sortd
 

@@ -16,8 +16,9 @@ std::optional<double> EventSeconds(cl::Event& event) {
   cl_ulong start = 0, end = 0;
   if (event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) !=
           CL_SUCCESS ||
-      event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) != CL_SUCCESS) {
-    return std::nullopt;
+      event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) != CL_SUCCESS ||
+      end < start) {
+    return std::nullopt;  // a driver that cannot say, or says nonsense
   }
   return (end - start) * 1e-9;
 }
@@ -120,6 +121,11 @@ absl::Status Run::ReadNow(cl::Buffer& buffer, size_t bytes, void* dst,
   return absl::OkStatus();
 }
 
+absl::Status Run::Flush() {
+  SORTD_CL_RETURN_IF(lane_.queue.flush(), "clFlush");
+  return absl::OkStatus();
+}
+
 absl::Status Run::ReadLater(cl::Buffer& buffer, size_t bytes, void* dst,
                             cl::Event* done) {
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("download"));
@@ -159,6 +165,9 @@ absl::Status Run::Zero(cl::Buffer& buffer, size_t bytes, const char* stage) {
 
 absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
   cl_int err = lane_.queue.finish();
+  if (const cl_int side = lane_.side_queue.finish(); err == CL_SUCCESS) {
+    err = side;
+  }
   if (core_.faults.DeviceLostAtFinish()) {
     err = CL_DEVICE_NOT_AVAILABLE;  // injected: the device is gone
   }
@@ -180,7 +189,8 @@ absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
     if (kernel_span != nullptr && !IsTransfer(stage) &&
         event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) ==
             CL_SUCCESS &&
-        event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) == CL_SUCCESS) {
+        event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) == CL_SUCCESS &&
+        start > 0) {
       first = std::min(first, start);
       last = std::max(last, end);
     }

@@ -165,6 +165,8 @@ class Run {
                      size_t offset = 0);
   absl::Status Read(cl::Buffer& buffer, size_t bytes, void* dst,
                     size_t offset = 0);
+  // Submits what is enqueued on the lane's queue without waiting.
+  absl::Status Flush();
   // A small read into pageable memory, on the lane's side queue after
   // everything enqueued so far: what is enqueued next does not wait for
   // it, nor does the call. `done` completes when the bytes are in `dst`,

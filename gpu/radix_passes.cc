@@ -35,10 +35,11 @@ struct PassOrder {
     if (later != nullptr && o.last == o.first) o.last = skip.size();
     return o;
   }
-  // After pass `pass` was enqueued: the first time, asks `later` which
-  // passes still run.
-  absl::Status Enqueued(size_t pass, std::vector<bool>& skip) {
+  // After pass `pass` was enqueued: the first time, submits it and asks
+  // `later` (which may wait) which passes still run.
+  absl::Status Enqueued(Run& run, size_t pass, std::vector<bool>& skip) {
     if (later == nullptr || pass != first) return absl::OkStatus();
+    SORTD_RETURN_IF_ERROR(run.Flush());
     SORTD_RETURN_IF_ERROR((*later)(skip));
     later = nullptr;
     last = first;
@@ -123,7 +124,7 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
     SORTD_RETURN_IF_ERROR(
         run.Launch(k.onesweep, plan.tiles, p.work_group, "scatter"));
     a.cur = 1 - a.cur;
-    SORTD_RETURN_IF_ERROR(order.Enqueued(pass, skip));
+    SORTD_RETURN_IF_ERROR(order.Enqueued(run, pass, skip));
   }
   return absl::OkStatus();
 }
@@ -159,7 +160,7 @@ absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& p,
     SORTD_RETURN_IF_ERROR(
         run.Launch(k.scatter, plan.tiles, p.work_group, "scatter"));
     a.cur = 1 - a.cur;
-    SORTD_RETURN_IF_ERROR(order.Enqueued(pass, skip));
+    SORTD_RETURN_IF_ERROR(order.Enqueued(run, pass, skip));
   }
   return absl::OkStatus();
 }

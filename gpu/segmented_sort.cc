@@ -13,32 +13,6 @@
 #include "gpu/radix_passes.h"
 
 namespace sortd::gpu {
-namespace {
-
-absl::Status CheckParts(const SortJob& job) {
-  if (job.parts.empty()) return absl::OkStatus();
-  size_t total = 0;
-  for (const SortJob* part : job.parts) {
-    if (part->key_type != job.key_type || part->order != job.order ||
-        part->value_type != job.value_type ||
-        (part->permutation_out != nullptr) !=
-            (job.permutation_out != nullptr) ||
-        (part->count > 0 &&
-         (part->keys == nullptr || part->keys_out == nullptr))) {
-      return absl::InvalidArgumentError(
-          "every part of a batch has the batch's key type, order, value "
-          "type and outputs");
-    }
-    total += part->count;
-  }
-  if (total != job.count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a batch of ", job.count, " keys has parts of ", total));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 bool OpenClEngine::SortsParts(absl::Span<const SortJob* const> parts) const {
   if (core_.pinned == nullptr) return false;

@@ -134,6 +134,7 @@ absl::Status TransposeInPieces(Sorter& engine, const TransposeJob& whole,
     job.in = whole.in + at * 128;
     job.out = whole.out + at * 128;
     job.stages = stages;
+    job.kernel_span_seconds = nullptr;  // one piece's span is not the call's
     if (absl::Status s = engine.Transpose(job); !s.ok()) return s;
     ++*device_runs;
   }

@@ -174,6 +174,7 @@ absl::Status SortRun(Sorter& engine, const SortJob& job, size_t b, size_t e,
   rj.values_out = vs > 0 ? values + b * vs : nullptr;
   rj.permutation_out = with_perm ? perm + b * 4 : nullptr;
   rj.stages = stages;
+  rj.kernel_span_seconds = nullptr;  // one run's span is not the call's
   absl::Status s = engine.Sort(rj);
   if (s.ok() && with_perm) {
     // The run's indices are into the run; the answer's into the array.

@@ -117,44 +117,101 @@ bool HasStage(const StageTimes& stages, const std::string& name) {
                      [&](const StageTime& s) { return s.stage == name; });
 }
 
+// How a batch is made and sorted.
+struct Batch {
+  sortd::testing::Shape shape = sortd::testing::Shape::kFewDistinct;
+  bool descending = false;
+  bool mixed_orders = false;  // every other request the other way
+  bool values = false, permutation = false;
+  bool pinned = true;  // arrays in the engine's page-locked memory
+  // Straight to the engine's SortSegments as parts (whatever the arrays),
+  // not through the batch codec.
+  bool direct = false;
+};
+
 template <typename K>
-void CheckBatch(const std::vector<size_t>& lengths, bool mixed_orders,
-                bool with_values, bool with_perm, bool pinned) {
+void CheckBatch(const std::vector<size_t>& lengths, const Batch& b) {
   OpenClEngine& engine = Engine();
   std::shared_ptr<HostMemory> memory = engine.host_memory();
   std::vector<std::unique_ptr<Request<K>>> requests;
   std::vector<const SortJob*> jobs;
+  std::vector<uint32_t> offsets = {0};
   for (size_t i = 0; i < lengths.size(); ++i) {
-    const bool desc = mixed_orders ? i % 2 == 1 : true;
+    const bool desc =
+        b.mixed_orders && i % 2 == 1 ? !b.descending : b.descending;
     requests.push_back(std::make_unique<Request<K>>(
-        sortd::testing::Generate<K>(sortd::testing::Shape::kFewDistinct,
-                                    lengths[i], i + 3),
-        desc, with_values, with_perm, pinned ? memory.get() : nullptr));
+        sortd::testing::Generate<K>(b.shape, lengths[i], i + 3), desc, b.values,
+        b.permutation, b.pinned ? memory.get() : nullptr));
     jobs.push_back(&requests.back()->job);
+    offsets.push_back(offsets.back() + static_cast<uint32_t>(lengths[i]));
   }
-  if (pinned) {
+  if (b.pinned) {
     ASSERT_TRUE(requests.front()->in->pinned());
   }
   StageTimes stages;
-  batch::PackBuffer pack;
-  const absl::Status s = batch::SortTogether(engine, jobs, &stages, &pack);
-  ASSERT_TRUE(s.ok()) << s;
-  // One order throughout, arrays in page-locked memory: sorted where they
-  // lie, nothing packed. Heap arrays are packed (cheaper than staging each).
-  EXPECT_EQ(HasStage(stages, "host_pack"), mixed_orders || !pinned);
+  if (b.direct) {
+    SortJob whole = *jobs.front();
+    whole.count = offsets.back();
+    whole.parts = jobs;
+    const absl::Status s = engine.SortSegments(whole, offsets);
+    ASSERT_TRUE(s.ok()) << s;
+    // The engine's permutation entries index the whole batch.
+    for (size_t i = 0; b.permutation && i < requests.size(); ++i) {
+      std::byte* p = requests[i]->perm->data();
+      for (size_t k = 0; k < lengths[i]; ++k) {
+        uint32_t index;
+        std::memcpy(&index, p + k * 4, 4);
+        index -= offsets[i];
+        std::memcpy(p + k * 4, &index, 4);
+      }
+    }
+  } else {
+    batch::PackBuffer pack;
+    const absl::Status s = batch::SortTogether(engine, jobs, &stages, &pack);
+    ASSERT_TRUE(s.ok()) << s;
+    // One order throughout, arrays in page-locked memory: sorted where
+    // they lie, nothing packed. Heap arrays are packed (cheaper than
+    // staging each).
+    EXPECT_EQ(HasStage(stages, "host_pack"), b.mixed_orders || !b.pinned);
+  }
   for (size_t i = 0; i < requests.size(); ++i) {
     requests[i]->Check(absl::StrCat("request ", i, " of ", requests.size()));
   }
 }
 
+template <typename K>
+void EveryWay(const std::vector<size_t>& lengths, bool values,
+              bool permutation) {
+  using sortd::testing::Shape;
+  for (bool desc : {false, true}) {
+    for (bool pinned : {true, false}) {
+      SCOPED_TRACE(absl::StrCat(desc ? "descending" : "ascending",
+                                pinned ? ", page-locked" : ", heap"));
+      CheckBatch<K>(lengths, {.descending = desc,
+                              .values = values,
+                              .permutation = permutation,
+                              .pinned = pinned});
+    }
+    // Every key the same (every pass after the first skipped: the keys
+    // stay ordered and are decoded), then sorted keys; heap arrays moved
+    // part by part through the staging ring.
+    for (Shape shape : {Shape::kAllEqual, Shape::kSorted, Shape::kRandom}) {
+      SCOPED_TRACE(sortd::testing::ShapeName(shape));
+      CheckBatch<K>(lengths, {.shape = shape,
+                              .descending = desc,
+                              .values = values,
+                              .permutation = permutation,
+                              .pinned = false,
+                              .direct = true});
+    }
+  }
+}
+
 TEST(SortParts, ShortSegmentsEachAsIfAlone) {
   const std::vector<size_t> lengths = {5, 0, 1, 300, 17, 1000, 2, 64};
-  for (bool pinned : {true, false}) {
-    SCOPED_TRACE(pinned ? "page-locked arrays" : "heap arrays");
-    CheckBatch<uint32_t>(lengths, false, false, false, pinned);
-    CheckBatch<double>(lengths, false, true, true, pinned);
-    CheckBatch<int64_t>(lengths, false, false, true, pinned);
-  }
+  EveryWay<uint32_t>(lengths, false, false);
+  EveryWay<double>(lengths, true, true);
+  EveryWay<int64_t>(lengths, false, true);
 }
 
 TEST(SortParts, LongSegmentsAsOneArray) {
@@ -162,17 +219,23 @@ TEST(SortParts, LongSegmentsAsOneArray) {
   const size_t block = Engine().policy().bitonic.Block(64);
   const std::vector<size_t> lengths = {3 * block + 7, 11, 0, 2 * block,
                                        block + 1};
-  for (bool pinned : {true, false}) {
-    SCOPED_TRACE(pinned ? "page-locked arrays" : "heap arrays");
-    CheckBatch<uint32_t>(lengths, false, false, false, pinned);
-    CheckBatch<float>(lengths, false, true, true, pinned);
-    CheckBatch<uint64_t>(lengths, false, true, false, pinned);
+  EveryWay<uint32_t>(lengths, false, false);
+  EveryWay<float>(lengths, true, true);
+  EveryWay<uint64_t>(lengths, true, false);
+}
+
+TEST(SortParts, OneSegmentAsOneSort) {
+  // A batch of one request, as parts: the plain sort's path.
+  for (size_t n : {size_t{100}, size_t{20000}}) {
+    EveryWay<int32_t>({n}, true, true);
   }
 }
 
 TEST(SortParts, MixedOrdersArePacked) {
   const size_t block = Engine().policy().bitonic.Block(32);
-  CheckBatch<int32_t>({100, 2 * block + 3, 9}, true, true, true, true);
+  CheckBatch<int32_t>(
+      {100, 2 * block + 3, 9},
+      {.mixed_orders = true, .values = true, .permutation = true});
 }
 
 TEST(SortParts, RejectsPartsThatDoNotMatchTheBatch) {
