@@ -101,6 +101,10 @@ absl::Status OpenClEngine::Init() {
     if (!named.ok()) return named.status();
     policy_ = *std::move(named);
   }
+  if (!options_.policy_overrides.empty()) {
+    SORTD_RETURN_IF_ERROR(
+        ApplyPolicyOverrides(options_.policy_overrides, &policy_));
+  }
   SORTD_RETURN_IF_ERROR(policy_.CheckFits(device_.info));
   core_.info = device_.info;
   if (core_.faults.fail_build()) {
@@ -386,6 +390,7 @@ absl::Status OpenClEngine::Sort(const SortJob& job) {
   if (job.count >= (size_t{1} << 31)) {
     return absl::InvalidArgumentError("the OpenCL engine sorts < 2^31 keys");
   }
+  SORTD_RETURN_IF_ERROR(CheckParts(job));
   LaneLease lease(this);
   Run run(core_, lease.lane());
   absl::Status status = SortOnLane(run, job);

@@ -68,6 +68,9 @@ class OpenClEngine final : public Sorter {
     // vendor gets (EnginePolicy::Named); empty: For(device). Tests force a
     // policy on another kind of device with it (SORTD_TEST_POLICY).
     std::string policy_name;
+    // Knobs set after the policy is chosen (ApplyPolicyOverrides' list,
+    // e.g. "radix.pass=three-launch"); empty: none.
+    std::string policy_overrides;
     // Which algorithm sorts single arrays: by size (the policy's
     // bitonic.max_keys), or forced (benchmarks measure both).
     SortAlgorithm algorithm = SortAlgorithm::kAuto;
@@ -211,9 +214,11 @@ class OpenClEngine final : public Sorter {
   absl::Status ReadOutputs(Run& run, const SortJob& job, cl::Buffer& keys,
                            cl::Buffer& values, cl::Buffer& permutation);
   absl::Status SortOnLane(Run& run, const SortJob& job);
-  // Upload, then the radix passes of `plan` (passes in which every key
-  // shares its digit skipped): the keys in a.keys[a.cur], raw if a pass
-  // ran (a.keys_raw), with their indices if the plan has them.
+  // Upload, then the radix passes of `plan`: the first always, later ones
+  // unless every key shares their digit (decided from the digit totals,
+  // read back while the first runs). The keys end in a.keys[a.cur], raw
+  // if a pass after the first ran (a.keys_raw), else ordered; with their
+  // indices if the plan has them.
   absl::Status UploadAndRadixSort(Run& run, const SortJob& job,
                                   const SortPlan& plan, SortArrays& a);
   absl::Status SegmentsOnLane(Run& run, const SortJob& job,

@@ -193,6 +193,14 @@ ABSL_FLAG(absl::Duration, idle_trim_interval, absl::Seconds(1),
           "Once no request has been answered or in flight for this long, "
           "give free heap memory back to the system (malloc_trim), once per "
           "quiet period; 0 turns it off");
+ABSL_FLAG(std::string, kernel_policy, "",
+          "The engines' tuning policy by name (nvidia-ptx, intel-subgroups, "
+          "gpu, cpu), fitted to each device; empty: the one its vendor and "
+          "extensions get. The policy in use is logged at startup.");
+ABSL_FLAG(std::string, kernel_policy_overrides, "",
+          "Knobs of the policy changed after it is chosen, key=value "
+          "comma-separated as the startup log prints them (e.g. "
+          "radix.pass=three-launch)");
 ABSL_FLAG(std::string, kernel_cache_dir, DefaultKernelCacheDir(),
           "Folder for compiled OpenCL program binaries, so that restarts "
           "skip kernel compilation; a stale or corrupt entry is rebuilt. "
@@ -376,6 +384,8 @@ absl::StatusOr<sortd::gpu::OpenClEngine::Options> EngineBase() {
       !s.ok()) {
     return s;
   }
+  engine_base.policy_name = absl::GetFlag(FLAGS_kernel_policy);
+  engine_base.policy_overrides = absl::GetFlag(FLAGS_kernel_policy_overrides);
   if (const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS")) {
     engine_base.kernel_diagnostics.extra_options = extra;
   }

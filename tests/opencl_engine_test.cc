@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "core/transpose.h"
 #include "server/cpu_sorter.h"
 #include "tests/opencl_test_util.h"
@@ -137,6 +138,36 @@ TEST(OpenClEngine, ReportsStageTimes) {
       EXPECT_THAT(names, ::testing::Not(::testing::Contains("transform")));
     }
   }
+}
+
+// The kernel span runs from the first kernel's start to the last one's
+// end: at least the kernels' summed durations on an in-order queue, at
+// most the call's wall time; left alone without stage times.
+TEST(OpenClEngine, ReportsKernelSpan) {
+  const auto keys =
+      sortd::testing::Generate<uint32_t>(Shape::kRandom, 200000, 3);
+  std::vector<uint32_t> out(keys.size());
+  StageTimes stages;
+  double span = -1;
+  SortJob job{.key_type = KeyType::kU32,
+              .count = keys.size(),
+              .keys = reinterpret_cast<const std::byte*>(keys.data()),
+              .keys_out = reinterpret_cast<std::byte*>(out.data()),
+              .kernel_span_seconds = &span};
+  ASSERT_TRUE(Engine().Sort(job).ok());
+  EXPECT_EQ(span, -1);
+  job.stages = &stages;
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(Engine().Sort(job).ok());
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  double kernels = 0;
+  for (const StageTime& st : stages) {
+    if (st.stage != "upload" && st.stage != "download") kernels += st.seconds;
+  }
+  EXPECT_GT(kernels, 0);
+  EXPECT_GE(span, kernels * 0.999);
+  EXPECT_LE(span, wall);
+  EXPECT_TRUE(std::is_sorted(out.begin(), out.end()));
 }
 
 TEST(OpenClEngine, SkipsPassesWhoseDigitIsShared) {
@@ -724,6 +755,25 @@ TEST(IntelPolicy, ForcedByNameOrRefused) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(s.message(), HasSubstr("subgroup ranking"));
   }
+}
+
+// Knobs changed after the policy is chosen (sortd's
+// --kernel_policy_overrides); a bad one stops the engine with its name.
+TEST(OpenClEngine, PolicyOverridesApplyAfterThePolicyIsChosen) {
+  OpenClEngine::Options options = CpuDevice();
+  options.policy_name = "cpu";
+  options.policy_overrides = "radix.lookback=3,radix.pass=three-launch";
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->policy().radix.lookback, 3);
+  EXPECT_THAT((*engine)->policy().name, HasSubstr("cpu"));
+  CheckSort(**engine,
+            sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 4), true,
+            Extra::kPermutation, "overridden policy");
+  options.policy_overrides = "radix.no_such_knob=1";
+  const absl::Status s = OpenClEngine::Create(options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("no_such_knob"));
 }
 
 // Marked look-back statuses (one area zeroed once per sort, each pass's
