@@ -420,6 +420,16 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
   // Digits counted, keys left raw: the first pass orders them as it reads.
   cl::Buffer totals;
   SORTD_RETURN_IF_ERROR(Upload(run, job, plan, true, false, a, &totals));
+  const RawEnds raw_ends{
+      .keys = a.raw,
+      .kind_order =
+          KindCode(job.key_type) |
+          (job.order == Order::kDescending ? SORTD_MODE_DESCENDING : 0u)};
+  std::vector<bool> every_pass(plan.passes.passes, false);
+  if (job.count < policy_.radix.skip_check_min) {
+    return RadixPasses(run, policy_.radix, plan.passes, a, every_pass, &totals,
+                       &raw_ends);
+  }
   // The digit totals come back while the first pass runs; later passes
   // whose digit every key shares are then skipped. The first always runs
   // (where its digit is shared too, it moves every key to where it was).
@@ -442,13 +452,7 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
     }
     return absl::OkStatus();
   };
-  const RawEnds raw_ends{
-      .keys = a.raw,
-      .kind_order =
-          KindCode(job.key_type) |
-          (job.order == Order::kDescending ? SORTD_MODE_DESCENDING : 0u)};
-  return RadixPasses(run, policy_.radix, plan.passes, a,
-                     std::vector<bool>(plan.passes.passes, false), &totals,
+  return RadixPasses(run, policy_.radix, plan.passes, a, every_pass, &totals,
                      &raw_ends, skip_later);
 }
 

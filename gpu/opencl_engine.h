@@ -216,7 +216,8 @@ class OpenClEngine final : public Sorter {
   absl::Status SortOnLane(Run& run, const SortJob& job);
   // Upload, then the radix passes of `plan`: the first always, later ones
   // unless every key shares their digit (decided from the digit totals,
-  // read back while the first runs). The keys end in a.keys[a.cur], raw
+  // read back while the first runs, for sorts of at least the policy's
+  // skip_check_min keys). The keys end in a.keys[a.cur], raw
   // if a pass after the first ran (a.keys_raw), else ordered; with their
   // indices if the plan has them.
   absl::Status UploadAndRadixSort(Run& run, const SortJob& job,

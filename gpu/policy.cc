@@ -140,7 +140,11 @@ EnginePolicy NvidiaPtxPolicy() {
              // 0.522/1.685/6.821 -> 0.501/1.593/6.539, u64 1.366/5.034/
              // 18.54 -> 1.283/4.962/17.45, 2^16 u32 0.070 -> 0.069.
              .marked_status_max = RadixSortPolicy::kMarkedStatusLimit,
-             .status_prefetch = true};
+             .status_prefetch = true,
+             // Below 2^22 keys a pass is shorter than reading the digit
+             // totals back (about 0.05 ms): the span exceeded the kernels'
+             // sum by 0.05-0.07 ms at 2^16-2^20, by 0.01 ms from 2^24.
+             .skip_check_min = size_t{1} << 22};
   // Bitonic only below 2^12 keys: the warp-ranked one-launch radix beats
   // it from 2^16 on (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; decision
   // record docs/decisions/005-bitonic-for-small-arrays.md).
@@ -564,6 +568,7 @@ const std::vector<Knob>& Knobs() {
       Number("radix.segment_radix_above", &E::radix, &R::segment_radix_above),
       Number("radix.marked_status_max", &E::radix, &R::marked_status_max),
       Flag("radix.status_prefetch", &R::status_prefetch),
+      Number("radix.skip_check_min", &E::radix, &R::skip_check_min),
       Number("bitonic.block_32", &E::bitonic, &B::block_32),
       Number("bitonic.block_64", &E::bitonic, &B::block_64),
       Number("bitonic.work_group", &E::bitonic, &B::work_group),

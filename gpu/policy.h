@@ -133,6 +133,11 @@ struct RadixSortPolicy {
   // One-launch passes: each tile has its own status lines brought to L2 as
   // it starts (PTX: NVIDIA only).
   bool status_prefetch = false;
+  // Sorts of at least this many keys read their digit totals back, while
+  // the first pass runs, and skip later passes whose digit every key
+  // shares; shorter ones run every pass, as the read's round trip to the
+  // host costs more than the passes it could save there. 0: every sort.
+  size_t skip_check_min = 0;
 
   // Arrays of fewer keys than this can take marked statuses (29-bit counts).
   static constexpr size_t kMarkedStatusLimit = size_t{1} << 29;

@@ -762,14 +762,20 @@ TEST(IntelPolicy, ForcedByNameOrRefused) {
 TEST(OpenClEngine, PolicyOverridesApplyAfterThePolicyIsChosen) {
   OpenClEngine::Options options = CpuDevice();
   options.policy_name = "cpu";
-  options.policy_overrides = "radix.lookback=3,radix.pass=three-launch";
+  // Sorts below 100000 keys run every pass, shared digits or not.
+  options.policy_overrides =
+      "radix.lookback=3,radix.pass=three-launch,radix.skip_check_min=100000";
   auto engine = OpenClEngine::Create(options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_EQ((*engine)->policy().radix.lookback, 3);
+  EXPECT_EQ((*engine)->policy().radix.skip_check_min, 100000u);
   EXPECT_THAT((*engine)->policy().name, HasSubstr("cpu"));
-  CheckSort(**engine,
-            sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 4), true,
-            Extra::kPermutation, "overridden policy");
+  for (Shape shape : {Shape::kRandom, Shape::kAllEqual, Shape::kFewDistinct}) {
+    CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, 5000, 4),
+              true, Extra::kPermutation, "overridden policy");
+    CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, 3000, 5),
+              false, Extra::kU64ValuesAndPermutation, "overridden policy");
+  }
   options.policy_overrides = "radix.no_such_knob=1";
   const absl::Status s = OpenClEngine::Create(options).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
