@@ -192,27 +192,33 @@ TEST(OpenClEngine, SkipsPassesWhoseDigitIsShared) {
   CheckSort(Engine(), keys, true, Extra::kU32Values, "shared digits, desc");
 }
 
+// `count` random matrices transposed by `engine`, against the reference.
+void CheckTranspose(OpenClEngine& engine, size_t count, unsigned seed,
+                    StageTimes* stages = nullptr) {
+  std::vector<uint32_t> in(count * 32), out(count * 32, 0xDEADBEEF);
+  std::mt19937 rng(seed);
+  for (uint32_t& w : in) w = rng();
+  ASSERT_TRUE(
+      engine
+          .Transpose({.count = count,
+                      .in = reinterpret_cast<const std::byte*>(in.data()),
+                      .out = reinterpret_cast<std::byte*>(out.data()),
+                      .stages = stages})
+          .ok());
+  for (size_t m = 0; m < count; ++m) {
+    uint32_t want[32];
+    std::copy(in.begin() + m * 32, in.begin() + m * 32 + 32, want);
+    TransposeBits32(want);
+    ASSERT_TRUE(std::equal(want, want + 32, out.begin() + m * 32))
+        << engine.transpose_kernel() << " matrix " << m << " of " << count;
+  }
+}
+
 TEST(OpenClEngine, TransposeMatchesReference) {
   for (size_t count :
        {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{5000}}) {
-    std::vector<uint32_t> in(count * 32), out(count * 32);
-    std::mt19937 rng(static_cast<unsigned>(count));
-    for (uint32_t& w : in) w = rng();
     StageTimes stages;
-    ASSERT_TRUE(
-        Engine()
-            .Transpose({.count = count,
-                        .in = reinterpret_cast<const std::byte*>(in.data()),
-                        .out = reinterpret_cast<std::byte*>(out.data()),
-                        .stages = &stages})
-            .ok());
-    for (size_t m = 0; m < count; ++m) {
-      uint32_t want[32];
-      std::copy(in.begin() + m * 32, in.begin() + m * 32 + 32, want);
-      TransposeBits32(want);
-      ASSERT_TRUE(std::equal(want, want + 32, out.begin() + m * 32))
-          << "matrix " << m << " of " << count;
-    }
+    CheckTranspose(Engine(), count, static_cast<unsigned>(count), &stages);
     ASSERT_FALSE(stages.empty());
     EXPECT_EQ(stages[1].stage, "transpose");
   }
@@ -240,23 +246,7 @@ TEST(OpenClEngine, EveryTransposeVariantMatchesReference) {
                  variant == T::kSubgroup ? "subgroup" : "portable");
     for (size_t count : {size_t{1}, size_t{2}, size_t{63}, size_t{64},
                          size_t{65}, size_t{3001}}) {
-      std::vector<uint32_t> in(count * 32), out(count * 32, 0xDEADBEEF);
-      std::mt19937 rng(static_cast<unsigned>(count) + 77);
-      for (uint32_t& w : in) w = rng();
-      ASSERT_TRUE(
-          (*engine)
-              ->Transpose({.count = count,
-                           .in = reinterpret_cast<const std::byte*>(in.data()),
-                           .out = reinterpret_cast<std::byte*>(out.data())})
-              .ok());
-      for (size_t m = 0; m < count; ++m) {
-        uint32_t want[32];
-        std::copy(in.begin() + m * 32, in.begin() + m * 32 + 32, want);
-        TransposeBits32(want);
-        ASSERT_TRUE(std::equal(want, want + 32, out.begin() + m * 32))
-            << (*engine)->transpose_kernel() << " matrix " << m << " of "
-            << count;
-      }
+      CheckTranspose(**engine, count, static_cast<unsigned>(count) + 77);
     }
   }
 }
@@ -712,22 +702,7 @@ TEST(IntelPolicy, SortsSegmentsAndTransposes) {
     });
   }
   for (size_t count : {size_t{1}, size_t{7}, size_t{9}, size_t{4001}}) {
-    std::vector<uint32_t> in(count * 32), out(count * 32, 0xDEADBEEF);
-    std::mt19937 rng(static_cast<unsigned>(count) + 5);
-    for (uint32_t& w : in) w = rng();
-    ASSERT_TRUE(
-        (*engine)
-            ->Transpose({.count = count,
-                         .in = reinterpret_cast<const std::byte*>(in.data()),
-                         .out = reinterpret_cast<std::byte*>(out.data())})
-            .ok());
-    for (size_t m = 0; m < count; ++m) {
-      uint32_t want[32];
-      std::copy(in.begin() + m * 32, in.begin() + m * 32 + 32, want);
-      TransposeBits32(want);
-      ASSERT_TRUE(std::equal(want, want + 32, out.begin() + m * 32))
-          << "matrix " << m << " of " << count;
-    }
+    CheckTranspose(**engine, count, static_cast<unsigned>(count) + 5);
   }
 }
 
