@@ -23,10 +23,18 @@
 # The base root file system, the base image and the build's layers are kept
 # (SORTD_IMAGE_CACHE, storage of buildah), so a second run is quicker.
 #
+# Storage stays bounded run after run: before building and on the way out,
+# the working containers of interrupted builds and the untagged images no
+# tag or cached layer leads to (earlier builds' layers; under buildah's vfs
+# driver each is a full copy of its root file system, ~3 GB in the build
+# stage) are removed. The run stops early, saying so, when the store's file
+# system has less than SORTD_IMAGE_MIN_FREE_MB free after that.
+#
 #   bash deploy/image-test.sh
 #
 # Environment: SORTD_IMAGE (image name, default localhost/sortd:test),
-# SORTD_IMAGE_CACHE (default /var/tmp/sortd-image), SORTD_IMAGE_MAX_MB.
+# SORTD_IMAGE_CACHE (default /var/tmp/sortd-image), SORTD_IMAGE_MAX_MB,
+# SORTD_IMAGE_MIN_FREE_MB (default 12000: a build with no cached layer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -35,6 +43,7 @@ IMAGE=${SORTD_IMAGE:-localhost/sortd:test}
 IMAGE_POCL=${IMAGE}-pocl
 CACHE=${SORTD_IMAGE_CACHE:-/var/tmp/sortd-image}
 MAX_MB=${SORTD_IMAGE_MAX_MB:-500}
+MIN_FREE_MB=${SORTD_IMAGE_MIN_FREE_MB:-12000}
 SORTCTL=$REPO/build/sortctl
 START=$(date +%s)
 
@@ -88,6 +97,7 @@ cleanup() {
     wait "$pid" 2>/dev/null || true
   done
   rm -rf "$WORK"
+  tidy_storage || true
   if [ "$status" -ne 0 ]; then
     echo "image-test: failed after $(($(date +%s) - START))s" >&2
   fi
@@ -95,6 +105,49 @@ cleanup() {
 trap cleanup EXIT
 
 # --- the image ---------------------------------------------------------
+
+# Removes what earlier runs left in the engine's storage: working
+# containers of interrupted `buildah bud` runs (their images carry no tag)
+# and dangling images (untagged, no child), repeatedly, since removing one
+# can leave its parent dangling.
+tidy_storage() {
+  if [ "$ENGINE" = docker ]; then
+    docker image prune -f >/dev/null 2>&1 || true
+    return 0
+  fi
+  local id builder image_name name
+  while read -r id builder image_name name; do
+    # Untagged images print as an empty field: three fields, not four.
+    if [ -z "$name" ]; then name=$image_name image_name=""; fi
+    if [ "$builder" = "*" ] && [ -z "$image_name" ] &&
+      [[ "$name" == *-working-container* ]]; then
+      "${B[@]}" rm "$id" >/dev/null 2>&1 || true
+    fi
+  done < <("${B[@]}" containers --noheading \
+    --format '{{.ContainerID}} {{.Builder}} {{.ImageName}} {{.ContainerName}}' \
+    2>/dev/null)
+  local before after
+  before=$("${B[@]}" images -a -q 2>/dev/null | wc -l)
+  while :; do
+    "${B[@]}" rmi --prune >/dev/null 2>&1 || true
+    after=$("${B[@]}" images -a -q 2>/dev/null | wc -l)
+    [ "$after" -lt "$before" ] || break
+    before=$after
+  done
+}
+
+# Free megabytes on the file system of the engine's image store.
+store_free_mb() {
+  local root
+  if [ "$ENGINE" = docker ]; then
+    root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || echo /var/lib/docker)
+  else
+    root=$("${B[@]}" info --format '{{.store.GraphRoot}}' 2>/dev/null ||
+      echo /var/lib/containers/storage)
+  fi
+  while [ ! -d "$root" ]; do root=$(dirname "$root"); done
+  df -P -m "$root" | awk 'NR == 2 { print $4 }'
+}
 
 base_image() {
   if "${B[@]}" inspect --type image docker.io/library/debian:bookworm \
@@ -301,6 +354,11 @@ cache_listing() {
 
 # --- run -----------------------------------------------------------------
 
+tidy_storage
+free_mb=$(store_free_mb)
+log "image store: $free_mb MB free"
+[ "$free_mb" -ge "$MIN_FREE_MB" ] ||
+  fail "the image store's file system has $free_mb MB free, under the $MIN_FREE_MB MB a build may need (SORTD_IMAGE_MIN_FREE_MB)"
 if [ "$ENGINE" = buildah ]; then base_image; fi
 build_image "$IMAGE"
 bytes=$(image_bytes "$IMAGE")
