@@ -18,10 +18,14 @@
 # Build stage: the install script and build script of README's commands and
 # .ci/run (the tests and benchmarks configured off: the image carries
 # sortd and sortctl only).
-FROM debian:bookworm AS build
+# Its first part, the dependencies alone, is a stage of its own (deps), so
+# that a builder can keep it tagged while the source layers above it change.
+FROM debian:bookworm AS deps
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN bash scripts/install-deps.sh
+
+FROM deps AS build
 COPY . .
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
       -DSORTD_BUILD_TESTS=OFF -DSORTD_BUILD_BENCHMARKS=OFF \

@@ -23,17 +23,19 @@
 # The base root file system, the base image and the build's layers are kept
 # (SORTD_IMAGE_CACHE, storage of buildah), so a second run is quicker.
 #
-# Storage stays bounded run after run: before building and on the way out,
-# the working containers of interrupted builds and the untagged images no
-# tag or cached layer leads to (earlier builds' layers; under buildah's vfs
-# driver each is a full copy of its root file system, ~3 GB in the build
-# stage) are removed. The run stops early, saying so, when the store's file
+# Storage stays bounded run after run: the build stage's dependencies (the
+# Dockerfile's deps stage) are kept tagged as SORTD_IMAGE_DEPS; before
+# building and on the way out, the working containers of interrupted builds
+# and the untagged images no tag leads to (earlier builds' source and build
+# layers; under buildah's vfs driver each is a full copy of its root file
+# system, ~3 GB in the build stage) are removed. The run stops early, saying so, when the store's file
 # system has less than SORTD_IMAGE_MIN_FREE_MB free after that.
 #
 #   bash deploy/image-test.sh
 #
 # Environment: SORTD_IMAGE (image name, default localhost/sortd:test),
 # SORTD_IMAGE_CACHE (default /var/tmp/sortd-image), SORTD_IMAGE_MAX_MB,
+# SORTD_IMAGE_DEPS (default localhost/sortd-build-deps:test),
 # SORTD_IMAGE_MIN_FREE_MB (default 12000: a build with no cached layer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +43,7 @@ REPO=$(pwd)
 
 IMAGE=${SORTD_IMAGE:-localhost/sortd:test}
 IMAGE_POCL=${IMAGE}-pocl
+IMAGE_DEPS=${SORTD_IMAGE_DEPS:-localhost/sortd-build-deps:test}
 CACHE=${SORTD_IMAGE_CACHE:-/var/tmp/sortd-image}
 MAX_MB=${SORTD_IMAGE_MAX_MB:-500}
 MIN_FREE_MB=${SORTD_IMAGE_MIN_FREE_MB:-12000}
@@ -360,6 +363,7 @@ log "image store: $free_mb MB free"
 [ "$free_mb" -ge "$MIN_FREE_MB" ] ||
   fail "the image store's file system has $free_mb MB free, under the $MIN_FREE_MB MB a build may need (SORTD_IMAGE_MIN_FREE_MB)"
 if [ "$ENGINE" = buildah ]; then base_image; fi
+build_image "$IMAGE_DEPS" --target deps
 build_image "$IMAGE"
 bytes=$(image_bytes "$IMAGE")
 mb=$((bytes / 1000000))
