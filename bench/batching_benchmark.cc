@@ -50,8 +50,12 @@ ABSL_FLAG(std::string, classes, "1",
 ABSL_FLAG(int64_t, max_batch_keys, int64_t{1} << 22,
           "Keys one device run takes at most (sortd's --max_batch_keys)");
 ABSL_FLAG(bool, pinned_requests, true,
-          "Clients' arrays of 1 MiB or more in the engine's page-locked "
-          "memory, as sortd keeps request arrays (--host_pool_pinned)");
+          "Clients' arrays of --pinned_min_bytes or more in the engine's "
+          "page-locked memory, as sortd keeps request arrays "
+          "(--host_pool_pinned)");
+ABSL_FLAG(int64_t, pinned_min_bytes, int64_t{256} << 10,
+          "The smallest array placed in page-locked memory (sortd's "
+          "--host_pool_min_bytes)");
 ABSL_FLAG(bool, baselines, true, "Also measure the CPU path and unbatched");
 
 namespace {
@@ -103,10 +107,9 @@ std::string StagesJson(const std::map<std::string, double>& stages_ms) {
 
 // A client's array: from `memory` (the engine's page-locked memory) when
 // it is given, else from the heap. sortd's request buffers are page-locked
-// from kPinnedMinBytes (HostBufferPool).
+// from --pinned_min_bytes (sortd's --host_pool_min_bytes).
 class HostArray {
  public:
-  static constexpr size_t kPinnedMinBytes = size_t{1} << 20;
   HostArray(size_t bytes, std::shared_ptr<sortd::HostMemory> memory)
       : bytes_(bytes) {
     if (memory != nullptr) {
@@ -154,7 +157,8 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
       const sortd::KeyType type = kTypes[(cls / 2) % 6];
       // Page-locked where sortd would keep this request's arrays.
       const bool pin =
-          keys * sortd::KeySize(type) >= HostArray::kPinnedMinBytes;
+          keys * sortd::KeySize(type) >=
+          static_cast<size_t>(absl::GetFlag(FLAGS_pinned_min_bytes));
       // Random bits are valid keys of every type (NaNs included).
       HostArray in(keys * 8, pin ? memory : nullptr);
       HostArray out(keys * 8, pin ? memory : nullptr);
@@ -310,13 +314,14 @@ int main(int argc, char** argv) {
               "\"requests_per_s\":%.1f,\"keys_per_s\":%.4g,\"p50_ms\":%.4f,"
               "\"p99_ms\":%.4f,\"mean_batch\":%.2f,\"classes\":%zu,"
               "\"pipeline_depth\":%d,\"max_batch_keys\":%zu,"
-              "\"pinned_requests\":%s,"
+              "\"pinned_requests\":%s,\"pinned_min_bytes\":%lld,"
               "\"queue_ms\":%.4f,\"run_ms\":%.4f,\"stages_ms\":%s}\n",
               device.c_str(), keys, clients, m.name, m.delay_us,
               r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
               m.device ? r.mean_batch : 1.0, classes,
               absl::GetFlag(FLAGS_pipeline_depth), o.max_batch_units,
               absl::GetFlag(FLAGS_pinned_requests) ? "true" : "false",
+              static_cast<long long>(absl::GetFlag(FLAGS_pinned_min_bytes)),
               r.queue_ms, r.run_ms, StagesJson(r.stages_ms).c_str());
           std::fflush(stdout);
         }

@@ -1,7 +1,11 @@
 #include "server/host_buffers.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
+#include <iterator>
 #include <list>
+#include <map>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -47,9 +51,12 @@ struct HostBufferPool::Shared {
     return out->data != nullptr;
   }
 
-  // New blocks are whole megabytes, so that nearby sizes share them.
+  // New blocks are whole megabytes from 1 MiB, powers of two below (at
+  // least 4 KiB), so that nearby sizes share them.
   static size_t Capacity(size_t bytes) {
-    return (bytes + (size_t{1} << 20) - 1) >> 20 << 20;
+    constexpr size_t kMiB = size_t{1} << 20;
+    if (bytes >= kMiB) return (bytes + kMiB - 1) / kMiB * kMiB;
+    return std::max<size_t>(std::bit_ceil(bytes), 4096);
   }
 
   // An idle block of a fitting size into `out`; false if there is none.
@@ -59,14 +66,10 @@ struct HostBufferPool::Shared {
     // larger than a new one would be (so that the block a request of this
     // size allocated fits the next one: 1 MiB and a few bytes take 2 MiB).
     const size_t most = Capacity(bytes) + Capacity(bytes) / 4;
-    auto best = idle.end();
-    for (auto it = idle.begin(); it != idle.end(); ++it) {
-      if (it->capacity >= bytes && it->capacity <= most &&
-          (best == idle.end() || it->capacity < best->capacity)) {
-        best = it;
-      }
-    }
-    if (best == idle.end()) return false;
+    auto found = by_capacity.lower_bound(bytes);
+    if (found == by_capacity.end() || found->first > most) return false;
+    const auto best = found->second;
+    by_capacity.erase(found);
     out->data = best->data;
     out->capacity = best->capacity;
     out->memory = std::move(best->memory);
@@ -75,6 +78,21 @@ struct HostBufferPool::Shared {
     idle.erase(best);
     ++reused;
     return true;
+  }
+
+  // Takes the block idle longest out of `idle` and its index; mu held.
+  Block PopOldest() {
+    auto [first, last] = by_capacity.equal_range(idle.front().capacity);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == idle.begin()) {
+        by_capacity.erase(it);
+        break;
+      }
+    }
+    Block oldest = std::move(idle.front());
+    idle.pop_front();
+    idle_bytes -= oldest.capacity;
+    return oldest;
   }
 
   void Return(const Block& block) {
@@ -89,11 +107,10 @@ struct HostBufferPool::Shared {
       } else {
         // Make room: the blocks idle longest go first.
         while (idle_bytes + block.capacity > options.max_idle_bytes) {
-          idle_bytes -= idle.front().capacity;
-          to_free.push_back(std::move(idle.front()));
-          idle.pop_front();
+          to_free.push_back(PopOldest());
         }
         idle.push_back({nullptr, block.data, block.capacity, block.memory});
+        by_capacity.emplace(block.capacity, std::prev(idle.end()));
         idle_bytes += block.capacity;
       }
     }
@@ -105,6 +122,7 @@ struct HostBufferPool::Shared {
     {
       std::lock_guard<std::mutex> lock(mu);
       freed.swap(idle);
+      by_capacity.clear();
       idle_bytes = 0;
     }
     for (Block& block : freed) Free(block);
@@ -114,6 +132,8 @@ struct HostBufferPool::Shared {
   std::shared_ptr<HostMemory> memory;  // guarded by mu
   mutable std::mutex mu;
   std::list<Block> idle;  // the longest idle first
+  // `idle` by capacity: with small blocks pooled there may be thousands.
+  std::multimap<size_t, std::list<Block>::iterator> by_capacity;
   size_t idle_bytes = 0, in_use_bytes = 0;
   uint64_t reused = 0, allocated = 0;
 };

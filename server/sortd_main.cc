@@ -106,6 +106,10 @@ ABSL_FLAG(int64_t, host_pool_bytes, int64_t{1} << 30,
           "answers, in bytes: a reused buffer costs no page faults, a fresh "
           "64 MiB one 16384 of them. Emptied when sortd goes quiet "
           "(--idle_trim_interval); 0 turns the pool off.");
+ABSL_FLAG(int64_t, host_pool_min_bytes, int64_t{256} << 10,
+          "Request and answer arrays of at least this many bytes come from "
+          "the pool (page-locked with --host_pool_pinned, so that batches of "
+          "them are sorted where they lie); smaller ones from the heap.");
 ABSL_FLAG(bool, host_pool_pinned, true,
           "Take the pool's buffers from page-locked memory of the first "
           "OpenCL device, which its transfers read and write in place; "
@@ -257,11 +261,12 @@ absl::Status CheckFlags() {
       absl::GetFlag(FLAGS_stream_chunk_bytes) > (int64_t{1} << 30) ||
       absl::GetFlag(FLAGS_device_memory_bytes) < 0 ||
       absl::GetFlag(FLAGS_device_pool_bytes) < 0 ||
-      absl::GetFlag(FLAGS_host_pool_bytes) < 0) {
+      absl::GetFlag(FLAGS_host_pool_bytes) < 0 ||
+      absl::GetFlag(FLAGS_host_pool_min_bytes) < 1) {
     return absl::InvalidArgumentError(
-        "--max_stream_bytes must be positive, --stream_chunk_bytes 16 to "
-        "2^30, --device_memory_bytes, --device_pool_bytes and "
-        "--host_pool_bytes not negative");
+        "--max_stream_bytes and --host_pool_min_bytes must be positive, "
+        "--stream_chunk_bytes 16 to 2^30, --device_memory_bytes, "
+        "--device_pool_bytes and --host_pool_bytes not negative");
   }
   if (absl::GetFlag(FLAGS_max_concurrent_streams) < 1) {
     return absl::InvalidArgumentError(
@@ -327,7 +332,8 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
     // batched where they lie (UsePinnedMemory).
     if (absl::GetFlag(FLAGS_host_pool_pinned) &&
         absl::GetFlag(FLAGS_host_pool_bytes) > 0) {
-      copts.pinned_min_bytes = sortd::HostBufferPool::Options{}.min_bytes;
+      copts.pinned_min_bytes =
+          static_cast<size_t>(absl::GetFlag(FLAGS_host_pool_min_bytes));
     }
     const absl::Time start = absl::Now();
     absl::StatusOr<sortd::Calibration> c = sortd::Calibrate(cpu, device, copts);
@@ -576,7 +582,9 @@ int Serve() {
   const int max_bytes =
       static_cast<int>(absl::GetFlag(FLAGS_max_request_bytes));
   sortd::HostBufferPool host_buffers(
-      {.max_idle_bytes =
+      {.min_bytes =
+           static_cast<size_t>(absl::GetFlag(FLAGS_host_pool_min_bytes)),
+       .max_idle_bytes =
            static_cast<size_t>(absl::GetFlag(FLAGS_host_pool_bytes))});
   sortd::RegionRegistry regions(
       {.dir = absl::GetFlag(FLAGS_shm_dir),

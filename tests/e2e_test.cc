@@ -326,6 +326,9 @@ TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
   ServerProcess bad_pool({"--device_pool_bytes=-1"});
   EXPECT_FALSE(bad_pool.Start());
   EXPECT_THAT(bad_pool.Output(), HasSubstr("--device_pool_bytes"));
+  ServerProcess bad_host_pool({"--host_pool_min_bytes=0"});
+  EXPECT_FALSE(bad_host_pool.Start());
+  EXPECT_THAT(bad_host_pool.Output(), HasSubstr("--host_pool_min_bytes"));
   for (const char* spec : {"enqueue", "enqueue=0", "explode=1", "sticky"}) {
     ServerProcess bad_faults(
         {"--device=cpu", absl::StrCat("--inject_faults=", spec)});

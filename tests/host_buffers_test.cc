@@ -84,6 +84,55 @@ TEST(HostBufferPool, ASizeJustPastAMegabyteReusesItsBlock) {
   EXPECT_EQ(pool.stats().allocated, 4u);
 }
 
+// Below a megabyte blocks are powers of two: 64 KiB requests share 64 KiB
+// blocks, many of them idle at once are each found again, and the budget
+// evicts the blocks idle longest while the rest stay reusable.
+TEST(HostBufferPool, SmallPooledSizesArePowersOfTwoAndEvictOldestFirst) {
+  constexpr size_t kKiB = 1024;
+  HostBufferPool pool(
+      {.min_bytes = 16 * kKiB, .max_idle_bytes = 64 * 64 * kKiB});
+  auto memory = std::make_shared<CountingMemory>();
+  pool.SetMemory(memory);
+  std::vector<const void*> first;
+  {
+    std::vector<grpc::Slice> held;
+    for (int i = 0; i < 64; ++i) {
+      held.push_back(pool.Allocate(48 * kKiB + i));
+      first.push_back(held.back().begin());
+    }
+    EXPECT_EQ(pool.stats().in_use_bytes, 64 * 64 * kKiB);
+  }
+  EXPECT_EQ(pool.stats().idle_bytes, 64 * 64 * kKiB);
+  // 64 KiB - 1 fits a 64 KiB block; 20 KiB would waste one (a new block
+  // of 32 KiB instead).
+  {
+    grpc::Slice fits = pool.Allocate(64 * kKiB - 1);
+    EXPECT_EQ(fits.begin(), first.front());
+    grpc::Slice smaller = pool.Allocate(20 * kKiB);
+    EXPECT_EQ(pool.stats().allocated, 65u);
+  }
+  // The 32 KiB block came back last; a budget-filling return evicts the
+  // oldest 64 KiB blocks (first.front() came back and went out again, so it
+  // is now among the newest).
+  { grpc::Slice big = pool.Allocate(512 * kKiB); }
+  EXPECT_LE(pool.stats().idle_bytes, 64 * 64 * kKiB);
+  EXPECT_TRUE(memory->Gave(first.front()));
+  EXPECT_FALSE(memory->Gave(first[1]));
+  // Every block still idle is found by a request of its size.
+  const size_t idle_before = pool.stats().idle_bytes;
+  std::vector<grpc::Slice> again;
+  while (pool.stats().idle_bytes >= 64 * kKiB) {
+    const uint64_t reused = pool.stats().reused;
+    again.push_back(pool.Allocate(64 * kKiB));
+    if (pool.stats().reused == reused) break;
+  }
+  EXPECT_LT(pool.stats().idle_bytes, idle_before);
+  for (const grpc::Slice& s : again) EXPECT_TRUE(memory->Gave(s.begin()));
+  again.clear();
+  pool.Trim();
+  EXPECT_TRUE(memory->out.empty());
+}
+
 TEST(HostBufferPool, FallsBackToTheAllocatorAndForgetsTheOldMemory) {
   HostBufferPool pool({.min_bytes = kMiB, .max_idle_bytes = 64 * kMiB});
   auto memory = std::make_shared<CountingMemory>();
