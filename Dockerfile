@@ -1,7 +1,7 @@
 # sortd container image for Intel GPU hosts. Without a GPU (or without
 # /dev/dri passed in), sortd --device=auto serves on its CPU path (oneTBB).
 #
-#   docker build -t sortd .
+#   docker build -t sortd --build-arg SORTD_REVISION="$(git describe --always --dirty=+dirty --abbrev=12)" .
 #   docker run --rm -p 50051:50051 -p 9464:9464 \
 #     --device /dev/dri --group-add "$(stat -c %g /dev/dri/renderD128)" \
 #     -v sortd-kernels:/var/cache/sortd sortd
@@ -26,8 +26,11 @@ COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN bash scripts/install-deps.sh
 
 FROM deps AS build
+# The build context has no .git: the revision sortd reports comes from here
+# (deploy/image-test.sh passes `git describe`'s).
+ARG SORTD_REVISION=unknown
 COPY . .
-RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
+RUN SORTD_REVISION=${SORTD_REVISION} cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
       -DSORTD_BUILD_TESTS=OFF -DSORTD_BUILD_BENCHMARKS=OFF \
  && SORTD_BUILD_DIR=/build bash scripts/build.sh \
  && strip /build/sortd /build/sortctl

@@ -1,5 +1,7 @@
 # Writes OUT: a header defining SORTD_GIT_REVISION, the source tree's git
-# revision ("unknown" outside a git checkout, "+dirty" with local changes).
+# revision ("+dirty" with local changes). Outside a git checkout (a
+# container build's context has no .git) the environment's SORTD_REVISION
+# names it, else "unknown".
 # Run at every build; the file is rewritten only when the text changes, so
 # only what includes it rebuilds.
 execute_process(
@@ -9,7 +11,11 @@ execute_process(
   OUTPUT_STRIP_TRAILING_WHITESPACE
   ERROR_QUIET)
 if(NOT revision)
-  set(revision unknown)
+  if(DEFINED ENV{SORTD_REVISION} AND NOT "$ENV{SORTD_REVISION}" STREQUAL "")
+    set(revision "$ENV{SORTD_REVISION}")
+  else()
+    set(revision unknown)
+  endif()
 endif()
 set(text "#define SORTD_GIT_REVISION \"${revision}\"\n")
 if(EXISTS ${OUT})

@@ -7,7 +7,8 @@
 #   * sortd started from the image (its ENTRYPOINT, as the image's user),
 #     with no GPU: --device=auto falls back to the CPU path and says so;
 #   * with the host's build/sortctl: health, verified sorts of every key
-#     type, a verified transpose; /metrics carries sortd's metrics;
+#     type, a verified transpose; /metrics carries sortd's metrics and
+#     names the git revision the image was built from;
 #   * SIGTERM with a sort in flight: the sort completes, sortd exits 0;
 #   * the kernel cache on a host directory mounted at /var/cache/sortd: an
 #     image built with PoCL (OPENCL_DRIVERS=pocl-opencl-icd) compiles its
@@ -364,7 +365,8 @@ log "image store: $free_mb MB free"
   fail "the image store's file system has $free_mb MB free, under the $MIN_FREE_MB MB a build may need (SORTD_IMAGE_MIN_FREE_MB)"
 if [ "$ENGINE" = buildah ]; then base_image; fi
 build_image "$IMAGE_DEPS" --target deps
-build_image "$IMAGE"
+REVISION=$(git describe --always --dirty=+dirty --abbrev=12 2>/dev/null || echo unknown)
+build_image "$IMAGE" --build-arg SORTD_REVISION="$REVISION"
 bytes=$(image_bytes "$IMAGE")
 mb=$((bytes / 1000000))
 echo "image size: $mb MB"
@@ -430,6 +432,8 @@ curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" >"$METRICS" ||
 grep -q '^sortd_requests_total{.*method="Sort".*path="cpu"' "$METRICS" ||
   fail "/metrics has no sortd_requests_total for sorts on the CPU path"
 grep -q '^sortd_build_info{' "$METRICS" || fail "/metrics has no sortd_build_info"
+grep -q "^sortd_build_info{.*revision=\"$REVISION\"" "$METRICS" ||
+  fail "sortd_build_info does not name revision $REVISION: $(grep '^sortd_build_info' "$METRICS")"
 log "/metrics: ok"
 
 # SIGTERM with a sort in flight (one call, not split into parts: a part
@@ -466,7 +470,8 @@ fi
 log "SIGTERM: the sort in flight completed, sortd exited 0 in ${STOP_SECONDS}s"
 
 # The kernel cache on a host directory, with the OpenCL CPU device (PoCL).
-build_image "$IMAGE_POCL" --build-arg OPENCL_DRIVERS=pocl-opencl-icd
+build_image "$IMAGE_POCL" --build-arg OPENCL_DRIVERS=pocl-opencl-icd \
+  --build-arg SORTD_REVISION="$REVISION"
 echo "image size with PoCL only: $(($(image_bytes "$IMAGE_POCL") / 1000000)) MB"
 KERNELS=$WORK/kernels-pocl
 mkdir -p "$KERNELS"

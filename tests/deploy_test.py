@@ -375,15 +375,21 @@ def check_docker(repo):
     text = re.sub(r"\\\n", " ", "\n".join(
         l for l in text.splitlines() if not l.lstrip().startswith("#")))
     stages = dockerfile_stages(text)
-    if not check(len(stages) == 2, "Dockerfile is not a two-stage build"):
+    # The dependencies (a stage of their own, kept as a cached image by
+    # deploy/image-test.sh), the build on them, the runtime.
+    if not check(len(stages) == 3, "Dockerfile is not deps, build, runtime"):
         return
-    build, runtime = stages
-    check(build.startswith("FROM debian:bookworm"), "build stage base")
+    deps, build, runtime = stages
+    check(deps.startswith("FROM debian:bookworm AS deps"), "deps stage base")
+    check(build.startswith("FROM deps AS build"), "build stage base")
     check(runtime.startswith("FROM debian:bookworm"), "runtime stage base")
-    check(re.search(r"^RUN bash scripts/install-deps\.sh\s*$", build, re.M),
-          "build stage does not run scripts/install-deps.sh")
+    check(re.search(r"^RUN bash scripts/install-deps\.sh\s*$", deps, re.M),
+          "deps stage does not run scripts/install-deps.sh")
     check(re.search(r"^RUN .*bash scripts/build\.sh", build, re.M),
           "build stage does not run scripts/build.sh")
+    check(re.search(r"^ARG SORTD_REVISION", build, re.M) and
+          "SORTD_REVISION=${SORTD_REVISION}" in build,
+          "build stage does not pass SORTD_REVISION to the build")
     # README's commands and CI go through the same scripts: run.sh and
     # test.sh call build.sh, which calls install-deps.sh.
     for script in ("run.sh", "test.sh"):
