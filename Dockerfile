@@ -27,7 +27,9 @@ RUN bash scripts/install-deps.sh
 
 FROM deps AS build
 # The build context has no .git: the revision sortd reports comes from here
-# (deploy/image-test.sh passes `git describe`'s).
+# (deploy/image-test.sh passes `git describe`'s). An ARG is in the
+# environment of every RUN below, where cmake/revision.cmake reads it at
+# build time; the prefix on cmake makes that explicit.
 ARG SORTD_REVISION=unknown
 COPY . .
 RUN SORTD_REVISION=${SORTD_REVISION} cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \

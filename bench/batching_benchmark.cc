@@ -238,6 +238,10 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_pinned_min_bytes) < 1) {
+    std::fprintf(stderr, "--pinned_min_bytes must be positive\n");
+    return 1;
+  }
   sortd::CpuSorter cpu({});
   sortd::gpu::OpenClEngine::Options eo;
   eo.kind = absl::GetFlag(FLAGS_device) == "gpu" ? sortd::gpu::DeviceKind::kGpu

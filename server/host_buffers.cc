@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstdlib>
 #include <iterator>
 #include <list>
@@ -81,14 +82,12 @@ struct HostBufferPool::Shared {
   }
 
   // Takes the block idle longest out of `idle` and its index; mu held.
+  // Entries of one capacity keep the order they were returned in, so the
+  // oldest block's entry is the first of its capacity.
   Block PopOldest() {
-    auto [first, last] = by_capacity.equal_range(idle.front().capacity);
-    for (auto it = first; it != last; ++it) {
-      if (it->second == idle.begin()) {
-        by_capacity.erase(it);
-        break;
-      }
-    }
+    const auto entry = by_capacity.find(idle.front().capacity);
+    assert(entry != by_capacity.end() && entry->second == idle.begin());
+    by_capacity.erase(entry);
     Block oldest = std::move(idle.front());
     idle.pop_front();
     idle_bytes -= oldest.capacity;

@@ -101,6 +101,7 @@ TEST(HostBufferPool, SmallPooledSizesArePowersOfTwoAndEvictOldestFirst) {
       first.push_back(held.back().begin());
     }
     EXPECT_EQ(pool.stats().in_use_bytes, 64 * 64 * kKiB);
+    for (grpc::Slice& s : held) s = grpc::Slice();  // back in this order
   }
   EXPECT_EQ(pool.stats().idle_bytes, 64 * 64 * kKiB);
   // 64 KiB - 1 fits a 64 KiB block; 20 KiB would waste one (a new block
@@ -110,14 +111,21 @@ TEST(HostBufferPool, SmallPooledSizesArePowersOfTwoAndEvictOldestFirst) {
     EXPECT_EQ(fits.begin(), first.front());
     grpc::Slice smaller = pool.Allocate(20 * kKiB);
     EXPECT_EQ(pool.stats().allocated, 65u);
+    // The 32 KiB block comes back first and fits the budget; the 64 KiB
+    // one then pushes out the block idle longest, first[1].
+    smaller = grpc::Slice();
+    fits = grpc::Slice();
+    EXPECT_FALSE(memory->Gave(first[1]));
+    EXPECT_TRUE(memory->Gave(first[2]));
   }
-  // The 32 KiB block came back last; a budget-filling return evicts the
-  // oldest 64 KiB blocks (first.front() came back and went out again, so it
-  // is now among the newest).
+  // A 512 KiB block's return evicts the next eight oldest 64 KiB blocks
+  // (first.front() came back and went out again: it is among the newest).
   { grpc::Slice big = pool.Allocate(512 * kKiB); }
-  EXPECT_LE(pool.stats().idle_bytes, 64 * 64 * kKiB);
+  // Idle: 55 blocks of 64 KiB, the 32 KiB one and the 512 KiB one.
+  EXPECT_EQ(pool.stats().idle_bytes, (55 * 64 + 32 + 512) * kKiB);
+  for (int i = 2; i < 10; ++i) EXPECT_FALSE(memory->Gave(first[i])) << i;
+  EXPECT_TRUE(memory->Gave(first[10]));
   EXPECT_TRUE(memory->Gave(first.front()));
-  EXPECT_FALSE(memory->Gave(first[1]));
   // Every block still idle is found by a request of its size.
   const size_t idle_before = pool.stats().idle_bytes;
   std::vector<grpc::Slice> again;
@@ -131,6 +139,12 @@ TEST(HostBufferPool, SmallPooledSizesArePowersOfTwoAndEvictOldestFirst) {
   again.clear();
   pool.Trim();
   EXPECT_TRUE(memory->out.empty());
+  // After a trim nothing idle is left to find: a request of a size seen
+  // before gets a new block.
+  const uint64_t allocated = pool.stats().allocated;
+  grpc::Slice fresh = pool.Allocate(64 * kKiB);
+  EXPECT_EQ(pool.stats().allocated, allocated + 1);
+  EXPECT_TRUE(memory->Gave(fresh.begin()));
 }
 
 TEST(HostBufferPool, FallsBackToTheAllocatorAndForgetsTheOldMemory) {
