@@ -1,6 +1,7 @@
 #include "gpu/engine_run.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -103,21 +104,19 @@ absl::Status Run::Read(cl::Buffer& buffer, size_t bytes, void* dst,
   return absl::OkStatus();
 }
 
-absl::Status Run::WriteNow(cl::Buffer& buffer, size_t bytes, const void* src,
-                           const char* what) {
+absl::Status Run::WriteCopy(cl::Buffer& buffer, size_t bytes, const void* src,
+                            const char* what) {
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("upload"));
+  if (bytes == 0) return absl::OkStatus();
+  auto copy = std::make_unique<std::byte[]>(bytes);
+  std::memcpy(copy.get(), src, bytes);
+  cl::Event event;
   SORTD_CL_RETURN_IF(
-      lane_.queue.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, src),
+      lane_.queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes, copy.get(),
+                                     nullptr, &event),
       absl::StrCat("clEnqueueWriteBuffer(", what, ")"));
-  return absl::OkStatus();
-}
-
-absl::Status Run::ReadNow(cl::Buffer& buffer, size_t bytes, void* dst,
-                          const char* what) {
-  SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("download"));
-  SORTD_CL_RETURN_IF(
-      lane_.queue.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, dst),
-      absl::StrCat("clEnqueueReadBuffer(", what, ")"));
+  copies_.push_back(std::move(copy));
+  events_.emplace_back("upload", event);
   return absl::OkStatus();
 }
 

@@ -173,11 +173,11 @@ class Run {
   // which must outlive it.
   absl::Status ReadLater(cl::Buffer& buffer, size_t bytes, void* dst,
                          cl::Event* done);
-  // Small transfers that wait (the host memory may go when they return).
-  absl::Status WriteNow(cl::Buffer& buffer, size_t bytes, const void* src,
-                        const char* what);
-  absl::Status ReadNow(cl::Buffer& buffer, size_t bytes, void* dst,
-                       const char* what);
+  // A small write that does not wait: `src` is copied into host memory the
+  // run keeps until it is destroyed (after Finish), so the host does not
+  // stall here on the commands enqueued before it. Timed as "upload".
+  absl::Status WriteCopy(cl::Buffer& buffer, size_t bytes, const void* src,
+                         const char* what);
   absl::Status Copy(cl::Buffer& src, size_t src_offset, cl::Buffer& dst,
                     size_t dst_offset, size_t bytes);
   // Zero words, timed as `stage`.
@@ -197,6 +197,7 @@ class Run {
   size_t bytes_ = 0;  // device memory acquired, by pool size class
   std::vector<std::pair<const char*, cl::Event>> events_;
   std::vector<PooledBuffer> buffers_;
+  std::vector<std::unique_ptr<std::byte[]>> copies_;  // WriteCopy's sources
 };
 
 }  // namespace sortd::gpu

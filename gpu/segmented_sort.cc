@@ -87,8 +87,8 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
         run.Allocate(offsets.size() * 4, "segment offsets");
     if (!b.ok()) return b.status();
     d_offsets = *b;
-    SORTD_RETURN_IF_ERROR(run.WriteNow(d_offsets, offsets.size() * 4,
-                                       offsets.data(), "segment offsets"));
+    SORTD_RETURN_IF_ERROR(run.WriteCopy(d_offsets, offsets.size() * 4,
+                                        offsets.data(), "segment offsets"));
   }
   // One work-group per listed segment.
   auto per_segment = [&](const std::vector<uint32_t>& list, auto& kernel,
@@ -98,7 +98,7 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
         run.Allocate(list.size() * 4, "segment list");
     if (!d_list.ok()) return d_list.status();
     SORTD_RETURN_IF_ERROR(
-        run.WriteNow(*d_list, list.size() * 4, list.data(), "segment list"));
+        run.WriteCopy(*d_list, list.size() * 4, list.data(), "segment list"));
     kernel.Bind(a.keys[0], a.index[0], d_offsets, *d_list);
     return run.Launch(kernel, list.size(), group_size, "local_sort");
   };
@@ -140,8 +140,8 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
     if (!buf.ok()) return buf.status();
     *buffer = *buf;
   }
-  SORTD_RETURN_IF_ERROR(run.WriteNow(d_offsets, plan.offsets_bytes,
-                                     offsets.data(), "segment offsets"));
+  SORTD_RETURN_IF_ERROR(run.WriteCopy(d_offsets, plan.offsets_bytes,
+                                      offsets.data(), "segment offsets"));
   // The ids' digit counts follow from the segments' lengths.
   const size_t radix = plan.ids.radix;
   const int digit_bits = policy_.radix.radix_bits;
@@ -152,8 +152,8 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
       totals[p * radix + ((s >> (p * digit_bits)) & (radix - 1))] += len;
     }
   }
-  SORTD_RETURN_IF_ERROR(run.WriteNow(id_totals, plan.id_totals_bytes,
-                                     totals.data(), "segment digit totals"));
+  SORTD_RETURN_IF_ERROR(run.WriteCopy(id_totals, plan.id_totals_bytes,
+                                      totals.data(), "segment digit totals"));
   Lane& lane = run.lane();
   const size_t wg = policy_.radix.work_group;
   const cl_uint count = static_cast<cl_uint>(n);
