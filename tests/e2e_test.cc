@@ -311,24 +311,20 @@ TEST(E2EShutdown, SigtermDrainsInFlightCallsAndExitsZero) {
 }
 
 TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
-  ServerProcess bad_device({"--device=tpu"});
-  EXPECT_FALSE(bad_device.Start());
-  EXPECT_THAT(bad_device.Output(), HasSubstr("unknown entry 'tpu'"));
-  ServerProcess bad_streams({"--max_concurrent_streams=0"});
-  EXPECT_FALSE(bad_streams.Start());
-  EXPECT_THAT(bad_streams.Output(), HasSubstr("--max_concurrent_streams"));
-  ServerProcess bad_batch({"--max_batch_requests=0"});
-  EXPECT_FALSE(bad_batch.Start());
-  EXPECT_THAT(bad_batch.Output(), HasSubstr("--max_batch_requests"));
-  ServerProcess bad_limit({"--max_request_bytes=0"});
-  EXPECT_FALSE(bad_limit.Start());
-  EXPECT_THAT(bad_limit.Output(), HasSubstr("--max_request_bytes"));
-  ServerProcess bad_pool({"--device_pool_bytes=-1"});
-  EXPECT_FALSE(bad_pool.Start());
-  EXPECT_THAT(bad_pool.Output(), HasSubstr("--device_pool_bytes"));
-  ServerProcess bad_host_pool({"--host_pool_min_bytes=0"});
-  EXPECT_FALSE(bad_host_pool.Start());
-  EXPECT_THAT(bad_host_pool.Output(), HasSubstr("--host_pool_min_bytes"));
+  // Each flag, and what the refusal says.
+  const std::pair<const char*, const char*> cases[] = {
+      {"--device=tpu", "unknown entry 'tpu'"},
+      {"--max_concurrent_streams=0", "--max_concurrent_streams"},
+      {"--max_batch_requests=0", "--max_batch_requests"},
+      {"--max_request_bytes=0", "--max_request_bytes"},
+      {"--device_pool_bytes=-1", "--device_pool_bytes"},
+      {"--host_pool_min_bytes=0", "--host_pool_min_bytes"},
+  };
+  for (const auto& [flag, says] : cases) {
+    ServerProcess bad({flag});
+    EXPECT_FALSE(bad.Start()) << flag;
+    EXPECT_THAT(bad.Output(), HasSubstr(says)) << flag;
+  }
   for (const char* spec : {"enqueue", "enqueue=0", "explode=1", "sticky"}) {
     ServerProcess bad_faults(
         {"--device=cpu", absl::StrCat("--inject_faults=", spec)});

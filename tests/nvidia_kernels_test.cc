@@ -5,13 +5,7 @@
 // (ballots, shuffles, warp barriers, the status prefetch), which PoCL never
 // compiles. Whether the PTX runs correctly is for the kernel suite on a GPU
 // (bench/device-run.sh).
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +14,7 @@
 #include "gpu/kernel_sources.h"
 #include "gpu/policy.h"
 #include "gtest/gtest.h"
+#include "tests/clang_kernels.h"
 
 namespace sortd::gpu {
 namespace {
@@ -40,16 +35,11 @@ DeviceInfo H100() {
 class NvidiaKernels : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::system("clang --version > /dev/null 2>&1") != 0) {
+    if (!testing::ClangKernels::Available()) {
       GTEST_SKIP() << "clang is not installed (scripts/install-deps.sh "
                       "installs it)";
     }
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("sortd-nvptx-", ::getpid());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    clang_ = std::make_unique<testing::ClangKernels>("sortd-nvptx");
   }
 
   // The PTX of program `name` built with `options`; fails the test (and
@@ -58,29 +48,13 @@ class NvidiaKernels : public ::testing::Test {
   // so the PTX of those clang does not inline is there to check too.
   std::string CompileToPtx(const std::string& name,
                            const std::string& options) {
-    const char* source = FindKernelSource(name);
-    EXPECT_NE(source, nullptr) << name;
-    if (source == nullptr) return "";
-    const auto cl = dir_ / (name + ".cl");
-    const auto ptx = dir_ / (name + ".ptx");
-    const auto log = dir_ / (name + ".log");
-    std::ofstream(cl) << source;
-    const std::string command = absl::StrCat(
-        "clang -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -Xclang "
-        "-finclude-default-header -fasm -fgnu89-inline -S -o ",
-        ptx.string(), " ", options, " -x cl ", cl.string(), " 2> ",
-        log.string());
-    const int rc = std::system(command.c_str());
-    std::stringstream out, err;
-    err << std::ifstream(log).rdbuf();
-    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
-        << name << " with " << options << ":\n"
-        << err.str();
-    out << std::ifstream(ptx).rdbuf();
-    return out.str();
+    return clang_->Compile(name,
+                           "-cl-std=CL1.2 -target nvptx64-nvidia-nvcl -Xclang "
+                           "-finclude-default-header -fasm -fgnu89-inline -S",
+                           options, ".ptx");
   }
 
-  std::filesystem::path dir_;
+  std::unique_ptr<testing::ClangKernels> clang_;
 };
 
 TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {

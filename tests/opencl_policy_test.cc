@@ -2,8 +2,6 @@
 // constraint named, and the policy's text read back as overrides.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -23,6 +21,7 @@
 #include "gpu/kernel_sources.h"
 #include "gpu/opencl_engine.h"
 #include "server/cpu_sorter.h"
+#include "tests/clang_kernels.h"
 #include "tests/opencl_test_util.h"
 #include "tests/sort_check.h"
 
@@ -410,21 +409,16 @@ TEST(IntelPolicy, BuildOptionsAndConstraints) {
 class IntelKernels : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::system("clang --version > /dev/null 2>&1") != 0) {
+    if (!testing::ClangKernels::Available()) {
       GTEST_SKIP() << "clang is not installed (scripts/install-deps.sh "
                       "installs it)";
     }
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("sortd-spir-", ::getpid());
-    std::filesystem::create_directories(dir_);
-    const std::string resource = dir_ / "resource";
+    clang_ = std::make_unique<testing::ClangKernels>("sortd-spir");
+    const std::string resource = clang_->dir() / "resource";
     ASSERT_EQ(std::system(("clang -print-resource-dir > " + resource).c_str()),
               0);
     std::ifstream(resource) >> header_;
     header_ += "/include/opencl-c.h";
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
   // The LLVM IR of program `name` built with `options` as OpenCL C 3.0 with
@@ -432,33 +426,19 @@ class IntelKernels : public ::testing::Test {
   // test (and returns "") when clang refuses it.
   std::string CompileToSpir(const std::string& name,
                             const std::string& options) {
-    const char* source = FindKernelSource(name);
-    EXPECT_NE(source, nullptr) << name;
-    if (source == nullptr) return "";
-    const auto cl = dir_ / (name + ".cl");
-    const auto ir = dir_ / (name + ".ll");
-    const auto log = dir_ / (name + ".log");
-    std::ofstream(cl) << source;
-    const std::string command = absl::StrCat(
-        "clang -cl-std=CL3.0 -target spir64 -Xclang -include -Xclang ", header_,
-        " -Dcl_intel_subgroups=1 -Dcl_khr_subgroups=1 "
-        "-Dcl_khr_subgroup_shuffle=1 -Dcl_khr_subgroup_ballot=1 "
-        "-Dcl_intel_required_subgroup_size=1 -Xclang "
-        "-cl-ext=+cl_khr_subgroups,+__opencl_c_subgroups -Werror "
-        "-Wno-ignored-pragmas -fgnu89-inline -S -emit-llvm -o ",
-        ir.string(), " ", options, " -x cl ", cl.string(), " 2> ",
-        log.string());
-    const int rc = std::system(command.c_str());
-    std::stringstream out, err;
-    err << std::ifstream(log).rdbuf();
-    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
-        << name << " with " << options << ":\n"
-        << err.str();
-    out << std::ifstream(ir).rdbuf();
-    return out.str();
+    return clang_->Compile(
+        name,
+        absl::StrCat("-cl-std=CL3.0 -target spir64 -Xclang -include -Xclang ",
+                     header_,
+                     " -Dcl_intel_subgroups=1 -Dcl_khr_subgroups=1 "
+                     "-Dcl_khr_subgroup_shuffle=1 -Dcl_khr_subgroup_ballot=1 "
+                     "-Dcl_intel_required_subgroup_size=1 -Xclang "
+                     "-cl-ext=+cl_khr_subgroups,+__opencl_c_subgroups -Werror "
+                     "-Wno-ignored-pragmas -fgnu89-inline -S -emit-llvm"),
+        options, ".ll");
   }
 
-  std::filesystem::path dir_;
+  std::unique_ptr<testing::ClangKernels> clang_;
   std::string header_;
 };
 
