@@ -15,15 +15,16 @@
 # docs/decisions/013-runtime-image.md has the sizes of these variants.
 # deploy/image-test.sh builds the image and checks it from outside.
 
-# Build stage: the install script and build script of README's commands and
-# .ci/run (the tests and benchmarks configured off: the image carries
-# sortd and sortctl only).
+# Build stage: the install script of README's commands and .ci/run, asked
+# for the build's packages alone (--build-only), and the tests and
+# benchmarks configured off: the image carries sortd and sortctl only.
 # Its first part, the dependencies alone, is a stage of its own (deps), so
 # that a builder can keep it tagged while the source layers above it change.
 FROM debian:bookworm AS deps
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN bash scripts/install-deps.sh
+RUN bash scripts/install-deps.sh --build-only \
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
 
 FROM deps AS build
 # The build context has no .git: the revision sortd reports comes from here
@@ -34,7 +35,7 @@ ARG SORTD_REVISION=unknown
 COPY . .
 RUN SORTD_REVISION=${SORTD_REVISION} cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
       -DSORTD_BUILD_TESTS=OFF -DSORTD_BUILD_BENCHMARKS=OFF \
- && SORTD_BUILD_DIR=/build bash scripts/build.sh \
+ && cmake --build /build -j"$(nproc)" \
  && strip /build/sortd /build/sortctl
 
 # Runtime stage: the shared libraries sortd and sortctl link, the OpenCL ICD

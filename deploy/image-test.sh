@@ -21,25 +21,28 @@
 # docker.io/library/debian:bookworm, and `buildah bud --isolation chroot`
 # builds on it. Containers run with `buildah run --isolation chroot`, which
 # shares the host's network: sortd listens on free ports of host loopback.
-# The base root file system, the base image and the build's dependencies
-# (the Dockerfile's deps stage, tagged SORTD_IMAGE_DEPS) are kept
-# (SORTD_IMAGE_CACHE, storage of buildah), so a second run is quicker.
+# buildah keeps its images in a store of this script's own, under
+# SORTD_IMAGE_CACHE, with the overlay driver where the kernel mounts
+# overlays (vfs otherwise). The base root file system, the base image and
+# the build's dependencies (the Dockerfile's deps stage, tagged
+# SORTD_IMAGE_DEPS) are kept there, so a second run is quicker.
 #
 # Storage stays bounded run after run: before building and on the way out,
 # the working containers of interrupted builds and the untagged images no
-# tag leads to (earlier builds' source and build layers; under buildah's
-# vfs driver each is a full copy of its root file system, ~3 GB in the
-# build stage) are removed, so one image-test runs at a time on a host (a
-# lock in SORTD_IMAGE_CACHE). The run stops early, saying so, when the
-# store's file system has less free than a build may need after that:
-# SORTD_IMAGE_MIN_FREE_MB, half of it with the dependencies cached.
+# tag leads to (earlier builds' source and build layers) are removed, so
+# one image-test runs at a time on a host (a lock in SORTD_IMAGE_CACHE).
+# The run stops early, saying so, when the store's file system has less
+# free than a build may need after that: SORTD_IMAGE_MIN_FREE_MB, half of
+# it with the dependencies cached.
 #
 #   bash deploy/image-test.sh
 #
 # Environment: SORTD_IMAGE (image name, default localhost/sortd:test),
 # SORTD_IMAGE_CACHE (default /var/tmp/sortd-image), SORTD_IMAGE_MAX_MB,
 # SORTD_IMAGE_DEPS (default localhost/sortd-build-deps:test),
-# SORTD_IMAGE_MIN_FREE_MB (default 12000: a build with no cached layer).
+# SORTD_IMAGE_STORAGE_DRIVER (overlay or vfs; default: overlay where it
+# mounts), SORTD_IMAGE_MIN_FREE_MB (default 6000 under overlay, 16000
+# under vfs: a build with no cached layer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -49,7 +52,6 @@ IMAGE_POCL=${IMAGE}-pocl
 IMAGE_DEPS=${SORTD_IMAGE_DEPS:-localhost/sortd-build-deps:test}
 CACHE=${SORTD_IMAGE_CACHE:-/var/tmp/sortd-image}
 MAX_MB=${SORTD_IMAGE_MAX_MB:-500}
-MIN_FREE_MB=${SORTD_IMAGE_MIN_FREE_MB:-12000}
 SORTCTL=$REPO/build/sortctl
 START=$(date +%s)
 
@@ -77,7 +79,30 @@ else
       >/dev/null
   fi
 fi
-B=(buildah --storage-driver vfs)
+# buildah's store: its own, under SORTD_IMAGE_CACHE. overlay where the
+# kernel mounts it (each layer holds only what its step changed), else vfs
+# (each layer a full copy of its root file system: ~3 GB in the build
+# stage, four to five times the space overall).
+DRIVER=${SORTD_IMAGE_STORAGE_DRIVER:-}
+if [ "$ENGINE" = buildah ] && [ -z "$DRIVER" ]; then
+  DRIVER=vfs
+  probe=$(mktemp -d /tmp/sortd-overlay-probe.XXXXXX)
+  mkdir -p "$probe/lower" "$probe/upper" "$probe/work" "$probe/merged"
+  if mount -t overlay overlay \
+    -o "lowerdir=$probe/lower,upperdir=$probe/upper,workdir=$probe/work" \
+    "$probe/merged" 2>/dev/null; then
+    umount "$probe/merged"
+    DRIVER=overlay
+  fi
+  rm -rf "$probe"
+fi
+B=(buildah --storage-driver "$DRIVER" --root "$CACHE/storage-$DRIVER"
+  --runroot "/run/sortd-image-$DRIVER")
+if [ "$DRIVER" = vfs ]; then
+  MIN_FREE_MB=${SORTD_IMAGE_MIN_FREE_MB:-16000}
+else
+  MIN_FREE_MB=${SORTD_IMAGE_MIN_FREE_MB:-6000}
+fi
 command -v python3 >/dev/null 2>&1 || fail "python3 is missing: run scripts/install-deps.sh"
 
 if [ ! -x "$SORTCTL" ]; then
@@ -235,12 +260,12 @@ image_bytes() {
     "${B[@]}" inspect --type image "$1" | python3 -c '
 import json, sys
 ids = json.load(sys.stdin)["OCIv1"]["rootfs"]["diff_ids"]
-with open(sys.argv[1] + "/vfs-layers/layers.json") as f:
+with open(sys.argv[1] + "/" + sys.argv[2] + "-layers/layers.json") as f:
     size = {l.get("diff-digest"): l.get("diff-size", 0) for l in json.load(f)}
 missing = [i for i in ids if i not in size]
 if missing:
     sys.exit("no size for layers %s" % missing)
-print(sum(size[i] for i in ids))' "$("${B[@]}" info --format '{{.store.GraphRoot}}')"
+print(sum(size[i] for i in ids))' "$("${B[@]}" info --format '{{.store.GraphRoot}}')" "$DRIVER"
   fi
 }
 
@@ -375,8 +400,27 @@ cache_listing() {
   find "$1" -maxdepth 1 -name '*.clbin' -printf '%f %i %T@ %s\n' | sort
 }
 
+# Earlier versions of this script kept their images in buildah's default
+# store under vfs: what they tagged, and the layers only those held, are
+# removed there (its other images stay).
+forget_default_store() {
+  [ "$ENGINE" = buildah ] || return 0
+  [ -d /var/lib/containers/storage/vfs-images ] || return 0
+  local ours=("${B[@]}") name
+  B=(buildah --storage-driver vfs)
+  for name in "$IMAGE" "$IMAGE_POCL" "$IMAGE_DEPS"; do
+    if image_present "$name"; then
+      "${B[@]}" rmi -f "$name" >/dev/null 2>&1 || true
+      log "removed $name from buildah's default vfs store"
+    fi
+  done
+  tidy_storage || true
+  B=("${ours[@]}")
+}
+
 # --- run -----------------------------------------------------------------
 
+forget_default_store
 tidy_storage
 free_mb=$(store_free_mb)
 log "image store: $free_mb MB free"

@@ -108,14 +108,15 @@ absl::Status Run::WriteCopy(cl::Buffer& buffer, size_t bytes, const void* src,
                             const char* what) {
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("upload"));
   if (bytes == 0) return absl::OkStatus();
-  auto copy = std::make_unique<std::byte[]>(bytes);
-  std::memcpy(copy.get(), src, bytes);
+  // The run owns the copy before the transfer may read it, so that nothing
+  // after the enqueue can free it while the write is in flight.
+  std::byte* copy =
+      copies_.emplace_back(std::make_unique<std::byte[]>(bytes)).get();
+  std::memcpy(copy, src, bytes);
   cl::Event event;
-  SORTD_CL_RETURN_IF(
-      lane_.queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes, copy.get(),
-                                     nullptr, &event),
-      absl::StrCat("clEnqueueWriteBuffer(", what, ")"));
-  copies_.push_back(std::move(copy));
+  SORTD_CL_RETURN_IF(lane_.queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes,
+                                                    copy, nullptr, &event),
+                     absl::StrCat("clEnqueueWriteBuffer(", what, ")"));
   events_.emplace_back("upload", event);
   return absl::OkStatus();
 }

@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package sortd needs to build, test and run
 # (with --bench, also the plotting library of bench/plot-e2e.py and the
-# iperf3 that bench/service-floor-cpu.sh measures loopback TCP with).
+# iperf3 that bench/service-floor-cpu.sh measures loopback TCP with; with
+# --build-only, just what building sortd and sortctl without the tests and
+# benchmarks needs: the container image's build stage).
 # The single source of the package list: README, .ci/run and the Dockerfile
 # all call this script. Idempotent: packages already present are skipped, so a
 # second run takes well under a second and needs no network.
 set -euo pipefail
 
-PACKAGES=(
+BUILD_PACKAGES=(
   # toolchain
-  build-essential cmake pkg-config git ca-certificates
+  build-essential cmake pkg-config
   # RPC stack
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  # OpenCL: ICD loader, Khronos C++ bindings, PoCL CPU device, clinfo for diagnostics
-  ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd clinfo
+  # OpenCL: ICD loader and Khronos C++ bindings
+  ocl-icd-opencl-dev opencl-clhpp-headers
   # CPU parallelism and metrics
   libtbb-dev prometheus-cpp-dev
+)
+PACKAGES=(
+  "${BUILD_PACKAGES[@]}"
+  # the revision sortd reports (cmake/revision.cmake) and fetching over TLS
+  git ca-certificates
+  # the OpenCL CPU device (PoCL) and clinfo for diagnostics
+  pocl-opencl-icd clinfo
   # tests and benchmarks; Prometheus (promtool too) and python3 for the
   # metrics test that runs the dashboard's queries against a real Prometheus
   googletest libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
@@ -40,10 +49,16 @@ if ! command -v kubectl >/dev/null 2>&1; then
   PACKAGES+=(kubernetes-client)
 fi
 
-# --bench: also what the benchmark scripts need (not build or test).
-if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(python3-matplotlib iperf3)
-fi
+case "${1:-}" in
+  "") ;;
+  # --bench: also what the benchmark scripts need (not build or test).
+  --bench) PACKAGES+=(python3-matplotlib iperf3) ;;
+  --build-only) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  *)
+    echo "usage: install-deps.sh [--bench | --build-only]" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

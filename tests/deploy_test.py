@@ -383,10 +383,13 @@ def check_docker(repo):
     check(deps.startswith("FROM debian:bookworm AS deps"), "deps stage base")
     check(build.startswith("FROM deps AS build"), "build stage base")
     check(runtime.startswith("FROM debian:bookworm"), "runtime stage base")
-    check(re.search(r"^RUN bash scripts/install-deps\.sh\s*$", deps, re.M),
-          "deps stage does not run scripts/install-deps.sh")
-    check(re.search(r"^RUN .*bash scripts/build\.sh", build, re.M),
-          "build stage does not run scripts/build.sh")
+    check(re.search(r"^RUN bash scripts/install-deps\.sh --build-only\s",
+                    deps, re.M),
+          "deps stage does not run scripts/install-deps.sh --build-only")
+    check(re.search(r"^RUN .*cmake -S \. -B /build .*"
+                    r"-DSORTD_BUILD_TESTS=OFF.*cmake --build /build", build,
+                    re.M),
+          "build stage does not configure and build sortd without its tests")
     check(re.search(r"^ARG SORTD_REVISION", build, re.M) and
           "SORTD_REVISION=${SORTD_REVISION}" in build,
           "build stage does not pass SORTD_REVISION to the build")
