@@ -53,6 +53,12 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Gkeys/s from a span in ms; 0 where profiling gave no span (JSON has no
+// infinity).
+double KeysPerNs(size_t n, double span_ms) {
+  return span_ms > 0 ? static_cast<double>(n) / span_ms / 1e6 : 0.0;
+}
+
 // Upload and download stages are not kernel time.
 bool IsTransfer(const std::string& stage) {
   return stage.rfind("upload", 0) == 0 || stage.rfind("download", 0) == 0;
@@ -164,7 +170,7 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
       "{\"impl\":\"%s\",\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%zu,"
       "\"segments\":1,\"span_ms\":%.4f,\"ms\":%.4f,\"gkeys_per_s\":%.3f,"
       "\"e2e_ms\":%.3f,\"stages\":{%s}%s}\n",
-      impl, c.op, sortd::KeyTypeName(c.type), n, span, ms, n / span / 1e6,
+      impl, c.op, sortd::KeyTypeName(c.type), n, span, ms, KeysPerNs(n, span),
       Median(e2e_ms), stages_json.c_str(), extra.c_str());
   std::fflush(stdout);
 }
@@ -216,7 +222,7 @@ void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
       "{\"impl\":\"sortd\",\"op\":\"segmented_sort\",\"dtype\":\"%s\","
       "\"n\":%zu,\"segments\":%zu,\"span_ms\":%.4f,\"ms\":%.4f,"
       "\"gkeys_per_s\":%.3f,\"e2e_ms\":%.3f}\n",
-      sortd::KeyTypeName(type), n, segments, span, ms, n / span / 1e6,
+      sortd::KeyTypeName(type), n, segments, span, ms, KeysPerNs(n, span),
       Median(e2e_ms));
   std::fflush(stdout);
 }

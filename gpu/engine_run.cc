@@ -111,7 +111,8 @@ absl::Status Run::WriteCopy(cl::Buffer& buffer, size_t bytes, const void* src,
   // The run owns the copy before the transfer may read it, so that nothing
   // after the enqueue can free it while the write is in flight.
   std::byte* copy =
-      copies_.emplace_back(std::make_unique<std::byte[]>(bytes)).get();
+      copies_.emplace_back(std::make_unique_for_overwrite<std::byte[]>(bytes))
+          .get();
   std::memcpy(copy, src, bytes);
   cl::Event event;
   SORTD_CL_RETURN_IF(lane_.queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes,

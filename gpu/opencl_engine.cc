@@ -88,8 +88,32 @@ absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
                      : FindDevice(options.kind, options.device_index);
   if (!device.ok()) return device.status();
   std::unique_ptr<OpenClEngine> engine(new OpenClEngine(*device, options));
-  SORTD_RETURN_IF_ERROR(engine->Init());
-  SORTD_RETURN_IF_ERROR(engine->WarmUp());
+  absl::Status ready = engine->Init();
+  if (ready.ok()) ready = engine->WarmUp();
+  // A vendor entry the device's vendor and extensions chose (not one the
+  // caller named) that does not build, probe or warm up there gives way to
+  // its portable twin; a named policy is the caller's to keep.
+  const std::string portable = EnginePolicy::PortableName(device->info);
+  if (!ready.ok() && !options.policy && options.policy_name.empty() &&
+      engine->policy_.name != portable) {
+    Options twin_options = options;
+    twin_options.policy_name = portable;
+    std::unique_ptr<OpenClEngine> twin(new OpenClEngine(*device, twin_options));
+    absl::Status twin_ready = twin->Init();
+    if (twin_ready.ok()) twin_ready = twin->WarmUp();
+    if (!twin_ready.ok()) {
+      return absl::Status(
+          ready.code(),
+          absl::StrCat(ready.message(), "; its portable twin ", portable,
+                       " failed too: ", twin_ready.message()));
+    }
+    twin->policy_fallback_ =
+        absl::StrCat("policy ", engine->policy_.name, " refused (",
+                     ready.message(), "); serving with policy ", portable);
+    engine = std::move(twin);
+    ready = absl::OkStatus();
+  }
+  SORTD_RETURN_IF_ERROR(ready);
   engine->core_.faults.Arm();  // injected faults count serving work only
   return engine;
 }
@@ -243,17 +267,21 @@ absl::Status OpenClEngine::InitTranspose() {
     subgroup = "";
   }
   if (*subgroup != '\0' && options_.transpose != T::kPortable) {
+    // A driver that reports the extensions but does not build the kernel
+    // gets the portable one too.
     auto program = cache_->Get(
         "transpose", TransposeBuildOptions(policy_.transpose, subgroup));
-    if (!program.ok()) return program.status();
-    cl_int err = CL_SUCCESS;
-    cl::Kernel k(*program, "transpose32_subgroup", &err);
-    SORTD_CL_RETURN_IF(err, "clCreateKernel(transpose32_subgroup)");
     size_t sub_group = 0;
-    err = k.getSubGroupInfo(device_.device,
-                            CL_KERNEL_MAX_SUB_GROUP_SIZE_FOR_NDRANGE,
-                            cl::NDRange(per_group * 32), &sub_group);
-    if (err == CL_SUCCESS && sub_group > 0 && sub_group % 32 == 0) {
+    if (program.ok()) {
+      cl_int err = CL_SUCCESS;
+      cl::Kernel k(*program, "transpose32_subgroup", &err);
+      SORTD_CL_RETURN_IF(err, "clCreateKernel(transpose32_subgroup)");
+      err = k.getSubGroupInfo(device_.device,
+                              CL_KERNEL_MAX_SUB_GROUP_SIZE_FOR_NDRANGE,
+                              cl::NDRange(per_group * 32), &sub_group);
+      if (err != CL_SUCCESS) sub_group = 0;
+    }
+    if (sub_group > 0 && sub_group % 32 == 0) {
       transpose_subgroup_ = true;
       for (auto& lane : lanes_) {
         SORTD_RETURN_IF_ERROR(MakeKernels(
@@ -261,8 +289,11 @@ absl::Status OpenClEngine::InitTranspose() {
       }
       return absl::OkStatus();
     }
-    why_not = absl::StrCat("its sub-groups hold ", sub_group,
-                           " work-items, not a multiple of 32");
+    why_not = program.ok()
+                  ? absl::StrCat("its sub-groups hold ", sub_group,
+                                 " work-items, not a multiple of 32")
+                  : absl::StrCat("its sub-group kernel does not build: ",
+                                 program.status().message());
   }
   if (options_.transpose == T::kSubgroup) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -123,6 +123,9 @@ class OpenClEngine final : public Sorter {
   bool SortsParts(absl::Span<const SortJob* const> parts) const override;
   const DeviceInfo& info() const { return device_.info; }
   const EnginePolicy& policy() const { return policy_; }
+  // Why the policy For() chose gave way to its portable twin at Create;
+  // empty when it did not.
+  const std::string& policy_fallback() const { return policy_fallback_; }
   // "subgroup" or "portable": the transpose kernel in use.
   const char* transpose_kernel() const {
     return transpose_subgroup_ ? "subgroup" : "portable";
@@ -231,6 +234,7 @@ class OpenClEngine final : public Sorter {
   Device device_;
   Options options_;
   EnginePolicy policy_;
+  std::string policy_fallback_;
   cl::Context context_;
   std::unique_ptr<ProgramCache> cache_;
   EngineCore core_;

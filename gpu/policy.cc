@@ -272,6 +272,10 @@ std::vector<std::string> EnginePolicy::Names() {
   return {"nvidia-ptx", "intel-subgroups", "gpu", "cpu"};
 }
 
+std::string EnginePolicy::PortableName(const DeviceInfo& device) {
+  return device.is_gpu ? "gpu" : "cpu";
+}
+
 absl::StatusOr<EnginePolicy> EnginePolicy::Named(absl::string_view name,
                                                  const DeviceInfo& device) {
   EnginePolicy p;
@@ -390,6 +394,9 @@ void CheckKeyWidth(const EnginePolicy& p, const DeviceInfo& device, int bits,
   for (bool with_index : {true, false}) {
     const std::string what =
         absl::StrCat(bits, "-bit keys", with_index ? " with an index" : "");
+    need(r.Items(bits, with_index) >= 1,
+         absl::StrCat("a radix tile holds at least one key per work-item (",
+                      what, ")"));
     need(r.Tile(bits, with_index) < 65536,
          absl::StrCat("a radix tile holds fewer than 65536 keys (", what, ": ",
                       r.Tile(bits, with_index), ")"));

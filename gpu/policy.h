@@ -235,6 +235,10 @@ struct EnginePolicy {
                                             const DeviceInfo& device);
   // The names of For()'s entries.
   static std::vector<std::string> Names();
+  // The entry of For() that uses no vendor extension on this kind of
+  // device ("gpu" or "cpu"): the portable twin a vendor entry gives way to
+  // where it does not build, probe or warm up.
+  static std::string PortableName(const DeviceInfo& device);
   // Every constraint the policy breaks on `device`, one sentence each;
   // empty when it fits.
   std::vector<std::string> Violations(const DeviceInfo& device) const;

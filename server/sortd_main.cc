@@ -27,11 +27,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "core/version.h"
 #include "gpu/opencl_engine.h"
+#include "gpu/policy.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -392,6 +394,23 @@ absl::StatusOr<sortd::gpu::OpenClEngine::Options> EngineBase() {
   }
   engine_base.policy_name = absl::GetFlag(FLAGS_kernel_policy);
   engine_base.policy_overrides = absl::GetFlag(FLAGS_kernel_policy_overrides);
+  // Names and knobs are checked here, whatever devices there are: under
+  // --device=auto a device refusing them would only be passed over.
+  const std::vector<std::string> names = sortd::gpu::EnginePolicy::Names();
+  if (!engine_base.policy_name.empty() &&
+      std::find(names.begin(), names.end(), engine_base.policy_name) ==
+          names.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kernel_policy=", engine_base.policy_name,
+        " names no policy; the policies are ", absl::StrJoin(names, ", ")));
+  }
+  sortd::gpu::EnginePolicy shape;
+  if (absl::Status s = sortd::gpu::ApplyPolicyOverrides(
+          engine_base.policy_overrides, &shape);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kernel_policy_overrides: ", s.message()));
+  }
   if (const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS")) {
     engine_base.kernel_diagnostics.extra_options = extra;
   }

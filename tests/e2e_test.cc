@@ -319,6 +319,11 @@ TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
       {"--max_request_bytes=0", "--max_request_bytes"},
       {"--device_pool_bytes=-1", "--device_pool_bytes"},
       {"--host_pool_min_bytes=0", "--host_pool_min_bytes"},
+      // Policies are checked before any device is looked at: under
+      // --device=auto a device refusing them would only be passed over.
+      {"--kernel_policy=nvidia_ptx", "--kernel_policy=nvidia_ptx names no"},
+      {"--kernel_policy_overrides=radix.pas=three-launch",
+       "--kernel_policy_overrides"},
   };
   for (const auto& [flag, says] : cases) {
     ServerProcess bad({flag});

@@ -99,6 +99,12 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   EXPECT_THAT(q.CheckFits(other).message(), HasSubstr("lookback is 1-64"));
   EXPECT_THAT(q.CheckFits(other).message(),
               HasSubstr("bitonic.block_32 is a power of two"));
+  // An empty radix tile would divide the array into zero-key tiles.
+  EnginePolicy e = EnginePolicy::For(other);
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.items_32=0", &e).ok());
+  EXPECT_THAT(e.CheckFits(other).message(),
+              HasSubstr("at least one key per work-item (32-bit keys with an "
+                        "index)"));
 }
 
 // ToString prints every knob as key=value; ApplyPolicyOverrides reads them
@@ -324,6 +330,62 @@ TEST(IntelPolicy, NamedPoliciesAreForcedWhateverTheVendor) {
       EnginePolicy::Named("intel", IntelGpu()).status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(unknown.message(), HasSubstr("intel-subgroups"));
+}
+
+// A vendor policy chosen by the device's vendor and extensions that does
+// not build or probe there gives way to its portable twin, and says so; a
+// sub-group transpose that does not build gives way to the portable
+// kernel. The OpenCL CPU device, described as an Intel GPU with sub-group
+// extensions: PoCL without sub-groups (CI's PoCL 3) builds neither the
+// sub-group ranking nor the sub-group transpose.
+TEST(IntelPolicy, AChosenPolicyThatDoesNotRunGivesWayToItsPortableTwin) {
+  absl::StatusOr<Device> device = FindDevice(DeviceKind::kCpu);
+  ASSERT_TRUE(device.ok()) << device.status();
+  const bool has_subgroups =
+      device->info.HasExtension("cl_khr_subgroups") ||
+      device->info.HasExtension("cl_intel_subgroups");
+  device->info.vendor = "Intel(R) Corporation";
+  device->info.is_gpu = true;
+  device->info.extensions = kSubgroupExtensions;
+  ASSERT_EQ(EnginePolicy::For(device->info).name, "intel-subgroups");
+  OpenClEngine::Options options = CpuDevice();
+  options.policy_name.clear();
+  options.device = *device;
+  absl::StatusOr<std::unique_ptr<OpenClEngine>> engine =
+      OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  if (has_subgroups) {
+    // PoCL 5: the policy may run as chosen, or give way.
+    std::printf("policy %s; %s\n", (*engine)->policy().name.c_str(),
+                (*engine)->policy_fallback().c_str());
+  } else {
+    EXPECT_EQ((*engine)->policy().name, "gpu");
+    EXPECT_THAT((*engine)->policy_fallback(),
+                HasSubstr("policy intel-subgroups refused ("));
+    EXPECT_THAT((*engine)->policy_fallback(),
+                HasSubstr("serving with policy gpu"));
+  }
+  for (bool desc : {false, true}) {
+    CheckSort(**engine, testing::Generate<uint32_t>(Shape::kRandom, 50000, 3),
+              desc, Extra::kPermutation, "u32 after the fallback");
+  }
+  std::vector<uint32_t> in(64 * 32), out(in.size()), want(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i] = static_cast<uint32_t>(i * 0x9E3779B9u + 7);
+  }
+  const absl::Status t = (*engine)->Transpose(
+      {.count = 64,
+       .in = reinterpret_cast<const std::byte*>(in.data()),
+       .out = reinterpret_cast<std::byte*>(out.data())});
+  ASSERT_TRUE(t.ok()) << t;
+  want = in;
+  for (size_t m = 0; m < 64; ++m) TransposeBits32(&want[m * 32]);
+  EXPECT_EQ(out, want);
+  // A policy the caller names is the caller's to keep: no twin.
+  if (!has_subgroups) {
+    options.policy_name = "intel-subgroups";
+    EXPECT_FALSE(OpenClEngine::Create(options).ok());
+  }
 }
 
 // The -D options of the Intel builds, and the constraints of sub-group
