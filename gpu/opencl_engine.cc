@@ -190,6 +190,9 @@ absl::Status OpenClEngine::Init() {
         small = cache_->Get("radix_sort", RadixBuildOptions(r, bits, with_index,
                                                             r.small_items));
         if (!small.ok()) return small.status();
+        if (r.Ranking(bits) == TileRanking::kSubgroup) {
+          SORTD_RETURN_IF_ERROR(CheckSubGroups(*small, bits));
+        }
       }
       auto bitonic =
           cache_->Get("bitonic_sort",

@@ -127,7 +127,8 @@ ABSL_FLAG(int, cpu_threads, 0,
           "Threads of the oneTBB CPU path (0: one per hardware thread).");
 ABSL_FLAG(int, request_threads, 0,
           "Threads that run CPU-path requests concurrently (0: as many as "
-          "--cpu_threads, at least 2).");
+          "the CPU path has threads, --cpu_threads or one per hardware "
+          "thread, at least 2).");
 ABSL_FLAG(absl::Duration, max_batch_delay, absl::Microseconds(100),
           "Longest a GPU-bound request waits for others to join its batch "
           "(100us: the best or near-best throughput and p99 for 256- to "
@@ -596,8 +597,6 @@ int Serve() {
   (*metrics)->SetFaultInjection(injecting);
 
   const int cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
-  int request_threads = absl::GetFlag(FLAGS_request_threads);
-  if (request_threads == 0) request_threads = std::max(2, cpu_threads);
   const int max_bytes =
       static_cast<int>(absl::GetFlag(FLAGS_max_request_bytes));
   sortd::HostBufferPool host_buffers(
@@ -638,6 +637,13 @@ int Serve() {
   UsePinnedMemory(*engines, host_buffers);
   // The CPU path serves small requests, spills and failovers.
   sortd::CpuSorter cpu({.threads = cpu_threads});
+  // As many CPU-path requests at once as the CPU path has threads: the
+  // number the router's calibration times them with (sorts of up to 32K
+  // keys run whole on the thread that takes them).
+  int request_threads = absl::GetFlag(FLAGS_request_threads);
+  if (request_threads == 0) request_threads = std::max(2, cpu.threads());
+  LogLine("cpu path: %d threads; its requests run %d at a time\n",
+          cpu.threads(), request_threads);
   sortd::Scheduler::Options options = SchedulerOptions(request_threads);
   if (!engines->empty()) Route(cpu, *engines->front().engine, &options);
   (*metrics)->SetThresholds(options.sort, options.transpose);

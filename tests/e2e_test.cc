@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "core/transpose.h"
 #include "core/version.h"
@@ -361,6 +362,33 @@ TEST_F(E2ETest, EchoReturnsTheRequestUnsortedThroughTheSamePath) {
   absl::StatusOr<v1::SortResponse> refused = client_->Echo(bad);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("not a multiple"));
+}
+
+// CPU-path requests run as many at a time as the CPU path has threads (the
+// concurrency the router's calibration times), unless --request_threads
+// says otherwise.
+TEST(E2EStartup, CpuPathRequestsRunAsManyAtATimeAsItHasThreads) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{},
+       absl::StrCat("cpu path: ", cores, " threads; its requests run ",
+                    std::max(2, cores), " at")},
+      {{"--cpu_threads=3"}, "cpu path: 3 threads; its requests run 3 at"},
+      {{"--cpu_threads=1"}, "cpu path: 1 threads; its requests run 2 at"},
+      {{"--cpu_threads=3", "--request_threads=5"},
+       "cpu path: 3 threads; its requests run 5 at"},
+  };
+  for (const auto& [flags, says] : cases) {
+    std::vector<std::string> args = {"--device=cpu"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ServerProcess server(args);
+    ASSERT_TRUE(server.Start()) << server.Output();
+    std::string line;
+    ASSERT_TRUE(
+        server.WaitForLine("cpu path: ", std::chrono::seconds(30), &line))
+        << server.Output();
+    EXPECT_THAT(line, HasSubstr(says)) << absl::StrJoin(flags, " ");
+  }
 }
 
 TEST(E2EEcho, DisabledEchoIsUnimplemented) {
