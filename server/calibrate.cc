@@ -122,7 +122,8 @@ double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched) {
 // A path's cost model: a lone request's time from its lone timings (the
 // timed sizes themselves, a line beyond them), the drain rate of a queue
 // from its costs under load, never slower than lone requests one after
-// another.
+// another. The CPU path's queue also pays its requests' fixed part under
+// load (a device's batches share theirs: the batch share is the cost).
 CostModel Models(const std::vector<Point>& points,
                  const std::vector<BatchPoint>& batched, bool cpu) {
   auto lone = [cpu](const Point& p) { return cpu ? p.cpu : p.gpu; };
@@ -130,11 +131,11 @@ CostModel Models(const std::vector<Point>& points,
   for (const Point& p : points) {
     m.timed.emplace_back(static_cast<double>(p.units), lone(p));
   }
-  const double loaded =
-      cpu ? Fit(points, CpuCost).per_unit : Fit(points, [&](const Point& p) {
-                                              return DeviceCost(p, batched);
-                                            }).per_unit;
-  m.queued_per_unit = std::min(m.per_unit, loaded);
+  const CostModel loaded =
+      cpu ? Fit(points, CpuCost)
+          : Fit(points, [&](const Point& p) { return DeviceCost(p, batched); });
+  m.queued_per_unit = std::min(m.per_unit, loaded.per_unit);
+  if (cpu) m.queued_fixed = std::min(m.fixed, loaded.fixed);
   return m;
 }
 

@@ -47,7 +47,8 @@ Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
   const bool estimate = c.spill && gpu.known() && cpu.known();
   const double n = static_cast<double>(r.units);
   const double cpu_eta =
-      cpu.Seconds(n) + cpu.Drain(static_cast<double>(load.cpu_queued_units));
+      cpu.Seconds(n) + cpu.Drain(static_cast<double>(load.cpu_queued_units),
+                                 static_cast<double>(load.cpu_queued_requests));
   const double gpu_eta =
       gpu.Seconds(n) +
       gpu.Drain(static_cast<double>(load.device_backlog_units)) /

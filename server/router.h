@@ -45,18 +45,21 @@ struct Thresholds {
 // A path's costs. One request of n units alone: between two timed sizes
 // (`timed`, ascending units), on the line between them; beyond the last,
 // its time plus per_unit a unit more; with nothing timed, fixed + n *
-// per_unit. A queue of q units, served while requests keep arriving (in
-// parallel on the CPU path, in batches on a device): drained in about
-// q * queued_per_unit (0: per_unit).
+// per_unit. A queue of r requests holding q units, served while requests
+// keep arriving (in parallel on the CPU path, in batches on a device):
+// drained in about r * queued_fixed + q * queued_per_unit (0: per_unit),
+// so that many small requests cost their fixed parts too.
 struct CostModel {
   double fixed = 0;
   double per_unit = 0;
+  double queued_fixed = 0;
   double queued_per_unit = 0;
   std::vector<std::pair<double, double>> timed = {};  // (units, seconds)
   bool known() const { return per_unit > 0; }
   double Seconds(double units) const;
-  double Drain(double units) const {
-    return units * (queued_per_unit > 0 ? queued_per_unit : per_unit);
+  double Drain(double units, double requests = 0) const {
+    return requests * queued_fixed +
+           units * (queued_per_unit > 0 ? queued_per_unit : per_unit);
   }
 };
 
@@ -80,8 +83,9 @@ struct RouteLoad {
   int devices_up = 0;  // healthy ones
   // Units waiting for or running on the healthy devices.
   size_t device_backlog_units = 0;
-  // Units queued for the CPU path.
+  // Units queued for the CPU path, and the requests that hold them.
   size_t cpu_queued_units = 0;
+  size_t cpu_queued_requests = 0;
 };
 
 Route ChooseRoute(const RouterConfig& config, const RouteRequest& request,

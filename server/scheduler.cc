@@ -200,7 +200,8 @@ Route Scheduler::RouteLocked(const Task& task) const {
       .devices = static_cast<int>(pool_.size()),
       .devices_up = pool_.devices_up(),
       .device_backlog_units = batchers_.units() + pool_.inflight_units(),
-      .cpu_queued_units = cpu_queued_units_};
+      .cpu_queued_units = cpu_queued_units_,
+      .cpu_queued_requests = cpu_queued_requests_};
   return ChooseRoute(router_, {.op = task.op, .units = task.units}, load);
 }
 

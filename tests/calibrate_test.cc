@@ -127,6 +127,9 @@ TEST(ChooseRouting, TheCpuPathIsWeighedUnderLoadAgainstBatchShares) {
   EXPECT_NEAR(c.gpu_sort.Seconds(4096), 1e-4 + 0.1e-9 * 4096, 1e-12);
   EXPECT_NEAR(c.cpu_sort.queued_per_unit, 0.5e-9, 1e-13);
   EXPECT_NEAR(c.gpu_sort.queued_per_unit, 0.1e-9, 1e-13);
+  // Neither has a fixed part under load here: the lone CPU line has none.
+  EXPECT_NEAR(c.cpu_sort.queued_fixed, 0, 1e-12);
+  EXPECT_EQ(c.gpu_sort.queued_fixed, 0);
   std::vector<Point> faster = points;
   for (Point& p : faster) p.cpu_loaded = 0.05e-9 * static_cast<double>(p.units);
   EXPECT_NEAR(
@@ -137,6 +140,31 @@ TEST(ChooseRouting, TheCpuPathIsWeighedUnderLoadAgainstBatchShares) {
   for (Point& p : points) p.cpu_loaded = 0;
   EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25).sort.cpu_max,
             2 * 4096u);
+}
+
+// Under load the CPU path serves a request in 3 us plus 0.5 ns a key (16
+// callers sharing the cores): its queue drains at that line, fixed part
+// included; alone it takes 8 us plus 2 ns a key, never the drain's bound
+// here. Device batches carry their fixed part in their share.
+TEST(ChooseRouting, TheCpuQueueDrainsAtItsLoadedLineFixedPartIncluded) {
+  std::vector<Point> points =
+      Points([](double n) { return 8e-6 + 2e-9 * n; },
+             [](double n) { return 1e-4 + 0.1e-9 * n; }, size_t{1} << 16);
+  for (Point& p : points) {
+    p.cpu_loaded = 3e-6 + 0.5e-9 * static_cast<double>(p.units);
+  }
+  const Calibration c = ChooseRouting(SortOnly(points), 1.25);
+  EXPECT_NEAR(c.cpu_sort.queued_fixed, 3e-6, 1e-10);
+  EXPECT_NEAR(c.cpu_sort.queued_per_unit, 0.5e-9, 1e-13);
+  EXPECT_NEAR(c.cpu_sort.Drain(1000 * 100.0, 1000), 3e-3 + 0.05e-3, 1e-8);
+  EXPECT_EQ(c.gpu_sort.queued_fixed, 0);
+  // Slower under load than alone, the lone line bounds the drain.
+  for (Point& p : points) {
+    p.cpu_loaded = 20e-6 + 4e-9 * static_cast<double>(p.units);
+  }
+  const Calibration slow = ChooseRouting(SortOnly(points), 1.25);
+  EXPECT_NEAR(slow.cpu_sort.queued_fixed, 8e-6, 1e-10);
+  EXPECT_NEAR(slow.cpu_sort.queued_per_unit, 2e-9, 1e-13);
 }
 
 TEST(ChooseRouting, CostModelsFitFixedAndPerUnitTimes) {

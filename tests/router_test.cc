@@ -46,6 +46,32 @@ TEST(ChooseRoute, QueuesDrainAtThePathsRateUnderLoad) {
   EXPECT_EQ(ChooseRoute(c, {.units = 100000}, load), Route::kBatch);
 }
 
+// A queue of many small requests costs their fixed parts too: 2000 queued
+// 25-key sorts hold only 50K units (50 us at 1 ns a unit) but 20 us apiece
+// under load (40 ms), so a small sort overflows to a device batch.
+TEST(ChooseRoute, QueuedRequestsCostTheirFixedPartsToo) {
+  RouterConfig c;
+  c.sort = {.cpu_max = 1000, .solo_min = 1 << 22};
+  c.cpu_sort = {.fixed = 20e-6,
+                .per_unit = 10e-9,
+                .queued_fixed = 20e-6,
+                .queued_per_unit = 1e-9};
+  c.gpu_sort = {.fixed = 50e-6, .per_unit = 1e-9, .queued_per_unit = 0.5e-9};
+  const RouteLoad load{.devices = 1,
+                       .devices_up = 1,
+                       .cpu_queued_units = 50000,
+                       .cpu_queued_requests = 2000};
+  // CPU: 21 us + 40.05 ms; device: 0.1 ms delay + 50.1 us.
+  EXPECT_EQ(ChooseRoute(c, {.units = 100}, load), Route::kBatch);
+  // The same units as one request: 91 us in all, the CPU path keeps it.
+  RouteLoad one = load;
+  one.cpu_queued_requests = 1;
+  EXPECT_EQ(ChooseRoute(c, {.units = 100}, one), Route::kCpu);
+  // With no fixed part under load the units alone decide, as above.
+  c.cpu_sort.queued_fixed = 0;
+  EXPECT_EQ(ChooseRoute(c, {.units = 100}, load), Route::kCpu);
+}
+
 TEST(ChooseRoute, FollowsThresholdsCostsAndLoad) {
   RouterConfig c;
   c.sort = {.cpu_max = 8192, .solo_min = 1 << 20};
