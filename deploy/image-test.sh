@@ -83,21 +83,29 @@ fi
 # kernel mounts it (each layer holds only what its step changed), else vfs
 # (each layer a full copy of its root file system: ~3 GB in the build
 # stage, four to five times the space overall).
+# The probe mounts an overlay in the store's own file system (an overlay
+# on an overlay, as in a container's root, is refused there too); it needs
+# root, as buildah's overlay driver does: other users get vfs.
 DRIVER=${SORTD_IMAGE_STORAGE_DRIVER:-}
+mkdir -p "$CACHE"
 if [ "$ENGINE" = buildah ] && [ -z "$DRIVER" ]; then
   DRIVER=vfs
-  probe=$(mktemp -d /tmp/sortd-overlay-probe.XXXXXX)
+  probe=$(mktemp -d "$CACHE/overlay-probe.XXXXXX")
   mkdir -p "$probe/lower" "$probe/upper" "$probe/work" "$probe/merged"
   if mount -t overlay overlay \
     -o "lowerdir=$probe/lower,upperdir=$probe/upper,workdir=$probe/work" \
     "$probe/merged" 2>/dev/null; then
-    umount "$probe/merged"
-    DRIVER=overlay
+    if umount "$probe/merged"; then DRIVER=overlay; fi
   fi
-  rm -rf "$probe"
+  rm -rf "$probe" 2>/dev/null || true
+fi
+# buildah's run-time state: on /run as root, else the user's runtime folder.
+RUNROOT=/run/sortd-image-$DRIVER
+if [ "$(id -u)" -ne 0 ]; then
+  RUNROOT=${XDG_RUNTIME_DIR:-/tmp}/sortd-image-$(id -u)-$DRIVER
 fi
 B=(buildah --storage-driver "$DRIVER" --root "$CACHE/storage-$DRIVER"
-  --runroot "/run/sortd-image-$DRIVER")
+  --runroot "$RUNROOT")
 if [ "$DRIVER" = vfs ]; then
   MIN_FREE_MB=${SORTD_IMAGE_MIN_FREE_MB:-16000}
 else
@@ -401,21 +409,19 @@ cache_listing() {
 }
 
 # Earlier versions of this script kept their images in buildah's default
-# store under vfs: what they tagged, and the layers only those held, are
-# removed there (its other images stay).
+# store under vfs: the images they tagged are removed there, with the
+# layers no other image holds (the store's other images and containers
+# stay).
 forget_default_store() {
   [ "$ENGINE" = buildah ] || return 0
   [ -d /var/lib/containers/storage/vfs-images ] || return 0
-  local ours=("${B[@]}") name
-  B=(buildah --storage-driver vfs)
+  local old=(buildah --storage-driver vfs) name
   for name in "$IMAGE" "$IMAGE_POCL" "$IMAGE_DEPS"; do
-    if image_present "$name"; then
-      "${B[@]}" rmi -f "$name" >/dev/null 2>&1 || true
+    if "${old[@]}" inspect --type image "$name" >/dev/null 2>&1; then
+      "${old[@]}" rmi -f "$name" >/dev/null 2>&1 || true
       log "removed $name from buildah's default vfs store"
     fi
   done
-  tidy_storage || true
-  B=("${ours[@]}")
 }
 
 # --- run -----------------------------------------------------------------

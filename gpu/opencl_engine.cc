@@ -94,8 +94,10 @@ absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
   // caller named) that does not build, probe or warm up there gives way to
   // its portable twin; a named policy is the caller's to keep.
   const std::string portable = EnginePolicy::PortableName(device->info);
+  const std::string chosen = EnginePolicy::For(device->info).name;
   if (!ready.ok() && !options.policy && options.policy_name.empty() &&
-      engine->policy_.name != portable) {
+      chosen != portable) {
+    engine.reset();  // its device memory and programs, before the twin's
     Options twin_options = options;
     twin_options.policy_name = portable;
     std::unique_ptr<OpenClEngine> twin(new OpenClEngine(*device, twin_options));
@@ -108,8 +110,8 @@ absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
                        " failed too: ", twin_ready.message()));
     }
     twin->policy_fallback_ =
-        absl::StrCat("policy ", engine->policy_.name, " refused (",
-                     ready.message(), "); serving with policy ", portable);
+        absl::StrCat("policy ", chosen, " refused (", ready.message(),
+                     "); serving with policy ", portable);
     engine = std::move(twin);
     ready = absl::OkStatus();
   }

@@ -327,9 +327,10 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
     sortd::CalibrationOptions copts;
     copts.max_keys = static_cast<size_t>(
         std::max<int64_t>(absl::GetFlag(FLAGS_calibrate_max_keys), 1024));
-    // Under load the CPU path runs as many sorts at once as it has threads
-    // (small ones on the calling threads, large ones in its arena).
-    copts.cpu_callers = cpu.threads();
+    // Under load the CPU path runs as many requests at once as it has
+    // workers (--request_threads: small sorts whole on the worker, large
+    // ones in its arena).
+    copts.cpu_callers = o->cpu_workers;
     copts.max_batch_keys = o->max_batch_units;
     // Requests whose arrays the host buffer pool keeps page-locked are
     // batched where they lie (UsePinnedMemory).

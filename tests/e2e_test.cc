@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <future>
 #include <map>
 #include <random>
@@ -368,11 +369,25 @@ TEST_F(E2ETest, EchoReturnsTheRequestUnsortedThroughTheSamePath) {
 // concurrency the router's calibration times), unless --request_threads
 // says otherwise.
 TEST(E2EStartup, CpuPathRequestsRunAsManyAtATimeAsItHasThreads) {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const std::pair<std::vector<std::string>, std::string> cases[] = {
-      {{},
-       absl::StrCat("cpu path: ", cores, " threads; its requests run ",
-                    std::max(2, cores), " at")},
+  // By default: as many as the CPU path's threads (oneTBB's default
+  // concurrency, which follows the process's CPUs), at least 2.
+  {
+    ServerProcess server({"--device=cpu"});
+    ASSERT_TRUE(server.Start()) << server.Output();
+    std::string line;
+    ASSERT_TRUE(
+        server.WaitForLine("cpu path: ", std::chrono::seconds(30), &line))
+        << server.Output();
+    int threads = 0, at_once = 0;
+    ASSERT_EQ(std::sscanf(line.substr(line.find("cpu path: ")).c_str(),
+                          "cpu path: %d threads; its requests run %d at",
+                          &threads, &at_once),
+              2)
+        << line;
+    EXPECT_GE(threads, 1);
+    EXPECT_EQ(at_once, std::max(2, threads)) << line;
+  }
+  const std::pair<std::vector<std::string>, const char*> cases[] = {
       {{"--cpu_threads=3"}, "cpu path: 3 threads; its requests run 3 at"},
       {{"--cpu_threads=1"}, "cpu path: 1 threads; its requests run 2 at"},
       {{"--cpu_threads=3", "--request_threads=5"},
