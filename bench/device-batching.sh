@@ -16,6 +16,8 @@
 # Needs .device/ as CONTRIBUTING.md describes (sortd, sortctl,
 # batching_benchmark, opencl_engine_test). From the repository root:
 #   bash bench/device-batching.sh
+# SORTD_ARGS: more sortd flags for parts 2 and 4 (an A/B of a setting,
+# e.g. SORTD_ARGS=--request_threads=2).
 # Results in $OUT (default /tmp/sortd-out): summary.txt, kernel-tests.log,
 # batching.jsonl, e2e.jsonl, sortd.log, metrics.txt. KERNEL_TESTS: a gtest
 # filter for part 1 (default: every test).
@@ -51,8 +53,9 @@ load() {  # 64 concurrent verified sorts and transposes of mixed sizes
 
 METRICS="import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9464/metrics').read().decode())"
 echo "== 2. sortd --device=gpu"
+# shellcheck disable=SC2086  # SORTD_ARGS: words for sortd
 sortd --device=gpu --listen=127.0.0.1:50051 --metrics_listen=127.0.0.1:9464 \
-  --kernel_cache_dir=/tmp/sortd-kernels > "$OUT/sortd.log" 2>&1 &
+  --kernel_cache_dir=/tmp/sortd-kernels ${SORTD_ARGS:-} > "$OUT/sortd.log" 2>&1 &
 SORTD=$!
 up=0
 for _ in $(seq 1 240); do
