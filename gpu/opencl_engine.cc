@@ -299,6 +299,9 @@ absl::Status OpenClEngine::InitTranspose() {
                                  " work-items, not a multiple of 32")
                   : absl::StrCat("its sub-group kernel does not build: ",
                                  program.status().message());
+    transpose_fallback_ = absl::StrCat(
+        "the sub-group transpose does not run on ", device_.info.name, " (",
+        why_not, "); transposing with the portable kernel");
   }
   if (options_.transpose == T::kSubgroup) {
     return absl::FailedPreconditionError(absl::StrCat(

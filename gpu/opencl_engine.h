@@ -126,6 +126,9 @@ class OpenClEngine final : public Sorter {
   // Why the policy For() chose gave way to its portable twin at Create;
   // empty when it did not.
   const std::string& policy_fallback() const { return policy_fallback_; }
+  // Why a device that reports sub-group shuffles transposes with the
+  // portable kernel; empty when it does not, or reports none.
+  const std::string& transpose_fallback() const { return transpose_fallback_; }
   // "subgroup" or "portable": the transpose kernel in use.
   const char* transpose_kernel() const {
     return transpose_subgroup_ ? "subgroup" : "portable";
@@ -235,6 +238,7 @@ class OpenClEngine final : public Sorter {
   Options options_;
   EnginePolicy policy_;
   std::string policy_fallback_;
+  std::string transpose_fallback_;
   cl::Context context_;
   std::unique_ptr<ProgramCache> cache_;
   EngineCore core_;

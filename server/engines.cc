@@ -142,8 +142,9 @@ absl::StatusOr<DeviceSlot> BringUp(const Part& part, const EngineSetup& setup) {
   // against a reference: an engine that answers wrongly is never used.
   auto engine = OpenClEngine::Create(options);
   if (!engine.ok()) return engine.status();
-  if (!(*engine)->policy_fallback().empty()) {
-    LogLine("WARNING: %s\n", (*engine)->policy_fallback().c_str());
+  for (const std::string* fallback :
+       {&(*engine)->policy_fallback(), &(*engine)->transpose_fallback()}) {
+    if (!fallback->empty()) LogLine("WARNING: %s\n", fallback->c_str());
   }
   LogLine("OpenCL device %s (path %s)\nsortd: policy %s\n",
           (*engine)->info().ToString().c_str(), PathName((*engine)->path()),

@@ -341,9 +341,8 @@ TEST(IntelPolicy, NamedPoliciesAreForcedWhateverTheVendor) {
 TEST(IntelPolicy, AChosenPolicyThatDoesNotRunGivesWayToItsPortableTwin) {
   absl::StatusOr<Device> device = FindDevice(DeviceKind::kCpu);
   ASSERT_TRUE(device.ok()) << device.status();
-  const bool has_subgroups =
-      device->info.HasExtension("cl_khr_subgroups") ||
-      device->info.HasExtension("cl_intel_subgroups");
+  const bool has_subgroups = device->info.HasExtension("cl_khr_subgroups") ||
+                             device->info.HasExtension("cl_intel_subgroups");
   device->info.vendor = "Intel(R) Corporation";
   device->info.is_gpu = true;
   device->info.extensions = kSubgroupExtensions;
@@ -364,6 +363,8 @@ TEST(IntelPolicy, AChosenPolicyThatDoesNotRunGivesWayToItsPortableTwin) {
                 HasSubstr("policy intel-subgroups refused ("));
     EXPECT_THAT((*engine)->policy_fallback(),
                 HasSubstr("serving with policy gpu"));
+    EXPECT_THAT((*engine)->transpose_fallback(),
+                HasSubstr("its sub-group kernel does not build"));
   }
   for (bool desc : {false, true}) {
     CheckSort(**engine, testing::Generate<uint32_t>(Shape::kRandom, 50000, 3),
@@ -373,10 +374,10 @@ TEST(IntelPolicy, AChosenPolicyThatDoesNotRunGivesWayToItsPortableTwin) {
   for (size_t i = 0; i < in.size(); ++i) {
     in[i] = static_cast<uint32_t>(i * 0x9E3779B9u + 7);
   }
-  const absl::Status t = (*engine)->Transpose(
-      {.count = 64,
-       .in = reinterpret_cast<const std::byte*>(in.data()),
-       .out = reinterpret_cast<std::byte*>(out.data())});
+  const absl::Status t =
+      (*engine)->Transpose({.count = 64,
+                            .in = reinterpret_cast<const std::byte*>(in.data()),
+                            .out = reinterpret_cast<std::byte*>(out.data())});
   ASSERT_TRUE(t.ok()) << t;
   want = in;
   for (size_t m = 0; m < 64; ++m) TransposeBits32(&want[m * 32]);
