@@ -87,9 +87,12 @@ absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
       options.device ? *options.device
                      : FindDevice(options.kind, options.device_index);
   if (!device.ok()) return device.status();
+  auto start = [](OpenClEngine& e) {
+    absl::Status s = e.Init();
+    return s.ok() ? e.WarmUp() : s;
+  };
   std::unique_ptr<OpenClEngine> engine(new OpenClEngine(*device, options));
-  absl::Status ready = engine->Init();
-  if (ready.ok()) ready = engine->WarmUp();
+  absl::Status ready = start(*engine);
   // A vendor entry the device's vendor and extensions chose (not one the
   // caller named) that does not build, probe or warm up there gives way to
   // its portable twin; a named policy is the caller's to keep.
@@ -101,8 +104,7 @@ absl::StatusOr<std::unique_ptr<OpenClEngine>> OpenClEngine::Create(
     Options twin_options = options;
     twin_options.policy_name = portable;
     std::unique_ptr<OpenClEngine> twin(new OpenClEngine(*device, twin_options));
-    absl::Status twin_ready = twin->Init();
-    if (twin_ready.ok()) twin_ready = twin->WarmUp();
+    const absl::Status twin_ready = start(*twin);
     if (!twin_ready.ok()) {
       return absl::Status(
           ready.code(),
