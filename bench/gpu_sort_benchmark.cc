@@ -59,9 +59,13 @@ double KeysPerNs(size_t n, double span_ms) {
   return span_ms > 0 ? static_cast<double>(n) / span_ms / 1e6 : 0.0;
 }
 
-// Upload and download stages are not kernel time.
-bool IsTransfer(const std::string& stage) {
-  return stage.rfind("upload", 0) == 0 || stage.rfind("download", 0) == 0;
+// Kernel time: every stage but the transfers and the run's wall and span
+// times (host_*, device_span).
+bool IsKernelTime(const std::string& stage) {
+  for (const char* other : {"upload", "download", "host_", "device_span"}) {
+    if (stage.rfind(other, 0) == 0) return false;
+  }
+  return true;
 }
 
 struct Case {
@@ -134,7 +138,7 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
         rep_stages += buf;
       }
       stage_ms[st.stage].push_back(st.seconds * 1e3);
-      if (!IsTransfer(st.stage)) k += st.seconds * 1e3;
+      if (IsKernelTime(st.stage)) k += st.seconds * 1e3;
     }
     kernel_ms.push_back(k);
     span_ms.push_back(span * 1e3);
@@ -209,7 +213,7 @@ void RunSegmented(OpenClEngine& engine, size_t segments, size_t length,
     if (r == 0) continue;
     double k = 0;
     for (const auto& st : stages) {
-      if (!IsTransfer(st.stage)) k += st.seconds * 1e3;
+      if (IsKernelTime(st.stage)) k += st.seconds * 1e3;
     }
     kernel_ms.push_back(k);
     span_ms.push_back(span * 1e3);

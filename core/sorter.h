@@ -32,8 +32,9 @@ namespace sortd {
 // Device time of one stage of a run (upload, histogram, scan, scatter,
 // transform, transpose, download), summed over its launches, from OpenCL
 // profiling events; stages named host_* (host_pack, host_unpack,
-// host_merge) are the wall time of host work around a run. Engines without
-// stages (the CPU path) report none.
+// host_merge, host_enqueue, host_wait) are the wall time of host work around
+// or during a run, and device_span the device's time from a run's first
+// command to its last. Engines without stages (the CPU path) report none.
 struct StageTime {
   std::string stage;
   double seconds = 0;

@@ -165,6 +165,7 @@ absl::Status Run::Zero(cl::Buffer& buffer, size_t bytes, const char* stage) {
 }
 
 absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
+  const absl::Time finishing = absl::Now();
   cl_int err = lane_.queue.finish();
   if (const cl_int side = lane_.side_queue.finish(); err == CL_SUCCESS) {
     err = side;
@@ -178,25 +179,39 @@ absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
     return ClStatus(err, "clFinish");
   }
   if (stages == nullptr) return absl::OkStatus();
+  const absl::Time finished = absl::Now();
   std::map<std::string, double> seconds;
   std::vector<std::string> order;
+  // Device timestamps: of the kernels (and fills, copies) alone, and of
+  // every command.
   cl_ulong first = ~cl_ulong{0}, last = 0;
+  cl_ulong first_any = ~cl_ulong{0}, last_any = 0;
   for (auto& [stage, event] : events_) {
     const std::optional<double> t = EventSeconds(event);
     if (!t) continue;
     if (!seconds.count(stage)) order.push_back(stage);
     seconds[stage] += *t;
     cl_ulong start = 0, end = 0;
-    if (kernel_span != nullptr && !IsTransfer(stage) &&
-        event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) ==
-            CL_SUCCESS &&
-        event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) == CL_SUCCESS &&
-        start > 0) {
+    if (event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) !=
+            CL_SUCCESS ||
+        event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) != CL_SUCCESS ||
+        start == 0) {
+      continue;
+    }
+    first_any = std::min(first_any, start);
+    last_any = std::max(last_any, end);
+    if (!IsTransfer(stage)) {
       first = std::min(first, start);
       last = std::max(last, end);
     }
   }
   for (const std::string& s : order) stages->push_back({s, seconds[s]});
+  stages->push_back(
+      {"host_enqueue", absl::ToDoubleSeconds(finishing - started_)});
+  stages->push_back({"host_wait", absl::ToDoubleSeconds(finished - finishing)});
+  if (last_any > first_any) {
+    stages->push_back({"device_span", (last_any - first_any) * 1e-9});
+  }
   if (kernel_span != nullptr) {
     *kernel_span = last > first ? (last - first) * 1e-9 : 0.0;
   }

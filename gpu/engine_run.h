@@ -22,6 +22,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/sorter.h"
 #include "gpu/buffers.h"
 #include "gpu/cl.h"
@@ -141,7 +143,8 @@ struct EngineCore {
 // docs/decisions/006-buffer-pool-and-placement.md).
 class Run {
  public:
-  Run(EngineCore& core, Lane& lane) : core_(core), lane_(lane) {}
+  Run(EngineCore& core, Lane& lane)
+      : core_(core), lane_(lane), started_(absl::Now()) {}
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
   ~Run();
@@ -184,8 +187,13 @@ class Run {
   absl::Status Zero(cl::Buffer& buffer, size_t bytes, const char* stage);
   // Waits for the queue and adds the events' times, per stage in the order
   // first enqueued, to `stages` (if not null), and with them the span of
-  // every command but the transfers to `kernel_span` (if not null). A queue
-  // that cannot finish makes the engine unhealthy.
+  // every command but the transfers to `kernel_span` (if not null). To
+  // `stages` also go three times of the whole run: `host_enqueue`, the
+  // host's wall time from the run's start to this call (allocating,
+  // enqueuing, any wait inside), `host_wait`, its wall time in this call,
+  // and `device_span`, from the device's start of the first command to its
+  // end of the last, transfers included. A queue that cannot finish makes
+  // the engine unhealthy.
   absl::Status Finish(StageTimes* stages, double* kernel_span = nullptr);
 
  private:
@@ -194,6 +202,7 @@ class Run {
 
   EngineCore& core_;
   Lane& lane_;
+  const absl::Time started_;
   size_t bytes_ = 0;  // device memory acquired, by pool size class
   std::vector<std::pair<const char*, cl::Event>> events_;
   std::vector<PooledBuffer> buffers_;

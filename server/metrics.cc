@@ -82,7 +82,9 @@ constexpr Doc kStageDuration{
     "by device, kernel (sort, segmented_sort, transpose) and stage (upload, "
     "transform, histogram, scan, scatter, local_sort, merge, copy, transpose, "
     "download; host_pack, host_unpack and host_merge are host wall time around "
-    "a run)"};
+    "a run; host_enqueue and host_wait the host's wall time enqueuing a run "
+    "and waiting for it, device_span the device's time from the run's first "
+    "command to its last)"};
 constexpr Doc kCpuFallbacks{
     "sortd_cpu_fallbacks_total",
     "Requests the CPU path answered instead of a device, by reason: the "

@@ -12,8 +12,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <random>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -137,6 +139,21 @@ TEST(OpenClEngine, ReportsStageTimes) {
     if (algorithm == A::kRadix) {
       EXPECT_THAT(names, ::testing::Not(::testing::Contains("transform")));
     }
+    // The run's own times: the host's wall time encloses the device's span
+    // of every command, which encloses the commands of one in-order queue.
+    std::map<std::string, double> t;
+    for (const StageTime& st : stages) t[st.stage] += st.seconds;
+    ASSERT_TRUE(t.count("host_enqueue") && t.count("host_wait") &&
+                t.count("device_span"));
+    double commands = 0;
+    for (const auto& [name, secs] : t) {
+      if (name.rfind("host_", 0) != 0 && name != "device_span") {
+        commands += secs;
+      }
+    }
+    EXPECT_GT(t["device_span"], 0.0);
+    EXPECT_GE(t["device_span"] * 1.01, commands);
+    EXPECT_GE((t["host_enqueue"] + t["host_wait"]) * 1.01, t["device_span"]);
   }
 }
 
