@@ -13,8 +13,9 @@
 //
 // queue_ms and run_ms: a request's mean wait for its run and the run's
 // wall time (pack, engine, unpack); stages_ms: the mean time per device run
-// of each stage (device time from profiling events; host_* are host wall
-// time), over the measured window.
+// of each stage, over the runs of the measured window that reported it
+// (device time from profiling events, of the runs profiled, one in each
+// --kernel_profile_interval; host_* are host wall time, of every run).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -56,6 +57,9 @@ ABSL_FLAG(bool, pinned_requests, true,
 ABSL_FLAG(int64_t, pinned_min_bytes, int64_t{256} << 10,
           "The smallest array placed in page-locked memory (sortd's "
           "--host_pool_min_bytes)");
+ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
+          "Device runs are profiled one an interval (sortd's "
+          "--kernel_profile_interval)");
 ABSL_FLAG(bool, baselines, true, "Also measure the CPU path and unbatched");
 
 namespace {
@@ -69,22 +73,32 @@ std::vector<size_t> Parse(const std::string& list) {
   return out;
 }
 
-// Stage times of every device run, summed.
+// Stage times of every device run, summed, with how many runs reported
+// each stage (device stages come from the profiled runs alone).
 class StageTotals final : public sortd::SchedulerListener {
  public:
+  struct Total {
+    double seconds = 0;
+    double runs = 0;
+  };
   void OnStages(const std::string& /*device*/, const char* /*kernel*/,
                 const sortd::StageTimes& stages) override {
     std::lock_guard<std::mutex> l(mu_);
-    for (const sortd::StageTime& st : stages) seconds_[st.stage] += st.seconds;
+    std::map<std::string, double> run;
+    for (const sortd::StageTime& st : stages) run[st.stage] += st.seconds;
+    for (const auto& [stage, secs] : run) {
+      totals_[stage].seconds += secs;
+      totals_[stage].runs += 1;
+    }
   }
-  std::map<std::string, double> Snapshot() const {
+  std::map<std::string, Total> Snapshot() const {
     std::lock_guard<std::mutex> l(mu_);
-    return seconds_;
+    return totals_;
   }
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, double> seconds_;
+  std::map<std::string, Total> totals_;
 };
 
 struct Result {
@@ -200,13 +214,15 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
   absl::SleepFor(absl::Seconds(seconds / 5));
   const size_t start_count = done_count.load();
   const sortd::Scheduler::Stats before = sched.stats();
-  const std::map<std::string, double> stages_before = totals.Snapshot();
+  const std::map<std::string, StageTotals::Total> stages_before =
+      totals.Snapshot();
   measuring = true;
   const absl::Time start = absl::Now();
   absl::SleepFor(absl::Seconds(seconds));
   const size_t end_count = done_count.load();
   measuring = false;
-  const std::map<std::string, double> stages_after = totals.Snapshot();
+  const std::map<std::string, StageTotals::Total> stages_after =
+      totals.Snapshot();
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   stop = true;
   for (std::thread& t : threads) t.join();
@@ -226,10 +242,14 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
     r.queue_ms = queue_us.load() / 1e3 / static_cast<double>(measured);
     r.run_ms = run_us.load() / 1e3 / static_cast<double>(measured);
   }
-  for (const auto& [stage, secs] : stages_after) {
-    const auto it = stages_before.find(stage);
-    const double d = secs - (it == stages_before.end() ? 0 : it->second);
-    if (runs > 0 && d > 0) r.stages_ms[stage] = d * 1e3 / runs;
+  for (const auto& [stage, total] : stages_after) {
+    StageTotals::Total was;
+    if (const auto it = stages_before.find(stage); it != stages_before.end()) {
+      was = it->second;
+    }
+    const double d = total.seconds - was.seconds;
+    const double n = total.runs - was.runs;
+    if (n > 0 && d > 0) r.stages_ms[stage] = d * 1e3 / n;
   }
   return r;
 }
@@ -247,6 +267,7 @@ int main(int argc, char** argv) {
   eo.kind = absl::GetFlag(FLAGS_device) == "gpu" ? sortd::gpu::DeviceKind::kGpu
                                                  : sortd::gpu::DeviceKind::kCpu;
   eo.lanes = absl::GetFlag(FLAGS_pipeline_depth);
+  eo.profile_interval = absl::GetFlag(FLAGS_kernel_profile_interval);
   auto engine = sortd::gpu::OpenClEngine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());

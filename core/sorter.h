@@ -67,9 +67,12 @@ struct SortJob {
   // (indices into the whole batch).
   absl::Span<const SortJob* const> parts = {};
 
-  // When set, the engine appends the time of each stage it ran.
+  // When set, the engine appends the time of each stage it ran (an engine
+  // that samples its device timing, as the OpenCL engine does, may report
+  // only the host stages of a run).
   StageTimes* stages = nullptr;
-  // When set (with `stages`), the engine stores its device span: from the
+  // When set (with `stages`), the engine times the run on the device and
+  // stores its device span: from the
   // start of its first command other than a transfer to the end of its
   // last, gaps between launches included (0 when it ran none).
   double* kernel_span_seconds = nullptr;

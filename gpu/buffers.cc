@@ -152,8 +152,9 @@ StagingRing::~StagingRing() {
 }
 
 absl::Status StagingRing::Upload(cl::Buffer& dst, size_t offset,
-                                 const void* src, size_t bytes,
-                                 Events* events) {
+                                 const void* src, size_t bytes, Events* events,
+                                 cl::CommandQueue* queue) {
+  cl::CommandQueue& q = queue != nullptr ? *queue : queue_;
   const char* from = static_cast<const char*>(src);
   size_t chunk = 0;
   for (size_t off = 0; off < bytes; off += options_.chunk_bytes, ++chunk) {
@@ -162,10 +163,9 @@ absl::Status StagingRing::Upload(cl::Buffer& dst, size_t offset,
     if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
     ParallelCopy(mapped_[slot], from + off, len);
     cl::Event e;
-    SORTD_CL_RETURN_IF(
-        queue_.enqueueWriteBuffer(dst, CL_FALSE, offset + off, len,
-                                  mapped_[slot], nullptr, &e),
-        "clEnqueueWriteBuffer(staged)");
+    SORTD_CL_RETURN_IF(q.enqueueWriteBuffer(dst, CL_FALSE, offset + off, len,
+                                            mapped_[slot], nullptr, &e),
+                       "clEnqueueWriteBuffer(staged)");
     busy_[slot] = e;
     events->emplace_back("upload", e);
   }
@@ -173,7 +173,9 @@ absl::Status StagingRing::Upload(cl::Buffer& dst, size_t offset,
 }
 
 absl::Status StagingRing::Download(cl::Buffer& src, size_t offset, void* dst,
-                                   size_t bytes, Events* events) {
+                                   size_t bytes, Events* events,
+                                   cl::CommandQueue* queue) {
+  cl::CommandQueue& q = queue != nullptr ? *queue : queue_;
   char* to = static_cast<char*>(dst);
   const size_t slots = buffers_.size();
   std::vector<std::pair<size_t, size_t>> pending(slots, {0, 0});  // off, len
@@ -191,10 +193,9 @@ absl::Status StagingRing::Download(cl::Buffer& src, size_t offset, void* dst,
     if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
     const size_t len = std::min(options_.chunk_bytes, bytes - off);
     cl::Event e;
-    SORTD_CL_RETURN_IF(
-        queue_.enqueueReadBuffer(src, CL_FALSE, offset + off, len,
-                                 mapped_[slot], nullptr, &e),
-        "clEnqueueReadBuffer(staged)");
+    SORTD_CL_RETURN_IF(q.enqueueReadBuffer(src, CL_FALSE, offset + off, len,
+                                           mapped_[slot], nullptr, &e),
+                       "clEnqueueReadBuffer(staged)");
     busy_[slot] = e;
     pending[slot] = {off, len};
     events->emplace_back("download", e);

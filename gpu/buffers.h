@@ -121,14 +121,16 @@ class StagingRing {
   ~StagingRing();
 
   // Host -> device (from byte `offset` of `dst` on), chunk by chunk through
-  // the pinned slots. Returns once the last chunk is enqueued; the source
+  // the pinned slots, on `queue` (the ring's own if null: a lane's queues
+  // share its ring). Returns once the last chunk is enqueued; the source
   // may be reused then.
   absl::Status Upload(cl::Buffer& dst, size_t offset, const void* src,
-                      size_t bytes, Events* events);
+                      size_t bytes, Events* events,
+                      cl::CommandQueue* queue = nullptr);
   // Device (from byte `offset` of `src` on) -> host; returns once every
   // byte is in `dst`.
   absl::Status Download(cl::Buffer& src, size_t offset, void* dst, size_t bytes,
-                        Events* events);
+                        Events* events, cl::CommandQueue* queue = nullptr);
 
  private:
   StagingRing(cl::CommandQueue queue, const Options& options)

@@ -62,11 +62,11 @@ absl::Status Run::LaunchKernel(cl::Kernel& kernel, size_t groups,
   if (groups == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue(stage, /*kernel=*/true));
   cl::Event event;
-  cl_int err = lane_.queue.enqueueNDRangeKernel(
+  cl_int err = queue_.enqueueNDRangeKernel(
       kernel, cl::NullRange, cl::NDRange(groups * group_size),
-      cl::NDRange(group_size), nullptr, &event);
+      cl::NDRange(group_size), nullptr, EventFor(event));
   SORTD_CL_RETURN_IF(err, absl::StrCat("enqueue ", stage, " kernel"));
-  events_.emplace_back(stage, event);
+  Record(stage, event);
   return absl::OkStatus();
 }
 
@@ -76,14 +76,14 @@ absl::Status Run::Write(cl::Buffer& buffer, size_t bytes, const void* src,
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("upload"));
   if (lane_.staging && !core_.pinned->Holds(src, bytes)) {
     core_.staged_bytes += bytes;
-    return lane_.staging->Upload(buffer, offset, src, bytes, &events_);
+    return lane_.staging->Upload(buffer, offset, src, bytes, &events_, &queue_);
   }
   core_.direct_bytes += bytes;
   cl::Event event;
-  SORTD_CL_RETURN_IF(lane_.queue.enqueueWriteBuffer(
-                         buffer, CL_FALSE, offset, bytes, src, nullptr, &event),
+  SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(buffer, CL_FALSE, offset, bytes,
+                                               src, nullptr, EventFor(event)),
                      "clEnqueueWriteBuffer");
-  events_.emplace_back("upload", event);
+  Record("upload", event);
   return absl::OkStatus();
 }
 
@@ -93,14 +93,15 @@ absl::Status Run::Read(cl::Buffer& buffer, size_t bytes, void* dst,
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("download"));
   if (lane_.staging && !core_.pinned->Holds(dst, bytes)) {
     core_.staged_bytes += bytes;
-    return lane_.staging->Download(buffer, offset, dst, bytes, &events_);
+    return lane_.staging->Download(buffer, offset, dst, bytes, &events_,
+                                   &queue_);
   }
   core_.direct_bytes += bytes;
   cl::Event event;
-  SORTD_CL_RETURN_IF(lane_.queue.enqueueReadBuffer(buffer, CL_FALSE, offset,
-                                                   bytes, dst, nullptr, &event),
+  SORTD_CL_RETURN_IF(queue_.enqueueReadBuffer(buffer, CL_FALSE, offset, bytes,
+                                              dst, nullptr, EventFor(event)),
                      "clEnqueueReadBuffer");
-  events_.emplace_back("download", event);
+  Record("download", event);
   return absl::OkStatus();
 }
 
@@ -115,15 +116,15 @@ absl::Status Run::WriteCopy(cl::Buffer& buffer, size_t bytes, const void* src,
           .get();
   std::memcpy(copy, src, bytes);
   cl::Event event;
-  SORTD_CL_RETURN_IF(lane_.queue.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes,
-                                                    copy, nullptr, &event),
+  SORTD_CL_RETURN_IF(queue_.enqueueWriteBuffer(buffer, CL_FALSE, 0, bytes, copy,
+                                               nullptr, EventFor(event)),
                      absl::StrCat("clEnqueueWriteBuffer(", what, ")"));
-  events_.emplace_back("upload", event);
+  Record("upload", event);
   return absl::OkStatus();
 }
 
 absl::Status Run::Flush() {
-  SORTD_CL_RETURN_IF(lane_.queue.flush(), "clFlush");
+  SORTD_CL_RETURN_IF(queue_.flush(), "clFlush");
   return absl::OkStatus();
 }
 
@@ -131,9 +132,10 @@ absl::Status Run::ReadLater(cl::Buffer& buffer, size_t bytes, void* dst,
                             cl::Event* done) {
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("download"));
   cl::Event written;  // the last command enqueued on the lane's queue
-  SORTD_CL_RETURN_IF(lane_.queue.enqueueMarkerWithWaitList(nullptr, &written),
+  SORTD_CL_RETURN_IF(queue_.enqueueMarkerWithWaitList(nullptr, &written),
                      "clEnqueueMarkerWithWaitList");
-  SORTD_CL_RETURN_IF(lane_.queue.flush(), "clFlush");
+  SORTD_CL_RETURN_IF(queue_.flush(), "clFlush");
+  side_used_ = true;
   const std::vector<cl::Event> after = {written};
   SORTD_CL_RETURN_IF(lane_.side_queue.enqueueReadBuffer(
                          buffer, CL_FALSE, 0, bytes, dst, &after, done),
@@ -147,39 +149,23 @@ absl::Status Run::Copy(cl::Buffer& src, size_t src_offset, cl::Buffer& dst,
   if (bytes == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue("copy"));
   cl::Event event;
-  SORTD_CL_RETURN_IF(
-      lane_.queue.enqueueCopyBuffer(src, dst, src_offset, dst_offset, bytes,
-                                    nullptr, &event),
-      "clEnqueueCopyBuffer");
-  events_.emplace_back("copy", event);
+  SORTD_CL_RETURN_IF(queue_.enqueueCopyBuffer(src, dst, src_offset, dst_offset,
+                                              bytes, nullptr, EventFor(event)),
+                     "clEnqueueCopyBuffer");
+  Record("copy", event);
   return absl::OkStatus();
 }
 
 absl::Status Run::Zero(cl::Buffer& buffer, size_t bytes, const char* stage) {
   cl::Event event;
-  SORTD_CL_RETURN_IF(lane_.queue.enqueueFillBuffer(buffer, cl_uint{0}, 0, bytes,
-                                                   nullptr, &event),
+  SORTD_CL_RETURN_IF(queue_.enqueueFillBuffer(buffer, cl_uint{0}, 0, bytes,
+                                              nullptr, EventFor(event)),
                      absl::StrCat("clEnqueueFillBuffer(", stage, ")"));
-  events_.emplace_back(stage, event);
+  Record(stage, event);
   return absl::OkStatus();
 }
 
-absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
-  const absl::Time finishing = absl::Now();
-  cl_int err = lane_.queue.finish();
-  if (const cl_int side = lane_.side_queue.finish(); err == CL_SUCCESS) {
-    err = side;
-  }
-  if (core_.faults.DeviceLostAtFinish()) {
-    err = CL_DEVICE_NOT_AVAILABLE;  // injected: the device is gone
-  }
-  if (err != CL_SUCCESS) {
-    core_.healthy = false;
-    core_.pool->Trim();
-    return ClStatus(err, "clFinish");
-  }
-  if (stages == nullptr) return absl::OkStatus();
-  const absl::Time finished = absl::Now();
+void Run::DeviceTimes(StageTimes* stages, double* kernel_span) {
   std::map<std::string, double> seconds;
   std::vector<std::string> order;
   // Device timestamps: of the kernels (and fills, copies) alone, and of
@@ -206,15 +192,41 @@ absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
     }
   }
   for (const std::string& s : order) stages->push_back({s, seconds[s]});
-  stages->push_back(
-      {"host_enqueue", absl::ToDoubleSeconds(finishing - started_)});
-  stages->push_back({"host_wait", absl::ToDoubleSeconds(finished - finishing)});
   if (last_any > first_any) {
     stages->push_back({"device_span", (last_any - first_any) * 1e-9});
   }
-  if (kernel_span != nullptr) {
-    *kernel_span = last > first ? (last - first) * 1e-9 : 0.0;
+  if (kernel_span != nullptr && last > first) {
+    *kernel_span = (last - first) * 1e-9;
   }
+}
+
+absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
+  const absl::Time finishing = absl::Now();
+  cl_int err = queue_.finish();
+  if (side_used_) {
+    if (const cl_int side = lane_.side_queue.finish(); err == CL_SUCCESS) {
+      err = side;
+    }
+  }
+  if (core_.faults.DeviceLostAtFinish()) {
+    err = CL_DEVICE_NOT_AVAILABLE;  // injected: the device is gone
+  }
+  if (err != CL_SUCCESS) {
+    core_.healthy = false;
+    core_.pool->Trim();
+    return ClStatus(err, "clFinish");
+  }
+  if (profiled_) {
+    core_.last_profiled_ns[kind_].store(absl::GetCurrentTimeNanos(),
+                                        std::memory_order_relaxed);
+  }
+  if (stages == nullptr) return absl::OkStatus();
+  const absl::Time finished = absl::Now();
+  if (kernel_span != nullptr) *kernel_span = 0.0;
+  if (profiled_) DeviceTimes(stages, kernel_span);
+  stages->push_back(
+      {"host_enqueue", absl::ToDoubleSeconds(finishing - started_)});
+  stages->push_back({"host_wait", absl::ToDoubleSeconds(finished - finishing)});
   return absl::OkStatus();
 }
 

@@ -150,6 +150,7 @@ absl::Status OpenClEngine::Init() {
           ? options_.memory_budget_bytes
           : static_cast<size_t>(device_.info.global_mem_bytes / 10 * 8);
   core_.lanes = static_cast<size_t>(std::max(1, options_.lanes));
+  core_.profile_interval = options_.profile_interval;
   core_.run_budget = budget / core_.lanes;
   size_t pool_bytes = options_.pool_bytes;
   if (pool_bytes == 0) {
@@ -164,9 +165,11 @@ absl::Status OpenClEngine::Init() {
   }
   for (size_t l = 0; l < core_.lanes; ++l) {
     auto lane = std::make_unique<Lane>();
-    lane->queue = cl::CommandQueue(context_, device_.device,
-                                   CL_QUEUE_PROFILING_ENABLE, &err);
+    lane->queue = cl::CommandQueue(context_, device_.device, 0, &err);
     SORTD_CL_RETURN_IF(err, "clCreateCommandQueue");
+    lane->profiled_queue = cl::CommandQueue(context_, device_.device,
+                                            CL_QUEUE_PROFILING_ENABLE, &err);
+    SORTD_CL_RETURN_IF(err, "clCreateCommandQueue(profiling)");
     lane->side_queue = cl::CommandQueue(context_, device_.device, 0, &err);
     SORTD_CL_RETURN_IF(err, "clCreateCommandQueue(side)");
     if (options_.pinned_staging) {
@@ -433,7 +436,8 @@ absl::Status OpenClEngine::Sort(const SortJob& job) {
   }
   SORTD_RETURN_IF_ERROR(CheckParts(job));
   LaneLease lease(this);
-  Run run(core_, lease.lane());
+  Run run(core_, lease.lane(), EngineCore::kSort, job.stages,
+          job.kernel_span_seconds);
   absl::Status status = SortOnLane(run, job);
   // Whatever happened, nothing may still be queued when we return: the
   // caller's buffers are about to be reused or freed.
@@ -540,7 +544,8 @@ size_t OpenClEngine::max_transpose_matrices() const {
 absl::Status OpenClEngine::Transpose(const TransposeJob& job) {
   if (job.count == 0) return absl::OkStatus();
   LaneLease lease(this);
-  Run run(core_, lease.lane());
+  Run run(core_, lease.lane(), EngineCore::kTranspose, job.stages,
+          job.kernel_span_seconds);
   absl::Status status = [&]() -> absl::Status {
     const size_t bytes = job.count * 128;
     absl::StatusOr<cl::Buffer> in = run.Allocate(bytes, "matrices");

@@ -1,6 +1,6 @@
 // OpenClEngine: sortd's OpenCL engine, behind the same Sorter interface as
-// the CPU path. It owns one device's context, a few in-order profiling
-// queues ("lanes", so that concurrent runs overlap) and every compiled
+// the CPU path. It owns one device's context, a few in-order queues
+// ("lanes", so that concurrent runs overlap) and every compiled
 // kernel; Create() builds (or loads from the binary
 // cache) all programs and runs a verified warm-up before it returns, so a
 // created engine never compiles while serving.
@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/sorter.h"
 #include "gpu/buffers.h"
@@ -90,6 +91,13 @@ class OpenClEngine final : public Sorter {
     // this many runs proceed at once (the scheduler keeps as many batches
     // in flight per device), overlapping transfers with kernels.
     int lanes = 2;
+    // A run whose caller asks for stage times is timed by the device
+    // (profiling events: per-stage times, spans) when no run of its kind
+    // (sort, segmented sort, transpose) has been within this interval; the
+    // others report only their host times, and enqueue on a queue without
+    // profiling, which costs less. A run asked for its kernel span is
+    // always timed. Zero: every run; infinite: none.
+    absl::Duration profile_interval = absl::ZeroDuration();
     // Idle device memory kept for reuse between requests; in use and idle
     // together never exceed the memory budget. 0: on a GPU, as much as the
     // budget leaves, so that requests of one shape reuse the same buffers

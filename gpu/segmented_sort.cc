@@ -40,7 +40,8 @@ absl::Status OpenClEngine::SortSegments(const SortJob& job,
     return absl::InvalidArgumentError("the OpenCL engine sorts < 2^31 keys");
   }
   LaneLease lease(this);
-  Run run(core_, lease.lane());
+  Run run(core_, lease.lane(), EngineCore::kSegments, job.stages,
+          job.kernel_span_seconds);
   absl::Status status = SegmentsOnLane(run, job, offsets);
   absl::Status finished =
       run.Finish(status.ok() ? job.stages : nullptr, job.kernel_span_seconds);

@@ -178,6 +178,13 @@ ABSL_FLAG(bool, spill_to_cpu, true,
 ABSL_FLAG(int, pipeline_depth, 2,
           "Batches in flight per device: while one runs, the next is "
           "gathered and packed.");
+ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
+          "Time a device run with OpenCL profiling events (the "
+          "sortd_kernel_stage_duration_seconds histogram) when no run of its "
+          "kind was timed within this interval: under load one run an "
+          "interval, at low rates every run. The others run on a queue "
+          "without profiling, whose launches cost the host less. 0: every "
+          "run; inf: none (the histogram then has only the host stages).");
 ABSL_FLAG(absl::Duration, reinit_backoff, absl::Seconds(1),
           "Wait before re-creating a failed device engine; doubles on each "
           "failed attempt, up to a minute.");
@@ -394,6 +401,11 @@ absl::StatusOr<sortd::gpu::OpenClEngine::Options> EngineBase() {
       !s.ok()) {
     return s;
   }
+  if (absl::GetFlag(FLAGS_kernel_profile_interval) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--kernel_profile_interval must be 0 (every run) or more");
+  }
+  engine_base.profile_interval = absl::GetFlag(FLAGS_kernel_profile_interval);
   engine_base.policy_name = absl::GetFlag(FLAGS_kernel_policy);
   engine_base.policy_overrides = absl::GetFlag(FLAGS_kernel_policy_overrides);
   // Names and knobs are checked here, whatever devices there are: under

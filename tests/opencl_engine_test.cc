@@ -15,7 +15,6 @@
 #include <map>
 #include <optional>
 #include <random>
-#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -104,6 +103,61 @@ TEST(OpenClEngine, EveryScanLevelWithTinyTiles) {
   }
 }
 
+// A run is timed by the device when none of its kind was within the
+// profile interval; the others report only their host times, and sort as
+// well. A run asked for its kernel span is always timed.
+TEST(OpenClEngine, ProfilesOneRunAnInterval) {
+  const int runs = 5;
+  for (auto [interval, want] :
+       {std::pair{absl::ZeroDuration(), runs},  // every run
+        {absl::Hours(1), 1},                    // the first alone
+        {absl::InfiniteDuration(), 0}}) {       // none
+    OpenClEngine::Options options = CpuDevice();
+    options.profile_interval = interval;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    int profiled = 0;
+    for (int r = 0; r < runs; ++r) {
+      std::vector<uint32_t> keys =
+          sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 10 + r);
+      std::vector<uint32_t> out(keys.size());
+      StageTimes stages;
+      SortJob job{.key_type = KeyType::kU32,
+                  .count = keys.size(),
+                  .keys = reinterpret_cast<const std::byte*>(keys.data()),
+                  .keys_out = reinterpret_cast<std::byte*>(out.data()),
+                  .stages = &stages};
+      ASSERT_TRUE((*engine)->Sort(job).ok());
+      std::sort(keys.begin(), keys.end());
+      ASSERT_EQ(out, keys) << interval << " run " << r;
+      std::map<std::string, int> seen;
+      for (const StageTime& st : stages) ++seen[st.stage];
+      EXPECT_EQ(seen["host_enqueue"], 1);
+      EXPECT_EQ(seen["host_wait"], 1);
+      const bool timed = seen.count("device_span") > 0;
+      EXPECT_EQ(timed, seen.count("scatter") > 0) << "run " << r;
+      EXPECT_EQ(timed, seen.count("upload") > 0) << "run " << r;
+      profiled += timed;
+    }
+    EXPECT_EQ(profiled, want) << interval;
+
+    // Asked for a span: timed whatever the interval.
+    std::vector<uint32_t> keys =
+        sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 99);
+    std::vector<uint32_t> out(keys.size());
+    StageTimes stages;
+    double span = -1;
+    SortJob job{.key_type = KeyType::kU32,
+                .count = keys.size(),
+                .keys = reinterpret_cast<const std::byte*>(keys.data()),
+                .keys_out = reinterpret_cast<std::byte*>(out.data()),
+                .stages = &stages,
+                .kernel_span_seconds = &span};
+    ASSERT_TRUE((*engine)->Sort(job).ok());
+    EXPECT_GT(span, 0.0) << interval;
+  }
+}
+
 // Each algorithm reports its own stages, from profiling events.
 TEST(OpenClEngine, ReportsStageTimes) {
   using A = sortd::gpu::SortAlgorithm;
@@ -179,7 +233,12 @@ TEST(OpenClEngine, ReportsKernelSpan) {
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   double kernels = 0;
   for (const StageTime& st : stages) {
-    if (st.stage != "upload" && st.stage != "download") kernels += st.seconds;
+    // The commands other than transfers (not the run's host times or its
+    // span of every command).
+    if (st.stage != "upload" && st.stage != "download" &&
+        st.stage.rfind("host_", 0) != 0 && st.stage != "device_span") {
+      kernels += st.seconds;
+    }
   }
   EXPECT_GT(kernels, 0);
   EXPECT_GE(span, kernels * 0.999);
