@@ -216,11 +216,13 @@ absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
     core_.pool->Trim();
     return ClStatus(err, "clFinish");
   }
+  // A run whose caller takes no times (it failed) leaves the next one to
+  // be profiled.
+  if (stages == nullptr) return absl::OkStatus();
   if (profiled_) {
     core_.last_profiled_ns[kind_].store(absl::GetCurrentTimeNanos(),
                                         std::memory_order_relaxed);
   }
-  if (stages == nullptr) return absl::OkStatus();
   const absl::Time finished = absl::Now();
   if (kernel_span != nullptr) *kernel_span = 0.0;
   if (profiled_) DeviceTimes(stages, kernel_span);

@@ -75,6 +75,8 @@ struct RadixKernels {
   TypedKernel<Buf, Buf> digit_starts;
   // keys, index, offsets, segment list (warp-level builds only)
   TypedKernel<Buf, Buf, Buf, Buf> segments;
+  // keys, index, their scratch twins, offsets, segment list
+  TypedKernel<Buf, Buf, Buf, Buf, Buf, Buf> segment_groups;
   // keys, raw out, index, values in/out, n, kind, descending, value words,
   // decode keys
   TypedKernel<Buf, Buf, Buf, Buf, Buf, U32, U32, U32, U32, U32> decode;

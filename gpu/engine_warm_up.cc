@@ -121,20 +121,32 @@ absl::Status OpenClEngine::WarmUp() {
       SortFootprint(widest, above_small) <= core_.run_budget) {
     sizes.push_back(above_small);
   }
+  // A segment longer than one work-group sorts (segment_group_max): the
+  // whole array sorted as one, by key then by segment.
+  const size_t beyond_groups = policy_.radix.segment_group_max + 40;
+  const bool check_beyond_groups =
+      policy_.radix.segment_group_max > 0 &&
+      SortFootprint(widest, 2 * beyond_groups) <= core_.run_budget;
+  if (check_beyond_groups) sizes.push_back(beyond_groups);
   for (size_t n : sizes) {
     std::vector<uint64_t> keys(n);
     for (size_t i = 0; i < n; ++i) {
       keys[i] = (i * 0x9E3779B97F4A7C15ull) >> (i % 7);
     }
-    const std::vector<uint32_t> offsets = {0, static_cast<uint32_t>(n / 3),
-                                           static_cast<uint32_t>(n)};
+    // Segments of a third and two thirds (bitonic blocks, single tiles or
+    // one work-group's loop over tiles); beyond_groups: one segment of 17
+    // keys and one too long for a work-group.
+    const bool long_segment = check_beyond_groups && n == beyond_groups;
+    const std::vector<uint32_t> offsets = {
+        0, static_cast<uint32_t>(long_segment ? 17 : n / 3),
+        static_cast<uint32_t>(n)};
     const std::vector<uint32_t> whole = {0, static_cast<uint32_t>(n)};
     const auto* raw = reinterpret_cast<const std::byte*>(keys.data());
     for (KeyType type : {KeyType::kU32, KeyType::kI64}) {
       for (bool segmented : {false, true}) {
         // Segmented sorts of long segments hold scratch copies: their
         // warm-up stays at the small sizes, within any workable budget.
-        if (segmented && n > small) continue;
+        if (segmented && n > small && !long_segment) continue;
         const std::vector<uint32_t> want =
             ReferenceOrder(type, n, raw, segmented ? offsets : whole);
         for (bool with_index : {false, true}) {

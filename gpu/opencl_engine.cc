@@ -43,7 +43,8 @@ absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
                   std::pair{&k.digit_starts, "radix_digit_starts"},
                   std::pair{&k.decode, "radix_decode"},
                   std::pair{&k.segment_ids, "radix_segment_ids"},
-                  std::pair{&k.segment_gather, "radix_segment_gather"}));
+                  std::pair{&k.segment_gather, "radix_segment_gather"},
+                  std::pair{&k.segment_groups, "radix_segment_groups"}));
   // Only warp-level builds have it.
   if (!warp_level) return absl::OkStatus();
   return MakeKernels(program, std::pair{&k.segments, "radix_segments"});

@@ -573,6 +573,7 @@ const std::vector<Knob>& Knobs() {
       Number("radix.small_items", &E::radix, &R::small_items),
       Number("radix.small_max", &E::radix, &R::small_max),
       Number("radix.segment_radix_above", &E::radix, &R::segment_radix_above),
+      Number("radix.segment_group_max", &E::radix, &R::segment_group_max),
       Number("radix.marked_status_max", &E::radix, &R::marked_status_max),
       Flag("radix.status_prefetch", &R::status_prefetch),
       Number("radix.skip_check_min", &E::radix, &R::skip_check_min),

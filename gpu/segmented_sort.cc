@@ -1,7 +1,8 @@
 // OpenClEngine::SortSegments: every segment of one array sorted in one run.
 // Where every segment fits a bitonic block (or, with warp-level ranking,
-// one radix tile), one work-group sorts each, in a single launch per kind.
-// Where one is longer, the whole array is sorted as one (SegmentedPlan):
+// one radix tile), or up to the policy's segment_group_max keys, one
+// work-group sorts each, in a single launch per kind. Where one is longer,
+// the whole array is sorted as one (SegmentedPlan):
 // by key, then by segment, so that the passes serve every segment at once
 // and a batch costs the launches of one sort, whatever its segments.
 #include <algorithm>
@@ -61,7 +62,7 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
                                  ? rp.segment_radix_above
                                  : std::numeric_limits<size_t>::max();
   const size_t radix_tile = rp.Tile(bits, with_index);
-  std::vector<uint32_t> short_segments, radix_segments;
+  std::vector<uint32_t> short_segments, radix_segments, group_segments;
   bool any_long = false;
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
     const size_t len = offsets[s + 1] - offsets[s];
@@ -70,6 +71,8 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
       radix_segments.push_back(static_cast<uint32_t>(s));
     } else if (len <= block) {
       short_segments.push_back(static_cast<uint32_t>(s));
+    } else if (len <= rp.segment_group_max) {
+      group_segments.push_back(static_cast<uint32_t>(s));
     } else {
       any_long = true;
     }
@@ -83,7 +86,8 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
       PlanSort(policy_, SortAlgorithm::kRadix, job, job.count);
   SORTD_RETURN_IF_ERROR(Upload(run, job, plan, false, true, a, &totals));
   cl::Buffer d_offsets;
-  if (!short_segments.empty() || !radix_segments.empty()) {
+  if (!short_segments.empty() || !radix_segments.empty() ||
+      !group_segments.empty()) {
     absl::StatusOr<cl::Buffer> b =
         run.Allocate(offsets.size() * 4, "segment offsets");
     if (!b.ok()) return b.status();
@@ -93,23 +97,34 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
   }
   // One work-group per listed segment.
   auto per_segment = [&](const std::vector<uint32_t>& list, auto& kernel,
-                         size_t group_size) -> absl::Status {
+                         size_t group_size, auto bind) -> absl::Status {
     if (list.empty()) return absl::OkStatus();
     absl::StatusOr<cl::Buffer> d_list =
         run.Allocate(list.size() * 4, "segment list");
     if (!d_list.ok()) return d_list.status();
     SORTD_RETURN_IF_ERROR(
         run.WriteCopy(*d_list, list.size() * 4, list.data(), "segment list"));
-    kernel.Bind(a.keys[0], a.index[0], d_offsets, *d_list);
+    bind(kernel, *d_list);
     return run.Launch(kernel, list.size(), group_size, "local_sort");
   };
+  auto in_place = [&](auto& kernel, cl::Buffer& list) {
+    kernel.Bind(a.keys[0], a.index[0], d_offsets, list);
+  };
   Lane& lane = run.lane();
+  RadixKernels& radix = lane.radix[bits == 64][with_index];
   SORTD_RETURN_IF_ERROR(per_segment(
       short_segments, lane.bitonic[bits == 64][with_index].segmented,
-      policy_.bitonic.work_group));
-  SORTD_RETURN_IF_ERROR(per_segment(radix_segments,
-                                    lane.radix[bits == 64][with_index].segments,
-                                    rp.work_group));
+      policy_.bitonic.work_group, in_place));
+  SORTD_RETURN_IF_ERROR(
+      per_segment(radix_segments, radix.segments, rp.work_group, in_place));
+  // Through the scratch halves of the arrays; every pass ends where it
+  // began (radix_segment_groups).
+  SORTD_RETURN_IF_ERROR(
+      per_segment(group_segments, radix.segment_groups, rp.work_group,
+                  [&](auto& kernel, cl::Buffer& list) {
+                    kernel.Bind(a.keys[0], a.index[0], a.keys[1], a.index[1],
+                                d_offsets, list);
+                  }));
   return Download(run, job, a);
 }
 

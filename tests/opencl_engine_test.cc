@@ -103,6 +103,24 @@ TEST(OpenClEngine, EveryScanLevelWithTinyTiles) {
   }
 }
 
+// Sorts u32 keys on `engine` asking for its stage times (and its kernel
+// span where `span` is set), checks the answer, and returns the stages.
+StageTimes TimedSort(sortd::Sorter& engine, std::vector<uint32_t> keys,
+                     double* span = nullptr) {
+  std::vector<uint32_t> out(keys.size());
+  StageTimes stages;
+  SortJob job{.key_type = KeyType::kU32,
+              .count = keys.size(),
+              .keys = reinterpret_cast<const std::byte*>(keys.data()),
+              .keys_out = reinterpret_cast<std::byte*>(out.data()),
+              .stages = &stages,
+              .kernel_span_seconds = span};
+  EXPECT_TRUE(engine.Sort(job).ok());
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(out, keys);
+  return stages;
+}
+
 // A run is timed by the device when none of its kind was within the
 // profile interval; the others report only their host times, and sort as
 // well. A run asked for its kernel span is always timed.
@@ -118,18 +136,10 @@ TEST(OpenClEngine, ProfilesOneRunAnInterval) {
     ASSERT_TRUE(engine.ok()) << engine.status();
     int profiled = 0;
     for (int r = 0; r < runs; ++r) {
-      std::vector<uint32_t> keys =
-          sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 10 + r);
-      std::vector<uint32_t> out(keys.size());
-      StageTimes stages;
-      SortJob job{.key_type = KeyType::kU32,
-                  .count = keys.size(),
-                  .keys = reinterpret_cast<const std::byte*>(keys.data()),
-                  .keys_out = reinterpret_cast<std::byte*>(out.data()),
-                  .stages = &stages};
-      ASSERT_TRUE((*engine)->Sort(job).ok());
-      std::sort(keys.begin(), keys.end());
-      ASSERT_EQ(out, keys) << interval << " run " << r;
+      SCOPED_TRACE(absl::StrCat(absl::FormatDuration(interval), " run ", r));
+      const StageTimes stages = TimedSort(
+          **engine,
+          sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 10 + r));
       std::map<std::string, int> seen;
       for (const StageTime& st : stages) ++seen[st.stage];
       EXPECT_EQ(seen["host_enqueue"], 1);
@@ -142,18 +152,10 @@ TEST(OpenClEngine, ProfilesOneRunAnInterval) {
     EXPECT_EQ(profiled, want) << interval;
 
     // Asked for a span: timed whatever the interval.
-    std::vector<uint32_t> keys =
-        sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 99);
-    std::vector<uint32_t> out(keys.size());
-    StageTimes stages;
     double span = -1;
-    SortJob job{.key_type = KeyType::kU32,
-                .count = keys.size(),
-                .keys = reinterpret_cast<const std::byte*>(keys.data()),
-                .keys_out = reinterpret_cast<std::byte*>(out.data()),
-                .stages = &stages,
-                .kernel_span_seconds = &span};
-    ASSERT_TRUE((*engine)->Sort(job).ok());
+    TimedSort(**engine,
+              sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 99),
+              &span);
     EXPECT_GT(span, 0.0) << interval;
   }
 }
@@ -172,16 +174,8 @@ TEST(OpenClEngine, ReportsStageTimes) {
     options.algorithm = algorithm;
     auto engine = OpenClEngine::Create(options);
     ASSERT_TRUE(engine.ok()) << engine.status();
-    std::vector<uint32_t> keys =
-        sortd::testing::Generate<uint32_t>(Shape::kRandom, 10000, 1);
-    std::vector<uint32_t> out(keys.size());
-    StageTimes stages;
-    SortJob job{.key_type = KeyType::kU32,
-                .count = keys.size(),
-                .keys = reinterpret_cast<const std::byte*>(keys.data()),
-                .keys_out = reinterpret_cast<std::byte*>(out.data()),
-                .stages = &stages};
-    ASSERT_TRUE((*engine)->Sort(job).ok());
+    const StageTimes stages = TimedSort(
+        **engine, sortd::testing::Generate<uint32_t>(Shape::kRandom, 10000, 1));
     std::vector<std::string> names;
     for (const StageTime& st : stages) {
       names.push_back(st.stage);
@@ -458,6 +452,73 @@ TEST(SegmentedSort, ManySegmentsAsOneArrayAndShortOnes) {
       CheckSegmented(
           engine, sortd::testing::Generate<int32_t>(Shape::kRandom, total, 8),
           offsets, true, true);
+    }
+  }
+}
+
+// Segments longer than a tile, up to segment_group_max keys, are sorted by
+// one work-group each (every pass in one launch, through scratch arrays);
+// with the knob at 0, or a segment longer, the whole array is sorted as
+// one. Both agree with the reference: lengths around the tile, a segment
+// of exactly the maximum, every key width, both orders, payloads and
+// permutations.
+TEST(SegmentedSort, LongSegmentsOneWorkGroupEachOrAsOneArray) {
+  for (const char* overrides : {"", "radix.segment_group_max=0"}) {
+    OpenClEngine::Options options = CpuDevice();
+    options.policy_overrides = overrides;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    const RadixSortPolicy& rp = (*engine)->policy().radix;
+    const bool groups = rp.segment_group_max > 0;
+    EXPECT_EQ(groups, std::string(overrides).empty());
+    std::mt19937 rng(5);
+    for (int bits : {32, 64}) {
+      const size_t tile = rp.Tile(bits, true);
+      const size_t block = (*engine)->policy().bitonic.Block(bits);
+      // The default's maximum, or (with the knob at 0) as long.
+      const size_t longest = groups ? rp.segment_group_max : size_t{1} << 14;
+      ASSERT_GT(longest, 3 * tile + 5);
+      std::vector<size_t> lengths = {
+          tile - 1, tile, tile + 1, 3 * tile + 5, block + 1, 0, 1, 40, longest};
+      for (int i = 0; i < 6; ++i) {
+        lengths.push_back(block + 1 + rng() % (longest - block));
+      }
+      std::shuffle(lengths.begin(), lengths.end(), rng);
+      std::vector<uint32_t> offsets = {0};
+      for (size_t len : lengths) {
+        offsets.push_back(offsets.back() + static_cast<uint32_t>(len));
+      }
+      const size_t total = offsets.back();
+      SCOPED_TRACE(absl::StrCat(overrides, " ", bits, "-bit keys"));
+      if (bits == 32) {
+        CheckSegmented(**engine,
+                       testing::Generate<float>(Shape::kSpecial, total, 3),
+                       offsets, true, true);
+        CheckSegmented(**engine,
+                       testing::Generate<uint32_t>(Shape::kRandom, total, 4),
+                       offsets, false, false, /*with_permutation=*/false);
+      } else {
+        CheckSegmented(
+            **engine, testing::Generate<int64_t>(Shape::kFewDistinct, total, 5),
+            offsets, false, true);
+        CheckSegmented(**engine,
+                       testing::Generate<double>(Shape::kRandom, total, 6),
+                       offsets, true, false, /*with_permutation=*/false);
+      }
+      // Which way it went: one work-group per segment launches no radix
+      // pass over the whole array.
+      const auto keys = testing::Generate<uint32_t>(Shape::kRandom, total, 7);
+      std::vector<uint32_t> out(total);
+      StageTimes stages;
+      SortJob job{.key_type = KeyType::kU32,
+                  .count = total,
+                  .keys = reinterpret_cast<const std::byte*>(keys.data()),
+                  .keys_out = reinterpret_cast<std::byte*>(out.data()),
+                  .stages = &stages};
+      ASSERT_TRUE((*engine)->SortSegments(job, offsets).ok());
+      bool scatter = false;
+      for (const StageTime& st : stages) scatter |= st.stage == "scatter";
+      EXPECT_EQ(scatter, !groups);
     }
   }
 }

@@ -382,6 +382,81 @@ void radix_segments(__global key_t* keys, __global uint* index,
 }
 #endif  // WARP_LEVEL
 
+// Whole segments longer than a tile (ordered form, after radix_encode), one
+// work-group each, every pass in one launch: the work-group counts its
+// segment's digits, scans them, then ranks its tiles in order (rank_tile)
+// and writes each to its digit's running place, ping-ponging between the
+// arrays and their scratch twins (keys_tmp, index_tmp, as long as keys).
+// A batch of mid-size segments so costs one launch, where sorting it as
+// one array costs a sort, a pass by segment and a gather. The work-group
+// handles segment list[group]: keys [offsets[s], offsets[s+1]).
+RADIX_KERNEL
+void radix_segment_groups(__global key_t* keys, __global uint* index,
+                          __global key_t* keys_tmp, __global uint* index_tmp,
+                          __global const uint* offsets,
+                          __global const uint* list) {
+  TILE_STORAGE;
+  __local rank_counter_t counts[RANK_COUNTERS];
+  __local uint digit_start[RADIX];
+  __local uint digit_base[RADIX];  // where digit d goes next, this pass
+  __local uint tmp[WG];
+  const uint lid = get_local_id(0);
+  const uint s = list[get_group_id(0)];
+  const uint begin = offsets[s];
+  const uint count = offsets[s + 1] - begin;
+  const uint tiles = (count + TILE - 1) / TILE;
+  for (uint pass = 0; pass < PASSES; ++pass) {
+    const uint shift = pass * RADIX_BITS;
+    __global key_t* in = ((pass & 1) ? keys_tmp : keys) + begin;
+    __global key_t* out = ((pass & 1) ? keys : keys_tmp) + begin;
+    __global uint* index_in = ((pass & 1) ? index_tmp : index) + begin;
+    __global uint* index_out = ((pass & 1) ? index : index_tmp) + begin;
+    // The segment's digit counts, scanned: where each digit starts.
+    for (uint d = lid; d < RADIX; d += WG) digit_base[d] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = lid; i < count; i += WG) {
+      atomic_inc(&digit_base[digit_of(in[i], shift)]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    exclusive_scan_digits(digit_base, tmp);
+    for (uint tile = 0; tile < tiles; ++tile) {
+      const uint n = RANK_TILE(in, index_in, count, shift, 0, tile, lkeys,
+                               lindex, counts, digit_start, tmp, masks);
+      for (uint j = 0; j < ITEMS; ++j) {
+        const uint li = j * WG + lid;
+        if (li < n) {
+          const key_t key = lkeys[LPAD(li)];
+          const uint d = digit_of(key, shift);
+          const uint dst = digit_base[d] + (li - digit_start[d]);
+          out[dst] = key;
+#if HAS_INDEX
+          index_out[dst] = lindex[LPAD(li)];
+#endif
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      // The digits this tile placed move each digit's next place on.
+      for (uint d = lid; d < RADIX; d += WG) {
+        const uint end = d + 1 < RADIX ? digit_start[d + 1] : n;
+        digit_base[d] += end - digit_start[d];
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    // This pass's output is the next one's input, written by other
+    // work-items of this group.
+    barrier(CLK_GLOBAL_MEM_FENCE);
+  }
+#if PASSES % 2
+  // An odd number of passes ends in the scratch arrays: back in place.
+  for (uint i = lid; i < count; i += WG) {
+    keys[begin + i] = keys_tmp[begin + i];
+#if HAS_INDEX
+    index[begin + i] = index_tmp[begin + i];
+#endif
+  }
+#endif
+}
+
 #if WARP_SUBGROUP
 // The sub-groups these kernels run in, as the warp code needs them: for
 // each work-item of one work-group, its sub-group's size, with bit 31 set
