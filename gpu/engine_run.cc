@@ -220,7 +220,7 @@ absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
   // be profiled.
   if (stages == nullptr) return absl::OkStatus();
   if (profiled_) {
-    core_.last_profiled_ns[kind_].store(absl::GetCurrentTimeNanos(),
+    core_.last_profiled_ns[kind_].store(EngineCore::SteadyNanos(),
                                         std::memory_order_relaxed);
   }
   const absl::Time finished = absl::Now();

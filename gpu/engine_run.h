@@ -14,6 +14,7 @@
 #define SORTD_GPU_ENGINE_RUN_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -155,8 +156,15 @@ struct EngineCore {
     if (kernel_span != nullptr) return true;
     if (profile_interval == absl::InfiniteDuration()) return false;
     const int64_t last = last_profiled_ns[kind].load(std::memory_order_relaxed);
-    return last == 0 || absl::GetCurrentTimeNanos() - last >=
-                            absl::ToInt64Nanoseconds(profile_interval);
+    return last == 0 ||
+           SteadyNanos() - last >= absl::ToInt64Nanoseconds(profile_interval);
+  }
+  // A clock that never steps back (a wall-clock step would stop the
+  // sampling until it caught up).
+  static int64_t SteadyNanos() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 };
 

@@ -67,8 +67,9 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t counter_bytes =
       WarpLevel(key_bits) ? warps * radix * 4
                           : (counters + (bank_pad ? counters / 32 : 0)) * 2;
-  // The one-launch pass adds each digit's global base.
-  const size_t onesweep_bytes = OneLaunch() ? radix * 4 + 4 : 0;
+  // The one-launch pass adds each digit's global base and a tile slot;
+  // radix_segment_groups, built for every policy, each digit's base.
+  const size_t onesweep_bytes = OneLaunch() ? radix * 4 + 4 : radix * 4;
   // Keys (and indices) share one array with kWarpMasks' digit masks
   // (three sets of a word per warp and digit), which are dead by the time
   // the keys are exchanged.
@@ -345,6 +346,8 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   need(r.lookback >= 1 && r.lookback <= 64, "radix.lookback is 1-64");
   need(r.count_groups_per_cu >= 1, "radix.count_groups_per_cu is at least 1");
   need(r.count_unroll >= 1 && r.count_unroll <= 4, "radix.count_unroll is 1-4");
+  need(r.segment_group_max <= (size_t{1} << 30),
+       "radix.segment_group_max is at most 2^30 keys");
   need(!r.status_prefetch || ptx,
        "radix.status_prefetch needs an NVIDIA GPU that runs PTX");
   need(!r.status_prefetch || r.OneLaunch(),

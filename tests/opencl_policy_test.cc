@@ -93,8 +93,11 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   q.radix.count_unroll = 5;
   q.radix.lookback = 0;
   q.bitonic.block_32 = 3000;
+  q.radix.segment_group_max = size_t{1} << 40;
   const std::vector<std::string> broken = q.Violations(other);
-  EXPECT_EQ(broken.size(), 3u) << absl::StrJoin(broken, "; ");
+  EXPECT_EQ(broken.size(), 4u) << absl::StrJoin(broken, "; ");
+  EXPECT_THAT(q.CheckFits(other).message(),
+              HasSubstr("segment_group_max is at most 2^30"));
   EXPECT_THAT(q.CheckFits(other).message(), HasSubstr("count_unroll is 1-4"));
   EXPECT_THAT(q.CheckFits(other).message(), HasSubstr("lookback is 1-64"));
   EXPECT_THAT(q.CheckFits(other).message(),
