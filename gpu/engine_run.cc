@@ -219,13 +219,13 @@ absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
   // A run whose caller takes no times (it failed) leaves the next one to
   // be profiled.
   if (stages == nullptr) return absl::OkStatus();
+  const absl::Time finished = absl::Now();
+  if (kernel_span != nullptr) *kernel_span = 0.0;
   if (profiled_) {
     core_.last_profiled_ns[kind_].store(EngineCore::SteadyNanos(),
                                         std::memory_order_relaxed);
+    DeviceTimes(stages, kernel_span);
   }
-  const absl::Time finished = absl::Now();
-  if (kernel_span != nullptr) *kernel_span = 0.0;
-  if (profiled_) DeviceTimes(stages, kernel_span);
   stages->push_back(
       {"host_enqueue", absl::ToDoubleSeconds(finishing - started_)});
   stages->push_back({"host_wait", absl::ToDoubleSeconds(finished - finishing)});

@@ -1,10 +1,10 @@
 // The pieces an OpenClEngine call is made of, shared by its passes
 // (radix_passes.h, bitonic_network.h): kernels with typed arguments, a
-// lane (command queue, staging ring, kernel objects), the device arrays of
+// lane (command queues, staging ring, kernel objects), the device arrays of
 // one sort, and Run, one call's enqueues on its lane with the buffers and
 // events they use. Internal to gpu/.
 //
-//   Run run(core, lane);
+//   Run run(core, lane, EngineCore::kSort, &stages, nullptr);
 //   absl::StatusOr<cl::Buffer> keys = run.Allocate(bytes, "keys");
 //   if (keys.ok()) status = run.Write(*keys, bytes, host);
 //   lane.radix[0][0].scan_blocks.Bind(*keys, n, *sums);
@@ -184,9 +184,6 @@ class Run {
   Run(EngineCore& core, Lane& lane, EngineCore::RunKind kind,
       const StageTimes* stages, const double* kernel_span)
       : Run(core, lane, core.Profile(kind, stages, kernel_span), kind) {}
-  // Always profiled.
-  Run(EngineCore& core, Lane& lane)
-      : Run(core, lane, true, EngineCore::kSort) {}
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
   ~Run();
