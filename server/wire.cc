@@ -92,6 +92,13 @@ class Reader {
     const size_t start = at_;
     uint64_t length = 0;
     if (absl::Status s = Varint(&length, "a length prefix"); !s.ok()) return s;
+    // Protobuf reads a length as at most 5 bytes holding less than 2^31;
+    // longer encodings, even of a small value, it refuses.
+    if (at_ - start > 5 || length > 0x7fffffffu) {
+      return Error(start, absl::StrCat("field ", field,
+                                       "'s length prefix is longer than 31 "
+                                       "bits (", at_ - start, " bytes)"));
+    }
     const size_t left = bytes_.size() - at_;
     if (length > left) {
       return Error(start,

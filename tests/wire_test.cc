@@ -101,6 +101,13 @@ TEST(ParseSortRequest, MalformedInputsAreRefusedWithWhereAndWhy) {
       {"order sent as bytes", Bytes({0x3a, 0x00}), "field 7 (order)"},
       {"a tag of 6 bytes", Bytes({0xd8, 0xff, 0xf7, 0xfc, 0x8c, 0x00, 0x00}),
        "a field tag longer than 32 bits"},
+      {"a zero length in 9 bytes",
+       Bytes({0x32, 0x00, 0x32, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+              0x80, 0x00}),
+       "field 6's length prefix is longer than 31 bits (9 bytes)"},
+      {"a length of 2^31",
+       Bytes({0x0a, 0x80, 0x80, 0x80, 0x80, 0x08}),
+       "field 1's length prefix is longer than 31 bits (5 bytes)"},
       {"shared that is not a SharedArrays", Bytes({0x5a, 0x02, 0x0a, 0x05}),
        "field 11 (shared) is not a SharedArrays message"},
   };
