@@ -1,7 +1,10 @@
 // The scheduler under closed-loop load, in process (no gRPC): C client
 // threads each keep one sort of N u32 keys in flight against the real
 // engines for a fixed time, for each batching delay, and for the unbatched
-// baseline (--max_batch_requests=1 equivalent) and the CPU path alone.
+// baseline (--max_batch_requests=1 equivalent) and the CPU path alone;
+// with --routed, also as sortd routes them: thresholds and cost models
+// from sortd's startup calibration, spilling to the CPU path and
+// overflowing to device batches on (mode "routed", --routed_delay_us).
 // One JSON line per configuration:
 //
 //   batching_benchmark --device=gpu --keys=1024,4096 --concurrency=16,64
@@ -9,7 +12,10 @@
 // {"bench":"batching","device":...,"keys":1024,"concurrency":64,
 //  "mode":"batched","delay_us":200,"requests_per_s":...,"keys_per_s":...,
 //  "p50_ms":...,"p99_ms":...,"mean_batch":...,"queue_ms":...,
-//  "run_ms":...,"stages_ms":{"host_pack":...,"upload":...,...}}
+//  "run_ms":...,"stages_ms":{"host_pack":...,"upload":...,...},
+//  "device_share":...}
+//
+// device_share: the fraction of the window's answers that a device gave.
 //
 // queue_ms and run_ms: a request's mean wait for its run and the run's
 // wall time (pack, engine, unpack); stages_ms: the mean time per device run
@@ -34,6 +40,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gpu/opencl_engine.h"
+#include "server/calibrate.h"
 #include "server/cpu_sorter.h"
 #include "server/scheduler.h"
 
@@ -61,6 +68,11 @@ ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
           "Device runs are profiled one an interval (sortd's "
           "--kernel_profile_interval)");
 ABSL_FLAG(bool, baselines, true, "Also measure the CPU path and unbatched");
+ABSL_FLAG(bool, routed, false,
+          "Also measure the requests as sortd routes them (calibrated at "
+          "startup, as sortd does, with its spill and overflow)");
+ABSL_FLAG(int64_t, routed_delay_us, 100,
+          "The routed mode's batching delay (sortd's --max_batch_delay)");
 
 namespace {
 
@@ -104,6 +116,7 @@ class StageTotals final : public sortd::SchedulerListener {
 struct Result {
   double requests_per_s = 0, p50_ms = 0, p99_ms = 0, mean_batch = 0;
   double queue_ms = 0, run_ms = 0;
+  double device_share = 0;  // of the window's answers
   std::map<std::string, double> stages_ms;  // per device run
 };
 
@@ -235,6 +248,13 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
     r.p99_ms = latencies[latencies.size() * 99 / 100];
   }
   const double runs = static_cast<double>(after.gpu_runs - before.gpu_runs);
+  const double answered =
+      static_cast<double>((after.cpu_runs - before.cpu_runs) +
+                          (after.gpu_tasks - before.gpu_tasks));
+  if (answered > 0) {
+    r.device_share =
+        static_cast<double>(after.gpu_tasks - before.gpu_tasks) / answered;
+  }
   r.mean_batch =
       runs > 0 ? static_cast<double>(after.gpu_tasks - before.gpu_tasks) / runs
                : 1.0;
@@ -297,6 +317,28 @@ int main(int argc, char** argv) {
       return e->host_memory();
     }
   };
+  const int cpu_workers = static_cast<int>(std::thread::hardware_concurrency());
+  // The routed mode's thresholds and costs, calibrated once as sortd does
+  // at startup (server/sortd_main.cc).
+  sortd::Calibration calibration;
+  if (absl::GetFlag(FLAGS_routed)) {
+    sortd::CalibrationOptions copts;
+    copts.cpu_callers = cpu_workers;
+    copts.max_batch_keys =
+        static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_keys));
+    if (absl::GetFlag(FLAGS_pinned_requests)) {
+      copts.pinned_min_bytes =
+          static_cast<size_t>(absl::GetFlag(FLAGS_pinned_min_bytes));
+    }
+    absl::StatusOr<sortd::Calibration> c =
+        sortd::Calibrate(cpu, *shared, copts);
+    if (!c.ok()) {
+      std::fprintf(stderr, "calibration: %s\n", c.status().ToString().c_str());
+      return 1;
+    }
+    std::fputs(c->report.c_str(), stderr);
+    calibration = *std::move(c);
+  }
   const double seconds = absl::GetFlag(FLAGS_seconds);
   for (size_t classes : Parse(absl::GetFlag(FLAGS_classes))) {
     for (size_t keys : Parse(absl::GetFlag(FLAGS_keys))) {
@@ -306,6 +348,7 @@ int main(int argc, char** argv) {
           long delay_us;
           size_t max_requests;
           bool device;
+          bool routed = false;
         };
         std::vector<Mode> modes;
         if (absl::GetFlag(FLAGS_baselines)) {
@@ -314,16 +357,31 @@ int main(int argc, char** argv) {
         for (size_t d : Parse(absl::GetFlag(FLAGS_delays_us))) {
           modes.push_back({"batched", static_cast<long>(d), 256, true});
         }
+        if (absl::GetFlag(FLAGS_routed)) {
+          modes.push_back(
+              {"routed",
+               static_cast<long>(absl::GetFlag(FLAGS_routed_delay_us)), 256,
+               true, true});
+        }
         for (const Mode& m : modes) {
           sortd::Scheduler::Options o;
           o.max_batch_delay = absl::Microseconds(m.delay_us);
           o.max_batch_requests = m.max_requests;
           o.sort = {.cpu_max = m.device ? 0 : SIZE_MAX, .solo_min = SIZE_MAX};
           o.spill = false;
+          if (m.routed) {
+            o.sort = calibration.sort;
+            o.transpose = calibration.transpose;
+            o.cpu_sort = calibration.cpu_sort;
+            o.gpu_sort = calibration.gpu_sort;
+            o.cpu_transpose = calibration.cpu_transpose;
+            o.gpu_transpose = calibration.gpu_transpose;
+            o.spill = true;
+          }
           o.max_batch_units =
               static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_keys));
           o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
-          o.cpu_workers = static_cast<int>(std::thread::hardware_concurrency());
+          o.cpu_workers = cpu_workers;
           std::vector<sortd::DeviceSlot> slots;
           slots.push_back({std::make_unique<Borrowed>(shared.get()), nullptr});
           StageTotals totals;
@@ -340,14 +398,16 @@ int main(int argc, char** argv) {
               "\"p99_ms\":%.4f,\"mean_batch\":%.2f,\"classes\":%zu,"
               "\"pipeline_depth\":%d,\"max_batch_keys\":%zu,"
               "\"pinned_requests\":%s,\"pinned_min_bytes\":%lld,"
-              "\"queue_ms\":%.4f,\"run_ms\":%.4f,\"stages_ms\":%s}\n",
+              "\"queue_ms\":%.4f,\"run_ms\":%.4f,\"stages_ms\":%s,"
+              "\"device_share\":%.3f}\n",
               device.c_str(), keys, clients, m.name, m.delay_us,
               r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
               m.device ? r.mean_batch : 1.0, classes,
               absl::GetFlag(FLAGS_pipeline_depth), o.max_batch_units,
               absl::GetFlag(FLAGS_pinned_requests) ? "true" : "false",
               static_cast<long long>(absl::GetFlag(FLAGS_pinned_min_bytes)),
-              r.queue_ms, r.run_ms, StagesJson(r.stages_ms).c_str());
+              r.queue_ms, r.run_ms, StagesJson(r.stages_ms).c_str(),
+              r.device_share);
           std::fflush(stdout);
         }
       }

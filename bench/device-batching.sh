@@ -7,7 +7,8 @@
 #      sizes, every answer verified, and where they were routed
 #   3. batching_benchmark, mid-size sorts (16K, 64K, 256K u32 keys) from 16
 #      and 64 clients in process: the CPU path on every core, every request
-#      alone on the device, and batched (--max_batch_delay=100us)
+#      alone on the device, batched (--max_batch_delay=100us), and routed
+#      as sortd routes them (its calibration, spill and overflow on)
 #   4. end to end through the same sortd: Sort against Echo at 16K-256K
 #      keys, 16 streams (a verified round first, then timed rounds
 #      without verification, Sort and Echo alternated)
@@ -113,7 +114,8 @@ fi
 
 echo "== 3. batching benchmark: mid-size sorts"
 timeout 300 batching_benchmark --device=gpu --keys=16384,65536,262144 \
-  --concurrency=16,64 --delays_us=100 --seconds=2 | tee "$OUT/batching.jsonl"
+  --concurrency=16,64 --delays_us=100 --seconds=2 --routed \
+  2> "$OUT/batching-calibration.log" | tee "$OUT/batching.jsonl"
 
 if [ "${SMALL:-0}" = 1 ]; then
   echo "== 5. batching benchmark: small sorts, delays, classes, depth"

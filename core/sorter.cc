@@ -26,6 +26,9 @@ absl::Status CheckParts(const SortJob& job) {
   const bool values = job.value_type != ValueType::kNone;
   size_t total = 0;
   for (const SortJob* part : job.parts) {
+    if (part == nullptr) {
+      return absl::InvalidArgumentError("a batch has a missing (null) part");
+    }
     if (part->key_type != job.key_type || part->order != job.order ||
         part->value_type != job.value_type ||
         (part->permutation_out != nullptr) !=

@@ -5,6 +5,7 @@
 // work-group each) and long ones (the whole batch as one array); batches of
 // heap arrays or of mixed orders are packed instead, and come back the
 // same.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -260,6 +261,12 @@ TEST(SortParts, RejectsPartsThatDoNotMatchTheBatch) {
   EXPECT_EQ(Engine().SortSegments(whole, {0, 8, 15}).code(),
             absl::StatusCode::kInvalidArgument);
   whole.count = 16;
+  const std::vector<const SortJob*> with_null = {&pa, nullptr};
+  whole.parts = with_null;
+  const absl::Status null_part = Engine().SortSegments(whole, offsets);
+  EXPECT_EQ(null_part.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(null_part.message(), ::testing::HasSubstr("null"));
+  whole.parts = parts;
   EXPECT_TRUE(Engine().SortSegments(whole, offsets).ok());
   EXPECT_EQ(out_a, a);
   EXPECT_EQ(out_b, b);
