@@ -68,6 +68,11 @@ ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
           "Device runs are profiled one an interval (sortd's "
           "--kernel_profile_interval)");
 ABSL_FLAG(bool, baselines, true, "Also measure the CPU path and unbatched");
+ABSL_FLAG(int64_t, in_place_min_keys, 0,
+          "Batched requests in page-locked memory are sorted where they lie "
+          "from this many keys a request, packed below (sortd's "
+          "--batch_in_place_min_keys; -1: always packed); the routed mode "
+          "takes the calibration's");
 ABSL_FLAG(bool, routed, false,
           "Also measure the requests as sortd routes them (calibrated at "
           "startup, as sortd does, with its spill and overflow)");
@@ -116,7 +121,7 @@ class StageTotals final : public sortd::SchedulerListener {
 struct Result {
   double requests_per_s = 0, p50_ms = 0, p99_ms = 0, mean_batch = 0;
   double queue_ms = 0, run_ms = 0;
-  double device_share = 0;  // of the window's answers
+  double device_share = 0;                  // of the window's answers
   std::map<std::string, double> stages_ms;  // per device run
 };
 
@@ -369,7 +374,11 @@ int main(int argc, char** argv) {
           o.max_batch_requests = m.max_requests;
           o.sort = {.cpu_max = m.device ? 0 : SIZE_MAX, .solo_min = SIZE_MAX};
           o.spill = false;
+          const int64_t in_place = absl::GetFlag(FLAGS_in_place_min_keys);
+          o.in_place_min_keys =
+              in_place < 0 ? SIZE_MAX : static_cast<size_t>(in_place);
           if (m.routed) {
+            o.in_place_min_keys = calibration.sort_in_place_min_keys;
             o.sort = calibration.sort;
             o.transpose = calibration.transpose;
             o.cpu_sort = calibration.cpu_sort;
@@ -398,6 +407,7 @@ int main(int argc, char** argv) {
               "\"p99_ms\":%.4f,\"mean_batch\":%.2f,\"classes\":%zu,"
               "\"pipeline_depth\":%d,\"max_batch_keys\":%zu,"
               "\"pinned_requests\":%s,\"pinned_min_bytes\":%lld,"
+              "\"in_place_min_keys\":%lld,"
               "\"queue_ms\":%.4f,\"run_ms\":%.4f,\"stages_ms\":%s,"
               "\"device_share\":%.3f}\n",
               device.c_str(), keys, clients, m.name, m.delay_us,
@@ -406,6 +416,9 @@ int main(int argc, char** argv) {
               absl::GetFlag(FLAGS_pipeline_depth), o.max_batch_units,
               absl::GetFlag(FLAGS_pinned_requests) ? "true" : "false",
               static_cast<long long>(absl::GetFlag(FLAGS_pinned_min_bytes)),
+              o.in_place_min_keys == SIZE_MAX
+                  ? -1LL
+                  : static_cast<long long>(o.in_place_min_keys),
               r.queue_ms, r.run_ms, StagesJson(r.stages_ms).c_str(),
               r.device_share);
           std::fflush(stdout);

@@ -1,6 +1,7 @@
 #include "server/batch_codec.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/time/clock.h"
@@ -181,10 +182,15 @@ absl::Status TransposeTogether(Sorter& engine,
 
 namespace {
 
-// Whether the batch is sorted where its requests' arrays lie: one key type
-// and order throughout (the engine then maps keys to their ordered bits
-// itself), and an engine that takes these requests as parts.
-bool SortsInPlace(const Sorter& engine, absl::Span<const SortJob* const> jobs) {
+// Whether the batch is sorted where its requests' arrays lie: requests of
+// `min_keys` keys or more on average, one key type and order throughout
+// (the engine then maps keys to their ordered bits itself), and an engine
+// that takes these requests as parts.
+bool SortsInPlace(const Sorter& engine, absl::Span<const SortJob* const> jobs,
+                  size_t total_keys, size_t min_keys) {
+  if (min_keys == SIZE_MAX || total_keys / jobs.size() < min_keys) {
+    return false;
+  }
   const SortJob& first = *jobs.front();
   for (const SortJob* j : jobs) {
     if (j->key_type != first.key_type || j->order != first.order) return false;
@@ -223,7 +229,8 @@ absl::Status SortParts(Sorter& engine, absl::Span<const SortJob* const> jobs,
 }  // namespace
 
 absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
-                          StageTimes* stages, PackBuffer* pack) {
+                          StageTimes* stages, PackBuffer* pack,
+                          size_t in_place_min_keys) {
   absl::Time at_time = absl::Now();
   const SortJob& first = *jobs.front();
   const size_t ks = KeySize(first.key_type);
@@ -237,7 +244,7 @@ absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
     total += t->count;
     offsets.push_back(static_cast<uint32_t>(total));
   }
-  if (SortsInPlace(engine, jobs)) {
+  if (SortsInPlace(engine, jobs, total, in_place_min_keys)) {
     return SortParts(engine, jobs, offsets, stages);
   }
   const size_t keys_bytes = total * ks, values_bytes = total * vs;

@@ -8,10 +8,12 @@
 // are copied alongside; the answer's keys are mapped back, and permutation
 // entries (indices into the whole batch) are rebased to each request's own
 // array. Requests of one key type and order whose arrays the engine can
-// read and write where they lie (Sorter::SortsParts) are not packed: the
-// engine moves each to and from its place in the device's arrays, and only
-// permutations are rebased. Transposes are concatenated and cut apart
-// again.
+// read and write where they lie (Sorter::SortsParts) are not packed when
+// they are long enough: the engine moves each to and from its place in the
+// device's arrays, and only permutations are rebased. Each such request
+// costs the engine two transfer commands of its own, so short ones are
+// packed all the same (`in_place_min_keys`, which sortd's calibration
+// chooses). Transposes are concatenated and cut apart again.
 //
 //   std::vector<const SortJob*> jobs = {&a, &b};
 //   batch::PackBuffer pack;   // reused from batch to batch
@@ -58,10 +60,12 @@ class PackBuffer {
 // Sorts `jobs`, one class, as one segmented sort on `engine`, writing each
 // job's outputs. Jobs of one key type and order that the engine takes as
 // parts (Sorter::SortsParts: on the OpenCL engine, arrays in its
-// page-locked memory) are read and written where they lie; otherwise they
-// are packed. `stages` may be null.
+// page-locked memory) and that hold at least `in_place_min_keys` keys on
+// average are read and written where they lie; otherwise they are packed
+// (SIZE_MAX: always packed). `stages` may be null.
 absl::Status SortTogether(Sorter& engine, absl::Span<const SortJob* const> jobs,
-                          StageTimes* stages, PackBuffer* pack);
+                          StageTimes* stages, PackBuffer* pack,
+                          size_t in_place_min_keys = 0);
 
 // Transposes `jobs` as one run on `engine`.
 absl::Status TransposeTogether(Sorter& engine,

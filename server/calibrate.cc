@@ -163,6 +163,55 @@ Thresholds Choose(const std::vector<Point>& points,
   return t;
 }
 
+// Where batches start to be sorted where their requests lie (see
+// ChooseRouting): walking down from the largest size timed both ways, the
+// last size from which in place never cost more.
+size_t InPlaceMin(const std::vector<BatchPoint>& batched) {
+  size_t min = 0, timed = 0;
+  bool lost = false;
+  for (auto b = batched.rbegin(); b != batched.rend(); ++b) {
+    if (b->in_place <= 0) continue;
+    ++timed;
+    if (b->in_place > b->share) {
+      // Packing wins here: in place from the next size timed up (or, past
+      // the largest, midway to the next size).
+      if (min == 0) min = b->units * 2;
+      lost = true;
+      break;
+    }
+    min = b->units;
+  }
+  if (timed == 0) return 0;
+  // In place won at every size timed both ways: whenever the engine can.
+  return lost ? min : 0;
+}
+
+void ReportInPlace(std::string* out, const std::vector<BatchPoint>& batched,
+                   size_t min) {
+  bool any = false;
+  for (const BatchPoint& b : batched) {
+    if (b.in_place <= 0) continue;
+    any = true;
+    absl::StrAppendFormat(out,
+                          "sortd: calibrate sort %8zu keys in a batch: packed "
+                          "%9.3f ms, where they lie %9.3f ms a request\n",
+                          b.units, b.share * 1e3, b.in_place * 1e3);
+  }
+  if (!any) return;
+  if (min == 0) {
+    absl::StrAppend(out,
+                    "sortd: router sort: batched requests in page-locked "
+                    "memory are sorted where they lie\n");
+  } else {
+    absl::StrAppend(out,
+                    "sortd: router sort: batched requests are packed "
+                    "below ",
+                    min,
+                    " keys a request, sorted where they "
+                    "lie from there\n");
+  }
+}
+
 void Report(std::string* out, const char* op, const char* unit,
             const std::vector<Point>& points,
             const std::vector<BatchPoint>& batched, const Thresholds& t,
@@ -223,9 +272,10 @@ class TimedArray {
 // Seconds per request of a batch of k sorts of n u32 keys as the
 // scheduler runs it (packed, or where the requests' arrays lie), the
 // arrays where sortd would keep requests of that size.
-absl::StatusOr<double> TimeBatch(Sorter& device,
-                                 const CalibrationOptions& options, size_t n,
-                                 size_t k, const std::vector<uint32_t>& keys) {
+absl::StatusOr<BatchPoint> TimeBatch(Sorter& device,
+                                     const CalibrationOptions& options,
+                                     size_t n, size_t k,
+                                     const std::vector<uint32_t>& keys) {
   const size_t bytes = n * k * sizeof(uint32_t);
   const bool pinned = n * sizeof(uint32_t) >= options.pinned_min_bytes;
   TimedArray in(bytes, pinned ? device.host_memory() : nullptr);
@@ -240,12 +290,19 @@ absl::StatusOr<double> TimeBatch(Sorter& device,
     jobs[i].keys_out = reinterpret_cast<std::byte*>(out.data() + i * n);
     batch.push_back(&jobs[i]);
   }
+  // Packed, and where they lie when the engine takes them so.
+  BatchPoint point{.units = n};
   batch::PackBuffer pack;
-  auto t = MedianSeconds(options.repeats, [&] {
-    return batch::SortTogether(device, batch, nullptr, &pack);
-  });
-  if (!t.ok()) return t.status();
-  return *t / static_cast<double>(k);
+  for (const bool in_place : {false, true}) {
+    if (in_place && !(pinned && device.SortsParts(batch))) break;
+    auto t = MedianSeconds(options.repeats, [&] {
+      return batch::SortTogether(device, batch, nullptr, &pack,
+                                 in_place ? 0 : SIZE_MAX);
+    });
+    if (!t.ok()) return t.status();
+    (in_place ? point.in_place : point.share) = *t / static_cast<double>(k);
+  }
+  return point;
 }
 
 // Sorts of u32 keys: both paths alone, the CPU path under load, and the
@@ -284,9 +341,10 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
     if (p.units < 256) continue;
     const size_t k = std::min<size_t>(batch_keys / p.units, 256);
     if (k < 4) break;
-    absl::StatusOr<double> share = TimeBatch(device, options, p.units, k, keys);
-    if (!share.ok()) return share.status();
-    timings.batched.push_back({p.units, p.gpu, *share});
+    absl::StatusOr<BatchPoint> b = TimeBatch(device, options, p.units, k, keys);
+    if (!b.ok()) return b.status();
+    b->solo = p.gpu;
+    timings.batched.push_back(*b);
   }
   return timings;
 }
@@ -355,10 +413,19 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
 Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain) {
   Calibration c;
   const OperationTimings& s = timings.sort;
-  c.sort = Choose(s.points, s.batched, solo_gain);
-  c.cpu_sort = Models(s.points, s.batched, /*cpu=*/true);
-  c.gpu_sort = Models(s.points, s.batched, /*cpu=*/false);
+  c.sort_in_place_min_keys = InPlaceMin(s.batched);
+  // Each batch share as the scheduler will run that size.
+  std::vector<BatchPoint> batched = s.batched;
+  for (BatchPoint& b : batched) {
+    if (b.in_place > 0 && b.units >= c.sort_in_place_min_keys) {
+      b.share = b.in_place;
+    }
+  }
+  c.sort = Choose(s.points, batched, solo_gain);
+  c.cpu_sort = Models(s.points, batched, /*cpu=*/true);
+  c.gpu_sort = Models(s.points, batched, /*cpu=*/false);
   Report(&c.report, "sort", "keys", s.points, s.batched, c.sort, 1);
+  ReportInPlace(&c.report, s.batched, c.sort_in_place_min_keys);
   const OperationTimings& t = timings.transpose;
   c.transpose = Choose(t.points, t.batched, solo_gain);
   c.cpu_transpose = Models(t.points, t.batched, /*cpu=*/true);

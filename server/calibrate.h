@@ -59,7 +59,10 @@ struct OperationTimings {
   struct BatchPoint {
     size_t units = 0;  // of one request
     double solo = 0;   // that request alone on the device
-    double share = 0;  // its share of a batch of like requests
+    double share = 0;  // its share of a batch of like requests, packed
+    // Its share sorted where the requests' arrays lie (page-locked, as
+    // sortd keeps requests of this size); 0: not timed.
+    double in_place = 0;
   };
   std::vector<Point> points;        // ascending units
   std::vector<BatchPoint> batched;  // ascending units
@@ -71,6 +74,9 @@ struct RoutingTimings {
 
 struct Calibration {
   Thresholds sort, transpose;
+  // Batched sorts of this many keys or more a request are sorted where
+  // their arrays lie, smaller ones packed (Scheduler::Options).
+  size_t sort_in_place_min_keys = 0;
   CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;
   // One line per measured point and the thresholds chosen, for the log.
   std::string report;
@@ -90,6 +96,10 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
 // Requests of solo_min units or more run alone: the first size at which a
 // lone request costs at most solo_gain times its share of a batch, always
 // above cpu_max (so the batch band is empty where batching does not win).
+// Batches are sorted where their requests lie from the smallest timed size
+// from which doing so costs no more than packing them at every larger timed
+// size (0 where it always does; past the timed sizes where it never does),
+// and a batch share is the one of the way chosen.
 Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain);
 
 absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,

@@ -110,7 +110,10 @@ constexpr Doc kRouted{
 constexpr Doc kThresholds{
     "sortd_router_threshold_keys",
     "The router's boundaries in keys (32 per matrix for transposes): "
-    "sort_cpu_max, sort_solo_min, transpose_cpu_max, transpose_solo_min"};
+    "sort_cpu_max, sort_solo_min, transpose_cpu_max, transpose_solo_min; "
+    "sort_in_place_min: batched sorts in page-locked memory of this many "
+    "keys a request or more are sorted where they lie, smaller ones "
+    "packed"};
 constexpr Doc kDeviceUp{
     "sortd_device_up",
     "1 while a device engine serves, 0 while it is unhealthy and being "
@@ -308,8 +311,8 @@ void Metrics::ObserveQueueWait(std::string_view method, double seconds) {
       .Observe(seconds);
 }
 
-void Metrics::SetThresholds(const Thresholds& sort,
-                            const Thresholds& transpose) {
+void Metrics::SetThresholds(const Thresholds& sort, const Thresholds& transpose,
+                            size_t sort_in_place_min) {
   auto set = [&](const char* boundary, size_t v) {
     thresholds_.Add({{"boundary", boundary}})
         .Set(v == SIZE_MAX ? std::numeric_limits<double>::infinity()
@@ -319,6 +322,7 @@ void Metrics::SetThresholds(const Thresholds& sort,
   set("sort_solo_min", sort.solo_min);
   set("transpose_cpu_max", transpose.cpu_max);
   set("transpose_solo_min", transpose.solo_min);
+  set("sort_in_place_min", sort_in_place_min);
 }
 
 void Metrics::OnRoute(Op op, Route route) {

@@ -59,7 +59,8 @@ class Metrics final : public SchedulerListener {
   // Time from arrival to the start of a request's run.
   void ObserveQueueWait(std::string_view method, double seconds);
   // The router's thresholds, in keys (32 per matrix for transposes).
-  void SetThresholds(const Thresholds& sort, const Thresholds& transpose);
+  void SetThresholds(const Thresholds& sort, const Thresholds& transpose,
+                     size_t sort_in_place_min);
 
   // sortd_fault_injection_enabled: 1 while --inject_faults arms injected
   // device faults (tests only), else 0.

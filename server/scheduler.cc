@@ -481,7 +481,8 @@ absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
   }
   std::vector<const SortJob*> jobs;
   for (const auto& t : batch) jobs.push_back(&t->sort);
-  return batch::SortTogether(engine, jobs, stages, pack);
+  return batch::SortTogether(engine, jobs, stages, pack,
+                             options_.in_place_min_keys);
 }
 
 void Scheduler::StartDrain() {

@@ -104,6 +104,10 @@ class Scheduler {
     absl::Duration max_batch_delay = absl::Microseconds(100);
     size_t max_batch_units = size_t{1} << 22;
     size_t max_batch_requests = 256;
+    // Batched sorts whose arrays lie in the engine's page-locked memory are
+    // sorted where they lie when they hold this many keys or more on
+    // average, else packed (batch::SortTogether; SIZE_MAX: always packed).
+    size_t in_place_min_keys = 0;
     // Admission bounds over every task not yet answered.
     size_t max_queued_units = size_t{1} << 28;
     size_t max_queued_requests = 4096;

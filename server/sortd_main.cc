@@ -170,6 +170,12 @@ ABSL_FLAG(int64_t, transpose_cpu_max_matrices, -1,
 ABSL_FLAG(int64_t, transpose_solo_min_matrices, -1,
           "Transposes of at least this many matrices run alone on a device "
           "(-1: calibrated at startup).");
+ABSL_FLAG(int64_t, batch_in_place_min_keys, -1,
+          "Batched sorts whose arrays lie in page-locked memory (see "
+          "--host_pool_min_bytes) are sorted where they lie when they hold "
+          "this many keys on average, else packed: each costs the device "
+          "two transfers of its own (-1: calibrated at startup, or 0 when "
+          "every router threshold is pinned).");
 ABSL_FLAG(bool, spill_to_cpu, true,
           "Send a GPU-bound request to the CPU path when the devices' "
           "backlog would answer it later than the CPU, and a small request "
@@ -358,10 +364,15 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
       o->gpu_sort = c->gpu_sort;
       o->cpu_transpose = c->cpu_transpose;
       o->gpu_transpose = c->gpu_transpose;
+      o->in_place_min_keys = c->sort_in_place_min_keys;
     } else {
       LogLine("calibration failed (%s); default thresholds\n",
               c.status().ToString().c_str());
     }
+  }
+  if (const int64_t pin = absl::GetFlag(FLAGS_batch_in_place_min_keys);
+      pin >= 0) {
+    o->in_place_min_keys = static_cast<size_t>(pin);
   }
   if (pins[0] >= 0) o->sort.cpu_max = static_cast<size_t>(pins[0]);
   if (pins[1] >= 0) o->sort.solo_min = static_cast<size_t>(pins[1]);
@@ -378,12 +389,14 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
       "alone on a device; transposes of <= %zu matrices on the CPU "
       "path, >= %zu alone; batches in between, each of at most %zu keys "
       "(rows) and %zu requests (--max_batch_keys, --max_batch_requests), "
-      "closed after --max_batch_delay=%s\n",
+      "closed after --max_batch_delay=%s; batched sorts in page-locked "
+      "memory sorted where they lie from %zu keys a request, packed below "
+      "(--batch_in_place_min_keys)\n",
       o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
       o->transpose.solo_min == SIZE_MAX ? SIZE_MAX
                                         : (o->transpose.solo_min + 31) / 32,
       o->max_batch_units, o->max_batch_requests,
-      absl::FormatDuration(o->max_batch_delay).c_str());
+      absl::FormatDuration(o->max_batch_delay).c_str(), o->in_place_min_keys);
 }
 
 int Fail(const absl::Status& status) {
@@ -659,7 +672,8 @@ int Serve() {
           cpu.threads(), request_threads);
   sortd::Scheduler::Options options = SchedulerOptions(request_threads);
   if (!engines->empty()) Route(cpu, *engines->front().engine, &options);
-  (*metrics)->SetThresholds(options.sort, options.transpose);
+  (*metrics)->SetThresholds(options.sort, options.transpose,
+                            options.in_place_min_keys);
   LogEngines(cpu, *engines);
   sortd::Scheduler scheduler(options, &cpu, std::move(*engines),
                              metrics->get());

@@ -97,7 +97,8 @@ class Reader {
     if (at_ - start > 5 || length > 0x7fffffffu) {
       return Error(start, absl::StrCat("field ", field,
                                        "'s length prefix is longer than 31 "
-                                       "bits (", at_ - start, " bytes)"));
+                                       "bits (",
+                                       at_ - start, " bytes)"));
     }
     const size_t left = bytes_.size() - at_;
     if (length > left) {

@@ -55,7 +55,8 @@ TEST(E2EBatching, ConcurrentSmallRequestsRunAsOneDeviceRun) {
 TEST(E2EBatching, MidSizeSortsShareADeviceRun) {
   ServerProcess server(
       OpenClArgs({"--metrics_listen=127.0.0.1:0", "--solo_min_keys=65536",
-                  "--max_batch_requests=16", "--max_batch_delay=1h"}));
+                  "--max_batch_requests=16", "--max_batch_delay=1h",
+                  "--batch_in_place_min_keys=1000000"}));
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   for (auto& r : ConcurrentSorts(*client, 16, 16384)) {
@@ -68,6 +69,8 @@ TEST(E2EBatching, MidSizeSortsShareADeviceRun) {
   EXPECT_THAT(body, HasSubstr("sortd_batch_requests_sum{op=\"sort\"} 16\n"));
   EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary="
                               "\"sort_solo_min\"} 65536\n"));
+  EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary="
+                              "\"sort_in_place_min\"} 1000000\n"));
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 

@@ -180,5 +180,43 @@ TEST(ChooseRouting, CostModelsFitFixedAndPerUnitTimes) {
   EXPECT_NEAR(c.cpu_sort.Seconds(1 << 20), 2e-6 + 3e-9 * (1 << 20), 1e-9);
 }
 
+// Batches of requests in page-locked memory timed both ways: packed, and
+// where they lie. In place is chosen from the smallest size from which it
+// never costs more at a larger timed size; a batch share is the share of
+// the way chosen.
+TEST(ChooseRouting, BatchesAreSortedWhereTheyLieFromWhereThatPays) {
+  const auto points =
+      Points([](double) { return 1.0; },
+             [](double n) { return 1e-4 + 1e-9 * n; }, size_t{1} << 18);
+  // Packed shares 10 us and 40 us a request at 64K and 256K keys.
+  auto timed = [&](double in_place_64k, double in_place_256k) {
+    std::vector<BatchPoint> batched = {{16384, 1e-4, 5e-6},
+                                       {65536, 2e-4, 1e-5, in_place_64k},
+                                       {262144, 4e-4, 4e-5, in_place_256k}};
+    return ChooseRouting(SortOnly(points, batched), 1.25);
+  };
+  // Packing wins at 64K, in place at 256K: in place from 256K.
+  const Calibration from_256k = timed(1.5e-5, 3e-5);
+  EXPECT_EQ(from_256k.sort_in_place_min_keys, 262144u);
+  EXPECT_THAT(from_256k.report,
+              HasSubstr("packed below 262144 keys a request"));
+  EXPECT_THAT(from_256k.report, HasSubstr("where they lie     0.030 ms"));
+  // The device's cost model takes each size's chosen share: 10 us at 64K
+  // (packed), 30 us at 256K (in place): 5 us more per 96K keys.
+  EXPECT_NEAR(from_256k.gpu_sort.queued_per_unit, 2e-5 / (262144 - 65536),
+              1e-14);
+  // In place wins at both: whenever the engine can, as before.
+  EXPECT_EQ(timed(1e-5, 3e-5).sort_in_place_min_keys, 0u);
+  EXPECT_THAT(timed(1e-5, 3e-5).report,
+              HasSubstr("in page-locked memory are sorted where they lie"));
+  // Packing wins at both: in place only past the sizes timed.
+  EXPECT_EQ(timed(2e-5, 5e-5).sort_in_place_min_keys, 2 * 262144u);
+  // A win at 64K that the larger size does not confirm does not count.
+  EXPECT_EQ(timed(0.5e-5, 5e-5).sort_in_place_min_keys, 2 * 262144u);
+  // Nothing timed in place (requests not page-locked, or an engine that
+  // does not take parts): in place whenever the engine can.
+  EXPECT_EQ(timed(0, 0).sort_in_place_min_keys, 0u);
+}
+
 }  // namespace
 }  // namespace sortd

@@ -239,6 +239,10 @@ TEST(E2EOpenCl, CalibratesTheRouterAtStartup) {
       body,
       HasSubstr(
           "sortd_router_threshold_keys{boundary=\"transpose_solo_min\"}"));
+  // No batch of page-locked requests was timed (64K keys at most, one a
+  // batch): in place wherever the engine can.
+  EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary="
+                              "\"sort_in_place_min\"} 0\n"));
   auto r = RunCommand(Sortctl(server, "sort --random=100 --verify"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("on cpu"));

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -16,6 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/batch_codec.h"
+#include "server/calibrate.h"
+#include "server/cpu_sorter.h"
 #include "tests/opencl_test_util.h"
 #include "tests/reference.h"
 #include "tests/sort_check.h"
@@ -128,6 +131,8 @@ struct Batch {
   // Straight to the engine's SortSegments as parts (whatever the arrays),
   // not through the batch codec.
   bool direct = false;
+  // The batch codec's in_place_min_keys.
+  size_t in_place_min_keys = 0;
 };
 
 template <typename K>
@@ -168,12 +173,17 @@ void CheckBatch(const std::vector<size_t>& lengths, const Batch& b) {
     }
   } else {
     batch::PackBuffer pack;
-    const absl::Status s = batch::SortTogether(engine, jobs, &stages, &pack);
+    const absl::Status s =
+        batch::SortTogether(engine, jobs, &stages, &pack, b.in_place_min_keys);
     ASSERT_TRUE(s.ok()) << s;
-    // One order throughout, arrays in page-locked memory: sorted where
-    // they lie, nothing packed. Heap arrays are packed (cheaper than
-    // staging each).
-    EXPECT_EQ(HasStage(stages, "host_pack"), b.mixed_orders || !b.pinned);
+    // One order throughout, arrays in page-locked memory, requests long
+    // enough on average: sorted where they lie, nothing packed. Heap
+    // arrays are packed (cheaper than staging each).
+    const bool short_requests =
+        b.in_place_min_keys == SIZE_MAX ||
+        offsets.back() / lengths.size() < b.in_place_min_keys;
+    EXPECT_EQ(HasStage(stages, "host_pack"),
+              b.mixed_orders || !b.pinned || short_requests);
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     requests[i]->Check(absl::StrCat("request ", i, " of ", requests.size()));
@@ -230,6 +240,43 @@ TEST(SortParts, OneSegmentAsOneSort) {
   for (size_t n : {size_t{100}, size_t{20000}}) {
     EveryWay<int32_t>({n}, true, true);
   }
+}
+
+TEST(SortParts, ShortRequestsArePackedFromPageLockedMemoryToo) {
+  // 1000 keys a request on average: in place from 1000, packed above.
+  const std::vector<size_t> lengths = {1500, 500, 1200, 800};
+  for (size_t min : {size_t{0}, size_t{1000}, size_t{1001}, SIZE_MAX}) {
+    SCOPED_TRACE(absl::StrCat("in place from ", min, " keys"));
+    CheckBatch<uint32_t>(lengths, {.shape = sortd::testing::Shape::kRandom,
+                                   .values = true,
+                                   .permutation = true,
+                                   .in_place_min_keys = min});
+    CheckBatch<int64_t>(lengths, {.shape = sortd::testing::Shape::kRandom,
+                                  .descending = true,
+                                  .in_place_min_keys = min});
+  }
+}
+
+// The startup calibration times batches of page-locked requests both
+// packed and where they lie, and the smaller ones packed only.
+TEST(SortParts, CalibrationTimesPageLockedBatchesBothWays) {
+  CpuSorter cpu({.threads = 1});
+  const CalibrationOptions options{.max_keys = 16384,
+                                   .repeats = 1,
+                                   .max_batch_keys = 16384,
+                                   .pinned_min_bytes = 4096};
+  absl::StatusOr<RoutingTimings> t = MeasureRouting(cpu, Engine(), options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  // Batches of 256 (64 a batch), 1024 (16) and 4096 keys (4): the last two
+  // page-locked.
+  ASSERT_EQ(t->sort.batched.size(), 3u);
+  for (const auto& b : t->sort.batched) {
+    SCOPED_TRACE(b.units);
+    EXPECT_GT(b.share, 0);
+    EXPECT_EQ(b.in_place > 0, b.units * 4 >= options.pinned_min_bytes);
+  }
+  const Calibration c = ChooseRouting(*t, options.solo_gain);
+  EXPECT_THAT(c.report, ::testing::HasSubstr("keys in a batch: packed"));
 }
 
 TEST(SortParts, MixedOrdersArePacked) {
