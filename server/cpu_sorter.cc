@@ -155,6 +155,101 @@ bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
   return in_b;
 }
 
+// From this many keys the serial sort takes 11-bit digits (three passes
+// for 32-bit keys instead of four, six for 64-bit keys instead of eight);
+// below it 8-bit ones, whose counts cost less to clear and scan.
+constexpr size_t kWideDigitsFrom = size_t{1} << 12;
+
+// The sort of one thread (n < kSerialBelow): every pass's digit counts are
+// taken in the read that maps the keys to their ordered bits, a pass whose
+// digit every key shares is skipped, and the last pass stores each key
+// straight into the output, its raw bits back. Stable: each pass scatters
+// in input order.
+template <KeyType T, int kBits, bool kWithIndex>
+void SerialSort(const SortJob& job) {
+  using U = KeyBits<T>;
+  constexpr int kPasses = (static_cast<int>(sizeof(U)) * 8 + kBits - 1) / kBits;
+  constexpr size_t kDigits = size_t{1} << kBits;
+  constexpr U kMask = static_cast<U>(kDigits - 1);
+  const size_t n = job.count;
+  const bool descending = job.order == Order::kDescending;
+
+  auto keys = std::make_unique_for_overwrite<U[]>(2 * n);
+  std::unique_ptr<uint32_t[]> idx;
+  if (kWithIndex) idx = std::make_unique_for_overwrite<uint32_t[]>(2 * n);
+  U* src = keys.get();
+  U* dst = src + n;
+  uint32_t* isrc = idx.get();
+  uint32_t* idst = kWithIndex ? isrc + n : nullptr;
+  std::vector<uint32_t> counts(kPasses * kDigits, 0);
+
+  for (size_t i = 0; i < n; ++i) {
+    const U k = OrderedBits<T>(Load<U>(job.keys, i), descending);
+    src[i] = k;
+    for (int p = 0; p < kPasses; ++p) {
+      ++counts[p * kDigits + ((k >> (p * kBits)) & kMask)];
+    }
+  }
+  if (kWithIndex) {
+    for (size_t i = 0; i < n; ++i) isrc[i] = static_cast<uint32_t>(i);
+  }
+  // The passes that move keys, their counts made starting places.
+  std::array<bool, kPasses> moves{};
+  int last = -1;
+  for (int p = 0; p < kPasses; ++p) {
+    uint32_t* c = counts.data() + p * kDigits;
+    if (c[(src[0] >> (p * kBits)) & kMask] == n) continue;
+    moves[p] = true;
+    last = p;
+    uint32_t running = 0;
+    for (size_t d = 0; d < kDigits; ++d) {
+      const uint32_t here = c[d];
+      c[d] = running;
+      running += here;
+    }
+  }
+  if (last < 0) {  // every key the same: the input order stands
+    for (size_t i = 0; i < n; ++i) {
+      Store<U>(job.keys_out, i, RawBits<T>(src[i], descending));
+    }
+  }
+  for (int p = 0; p <= last; ++p) {
+    if (!moves[p]) continue;
+    uint32_t* place = counts.data() + p * kDigits;
+    const int shift = p * kBits;
+    if (p < last) {
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t at = place[(src[i] >> shift) & kMask]++;
+        dst[at] = src[i];
+        if constexpr (kWithIndex) idst[at] = isrc[i];
+      }
+      std::swap(src, dst);
+      std::swap(isrc, idst);
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t at = place[(src[i] >> shift) & kMask]++;
+        Store<U>(job.keys_out, at, RawBits<T>(src[i], descending));
+        if constexpr (kWithIndex) idst[at] = isrc[i];
+      }
+      std::swap(isrc, idst);
+    }
+  }
+  if constexpr (!kWithIndex) return;
+  // isrc: each output place's input index.
+  if (job.value_type == ValueType::kU32) {
+    for (size_t i = 0; i < n; ++i) {
+      Store(job.values_out, i, Load<uint32_t>(job.values, isrc[i]));
+    }
+  } else if (job.value_type == ValueType::kU64) {
+    for (size_t i = 0; i < n; ++i) {
+      Store(job.values_out, i, Load<uint64_t>(job.values, isrc[i]));
+    }
+  }
+  if (job.permutation_out != nullptr) {
+    std::memcpy(job.permutation_out, isrc, n * sizeof(uint32_t));
+  }
+}
+
 template <KeyType T>
 void SortTyped(const SortJob& job, int threads) {
   using U = KeyBits<T>;
@@ -162,6 +257,15 @@ void SortTyped(const SortJob& job, int threads) {
   const bool descending = job.order == Order::kDescending;
   const bool with_index =
       job.value_type != ValueType::kNone || job.permutation_out != nullptr;
+  if (n > kInsertionUpTo && n < kSerialBelow) {
+    const bool wide = n >= kWideDigitsFrom;
+    if (with_index) {
+      wide ? SerialSort<T, 11, true>(job) : SerialSort<T, 8, true>(job);
+    } else {
+      wide ? SerialSort<T, 11, false>(job) : SerialSort<T, 8, false>(job);
+    }
+    return;
+  }
 
   auto keys = std::make_unique_for_overwrite<U[]>(2 * n);
   std::unique_ptr<uint32_t[]> idx;
@@ -184,11 +288,8 @@ void SortTyped(const SortJob& job, int threads) {
   if (n <= kInsertionUpTo) {
     InsertionSort(keys_a, idx_a, n);
   } else {
-    size_t blocks = 1;
-    if (n >= kSerialBelow) {
-      blocks = std::clamp<size_t>(n / kMinBlock, 1,
-                                  static_cast<size_t>(threads) * 4);
-    }
+    const size_t blocks =
+        std::clamp<size_t>(n / kMinBlock, 1, static_cast<size_t>(threads) * 4);
     in_b = with_index
                ? RadixSort<U, true>(keys_a, idx_a, keys_b, idx_b, n, blocks)
                : RadixSort<U, false>(keys_a, idx_a, keys_b, idx_b, n, blocks);
