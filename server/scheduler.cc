@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "core/keys.h"
@@ -158,7 +159,15 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
 
 void Scheduler::SubmitAdmitted(const std::shared_ptr<Task>& task) {
   if (task->prepare) {
-    absl::Status prepared = task->prepare();
+    absl::Status prepared;
+    try {
+      prepared = task->prepare();
+    } catch (const std::bad_alloc&) {
+      // Its output arrays could not be had (the host buffer pool throws):
+      // answered like any refusal, its admission given back.
+      prepared = absl::ResourceExhaustedError(
+          "the server has no host memory for this request's arrays now");
+    }
     if (!prepared.ok()) {
       TaskResult result;
       result.status = prepared;
@@ -225,7 +234,6 @@ void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {
     cpu_queued_units_ -= task->units;
     --cpu_queued_requests_;
     abandon = abandoning_;
-    ++stats_.cpu_runs;
   }
   TaskResult result;
   result.route = task->route;
@@ -234,7 +242,13 @@ void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {
     result.status = Abandoned();
   } else if (absl::Status e = Expired(*task, start); !e.ok()) {
     result.status = e;
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.dropped;
   } else {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.cpu_runs;
+    }
     if (task->op == Op::kSort) {
       SortJob job = task->sort;
       job.stages = nullptr;
@@ -438,7 +452,10 @@ void Scheduler::FailOver(size_t device_index, Batch& batch,
     if (dev.up && !dev.engine->healthy()) {
       pool_.MarkDown(device_index, Now());
       marked_down = true;
-      if (pool_.devices_up() == 0) stranded = batchers_.TakeAll();
+      if (pool_.devices_up() == 0) {
+        stranded = batchers_.TakeAll();
+        stats_.failovers += stranded.size();
+      }
     }
   }
   if (marked_down) {
@@ -450,7 +467,10 @@ void Scheduler::FailOver(size_t device_index, Batch& batch,
     listener_->OnDeviceState(dev.name, false);
     cv_.notify_all();
   }
-  for (auto& t : stranded) EnqueueCpu(t, Route::kFailover);
+  for (auto& t : stranded) {
+    listener_->OnCpuFallback("no_healthy_device");
+    EnqueueCpu(t, Route::kFailover);
+  }
   const std::string reason = absl::StatusCodeToString(error.code());
   for (auto& t : batch) {
     listener_->OnCpuFallback(reason);

@@ -134,6 +134,8 @@ class Scheduler {
     uint64_t cpu_runs = 0;   // tasks the CPU path ran
     uint64_t gpu_runs = 0;   // engine calls for batches or solo tasks
     uint64_t gpu_tasks = 0;  // tasks answered by a device
+    // failovers: tasks the CPU path took from a failed or lost device;
+    // dropped: tasks whose deadline passed before they ran.
     uint64_t spilled = 0, failovers = 0, reinits = 0, dropped = 0;
     size_t largest_batch = 0;
   };

@@ -11,10 +11,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -748,6 +751,63 @@ TEST_F(SchedulerTest, LostDeviceSendsWorkToTheCpuUntilRecreated) {
   EXPECT_EQ(created, 0);
 }
 
+// Counts the requests the CPU path answered instead of a device.
+class FallbackListener : public SchedulerListener {
+ public:
+  void OnCpuFallback(std::string_view reason) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++reasons_[std::string(reason)];
+  }
+  std::map<std::string, int> reasons() {
+    std::lock_guard<std::mutex> l(mu_);
+    return reasons_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, int> reasons_;
+};
+
+// Requests waiting for the only device when it is lost are answered by
+// the CPU path and counted as fallbacks like the batch that failed.
+TEST_F(SchedulerTest, RequestsWaitingForALostDeviceCountAsFallbacks) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 1;
+  o.max_batch_delay = absl::ZeroDuration();
+  o.pipeline_depth = 1;
+  o.reinit_backoff = absl::Hours(1);
+  FallbackListener listener;
+  auto sched = Make(o, 1, &listener);
+  devices_[0]->fail_next = 1;
+  devices_[0]->lose_on_failure = true;
+  gate_.Close();
+  auto first = U32(1000, 1);
+  sched->Submit(first->task);
+  gate_.WaitEntered(1);
+  std::vector<std::shared_ptr<SortCall>> waiting;
+  for (int i = 0; i < 3; ++i) {
+    waiting.push_back(U32(500, 2 + i));
+    sched->Submit(waiting.back()->task);
+  }
+  gate_.Open();
+  first->Wait();
+  first->verify();
+  EXPECT_EQ(first->result.route, Route::kFailover);
+  for (auto& c : waiting) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->answers, 1);
+    EXPECT_EQ(c->result.route, Route::kFailover);
+    EXPECT_EQ(c->result.path, ExecutionPath::kCpu);
+  }
+  EXPECT_EQ(sched->stats().failovers, 4u);
+  const std::map<std::string, int> reasons = listener.reasons();
+  int fallbacks = 0;
+  for (const auto& [reason, n] : reasons) fallbacks += n;
+  EXPECT_EQ(fallbacks, 4);
+  EXPECT_EQ(reasons.count("no_healthy_device"), 1u);
+}
+
 TEST_F(SchedulerTest, LostDeviceIsRecreatedAfterTheBackoff) {
   Scheduler::Options o = BatchAll();
   o.max_batch_delay = absl::ZeroDuration();
@@ -927,6 +987,31 @@ TEST_F(SchedulerTest, PrepareErrorsAreAnsweredAndReleaseTheirAdmission) {
     EXPECT_EQ(bad->result.status.code(), absl::StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(sched->stats().rejected, 0u);
+}
+
+// A request whose output arrays cannot be allocated (the host buffer pool
+// throws std::bad_alloc) is refused RESOURCE_EXHAUSTED, gives its admission
+// back, and does not keep Drain waiting.
+TEST_F(SchedulerTest, PrepareOutOfMemoryIsRefusedAndDrainFinishes) {
+  Scheduler::Options o = BatchAll();
+  o.max_queued_requests = 1;
+  auto sched = Make(o);
+  for (int i = 0; i < 3; ++i) {
+    auto bad = U32(10, i);
+    bad->task->prepare = []() -> absl::Status { throw std::bad_alloc(); };
+    sched->Submit(bad->task);
+    ASSERT_TRUE(bad->done.HasBeenNotified());
+    EXPECT_EQ(bad->result.status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(bad->result.status.message(), HasSubstr("host memory"));
+  }
+  EXPECT_EQ(sched->stats().rejected, 0u);
+  EXPECT_EQ(sched->stats().answered, 3u);
+  auto good = U32(100, 9);
+  sched->Submit(good->task);
+  good->Wait();
+  good->verify();
+  sched->Drain(absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(sched->stats().answered, 4u);
 }
 
 }  // namespace
