@@ -143,18 +143,23 @@ absl::Status ReadCompactKeys(SliceReader& in, size_t length, int field,
   compact::Encoded e;
   bool descending = false;
   std::string widths, bases, deltas;  // used when a field spans slices
+  // Every read must end inside the message: a tag or varint that runs past
+  // its end is refused before anything is sized by it.
+  auto inside = [&] { return in.remaining() >= end; };
   while (in.remaining() > end) {
     uint64_t tag = 0, v = 0;
     if (!in.Varint(&tag)) return bad("a truncated field tag");
+    if (!inside()) return bad("a field tag past the message's end");
     const int sub = static_cast<int>(tag >> 3), type = tag & 7;
     if (type == kVarint) {
       if (!in.Varint(&v)) return bad("a truncated varint");
+      if (!inside()) return bad("a varint past the message's end");
       if (sub == 1) e.count = v;
       if (sub == 2) descending = v != 0;
       continue;
     }
     if (type != kLengthDelimited) return bad("an unexpected wire type");
-    if (!in.Varint(&v) || v > in.remaining() - end) {
+    if (!in.Varint(&v) || !inside() || v > in.remaining() - end) {
       return bad("a length past the end");
     }
     std::string_view* view = sub == 3   ? &e.widths

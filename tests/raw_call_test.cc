@@ -3,6 +3,7 @@
 // for is DATA_LOSS, never a write past a buffer.
 #include "client/raw_call.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -178,6 +179,19 @@ TEST(CompactKeys, MalformedOrMisfitCompactKeysAreDataLoss) {
         Message(k.response.SerializeAsString()), sink);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   }
+  // A compact message of one byte whose field tag runs past its end into
+  // the next bytes, which claim a field of 2^56 bytes: refused before
+  // anything is sized by that length.
+  std::string past = {0x62, 0x01, static_cast<char>(0x9a), 0x00};
+  uint64_t v = uint64_t{1} << 56;
+  for (; v >= 0x80; v >>= 7) past.push_back(static_cast<char>(v | 0x80));
+  past.push_back(static_cast<char>(v));
+  past += std::string(16, 'x');
+  SortResult<uint32_t> result;
+  SortResultSink<uint32_t, uint32_t> sink(&result);
+  const absl::Status s = client_wire::DecodeSortResponse(Message(past), sink);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("past the message's end"));
 }
 
 }  // namespace
