@@ -58,14 +58,15 @@ absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
                      " bytes; name the array with 1 to ", kMaxGroupBytes));
   }
   if (spec.count() == 0 || spec.count() > kMaxParts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("part.count is ", spec.count(), "; an array has 1 to ",
-                     kMaxParts, " parts"));
+    return Refuse(spec, absl::InvalidArgumentError(absl::StrCat(
+                            "part.count is ", spec.count(),
+                            "; an array has 1 to ", kMaxParts, " parts")));
   }
   if (spec.index() >= spec.count()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("part.index is ", spec.index(), " of part.count ",
-                     spec.count(), " parts (0 to ", spec.count() - 1, ")"));
+    return Refuse(spec,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "part.index is ", spec.index(), " of part.count ",
+                      spec.count(), " parts (0 to ", spec.count() - 1, ")")));
   }
   part.index = spec.index();
   const size_t bytes = PartBytes(part.job);
@@ -127,6 +128,23 @@ absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
   std::sort(whole.begin(), whole.end(),
             [](const Part& a, const Part& b) { return a.index < b.index; });
   return whole;
+}
+
+absl::Status PartAssembler::Refuse(const v1::Part& spec,
+                                   const absl::Status& refused) {
+  if (spec.group().empty() || spec.group().size() > kMaxGroupBytes) {
+    return refused;  // names no group
+  }
+  std::vector<Part> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed = Drop(spec.group());
+  }
+  FailParts(failed, absl::Status(refused.code(),
+                                 absl::StrCat("another part of the array "
+                                              "was refused: ",
+                                              refused.message())));
+  return refused;
 }
 
 void PartAssembler::FailAll(const absl::Status& status) {

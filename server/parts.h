@@ -79,6 +79,10 @@ class PartAssembler {
   // waits; an error (for this part, whose `fail` is not called) when it
   // is refused, which also fails the rest of its group.
   absl::StatusOr<std::vector<Part>> Add(const v1::Part& spec, Part part);
+  // A part of the group `spec` names refused before it could be added (its
+  // request did not validate): the group's waiting parts fail with it.
+  // Returns `refused`, for that part's own call.
+  absl::Status Refuse(const v1::Part& spec, const absl::Status& refused);
 
   // Fails every waiting part with `status`.
   void FailAll(const absl::Status& status);

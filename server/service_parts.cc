@@ -38,7 +38,10 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPart(
   }
   absl::StatusOr<SortJob> job =
       ParseSort(call->sort, options_.limits, call->bytes.data().size());
-  if (!job.ok()) return Refuse(*call, job.status());
+  if (!job.ok()) {
+    // The array cannot be whole: its parts already waiting fail with it.
+    return Refuse(*call, parts_.Refuse(*call->sort.part, job.status()));
+  }
   PartAssembler::Part part;
   part.terms = {.key_type = job->key_type,
                 .value_type = job->value_type,

@@ -127,6 +127,51 @@ TEST(PartAssembler, AContradictingPartFailsTheWholeGroup) {
   }
 }
 
+// A part refused before it joins its group (a bad index or count, or a
+// request that did not validate) still fails the parts waiting for it:
+// the array can no longer be whole.
+TEST(PartAssembler, ARefusedPartFailsTheWaitingOnes) {
+  struct Case {
+    const char* name;
+    v1::Part spec;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"an index past the count", Spec("g", 3, 3), "part.index is 3"},
+      {"a count of 0", Spec("g", 1, 0), "part.count is 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Recorder r;  // outlives the assembler, which may fail parts as it goes
+    PartAssembler parts({});
+    ASSERT_TRUE(parts.Add(Spec("g", 0, 3), r.Make(0)).ok());
+    ASSERT_TRUE(parts.Add(Spec("other", 0, 2), r.Make(7)).ok());
+    const auto refused = parts.Add(c.spec, r.Make(c.spec.index()));
+    EXPECT_THAT(refused.status().message(), HasSubstr(c.message));
+    ASSERT_EQ(r.failures.size(), 1u);
+    EXPECT_EQ(r.failures[0].first, 0u);
+    EXPECT_THAT(r.failures[0].second.message(),
+                HasSubstr("another part of the array was refused"));
+    EXPECT_THAT(r.failures[0].second.message(), HasSubstr(c.message));
+    EXPECT_EQ(parts.waiting_groups(), 1u);  // "other" waits on
+  }
+  // A request that did not validate, refused by the service.
+  Recorder r;
+  PartAssembler parts({});
+  ASSERT_TRUE(parts.Add(Spec("g", 0, 2), r.Make(0)).ok());
+  const absl::Status s = parts.Refuse(
+      Spec("g", 1, 2), absl::InvalidArgumentError("5 bytes of u32 keys"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.failures[0].second.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.failures[0].second.message(),
+              HasSubstr("another part of the array was refused: 5 bytes"));
+  EXPECT_EQ(parts.waiting_groups(), 0u);
+  // A group name no group can have fails nothing.
+  EXPECT_EQ(parts.Refuse(Spec("", 0, 2), absl::InvalidArgumentError("x")),
+            absl::InvalidArgumentError("x"));
+}
+
 TEST(PartAssembler, WaitingBytesAreBounded) {
   Recorder r;  // outlives the assembler, which may fail parts as it goes
   PartAssembler parts({.max_waiting_bytes = 100});
