@@ -37,6 +37,41 @@ const char* WireTypeName(int type) {
 
 // Reads one message's fields in order. Every error names the message, the
 // byte offset and what was found there.
+// Where `s` stops being well-formed UTF-8 (as protobuf checks a string
+// field: no overlong forms, surrogates or code points past U+10FFFF);
+// npos when it is.
+size_t InvalidUtf8At(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
+    const uint8_t c = b(0);
+    size_t n = 0;
+    uint8_t lo = 0x80, hi = 0xbf;  // the second byte's range
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 3;
+      if (c == 0xe0) lo = 0xa0;  // overlong
+      if (c == 0xed) hi = 0x9f;  // surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 4;
+      if (c == 0xf0) lo = 0x90;  // overlong
+      if (c == 0xf4) hi = 0x8f;  // past U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + n > s.size() || b(1) < lo || b(1) > hi) return i;
+    for (size_t k = 2; k < n; ++k) {
+      if (b(k) < 0x80 || b(k) > 0xbf) return i;
+    }
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
 class Reader {
  public:
   Reader(std::string_view bytes, const char* message)
@@ -225,6 +260,30 @@ class Writer {
   std::vector<grpc::Slice> slices_;
 };
 
+// SharedArrays.region (field 1 of the message in `bytes`, field 11 of the
+// request at byte `at`) in every occurrence, checked for UTF-8. Anything
+// else wrong with the message is left to its parser.
+absl::Status CheckRegionUtf8(std::string_view bytes, size_t at) {
+  Reader in(bytes, "SharedArrays");
+  while (!in.done()) {
+    int field = 0, type = 0;
+    if (!in.Tag(&field, &type).ok()) return absl::OkStatus();
+    if (field != 1 || type != kLengthDelimited) {
+      if (!in.Skip(field, type).ok()) return absl::OkStatus();
+      continue;
+    }
+    std::string_view region;
+    if (!in.Bytes(field, &region).ok()) return absl::OkStatus();
+    if (const size_t bad = InvalidUtf8At(region); bad != region.npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the SortRequest did not parse: at byte ", at,
+          ", field 11 (shared): shared.region is not UTF-8 (at its byte ", bad,
+          " of ", region.size(), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int ValueFieldNumber(ValueType type) { return type == ValueType::kU64 ? 9 : 8; }
@@ -295,6 +354,9 @@ absl::StatusOr<SortRequest> ParseSortRequest(std::string_view bytes) {
       }
       std::string_view bytes;
       if (absl::Status s = in.Bytes(field, &bytes); !s.ok()) return s;
+      // Its region names a file: protobuf refuses a string that is not
+      // UTF-8 (and logs it); said here, where in the region it breaks.
+      if (absl::Status s = CheckRegionUtf8(bytes, start); !s.ok()) return s;
       if (!request.shared.has_value()) request.shared.emplace();
       if (!request.shared->MergeFromString(std::string(bytes))) {
         return absl::InvalidArgumentError(

@@ -107,6 +107,12 @@ TEST(ParseSortRequest, MalformedInputsAreRefusedWithWhereAndWhy) {
        "field 6's length prefix is longer than 31 bits (9 bytes)"},
       {"a length of 2^31", Bytes({0x0a, 0x80, 0x80, 0x80, 0x80, 0x08}),
        "field 1's length prefix is longer than 31 bits (5 bytes)"},
+      {"a region that is not UTF-8",
+       Bytes({0x0a, 0x00, 0x5a, 0x03, 0x0a, 0x01, 0xff}),
+       "field 11 (shared): shared.region is not UTF-8 (at its byte 0 of 1)"},
+      {"a region with a surrogate",
+       Bytes({0x5a, 0x06, 0x0a, 0x04, 'a', 0xed, 0xa0, 0x80}),
+       "shared.region is not UTF-8 (at its byte 1 of 4)"},
       {"shared that is not a SharedArrays", Bytes({0x5a, 0x02, 0x0a, 0x05}),
        "field 11 (shared) is not a SharedArrays message"},
   };
@@ -119,6 +125,19 @@ TEST(ParseSortRequest, MalformedInputsAreRefusedWithWhereAndWhy) {
                 HasSubstr("the SortRequest did not parse: at byte"));
     EXPECT_THAT(parsed.status().message(), HasSubstr(c.says));
   }
+}
+
+TEST(ParseSortRequest, RegionsInUtf8AreReadAsProtobufReadsThem) {
+  v1::SortRequest req;
+  req.mutable_shared()->set_region(
+      "r\xc3\xa9gion-\xf0\x9d\x84\x9e-\xe2\x82\xac");
+  req.mutable_shared()->set_count(5);
+  const std::string bytes = req.SerializeAsString();
+  auto parsed = ParseSortRequest(bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_TRUE(parsed->shared.has_value());
+  EXPECT_EQ(parsed->shared->region(), req.shared().region());
+  EXPECT_EQ(parsed->shared->count(), 5u);
 }
 
 TEST(ParseTransposeRequest, ReadsAndRefuses) {
