@@ -9,6 +9,9 @@
 #      and 64 clients in process: the CPU path on every core, every request
 #      alone on the device, batched (--max_batch_delay=100us), and routed
 #      as sortd routes them (its calibration, spill and overflow on)
+#      3b. batches of page-locked requests (64K and 256K keys, 64
+#      clients) packed against sorted where they lie
+#      (--in_place_min_keys=-1 and 0), alternated twice
 #   4. end to end through the same sortd: Sort against Echo at 16K-256K
 #      keys, 16 streams (a verified round first, then timed rounds
 #      without verification, Sort and Echo alternated)
@@ -116,6 +119,15 @@ echo "== 3. batching benchmark: mid-size sorts"
 timeout 300 batching_benchmark --device=gpu --keys=16384,65536,262144 \
   --concurrency=16,64 --delays_us=100 --seconds=2 --routed \
   2> "$OUT/batching-calibration.log" | tee "$OUT/batching.jsonl"
+
+echo "== 3b. batching benchmark: packed against in place"
+for round in 1 2; do
+  for in_place in -1 0; do
+    timeout 120 batching_benchmark --device=gpu --keys=65536,262144 \
+      --concurrency=64 --delays_us=100 --seconds=2 --baselines=false \
+      --in_place_min_keys=$in_place
+  done
+done | tee -a "$OUT/batching.jsonl"
 
 if [ "${SMALL:-0}" = 1 ]; then
   echo "== 5. batching benchmark: small sorts, delays, classes, depth"
