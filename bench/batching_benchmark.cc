@@ -378,13 +378,7 @@ int main(int argc, char** argv) {
           o.in_place_min_keys =
               in_place < 0 ? SIZE_MAX : static_cast<size_t>(in_place);
           if (m.routed) {
-            o.in_place_min_keys = calibration.sort_in_place_min_keys;
-            o.sort = calibration.sort;
-            o.transpose = calibration.transpose;
-            o.cpu_sort = calibration.cpu_sort;
-            o.gpu_sort = calibration.gpu_sort;
-            o.cpu_transpose = calibration.cpu_transpose;
-            o.gpu_transpose = calibration.gpu_transpose;
+            sortd::ApplyCalibration(calibration, &o);
             o.spill = true;
           }
           o.max_batch_units =

@@ -442,4 +442,14 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
   return ChooseRouting(*timings, options.solo_gain);
 }
 
+void ApplyCalibration(const Calibration& c, Scheduler::Options* o) {
+  o->sort = c.sort;
+  o->transpose = c.transpose;
+  o->cpu_sort = c.cpu_sort;
+  o->gpu_sort = c.gpu_sort;
+  o->cpu_transpose = c.cpu_transpose;
+  o->gpu_transpose = c.gpu_transpose;
+  o->in_place_min_keys = c.sort_in_place_min_keys;
+}
+
 }  // namespace sortd

@@ -105,6 +105,9 @@ Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain);
 absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
                                       const CalibrationOptions& options);
 
+// The scheduler's thresholds, cost models and in-place bound from `c`.
+void ApplyCalibration(const Calibration& c, Scheduler::Options* options);
+
 }  // namespace sortd
 
 #endif  // SORTD_SERVER_CALIBRATE_H_

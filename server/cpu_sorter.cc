@@ -155,6 +155,24 @@ bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
   return in_b;
 }
 
+// Keys (as ordered bits) and, when asked for, their input indices, each in
+// two halves that the passes move between.
+template <typename U>
+struct SortBuffers {
+  SortBuffers(size_t n, bool with_index)
+      : keys(std::make_unique_for_overwrite<U[]>(2 * n)),
+        idx(with_index ? std::make_unique_for_overwrite<uint32_t[]>(2 * n)
+                       : nullptr),
+        keys_a(keys.get()),
+        keys_b(keys_a + n),
+        idx_a(idx.get()),
+        idx_b(with_index ? idx_a + n : nullptr) {}
+  std::unique_ptr<U[]> keys;
+  std::unique_ptr<uint32_t[]> idx;
+  U *keys_a, *keys_b;
+  uint32_t *idx_a, *idx_b;
+};
+
 // From this many keys the serial sort takes 11-bit digits (three passes
 // for 32-bit keys instead of four, six for 64-bit keys instead of eight);
 // below it 8-bit ones, whose counts cost less to clear and scan.
@@ -174,13 +192,11 @@ void SerialSort(const SortJob& job) {
   const size_t n = job.count;
   const bool descending = job.order == Order::kDescending;
 
-  auto keys = std::make_unique_for_overwrite<U[]>(2 * n);
-  std::unique_ptr<uint32_t[]> idx;
-  if (kWithIndex) idx = std::make_unique_for_overwrite<uint32_t[]>(2 * n);
-  U* src = keys.get();
-  U* dst = src + n;
-  uint32_t* isrc = idx.get();
-  uint32_t* idst = kWithIndex ? isrc + n : nullptr;
+  SortBuffers<U> buffers(n, kWithIndex);
+  U* src = buffers.keys_a;
+  U* dst = buffers.keys_b;
+  uint32_t* isrc = buffers.idx_a;
+  uint32_t* idst = buffers.idx_b;
   std::vector<uint32_t> counts(kPasses * kDigits, 0);
 
   for (size_t i = 0; i < n; ++i) {
@@ -267,13 +283,11 @@ void SortTyped(const SortJob& job, int threads) {
     return;
   }
 
-  auto keys = std::make_unique_for_overwrite<U[]>(2 * n);
-  std::unique_ptr<uint32_t[]> idx;
-  if (with_index) idx = std::make_unique_for_overwrite<uint32_t[]>(2 * n);
-  U* keys_a = keys.get();
-  U* keys_b = keys_a + n;
-  uint32_t* idx_a = idx.get();
-  uint32_t* idx_b = with_index ? idx_a + n : nullptr;
+  SortBuffers<U> buffers(n, with_index);
+  U* keys_a = buffers.keys_a;
+  U* keys_b = buffers.keys_b;
+  uint32_t* idx_a = buffers.idx_a;
+  uint32_t* idx_b = buffers.idx_b;
 
   ParallelFor(n, kElementGrain, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) {

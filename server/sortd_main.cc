@@ -358,13 +358,7 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
       std::fputs(c->report.c_str(), stderr);
       LogLine("calibration took %s\n",
               absl::FormatDuration(absl::Now() - start).c_str());
-      o->sort = c->sort;
-      o->transpose = c->transpose;
-      o->cpu_sort = c->cpu_sort;
-      o->gpu_sort = c->gpu_sort;
-      o->cpu_transpose = c->cpu_transpose;
-      o->gpu_transpose = c->gpu_transpose;
-      o->in_place_min_keys = c->sort_in_place_min_keys;
+      sortd::ApplyCalibration(*c, o);
     } else {
       LogLine("calibration failed (%s); default thresholds\n",
               c.status().ToString().c_str());
