@@ -1,7 +1,6 @@
 #include "server/batch_codec.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 
 #include "absl/time/clock.h"
@@ -188,9 +187,7 @@ namespace {
 // that takes these requests as parts.
 bool SortsInPlace(const Sorter& engine, absl::Span<const SortJob* const> jobs,
                   size_t total_keys, size_t min_keys) {
-  if (min_keys == SIZE_MAX || total_keys / jobs.size() < min_keys) {
-    return false;
-  }
+  if (total_keys / jobs.size() < min_keys) return false;
   const SortJob& first = *jobs.front();
   for (const SortJob* j : jobs) {
     if (j->key_type != first.key_type || j->order != first.order) return false;

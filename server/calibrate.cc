@@ -167,23 +167,19 @@ Thresholds Choose(const std::vector<Point>& points,
 // ChooseRouting): walking down from the largest size timed both ways, the
 // last size from which in place never cost more.
 size_t InPlaceMin(const std::vector<BatchPoint>& batched) {
-  size_t min = 0, timed = 0;
-  bool lost = false;
+  size_t min = 0;
   for (auto b = batched.rbegin(); b != batched.rend(); ++b) {
     if (b->in_place <= 0) continue;
-    ++timed;
     if (b->in_place > b->share) {
       // Packing wins here: in place from the next size timed up (or, past
       // the largest, midway to the next size).
-      if (min == 0) min = b->units * 2;
-      lost = true;
-      break;
+      return min == 0 ? b->units * 2 : min;
     }
     min = b->units;
   }
-  if (timed == 0) return 0;
-  // In place won at every size timed both ways: whenever the engine can.
-  return lost ? min : 0;
+  // In place won at every size timed both ways (or none was): whenever
+  // the engine can.
+  return 0;
 }
 
 void ReportInPlace(std::string* out, const std::vector<BatchPoint>& batched,

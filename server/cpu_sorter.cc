@@ -173,6 +173,25 @@ struct SortBuffers {
   uint32_t *idx_a, *idx_b;
 };
 
+// The values and permutation of a sorted job over output places [lo, hi),
+// from `order`: each output place's input index.
+void GatherPayload(const SortJob& job, const uint32_t* order, size_t lo,
+                   size_t hi) {
+  if (job.value_type == ValueType::kU32) {
+    for (size_t i = lo; i < hi; ++i) {
+      Store(job.values_out, i, Load<uint32_t>(job.values, order[i]));
+    }
+  } else if (job.value_type == ValueType::kU64) {
+    for (size_t i = lo; i < hi; ++i) {
+      Store(job.values_out, i, Load<uint64_t>(job.values, order[i]));
+    }
+  }
+  if (job.permutation_out != nullptr) {
+    std::memcpy(job.permutation_out + lo * sizeof(uint32_t), order + lo,
+                (hi - lo) * sizeof(uint32_t));
+  }
+}
+
 // From this many keys the serial sort takes 11-bit digits (three passes
 // for 32-bit keys instead of four, six for 64-bit keys instead of eight);
 // below it 8-bit ones, whose counts cost less to clear and scan.
@@ -250,20 +269,8 @@ void SerialSort(const SortJob& job) {
       std::swap(isrc, idst);
     }
   }
-  if constexpr (!kWithIndex) return;
   // isrc: each output place's input index.
-  if (job.value_type == ValueType::kU32) {
-    for (size_t i = 0; i < n; ++i) {
-      Store(job.values_out, i, Load<uint32_t>(job.values, isrc[i]));
-    }
-  } else if (job.value_type == ValueType::kU64) {
-    for (size_t i = 0; i < n; ++i) {
-      Store(job.values_out, i, Load<uint64_t>(job.values, isrc[i]));
-    }
-  }
-  if (job.permutation_out != nullptr) {
-    std::memcpy(job.permutation_out, isrc, n * sizeof(uint32_t));
-  }
+  if constexpr (kWithIndex) GatherPayload(job, isrc, 0, n);
 }
 
 template <KeyType T>
@@ -315,19 +322,7 @@ void SortTyped(const SortJob& job, int threads) {
     for (size_t i = lo; i < hi; ++i) {
       Store<U>(job.keys_out, i, RawBits<T>(sorted[i], descending));
     }
-    if (job.value_type == ValueType::kU32) {
-      for (size_t i = lo; i < hi; ++i) {
-        Store(job.values_out, i, Load<uint32_t>(job.values, order[i]));
-      }
-    } else if (job.value_type == ValueType::kU64) {
-      for (size_t i = lo; i < hi; ++i) {
-        Store(job.values_out, i, Load<uint64_t>(job.values, order[i]));
-      }
-    }
-    if (job.permutation_out != nullptr) {
-      std::memcpy(job.permutation_out + lo * sizeof(uint32_t), order + lo,
-                  (hi - lo) * sizeof(uint32_t));
-    }
+    if (with_index) GatherPayload(job, order, lo, hi);
   });
 }
 

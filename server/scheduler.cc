@@ -228,27 +228,23 @@ void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
 }
 
 void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {
+  const absl::Time start = Now();
+  const absl::Status expired = Expired(*task, start);
   bool abandon;
   {
     std::lock_guard<std::mutex> lock(mu_);
     cpu_queued_units_ -= task->units;
     --cpu_queued_requests_;
     abandon = abandoning_;
+    if (!abandon) ++(expired.ok() ? stats_.cpu_runs : stats_.dropped);
   }
   TaskResult result;
   result.route = task->route;
-  const absl::Time start = Now();
   if (abandon) {
     result.status = Abandoned();
-  } else if (absl::Status e = Expired(*task, start); !e.ok()) {
-    result.status = e;
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.dropped;
+  } else if (!expired.ok()) {
+    result.status = expired;
   } else {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.cpu_runs;
-    }
     if (task->op == Op::kSort) {
       SortJob job = task->sort;
       job.stages = nullptr;

@@ -667,6 +667,18 @@ TEST_F(SchedulerTest, BatchDelayAndTimesFollowTheSchedulersClock) {
   EXPECT_EQ(call->result.compute, absl::ZeroDuration());
 }
 
+// Each call answered once, correctly, by the CPU path in a device's place.
+void ExpectFailedOverToTheCpu(
+    const std::vector<std::shared_ptr<SortCall>>& calls) {
+  for (const auto& c : calls) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->answers, 1);
+    EXPECT_EQ(c->result.route, Route::kFailover);
+    EXPECT_EQ(c->result.path, ExecutionPath::kCpu);
+  }
+}
+
 TEST_F(SchedulerTest, FailedBatchIsAnsweredOnTheCpuPath) {
   Scheduler::Options o = BatchAll();
   o.max_batch_requests = 4;
@@ -678,13 +690,7 @@ TEST_F(SchedulerTest, FailedBatchIsAnsweredOnTheCpuPath) {
     calls.push_back(MakeSort<int64_t>(300 + i, true, true, true, i));
     sched->Submit(calls.back()->task);
   }
-  for (auto& c : calls) {
-    c->Wait();
-    c->verify();
-    EXPECT_EQ(c->answers, 1);
-    EXPECT_EQ(c->result.route, Route::kFailover);
-    EXPECT_EQ(c->result.path, ExecutionPath::kCpu);
-  }
+  ExpectFailedOverToTheCpu(calls);
   EXPECT_EQ(sched->stats().failovers, 4u);
   // The device is still healthy: the next batch runs there.
   std::vector<std::shared_ptr<SortCall>> next;
@@ -793,13 +799,7 @@ TEST_F(SchedulerTest, RequestsWaitingForALostDeviceCountAsFallbacks) {
   first->Wait();
   first->verify();
   EXPECT_EQ(first->result.route, Route::kFailover);
-  for (auto& c : waiting) {
-    c->Wait();
-    c->verify();
-    EXPECT_EQ(c->answers, 1);
-    EXPECT_EQ(c->result.route, Route::kFailover);
-    EXPECT_EQ(c->result.path, ExecutionPath::kCpu);
-  }
+  ExpectFailedOverToTheCpu(waiting);
   EXPECT_EQ(sched->stats().failovers, 4u);
   const std::map<std::string, int> reasons = listener.reasons();
   int fallbacks = 0;
