@@ -139,22 +139,34 @@ CostModel Models(const std::vector<Point>& points,
   return m;
 }
 
-Thresholds Choose(const std::vector<Point>& points,
-                  const std::vector<BatchPoint>& batched, double gain) {
-  Thresholds t;
-  // After the last point where the CPU wins: a noisy point where the
-  // device wins narrowly before the CPU wins again does not count. The
-  // device must be cheaper by `gain` to take a size from the CPU path,
-  // which answers at once, without a batch's delay.
-  t.cpu_max = 0;
+// Up to where the CPU path costs at most `gain` times the device's under
+// load: after the last point where it does (a noisy point where the device
+// wins narrowly before the CPU wins again does not count), midway
+// (geometrically) to the next timed size.
+size_t CpuWinsUpTo(const std::vector<Point>& points,
+                   const std::vector<BatchPoint>& batched, double gain) {
+  size_t max = 0;
   for (size_t i = 0; i < points.size(); ++i) {
     if (CpuCost(points[i]) <= gain * DeviceCost(points[i], batched)) {
-      t.cpu_max = i + 1 < points.size() ? points[i].units * 2 : points[i].units;
+      max = i + 1 < points.size() ? points[i].units * 2 : points[i].units;
     }
   }
+  return max;
+}
+
+Thresholds Choose(const std::vector<Point>& points,
+                  const std::vector<BatchPoint>& batched, double solo_gain,
+                  double cpu_gain) {
+  Thresholds t;
+  // The device must be cheaper by `cpu_gain` to take a size from the CPU
+  // path, which answers at once, without a batch's delay, and sends what
+  // it cannot take in time to a batch (overflow). The same sizes may spill
+  // to it when an operator pins a smaller CPU range; larger ones never do.
+  t.cpu_max = CpuWinsUpTo(points, batched, cpu_gain);
+  t.spill_max = t.cpu_max;
   t.solo_min = batched.empty() ? SIZE_MAX : batched.back().units * 4;
   for (const BatchPoint& b : batched) {
-    if (b.solo <= gain * b.share) {
+    if (b.solo <= solo_gain * b.share) {
       t.solo_min = std::min(t.solo_min, b.units);
       break;
     }
@@ -233,7 +245,10 @@ void Report(std::string* out, const char* op, const char* unit,
   };
   absl::StrAppend(out, "sortd: router ", op, ": CPU path up to ",
                   fmt(t.cpu_max, false), " ", unit, ", alone on a device from ",
-                  fmt(t.solo_min, true), " ", unit, ", batched between\n");
+                  fmt(t.solo_min, true), " ", unit,
+                  ", batched between; spilled to the CPU path when the "
+                  "devices are backed up up to ",
+                  fmt(t.spill_max, false), " ", unit, "\n");
 }
 
 // Host arrays of `bytes` bytes for a timed batch: from `memory` when it
@@ -406,7 +421,8 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
   return timings;
 }
 
-Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain) {
+Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain,
+                          double cpu_gain) {
   Calibration c;
   const OperationTimings& s = timings.sort;
   c.sort_in_place_min_keys = InPlaceMin(s.batched);
@@ -417,13 +433,13 @@ Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain) {
       b.share = b.in_place;
     }
   }
-  c.sort = Choose(s.points, batched, solo_gain);
+  c.sort = Choose(s.points, batched, solo_gain, cpu_gain);
   c.cpu_sort = Models(s.points, batched, /*cpu=*/true);
   c.gpu_sort = Models(s.points, batched, /*cpu=*/false);
   Report(&c.report, "sort", "keys", s.points, s.batched, c.sort, 1);
   ReportInPlace(&c.report, s.batched, c.sort_in_place_min_keys);
   const OperationTimings& t = timings.transpose;
-  c.transpose = Choose(t.points, t.batched, solo_gain);
+  c.transpose = Choose(t.points, t.batched, solo_gain, cpu_gain);
   c.cpu_transpose = Models(t.points, t.batched, /*cpu=*/true);
   c.gpu_transpose = Models(t.points, t.batched, /*cpu=*/false);
   Report(&c.report, "transpose", "matrices", t.points, t.batched, c.transpose,
@@ -435,7 +451,7 @@ absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
                                       const CalibrationOptions& options) {
   absl::StatusOr<RoutingTimings> timings = MeasureRouting(cpu, device, options);
   if (!timings.ok()) return timings.status();
-  return ChooseRouting(*timings, options.solo_gain);
+  return ChooseRouting(*timings, options.solo_gain, options.cpu_gain);
 }
 
 void ApplyCalibration(const Calibration& c, Scheduler::Options* o) {

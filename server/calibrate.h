@@ -32,6 +32,9 @@ struct CalibrationOptions {
   // Batching stops paying once a lone request costs at most this factor
   // more than its share of a batch.
   double solo_gain = 1.25;
+  // The CPU path keeps sizes where it costs at most this factor more than a
+  // device under load (ChooseRouting).
+  double cpu_gain = 2.0;
   // Callers that keep the CPU path busy when its throughput is timed (the
   // requests it serves at once: sortd's --cpu_threads).
   int cpu_callers = 1;
@@ -91,8 +94,12 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
 // that is its time per request with every caller busy; on a device, its
 // share of a batch of like requests, or its time alone where that is less.
 // Requests up to cpu_max units go to the CPU path: from the last point
-// where it costs at most solo_gain times the device's (the CPU path answers
-// without a batch's delay), midway (geometrically) to the next.
+// where it costs at most cpu_gain times the device's (the CPU path answers
+// without a batch's delay, and what it cannot take in time overflows to a
+// batch), midway (geometrically) to the next. Only these sizes may spill to
+// the CPU path (spill_max = cpu_max, which a pinned CPU range leaves be):
+// larger requests would cost the host's cores, which the devices'
+// transfers and launches need too, more than they take off the devices.
 // Requests of solo_min units or more run alone: the first size at which a
 // lone request costs at most solo_gain times its share of a batch, always
 // above cpu_max (so the batch band is empty where batching does not win).
@@ -100,7 +107,8 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
 // from which doing so costs no more than packing them at every larger timed
 // size (0 where it always does; past the timed sizes where it never does),
 // and a batch share is the one of the way chosen.
-Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain);
+Calibration ChooseRouting(const RoutingTimings& timings, double solo_gain,
+                          double cpu_gain);
 
 absl::StatusOr<Calibration> Calibrate(Sorter& cpu, Sorter& device,
                                       const CalibrationOptions& options);

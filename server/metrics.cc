@@ -111,6 +111,8 @@ constexpr Doc kThresholds{
     "sortd_router_threshold_keys",
     "The router's boundaries in keys (32 per matrix for transposes): "
     "sort_cpu_max, sort_solo_min, transpose_cpu_max, transpose_solo_min; "
+    "sort_spill_max, transpose_spill_max: the largest requests that may "
+    "spill to the CPU path while the devices are backed up; "
     "sort_in_place_min: batched sorts in page-locked memory of this many "
     "keys a request or more are sorted where they lie, smaller ones "
     "packed"};
@@ -322,6 +324,8 @@ void Metrics::SetThresholds(const Thresholds& sort, const Thresholds& transpose,
   set("sort_solo_min", sort.solo_min);
   set("transpose_cpu_max", transpose.cpu_max);
   set("transpose_solo_min", transpose.solo_min);
+  set("sort_spill_max", sort.spill_max);
+  set("transpose_spill_max", transpose.spill_max);
   set("sort_in_place_min", sort_in_place_min);
 }
 

@@ -60,7 +60,8 @@ Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
         estimate && r.units > 0 && load.cpu_queued_units > 0 &&
         absl::ToDoubleSeconds(c.max_batch_delay) + gpu_eta < cpu_eta;
     if (!overflow) return Route::kCpu;
-  } else if (estimate && load.device_backlog_units > 0 && cpu_eta < gpu_eta) {
+  } else if (estimate && r.units <= th.spill_max &&
+             load.device_backlog_units > 0 && cpu_eta < gpu_eta) {
     // Spill only when the devices have a backlog: on idle devices the
     // calibrated thresholds (or the operator's pinned ones) decide.
     return Route::kSpill;

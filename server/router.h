@@ -6,8 +6,8 @@
 //   tiny  (<= cpu_max units)        -> oneTBB CPU path, no batching delay
 //   medium                          -> joins a batch of its class
 //   large (>= solo_min units)       -> runs alone on a device
-//   any, when the devices' backlog would finish it later than the CPU path
-//                                   -> CPU ("spill")
+//   up to spill_max units, when the devices' backlog would finish it
+//   later than the CPU path         -> CPU ("spill")
 //   tiny, when the CPU path's backlog would finish it later than a device
 //                                   -> a device batch (overflow)
 //   no healthy device               -> CPU ("failover")
@@ -40,6 +40,10 @@ const char* RouteName(Route route);
 struct Thresholds {
   size_t cpu_max = 0;          // at most: the CPU path
   size_t solo_min = SIZE_MAX;  // at least: alone on a device
+  // At most: may spill to the CPU path when the devices are backed up.
+  // Larger requests wait for a device: on the CPU path they would cost the
+  // host's cores more than they take off the devices.
+  size_t spill_max = SIZE_MAX;
 };
 
 // A path's costs. One request of n units alone: between two timed sizes

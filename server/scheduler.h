@@ -7,8 +7,8 @@
 //   medium                          -> joins a batch of its class: one
 //                                      segmented sort / one transpose launch
 //   large (>= solo_min units)       -> runs alone on a device
-//   any, when the devices' backlog would finish it later than the CPU path
-//                                   -> CPU ("spill")
+//   up to spill_max units, when the devices' backlog would finish it
+//   later than the CPU path         -> CPU ("spill")
 //   tiny, when the CPU path's backlog would finish it later than a device
 //                                   -> a device batch (overflow)
 //

@@ -334,8 +334,10 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
                            absl::GetFlag(FLAGS_solo_min_keys),
                            absl::GetFlag(FLAGS_transpose_cpu_max_matrices),
                            absl::GetFlag(FLAGS_transpose_solo_min_matrices)};
-  o->sort = {.cpu_max = 4096, .solo_min = size_t{1} << 20};
-  o->transpose = {.cpu_max = 256 * 32, .solo_min = size_t{1} << 20};
+  // Nothing spills without calibrated costs.
+  o->sort = {.cpu_max = 4096, .solo_min = size_t{1} << 20, .spill_max = 0};
+  o->transpose = {
+      .cpu_max = 256 * 32, .solo_min = size_t{1} << 20, .spill_max = 0};
   if (std::any_of(pins, pins + 4, [](int64_t v) { return v < 0; })) {
     sortd::CalibrationOptions copts;
     copts.max_keys = static_cast<size_t>(
@@ -372,6 +374,7 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
   if (pins[1] >= 0) o->sort.solo_min = static_cast<size_t>(pins[1]);
   if (pins[2] >= 0) o->transpose.cpu_max = static_cast<size_t>(pins[2]) * 32;
   if (pins[3] >= 0) o->transpose.solo_min = static_cast<size_t>(pins[3]) * 32;
+  if (!o->spill) o->sort.spill_max = o->transpose.spill_max = 0;
   if (o->sort.solo_min <= o->sort.cpu_max) {
     LogLine(
         "router: --solo_min_keys=%zu is at most the CPU path's %zu keys: "
@@ -385,12 +388,17 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
       "(rows) and %zu requests (--max_batch_keys, --max_batch_requests), "
       "closed after --max_batch_delay=%s; batched sorts in page-locked "
       "memory sorted where they lie from %zu keys a request, packed below "
-      "(--batch_in_place_min_keys)\n",
+      "(--batch_in_place_min_keys); while the devices are backed up, sorts "
+      "of <= %zu keys and transposes of <= %zu matrices may spill to the CPU "
+      "path (--spill_to_cpu)\n",
       o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
       o->transpose.solo_min == SIZE_MAX ? SIZE_MAX
                                         : (o->transpose.solo_min + 31) / 32,
       o->max_batch_units, o->max_batch_requests,
-      absl::FormatDuration(o->max_batch_delay).c_str(), o->in_place_min_keys);
+      absl::FormatDuration(o->max_batch_delay).c_str(), o->in_place_min_keys,
+      o->sort.spill_max,
+      o->transpose.spill_max == SIZE_MAX ? SIZE_MAX
+                                         : o->transpose.spill_max / 32);
 }
 
 int Fail(const absl::Status& status) {

@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 namespace sortd {
@@ -28,6 +30,15 @@ std::vector<Point> Points(Cpu cpu, Gpu gpu, size_t last = size_t{1} << 20) {
   return points;
 }
 
+// A point's device cost as the calibration weighs it: the batch share at
+// that size where one was timed, else the lone run.
+double DeviceCostForTest(const Point& p, const std::vector<BatchPoint>& b) {
+  for (const BatchPoint& x : b) {
+    if (x.units == p.units) return std::min(p.gpu, x.share);
+  }
+  return p.gpu;
+}
+
 RoutingTimings SortOnly(std::vector<Point> points,
                         std::vector<BatchPoint> batched = {}) {
   RoutingTimings t;
@@ -42,12 +53,12 @@ TEST(ChooseRouting, TheCpuPathEndsMidwayPastItsLastWin) {
   // cheaper) and loses 262144 (262 us against 76 us).
   const auto t = SortOnly(Points([](double n) { return 1e-9 * n; },
                                  [](double n) { return 5e-5 + 1e-10 * n; }));
-  const Calibration c = ChooseRouting(t, 1.25);
+  const Calibration c = ChooseRouting(t, 1.25, 1.25);
   EXPECT_EQ(c.sort.cpu_max, 2 * 65536u);
   EXPECT_GT(c.sort.solo_min, c.sort.cpu_max);
   EXPECT_THAT(c.report, HasSubstr("router sort: CPU path up to 131072 keys"));
   // Without the margin the CPU path ends at its last outright win.
-  EXPECT_EQ(ChooseRouting(t, 1.0).sort.cpu_max, 2 * 16384u);
+  EXPECT_EQ(ChooseRouting(t, 1.0, 1.0).sort.cpu_max, 2 * 16384u);
 }
 
 TEST(ChooseRouting, ANarrowDeviceWinBeforeTheCpuWinsAgainDoesNotCount) {
@@ -56,18 +67,18 @@ TEST(ChooseRouting, ANarrowDeviceWinBeforeTheCpuWinsAgainDoesNotCount) {
                                {1024, 10e-6, 9e-6},
                                {4096, 8e-6, 9e-6},
                                {16384, 40e-6, 10e-6}};
-  const Calibration c = ChooseRouting(SortOnly(points), 1.25);
+  const Calibration c = ChooseRouting(SortOnly(points), 1.25, 1.25);
   EXPECT_EQ(c.sort.cpu_max, 2 * 4096u);
 }
 
 TEST(ChooseRouting, EitherPathWinningEverywhere) {
   const Calibration cpu = ChooseRouting(
       SortOnly(Points([](double) { return 1e-6; }, [](double) { return 1.0; })),
-      1.25);
+      1.25, 1.25);
   EXPECT_EQ(cpu.sort.cpu_max, size_t{1} << 20);  // the last point, not twice
   const Calibration gpu = ChooseRouting(
       SortOnly(Points([](double) { return 1.0; }, [](double) { return 1e-6; })),
-      1.25);
+      1.25, 1.25);
   EXPECT_EQ(gpu.sort.cpu_max, 0u);
   EXPECT_EQ(gpu.sort.solo_min, SIZE_MAX);  // no batch was timed
 }
@@ -80,12 +91,12 @@ TEST(ChooseRouting, LoneRequestsStartWhereBatchingStopsPaying) {
                                            {1024, 2e-5, 1e-5},
                                            {4096, 1.2e-5, 1e-5},
                                            {16384, 1.1e-5, 1e-5}};
-  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25).sort.solo_min,
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25, 1.25).sort.solo_min,
             4096u);
-  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.15).sort.solo_min,
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.15, 1.15).sort.solo_min,
             16384u);
   // None pays: beyond the largest batched size.
-  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.05).sort.solo_min,
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.05, 1.05).sort.solo_min,
             4 * 16384u);
 }
 
@@ -93,9 +104,47 @@ TEST(ChooseRouting, LoneRequestsNeverStartInsideTheCpuRange) {
   const auto points = Points([](double n) { return 1e-9 * n; },
                              [](double n) { return 5e-5 + 1e-10 * n; });
   const std::vector<BatchPoint> batched = {{256, 1e-5, 1e-5}};  // pays at once
-  const Calibration c = ChooseRouting(SortOnly(points, batched), 1.25);
+  const Calibration c = ChooseRouting(SortOnly(points, batched), 1.25, 1.25);
   EXPECT_EQ(c.sort.cpu_max, 131072u);
   EXPECT_EQ(c.sort.solo_min, c.sort.cpu_max + 1);
+}
+
+// Costs under load as a 16-core GPU host measured them (ms a request):
+// the CPU path 1.7x a batch's share at 16K keys, 5-7x at 64K and 256K, 3x
+// a lone device run at 1M. Under load there the CPU path (with overflow to
+// batches) served 16K-key requests faster than batches did; larger ones
+// were served faster in batches, and spilling them to the CPU path cost
+// the batches more than it gained.
+TEST(ChooseRouting, TheCpuPathKeepsSizesAtTwiceTheDeviceCostAndOnlyTheySpill) {
+  std::vector<Point> points;
+  const double ms = 1e-3;
+  for (const auto& [n, cpu_loaded, gpu] :
+       std::vector<std::tuple<size_t, double, double>>{
+           {4096, 0.004, 0.070},
+           {16384, 0.022, 0.079},
+           {65536, 0.153, 0.108},
+           {262144, 0.565, 0.270},
+           {1048576, 2.434, 0.625}}) {
+    points.push_back({n, 10 * cpu_loaded * ms, gpu * ms, cpu_loaded * ms});
+  }
+  const std::vector<BatchPoint> batched = {{4096, 0.070 * ms, 0.003 * ms},
+                                           {16384, 0.079 * ms, 0.013 * ms},
+                                           {65536, 0.108 * ms, 0.022 * ms},
+                                           {262144, 0.270 * ms, 0.079 * ms}};
+  Calibration c = ChooseRouting(SortOnly(points, batched), 1.25, 2.0);
+  EXPECT_EQ(c.sort.cpu_max, 32768u);
+  EXPECT_EQ(c.sort.spill_max, c.sort.cpu_max);
+  EXPECT_EQ(c.sort.solo_min, 1048576u);
+  EXPECT_THAT(c.report, HasSubstr("when the devices are backed up up to "
+                                  "32768 keys"));
+  // At 1.25x, 16K keys would have gone to batches, and 4K keys too (1.33x).
+  c = ChooseRouting(SortOnly(points, batched), 1.25, 1.25);
+  EXPECT_EQ(c.sort.cpu_max, 0u);
+  EXPECT_EQ(c.sort.spill_max, 0u);
+  // A CPU path within 2x of a device at every size keeps them all.
+  for (Point& p : points) p.cpu_loaded = 1.9 * DeviceCostForTest(p, batched);
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25, 2.0).sort.cpu_max,
+            size_t{1} << 20);
 }
 
 // By throughput: a lone request on the CPU path beats a lone device run at
@@ -113,7 +162,7 @@ TEST(ChooseRouting, TheCpuPathIsWeighedUnderLoadAgainstBatchShares) {
     batched.push_back({n, 1e-4 + 0.1e-9 * static_cast<double>(n),
                        2e-6 + 0.2e-9 * static_cast<double>(n)});
   }
-  const Calibration c = ChooseRouting(SortOnly(points, batched), 1.25);
+  const Calibration c = ChooseRouting(SortOnly(points, batched), 1.25, 1.25);
   // 1024 keys: CPU 1.02 us, batch 2.2 us; 4096: 4.1 us against 2.8 us.
   EXPECT_EQ(c.sort.cpu_max, 2 * 1024u);
   // Batches keep paying up to the largest size timed.
@@ -132,13 +181,13 @@ TEST(ChooseRouting, TheCpuPathIsWeighedUnderLoadAgainstBatchShares) {
   EXPECT_EQ(c.gpu_sort.queued_fixed, 0);
   std::vector<Point> faster = points;
   for (Point& p : faster) p.cpu_loaded = 0.05e-9 * static_cast<double>(p.units);
-  EXPECT_NEAR(
-      ChooseRouting(SortOnly(faster, batched), 1.25).cpu_sort.queued_per_unit,
-      0.05e-9, 1e-13);
+  EXPECT_NEAR(ChooseRouting(SortOnly(faster, batched), 1.25, 1.25)
+                  .cpu_sort.queued_per_unit,
+              0.05e-9, 1e-13);
   // Timed one request at a time (0.5 ns a key), the CPU path would have
   // kept twice as much: its last win is at 4096 keys.
   for (Point& p : points) p.cpu_loaded = 0;
-  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25).sort.cpu_max,
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25, 1.25).sort.cpu_max,
             2 * 4096u);
 }
 
@@ -153,7 +202,7 @@ TEST(ChooseRouting, TheCpuQueueDrainsAtItsLoadedLineFixedPartIncluded) {
   for (Point& p : points) {
     p.cpu_loaded = 3e-6 + 0.5e-9 * static_cast<double>(p.units);
   }
-  const Calibration c = ChooseRouting(SortOnly(points), 1.25);
+  const Calibration c = ChooseRouting(SortOnly(points), 1.25, 1.25);
   EXPECT_NEAR(c.cpu_sort.queued_fixed, 3e-6, 1e-10);
   EXPECT_NEAR(c.cpu_sort.queued_per_unit, 0.5e-9, 1e-13);
   EXPECT_NEAR(c.cpu_sort.Drain(1000 * 100.0, 1000), 3e-3 + 0.05e-3, 1e-8);
@@ -162,7 +211,7 @@ TEST(ChooseRouting, TheCpuQueueDrainsAtItsLoadedLineFixedPartIncluded) {
   for (Point& p : points) {
     p.cpu_loaded = 20e-6 + 4e-9 * static_cast<double>(p.units);
   }
-  const Calibration slow = ChooseRouting(SortOnly(points), 1.25);
+  const Calibration slow = ChooseRouting(SortOnly(points), 1.25, 1.25);
   EXPECT_NEAR(slow.cpu_sort.queued_fixed, 8e-6, 1e-10);
   EXPECT_NEAR(slow.cpu_sort.queued_per_unit, 2e-9, 1e-13);
 }
@@ -171,7 +220,7 @@ TEST(ChooseRouting, CostModelsFitFixedAndPerUnitTimes) {
   const Calibration c =
       ChooseRouting(SortOnly(Points([](double n) { return 2e-6 + 3e-9 * n; },
                                     [](double n) { return 4e-5 + 5e-11 * n; })),
-                    1.25);
+                    1.25, 1.25);
   EXPECT_NEAR(c.cpu_sort.per_unit, 3e-9, 1e-12);
   EXPECT_NEAR(c.cpu_sort.fixed, 2e-6, 1e-9);
   EXPECT_NEAR(c.gpu_sort.per_unit, 5e-11, 1e-14);
@@ -193,7 +242,7 @@ TEST(ChooseRouting, BatchesAreSortedWhereTheyLieFromWhereThatPays) {
     std::vector<BatchPoint> batched = {{16384, 1e-4, 5e-6},
                                        {65536, 2e-4, 1e-5, in_place_64k},
                                        {262144, 4e-4, 4e-5, in_place_256k}};
-    return ChooseRouting(SortOnly(points, batched), 1.25);
+    return ChooseRouting(SortOnly(points, batched), 1.25, 1.25);
   };
   // Packing wins at 64K, in place at 256K: in place from 256K.
   const Calibration from_256k = timed(1.5e-5, 3e-5);

@@ -275,7 +275,7 @@ TEST(SortParts, CalibrationTimesPageLockedBatchesBothWays) {
     EXPECT_GT(b.share, 0);
     EXPECT_EQ(b.in_place > 0, b.units * 4 >= options.pinned_min_bytes);
   }
-  const Calibration c = ChooseRouting(*t, options.solo_gain);
+  const Calibration c = ChooseRouting(*t, options.solo_gain, options.cpu_gain);
   EXPECT_THAT(c.report, ::testing::HasSubstr("keys in a batch: packed"));
 }
 

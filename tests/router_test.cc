@@ -147,6 +147,26 @@ TEST(ChooseRoute, WithoutCostModelsOrWithSpillOffOnlyThresholdsDecide) {
   EXPECT_EQ(ChooseRoute(c, {.units = 1 << 20}, busy), Route::kSpill);
 }
 
+TEST(ChooseRoute, OnlyRequestsUpToSpillMaxSpill) {
+  RouterConfig c;
+  c.sort = {.cpu_max = 8192, .solo_min = 1 << 20, .spill_max = 65536};
+  c.transpose = {.cpu_max = 32 * 128, .solo_min = 32 * 16384, .spill_max = 0};
+  c.cpu_sort = c.cpu_transpose = {.per_unit = 10e-9};
+  c.gpu_sort = c.gpu_transpose = {.fixed = 50e-6, .per_unit = 1e-9};
+  const RouteLoad busy{
+      .devices = 1, .devices_up = 1, .device_backlog_units = size_t{1} << 34};
+  EXPECT_EQ(ChooseRoute(c, {.units = 65536}, busy), Route::kSpill);
+  EXPECT_EQ(ChooseRoute(c, {.units = 65537}, busy), Route::kBatch);
+  EXPECT_EQ(ChooseRoute(c, {.units = 1 << 20}, busy), Route::kSolo);
+  EXPECT_EQ(ChooseRoute(c, {.op = Op::kTranspose, .units = 32 * 1000}, busy),
+            Route::kBatch);
+  // Overflow from the CPU path is not spilling: spill_max leaves it be.
+  const RouteLoad cpu_busy{
+      .devices = 1, .devices_up = 1, .cpu_queued_units = size_t{1} << 24};
+  EXPECT_EQ(ChooseRoute(c, {.op = Op::kTranspose, .units = 32 * 100}, cpu_busy),
+            Route::kBatch);
+}
+
 TEST(ChooseRoute, BacklogIsSharedAmongHealthyDevices) {
   RouterConfig c;
   c.sort = {.cpu_max = 0, .solo_min = 1 << 20};
