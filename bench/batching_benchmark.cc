@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, delays_us, "0,50,100,200,500,1000,2000",
           "Batching delays to try, microseconds");
 ABSL_FLAG(double, seconds, 1.0, "Measured time per configuration");
 ABSL_FLAG(int, pipeline_depth, 2, "Batches in flight per device");
+ABSL_FLAG(int, full_pipeline_depth, 3,
+          "Batches in flight per device while the next batch is full "
+          "(sortd's --full_pipeline_depth)");
 ABSL_FLAG(std::string, classes, "1",
           "Batch classes the clients spread over (client c uses class c % "
           "k: key types u32, f32, u64, i32, i64, f64, each ascending and "
@@ -291,7 +294,11 @@ int main(int argc, char** argv) {
   sortd::gpu::OpenClEngine::Options eo;
   eo.kind = absl::GetFlag(FLAGS_device) == "gpu" ? sortd::gpu::DeviceKind::kGpu
                                                  : sortd::gpu::DeviceKind::kCpu;
-  eo.lanes = absl::GetFlag(FLAGS_pipeline_depth);
+  // As sortd sets them (EngineSetup): GPUs get the full-batch depth's lanes.
+  eo.lanes = eo.kind == sortd::gpu::DeviceKind::kGpu
+                 ? std::max(absl::GetFlag(FLAGS_pipeline_depth),
+                            absl::GetFlag(FLAGS_full_pipeline_depth))
+                 : absl::GetFlag(FLAGS_pipeline_depth);
   eo.profile_interval = absl::GetFlag(FLAGS_kernel_profile_interval);
   auto engine = sortd::gpu::OpenClEngine::Create(eo);
   if (!engine.ok()) {
@@ -384,6 +391,7 @@ int main(int argc, char** argv) {
           o.max_batch_units =
               static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_keys));
           o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
+          o.full_pipeline_depth = absl::GetFlag(FLAGS_full_pipeline_depth);
           o.cpu_workers = cpu_workers;
           std::vector<sortd::DeviceSlot> slots;
           slots.push_back({std::make_unique<Borrowed>(shared.get()), nullptr});
@@ -399,7 +407,8 @@ int main(int argc, char** argv) {
               "\"concurrency\":%zu,\"mode\":\"%s\",\"delay_us\":%ld,"
               "\"requests_per_s\":%.1f,\"keys_per_s\":%.4g,\"p50_ms\":%.4f,"
               "\"p99_ms\":%.4f,\"mean_batch\":%.2f,\"classes\":%zu,"
-              "\"pipeline_depth\":%d,\"max_batch_keys\":%zu,"
+              "\"pipeline_depth\":%d,\"full_pipeline_depth\":%d,"
+              "\"max_batch_keys\":%zu,"
               "\"pinned_requests\":%s,\"pinned_min_bytes\":%lld,"
               "\"in_place_min_keys\":%lld,"
               "\"queue_ms\":%.4f,\"run_ms\":%.4f,\"stages_ms\":%s,"
@@ -407,7 +416,9 @@ int main(int argc, char** argv) {
               device.c_str(), keys, clients, m.name, m.delay_us,
               r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
               m.device ? r.mean_batch : 1.0, classes,
-              absl::GetFlag(FLAGS_pipeline_depth), o.max_batch_units,
+              absl::GetFlag(FLAGS_pipeline_depth),
+              std::max(o.pipeline_depth, o.full_pipeline_depth),
+              o.max_batch_units,
               absl::GetFlag(FLAGS_pinned_requests) ? "true" : "false",
               static_cast<long long>(absl::GetFlag(FLAGS_pinned_min_bytes)),
               o.in_place_min_keys == SIZE_MAX

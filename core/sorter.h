@@ -116,6 +116,8 @@ class Sorter {
   // False once the engine has seen its device fail (lost, queue broken);
   // callers then send work elsewhere.
   virtual bool healthy() const { return true; }
+  // Runs it serves at once (an OpenCL engine's lanes); 0: no limit.
+  virtual int concurrent_runs() const { return 0; }
   // Whether SortSegments would take `parts` as a job made of parts
   // (SortJob::parts), reading and writing their arrays where they lie;
   // an engine says so where that costs it less than the same requests

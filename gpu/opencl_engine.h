@@ -125,6 +125,9 @@ class OpenClEngine final : public Sorter {
                                : ExecutionPath::kOpenClCpu;
   }
   std::string device_name() const override { return device_.info.name; }
+  int concurrent_runs() const override {
+    return static_cast<int>(lanes_.size());
+  }
   bool healthy() const override { return core_.healthy.load(); }
   // Parts whose arrays all lie in host_memory(): transfers straight from
   // and into them cost no host copy, where packing costs two.

@@ -11,8 +11,7 @@ void ClassBatcher::Add(std::shared_ptr<Task> task) {
 
 bool ClassBatcher::Ready(absl::Time now, absl::Duration max_delay,
                          size_t max_requests, size_t max_units) const {
-  return now >= oldest() + max_delay || tasks_.size() >= max_requests ||
-         units_ >= max_units;
+  return now >= oldest() + max_delay || Full(max_requests, max_units);
 }
 
 void ClassBatcher::Take(size_t max_requests, size_t max_units, Batch* batch) {
@@ -74,22 +73,43 @@ bool Batchers::TakeReady(absl::Time now, bool close_all, Batch* batch,
       best = it;
     }
   }
-  const size_t before = batch->size();
   if (best != classes_.end()) {
-    best->second.Take(limits_.max_requests,
-                      limits_.max_units[std::get<0>(best->first)], batch);
-    if (best->second.empty()) classes_.erase(best);
+    TakeFrom(best, batch);
   } else if (!solo_.empty()) {
+    units_ -= solo_.front()->units;
+    --requests_;
     batch->push_back(std::move(solo_.front()));
     solo_.pop_front();
   } else {
     return false;
   }
+  return true;
+}
+
+bool Batchers::TakeFull(Batch* batch) {
+  auto best = classes_.end();
+  for (auto it = classes_.begin(); it != classes_.end(); ++it) {
+    if (it->second.Full(limits_.max_requests,
+                        limits_.max_units[std::get<0>(it->first)]) &&
+        (best == classes_.end() ||
+         it->second.oldest() < best->second.oldest())) {
+      best = it;
+    }
+  }
+  if (best == classes_.end()) return false;
+  TakeFrom(best, batch);
+  return true;
+}
+
+void Batchers::TakeFrom(Classes::iterator it, Batch* batch) {
+  const size_t before = batch->size();
+  it->second.Take(limits_.max_requests,
+                  limits_.max_units[std::get<0>(it->first)], batch);
+  if (it->second.empty()) classes_.erase(it);
   for (size_t i = before; i < batch->size(); ++i) {
     units_ -= (*batch)[i]->units;
     --requests_;
   }
-  return true;
 }
 
 Batch Batchers::TakeAll() {

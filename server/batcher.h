@@ -36,6 +36,10 @@ class ClassBatcher {
   void Add(std::shared_ptr<Task> task);
   bool empty() const { return tasks_.empty(); }
   absl::Time oldest() const { return tasks_.front()->enqueued; }
+  // Whether it holds a whole batch: max_requests tasks or max_units units.
+  bool Full(size_t max_requests, size_t max_units) const {
+    return tasks_.size() >= max_requests || units_ >= max_units;
+  }
   // Whether a batch may close at `now`: full, or its oldest task is due.
   bool Ready(absl::Time now, absl::Duration max_delay, size_t max_requests,
              size_t max_units) const;
@@ -68,6 +72,9 @@ class Batchers {
   // is ready; then `*wake_at` is lowered to when the first will be.
   bool TakeReady(absl::Time now, bool close_all, Batch* batch,
                  absl::Time* wake_at);
+  // Moves the oldest full class batch into `batch` (never a solo task);
+  // false when no class holds a whole batch.
+  bool TakeFull(Batch* batch);
   // Empties every queue.
   Batch TakeAll();
 
@@ -79,7 +86,10 @@ class Batchers {
   static ClassKey ClassOf(const Task& task);
 
   const Limits limits_;
-  std::map<ClassKey, ClassBatcher> classes_;
+  using Classes = std::map<ClassKey, ClassBatcher>;
+  // Takes a batch from `it` (erased once empty) into `batch`.
+  void TakeFrom(Classes::iterator it, Batch* batch);
+  Classes classes_;
   std::deque<std::shared_ptr<Task>> solo_;
   size_t units_ = 0, requests_ = 0;
 };

@@ -160,8 +160,8 @@ Thresholds Choose(const std::vector<Point>& points,
   Thresholds t;
   // The device must be cheaper by `cpu_gain` to take a size from the CPU
   // path, which answers at once, without a batch's delay, and sends what
-  // it cannot take in time to a batch (overflow). The same sizes may spill
-  // to it when an operator pins a smaller CPU range; larger ones never do.
+  // it cannot take in time to a batch (overflow). Nothing larger spills to
+  // it: only sizes in this range, where an operator pins a smaller one.
   t.cpu_max = CpuWinsUpTo(points, batched, cpu_gain);
   t.spill_max = t.cpu_max;
   t.solo_min = batched.empty() ? SIZE_MAX : batched.back().units * 4;
@@ -245,10 +245,7 @@ void Report(std::string* out, const char* op, const char* unit,
   };
   absl::StrAppend(out, "sortd: router ", op, ": CPU path up to ",
                   fmt(t.cpu_max, false), " ", unit, ", alone on a device from ",
-                  fmt(t.solo_min, true), " ", unit,
-                  ", batched between; spilled to the CPU path when the "
-                  "devices are backed up up to ",
-                  fmt(t.spill_max, false), " ", unit, "\n");
+                  fmt(t.solo_min, true), " ", unit, ", batched between\n");
 }
 
 // Host arrays of `bytes` bytes for a timed batch: from `memory` when it

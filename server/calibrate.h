@@ -2,9 +2,10 @@
 // CPU path and a device engine on the same generated inputs, and
 // ChooseRouting, a pure function of those timings, derives where each
 // operation's requests should go (server/scheduler.h) and the linear cost
-// models that the scheduler uses to spill work to the CPU when the devices
-// are backed up, both by throughput: what a request costs each path when
-// requests keep arriving. Calibrate does both.
+// models with which the router weighs the two paths' backlogs (overflow of
+// small requests into batches; spilling, within the CPU range), both by
+// throughput: what a request costs each path when requests keep arriving.
+// Calibrate does both.
 //
 //   absl::StatusOr<Calibration> c = Calibrate(cpu, *engine, {});
 //   if (c.ok()) { options.sort = c->sort; options.gpu_sort = c->gpu_sort; }

@@ -27,9 +27,14 @@ DevicePool::DevicePool(std::vector<DeviceSlot> slots, const Options& options)
   }
 }
 
-bool DevicePool::MayLease(size_t i) const {
+bool DevicePool::MayLease(size_t i, int depth) const {
   const Device& dev = devices_[i];
-  if (!dev.up || dev.inflight >= options_.pipeline_depth) return false;
+  if (!dev.up) return false;
+  // Beyond pipeline_depth, no more batches than the engine runs at once.
+  const int runs = dev.engine != nullptr ? dev.engine->concurrent_runs() : 0;
+  if (runs > 0)
+    depth = std::max(options_.pipeline_depth, std::min(depth, runs));
+  if (dev.inflight >= depth) return false;
   for (const Device& other : devices_) {
     if (other.up && other.inflight < dev.inflight) return false;
   }

@@ -74,8 +74,11 @@ class DevicePool {
   Device& operator[](size_t i) { return devices_[i]; }
   const Device& operator[](size_t i) const { return devices_[i]; }
 
-  // Whether device `i` may take another batch now.
-  bool MayLease(size_t i) const;
+  // Whether device `i` may take another batch now: it has fewer than
+  // `depth` (default: pipeline_depth; a larger one at most the runs its
+  // engine serves at once) in flight and no healthy device has fewer.
+  bool MayLease(size_t i) const { return MayLease(i, options_.pipeline_depth); }
+  bool MayLease(size_t i, int depth) const;
   void Lease(size_t i, size_t units);
   void Return(size_t i, size_t units);
 

@@ -129,7 +129,9 @@ absl::StatusOr<DeviceSlot> BringUp(const Part& part, const EngineSetup& setup) {
   options.kind = part.kind;
   options.device = part.device;
   options.cache_dir = setup.cache_dir;
-  options.lanes = setup.lanes;
+  options.lanes = part.kind == DeviceKind::kGpu
+                      ? std::max(setup.lanes, setup.gpu_lanes)
+                      : setup.lanes;
   options.memory_budget_bytes = setup.memory_budget_bytes;
   options.pool_bytes = setup.pool_bytes;
   EngineFactory factory =

@@ -25,7 +25,12 @@ struct EngineSetup {
   // diagnostics); the fields below override its own.
   gpu::OpenClEngine::Options base;
   std::string cache_dir;
+  // Command queues per engine (concurrent runs); GPUs get gpu_lanes where
+  // more (--full_pipeline_depth). An OpenCL CPU device's runs share the
+  // host's cores, so more overlap nothing there, and PoCL 3.1 aborted
+  // (pocl_release_dlhandle_cache) with three runs at once under load.
   int lanes = 2;
+  int gpu_lanes = 0;
   size_t memory_budget_bytes = 0;
   size_t pool_bytes = 0;
   // Split each GPU into sub-devices (--sub_devices), of this many compute

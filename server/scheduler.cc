@@ -35,6 +35,7 @@ Scheduler::Options Scheduler::Normalized(Options o) {
   o.max_batch_units = std::clamp<size_t>(o.max_batch_units, 1, size_t{1} << 31);
   o.max_batch_requests = std::max<size_t>(o.max_batch_requests, 1);
   o.pipeline_depth = std::max(1, o.pipeline_depth);
+  o.full_pipeline_depth = std::max(o.pipeline_depth, o.full_pipeline_depth);
   return o;
 }
 
@@ -85,7 +86,7 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
     listener_->OnDeviceInfo(dev.name, vendor, driver);
     listener_->OnDeviceMemory(dev.name, dev.engine->memory_bytes());
     listener_->OnDeviceState(dev.name, true);
-    for (int r = 0; r < options_.pipeline_depth; ++r) {
+    for (int r = 0; r < options_.full_pipeline_depth; ++r) {
       runners_[d].emplace_back([this, d] { RunnerLoop(d); });
     }
   }
@@ -297,13 +298,21 @@ void Scheduler::RunnerLoop(size_t device_index) {
       }
       continue;
     }
-    if (!pool_.MayLease(device_index)) {
+    // Beyond pipeline_depth batches in flight, only a full batch goes.
+    const bool within_depth = pool_.MayLease(device_index);
+    if (!within_depth &&
+        !pool_.MayLease(device_index, options_.full_pipeline_depth)) {
       cv_.wait(lock);
       continue;
     }
     Batch batch;
     absl::Time wake = absl::InfiniteFuture();
-    if (!batchers_.TakeReady(Now(), draining_, &batch, &wake)) {
+    if (!within_depth) {
+      if (!batchers_.TakeFull(&batch)) {
+        cv_.wait(lock);
+        continue;
+      }
+    } else if (!batchers_.TakeReady(Now(), draining_, &batch, &wake)) {
       if (wake == absl::InfiniteFuture() && pack.bytes() > 0) {
         // Nothing queued: the packing buffer (page-locked memory, as large
         // as the largest batch) goes back once a second has passed without

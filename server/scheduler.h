@@ -28,7 +28,9 @@
 // is on the device, the next runner gathers and packs the following batch,
 // so the device is not idle while the host packs. A runner takes a batch
 // only when its device has no more batches in flight than the least loaded
-// healthy device. An engine error on a batch re-runs its requests on the
+// healthy device. Up to `full_pipeline_depth` batches may be in flight when
+// the next one is full: the devices are behind, and its transfers overlap
+// the others' kernels. An engine error on a batch re-runs its requests on the
 // CPU path; a device that reports itself unhealthy is re-created through its
 // factory after a back-off, the CPU path answering meanwhile.
 //
@@ -121,6 +123,12 @@ class Scheduler {
     bool spill = true;
     int cpu_workers = 2;
     int pipeline_depth = 2;
+    // Batches in flight per device while the next batch is full
+    // (max_batch_units or max_batch_requests): then the devices are behind,
+    // and a further batch's transfers overlap the others' kernels without
+    // splitting arriving requests into smaller batches. At most this many
+    // runners per device (0: pipeline_depth, no more).
+    int full_pipeline_depth = 0;
     absl::Duration reinit_backoff = absl::Seconds(1);
     absl::Duration max_reinit_backoff = absl::Seconds(60);
     // The time of queue waits, batch deadlines, back-offs and the drain

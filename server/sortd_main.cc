@@ -95,7 +95,8 @@ ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{2} << 20,
           "(docs/PERFORMANCE.md: chunk size measured).");
 ABSL_FLAG(int64_t, device_memory_bytes, 0,
           "Device memory each OpenCL device may use, in bytes (0: 80% of its "
-          "global memory). Split between its --pipeline_depth lanes; a sort "
+          "global memory). Split between its lanes (on a GPU the larger of "
+          "--pipeline_depth and --full_pipeline_depth); a sort "
           "larger than a lane's share is sorted in device-sized runs merged "
           "on the CPU.");
 ABSL_FLAG(int64_t, device_pool_bytes, 0,
@@ -177,13 +178,20 @@ ABSL_FLAG(int64_t, batch_in_place_min_keys, -1,
           "two transfers of its own (-1: calibrated at startup, or 0 when "
           "every router threshold is pinned).");
 ABSL_FLAG(bool, spill_to_cpu, true,
-          "Send a GPU-bound request to the CPU path when the devices' "
-          "backlog would answer it later than the CPU, and a small request "
-          "to a device batch when the CPU path's backlog would answer it "
-          "later (calibrated costs; needs calibration).");
+          "Send a small request to a device batch when the CPU path's "
+          "backlog would answer it later (overflow), and a GPU-bound one to "
+          "the CPU path when the devices' backlog would answer it later "
+          "(spill: only sizes up to the calibrated CPU range, so only where "
+          "--cpu_max_keys or --transpose_cpu_max_matrices is pinned below "
+          "it). Needs calibrated costs.");
 ABSL_FLAG(int, pipeline_depth, 2,
           "Batches in flight per device: while one runs, the next is "
           "gathered and packed.");
+ABSL_FLAG(int, full_pipeline_depth, 3,
+          "Batches in flight per GPU while the next batch is full "
+          "(--max_batch_keys or --max_batch_requests): its transfers overlap "
+          "the others' kernels. OpenCL CPU devices keep --pipeline_depth; "
+          "none goes below it.");
 ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
           "Time a device run with OpenCL profiling events (the "
           "sortd_kernel_stage_duration_seconds histogram) when no run of its "
@@ -266,11 +274,13 @@ absl::Status CheckFlags() {
       absl::GetFlag(FLAGS_max_queued_keys) < 1 ||
       absl::GetFlag(FLAGS_max_call_keys) < 0 ||
       absl::GetFlag(FLAGS_max_queued_requests) < 1 ||
-      absl::GetFlag(FLAGS_pipeline_depth) < 1) {
+      absl::GetFlag(FLAGS_pipeline_depth) < 1 ||
+      absl::GetFlag(FLAGS_full_pipeline_depth) < 0) {
     return absl::InvalidArgumentError(
         "--max_batch_keys (1 to 2^31), --max_batch_requests, "
         "--max_queued_keys, --max_queued_requests and --pipeline_depth must "
-        "be positive, --max_call_keys not negative");
+        "be positive, --max_call_keys and --full_pipeline_depth not "
+        "negative");
   }
   if (absl::GetFlag(FLAGS_max_stream_bytes) < 1 ||
       absl::GetFlag(FLAGS_stream_chunk_bytes) < 16 ||
@@ -320,8 +330,27 @@ sortd::Scheduler::Options SchedulerOptions(int cpu_workers) {
   o.spill = absl::GetFlag(FLAGS_spill_to_cpu);
   o.cpu_workers = cpu_workers;
   o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
+  o.full_pipeline_depth = absl::GetFlag(FLAGS_full_pipeline_depth);
   o.reinit_backoff = absl::GetFlag(FLAGS_reinit_backoff);
   return o;
+}
+
+// The sizes that may spill to the CPU path: above its range, up to
+// spill_max (the calibrated range, where a pin lowered cpu_max).
+std::string SpillRanges(const sortd::Scheduler::Options& o) {
+  auto range = [](const sortd::Thresholds& t, size_t per, const char* unit) {
+    if (t.spill_max <= t.cpu_max) return std::string();
+    return absl::StrCat(
+        t.cpu_max / per + 1, "-",
+        t.spill_max == SIZE_MAX ? "any" : absl::StrCat(t.spill_max / per), " ",
+        unit);
+  };
+  const std::string sorts = range(o.sort, 1, "keys");
+  const std::string transposes = range(o.transpose, 32, "matrices");
+  if (sorts.empty() && transposes.empty()) return "no requests";
+  if (transposes.empty()) return absl::StrCat("sorts of ", sorts);
+  if (sorts.empty()) return absl::StrCat("transposes of ", transposes);
+  return absl::StrCat("sorts of ", sorts, " and transposes of ", transposes);
 }
 
 // Router thresholds: calibrated on the first device unless every one is
@@ -388,17 +417,14 @@ void Route(sortd::CpuSorter& cpu, sortd::Sorter& device,
       "(rows) and %zu requests (--max_batch_keys, --max_batch_requests), "
       "closed after --max_batch_delay=%s; batched sorts in page-locked "
       "memory sorted where they lie from %zu keys a request, packed below "
-      "(--batch_in_place_min_keys); while the devices are backed up, sorts "
-      "of <= %zu keys and transposes of <= %zu matrices may spill to the CPU "
-      "path (--spill_to_cpu)\n",
+      "(--batch_in_place_min_keys); while the devices are backed up, %s "
+      "spill to the CPU path (--spill_to_cpu)\n",
       o->sort.cpu_max, o->sort.solo_min, o->transpose.cpu_max / 32,
       o->transpose.solo_min == SIZE_MAX ? SIZE_MAX
                                         : (o->transpose.solo_min + 31) / 32,
       o->max_batch_units, o->max_batch_requests,
       absl::FormatDuration(o->max_batch_delay).c_str(), o->in_place_min_keys,
-      o->sort.spill_max,
-      o->transpose.spill_max == SIZE_MAX ? SIZE_MAX
-                                         : o->transpose.spill_max / 32);
+      SpillRanges(*o).c_str());
 }
 
 int Fail(const absl::Status& status) {
@@ -462,6 +488,7 @@ sortd::EngineSetup EngineSetupFromFlags(
       .base = base,
       .cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir),
       .lanes = absl::GetFlag(FLAGS_pipeline_depth),
+      .gpu_lanes = absl::GetFlag(FLAGS_full_pipeline_depth),
       .memory_budget_bytes =
           static_cast<size_t>(absl::GetFlag(FLAGS_device_memory_bytes)),
       .pool_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_device_pool_bytes)),

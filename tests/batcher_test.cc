@@ -77,6 +77,31 @@ TEST(Batchers, AFullBatchClosesAtOnceAndHoldsNoMoreThanItsLimits) {
   EXPECT_EQ(alone.size(), 1u);
 }
 
+TEST(Batchers, TakeFullTakesOnlyAWholeBatchNeverASoloTask) {
+  Batchers q(Limits());
+  q.Add(SortTask(50000, kT0), true);  // solo: never taken as full
+  for (int i = 0; i < 3; ++i) q.Add(SortTask(10, kT0), false);
+  q.Add(SortTask(6000, kT0 + absl::Microseconds(5), KeyType::kU64), false);
+  Batch batch;
+  EXPECT_FALSE(q.TakeFull(&batch));  // 3 of 4 requests, 6000 of 10000 units
+  EXPECT_TRUE(batch.empty());
+  q.Add(SortTask(5000, kT0 + absl::Microseconds(6), KeyType::kU64), false);
+  q.Add(SortTask(10, kT0 + absl::Microseconds(7)), false);
+  // Both classes full now (4 requests; 11000 units): the older goes first.
+  ASSERT_TRUE(q.TakeFull(&batch));
+  EXPECT_EQ(batch.size(), 4u);
+  EXPECT_EQ(batch[0]->units, 10u);
+  EXPECT_EQ(q.requests(), 3u);
+  EXPECT_EQ(q.units(), 50000u + 11000u);
+  Batch wide;
+  ASSERT_TRUE(q.TakeFull(&wide));
+  ASSERT_EQ(wide.size(), 1u);  // 6000 + 5000 > 10000: the first alone
+  EXPECT_EQ(wide[0]->units, 6000u);
+  Batch none;
+  EXPECT_FALSE(q.TakeFull(&none));
+  EXPECT_EQ(q.requests(), 2u);
+}
+
 TEST(Batchers, ClassesBatchApartAndTheOldestReadyGoesFirst) {
   Batchers q(Limits());
   q.Add(SortTask(10, kT0 + absl::Microseconds(5), KeyType::kU64), false);

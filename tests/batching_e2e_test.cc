@@ -71,6 +71,11 @@ TEST(E2EBatching, MidSizeSortsShareADeviceRun) {
                               "\"sort_solo_min\"} 65536\n"));
   EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary="
                               "\"sort_in_place_min\"} 1000000\n"));
+  // Every threshold pinned: no calibrated costs, so nothing may spill.
+  EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary="
+                              "\"sort_spill_max\"} 0\n"));
+  EXPECT_THAT(server.Output(), HasSubstr("while the devices are backed up, no "
+                                         "requests spill"));
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 

@@ -100,6 +100,25 @@ TEST(ChooseRouting, LoneRequestsStartWhereBatchingStopsPaying) {
             4 * 16384u);
 }
 
+// The CPU range and lone requests each follow their own gain.
+TEST(ChooseRouting, TheCpuAndSoloGainsAreSeparate) {
+  // CPU path 1.5x a batch's share at every size; alone 1.5x its share.
+  const auto points = Points([](double n) { return 1.5e-9 * n; },
+                             [](double n) { return 1.5e-9 * n; });
+  std::vector<BatchPoint> batched;
+  for (const Point& p : points)
+    batched.push_back({p.units, p.gpu, p.gpu / 1.5});
+  const Calibration cpu_first =
+      ChooseRouting(SortOnly(points, batched), 1.25, 2.0);
+  EXPECT_EQ(cpu_first.sort.cpu_max, size_t{1} << 20);
+  const Calibration batches =
+      ChooseRouting(SortOnly(points, batched), 2.0, 1.25);
+  EXPECT_EQ(batches.sort.cpu_max, 0u);
+  EXPECT_EQ(batches.sort.solo_min, 64u);  // alone at once: 1.5x <= 2.0
+  EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25, 1.25).sort.solo_min,
+            4 * (size_t{1} << 20));  // never alone: beyond the largest batch
+}
+
 TEST(ChooseRouting, LoneRequestsNeverStartInsideTheCpuRange) {
   const auto points = Points([](double n) { return 1e-9 * n; },
                              [](double n) { return 5e-5 + 1e-10 * n; });
@@ -135,8 +154,8 @@ TEST(ChooseRouting, TheCpuPathKeepsSizesAtTwiceTheDeviceCostAndOnlyTheySpill) {
   EXPECT_EQ(c.sort.cpu_max, 32768u);
   EXPECT_EQ(c.sort.spill_max, c.sort.cpu_max);
   EXPECT_EQ(c.sort.solo_min, 1048576u);
-  EXPECT_THAT(c.report, HasSubstr("when the devices are backed up up to "
-                                  "32768 keys"));
+  EXPECT_THAT(c.report, HasSubstr("CPU path up to 32768 keys, alone on a "
+                                  "device from 1048576 keys"));
   // At 1.25x, 16K keys would have gone to batches, and 4K keys too (1.33x).
   c = ChooseRouting(SortOnly(points, batched), 1.25, 1.25);
   EXPECT_EQ(c.sort.cpu_max, 0u);

@@ -16,7 +16,9 @@ const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
 class StubEngine : public Sorter {
  public:
-  explicit StubEngine(size_t max_keys = 0) : max_keys_(max_keys) {}
+  explicit StubEngine(size_t max_keys = 0, int runs = 0)
+      : max_keys_(max_keys), runs_(runs) {}
+  int concurrent_runs() const override { return runs_; }
   ExecutionPath path() const override { return ExecutionPath::kGpu; }
   std::string device_name() const override { return "stub"; }
   absl::Status Sort(const SortJob&) override { return absl::OkStatus(); }
@@ -27,6 +29,7 @@ class StubEngine : public Sorter {
 
  private:
   size_t max_keys_;
+  int runs_;
 };
 
 std::vector<DeviceSlot> Slots(int n, EngineFactory factory = nullptr) {
@@ -70,6 +73,27 @@ TEST(DevicePool, LeasesGoToTheLeastLoadedUpToTheDepth) {
   EXPECT_FALSE(pool.MayLease(0));
   EXPECT_EQ(pool.devices_up(), 1);
   EXPECT_EQ(pool.inflight_units(), 50u);
+}
+
+// A deeper lease than pipeline_depth goes no further than the runs the
+// engine serves at once; pipeline_depth itself is never cut.
+TEST(DevicePool, DeeperLeasesStopAtTheEnginesConcurrentRuns) {
+  std::vector<DeviceSlot> slots;
+  slots.push_back({std::make_unique<StubEngine>(0, 3), nullptr});
+  DevicePool pool(std::move(slots), {.pipeline_depth = 2});
+  pool.Lease(0, 1);
+  pool.Lease(0, 1);
+  EXPECT_FALSE(pool.MayLease(0));
+  EXPECT_TRUE(pool.MayLease(0, 4));
+  pool.Lease(0, 1);
+  EXPECT_FALSE(pool.MayLease(0, 4));  // three lanes
+  std::vector<DeviceSlot> one;
+  one.push_back({std::make_unique<StubEngine>(0, 1), nullptr});
+  DevicePool narrow(std::move(one), {.pipeline_depth = 2});
+  narrow.Lease(0, 1);
+  EXPECT_TRUE(narrow.MayLease(0, 4));  // up to pipeline_depth regardless
+  narrow.Lease(0, 1);
+  EXPECT_FALSE(narrow.MayLease(0, 4));
 }
 
 TEST(DevicePool, ReCreationBacksOffAndDoublesUpToTheCap) {

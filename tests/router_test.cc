@@ -160,6 +160,13 @@ TEST(ChooseRoute, OnlyRequestsUpToSpillMaxSpill) {
   EXPECT_EQ(ChooseRoute(c, {.units = 1 << 20}, busy), Route::kSolo);
   EXPECT_EQ(ChooseRoute(c, {.op = Op::kTranspose, .units = 32 * 1000}, busy),
             Route::kBatch);
+  // As calibrated, spill_max is the CPU range: nothing spills.
+  c.sort.spill_max = c.sort.cpu_max;
+  EXPECT_EQ(ChooseRoute(c, {.units = 8193}, busy), Route::kBatch);
+  EXPECT_EQ(ChooseRoute(c, {.units = 8192}, busy), Route::kCpu);
+  // A pinned CPU range above it: still nothing spills.
+  c.sort.spill_max = 1000;
+  EXPECT_EQ(ChooseRoute(c, {.units = 9000}, busy), Route::kBatch);
   // Overflow from the CPU path is not spilling: spill_max leaves it be.
   const RouteLoad cpu_busy{
       .devices = 1, .devices_up = 1, .cpu_queued_units = size_t{1} << 24};

@@ -648,6 +648,36 @@ TEST_F(SchedulerTest, ExpiredAndCancelledTasksNeverReachTheDevice) {
   EXPECT_EQ(sched->stats().dropped, 2u);
 }
 
+// Beyond pipeline_depth, a device takes a further batch only when it is
+// full: here a second batch runs beside a lone sort once its two requests
+// are in, and not before (it is never taken half full).
+TEST_F(SchedulerTest, AFullBatchGoesBeyondThePipelineDepth) {
+  Scheduler::Options o = BatchAll();
+  o.sort.solo_min = 5000;
+  o.pipeline_depth = 1;
+  o.full_pipeline_depth = 2;
+  o.max_batch_requests = 2;
+  o.max_batch_delay = absl::Hours(1);
+  auto sched = Make(o);
+  gate_.Close();
+  auto blocker = U32(6000, 1);
+  sched->Submit(blocker->task);
+  gate_.WaitEntered(1);  // the lone sort holds the pipeline's one place
+  auto a = U32(100, 2), b = U32(100, 3);
+  sched->Submit(a->task);
+  sched->Submit(b->task);
+  gate_.WaitEntered(2);  // the full batch runs while the lone sort waits
+  EXPECT_FALSE(blocker->done.HasBeenNotified());
+  gate_.Open();
+  for (auto* c : {&blocker, &a, &b}) {
+    (*c)->Wait();
+    (*c)->verify();
+  }
+  EXPECT_EQ(a->result.batch_requests, 2);
+  EXPECT_EQ(b->result.batch_requests, 2);
+  EXPECT_EQ(devices_[0]->runs(), 2);
+}
+
 // Time is the scheduler's clock: with a fake one, the batch closes when
 // the fake time reaches its delay, and the times answered are fake ones.
 TEST_F(SchedulerTest, BatchDelayAndTimesFollowTheSchedulersClock) {

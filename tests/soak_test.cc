@@ -229,7 +229,8 @@ TEST(Soak, MixedVerifiedLoadWithCancelsDeadlinesAndDrain) {
     // free heap memory back. Wait for a trim that follows all of this
     // phase's work: one more call after reading the count guarantees one.
     const double trims = Trims(server);
-    ASSERT_GE(trims, 0) << "no sortd_heap_trims_total in /metrics";
+    ASSERT_GE(trims, 0) << "no sortd_heap_trims_total in /metrics\n"
+                        << server.Output();
     {
       v1::SortRequest one;
       one.set_u32_keys(std::string(4, '\1'));
