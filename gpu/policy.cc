@@ -142,10 +142,12 @@ EnginePolicy NvidiaPtxPolicy() {
              // 18.54 -> 1.283/4.962/17.45, 2^16 u32 0.070 -> 0.069.
              .marked_status_max = RadixSortPolicy::kMarkedStatusLimit,
              .status_prefetch = true,
-             // Below 2^22 keys a pass is shorter than reading the digit
-             // totals back (about 0.05 ms): the span exceeded the kernels'
-             // sum by 0.05-0.07 ms at 2^16-2^20, by 0.01 ms from 2^24.
-             .skip_check_min = size_t{1} << 22};
+             // Below 2^25 keys the first pass does not hide reading the
+             // digit totals back and enqueueing the rest (0.05 ms, at
+             // times 0.13-0.28 ms on an H200 host): with the check, u32
+             // 2^22/2^23 spans 0.227/0.324 ms against 0.182/0.275 without,
+             // u64 0.438/0.694 against 0.403/0.667; level from 2^25.
+             .skip_check_min = size_t{1} << 25};
   // Bitonic only below 2^12 keys: the warp-ranked one-launch radix beats
   // it from 2^16 on (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; decision
   // record docs/decisions/005-bitonic-for-small-arrays.md).
