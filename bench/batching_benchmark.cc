@@ -313,6 +313,7 @@ int main(int argc, char** argv) {
     explicit Borrowed(sortd::Sorter* s) : e(s) {}
     sortd::ExecutionPath path() const override { return e->path(); }
     std::string device_name() const override { return e->device_name(); }
+    int concurrent_runs() const override { return e->concurrent_runs(); }
     absl::Status Sort(const sortd::SortJob& j) override { return e->Sort(j); }
     absl::Status SortSegments(const sortd::SortJob& j,
                               absl::Span<const uint32_t> o) override {

@@ -54,10 +54,11 @@ void Batchers::Add(std::shared_ptr<Task> task, bool solo) {
   }
 }
 
-bool Batchers::TakeReady(absl::Time now, bool close_all, Batch* batch,
-                         absl::Time* wake_at) {
-  // The oldest ready candidate: the head of the solo queue (always ready)
-  // or a class whose batch may close.
+Batchers::Classes::iterator Batchers::OldestReady(absl::Time now,
+                                                  bool close_all,
+                                                  absl::Time* wake_at) {
+  // The oldest ready candidate: the head of the solo queue (always ready;
+  // then classes_.end()) or a class whose batch may close.
   auto best = classes_.end();
   absl::Time best_time =
       solo_.empty() ? absl::InfiniteFuture() : solo_.front()->enqueued;
@@ -73,6 +74,12 @@ bool Batchers::TakeReady(absl::Time now, bool close_all, Batch* batch,
       best = it;
     }
   }
+  return best;
+}
+
+bool Batchers::TakeReady(absl::Time now, bool close_all, Batch* batch,
+                         absl::Time* wake_at) {
+  const auto best = OldestReady(now, close_all, wake_at);
   if (best != classes_.end()) {
     TakeFrom(best, batch);
   } else if (!solo_.empty()) {
@@ -86,17 +93,14 @@ bool Batchers::TakeReady(absl::Time now, bool close_all, Batch* batch,
   return true;
 }
 
-bool Batchers::TakeFull(Batch* batch) {
-  auto best = classes_.end();
-  for (auto it = classes_.begin(); it != classes_.end(); ++it) {
-    if (it->second.Full(limits_.max_requests,
-                        limits_.max_units[std::get<0>(it->first)]) &&
-        (best == classes_.end() ||
-         it->second.oldest() < best->second.oldest())) {
-      best = it;
-    }
+bool Batchers::TakeFull(absl::Time now, Batch* batch) {
+  absl::Time wake = absl::InfiniteFuture();
+  const auto best = OldestReady(now, false, &wake);
+  if (best == classes_.end() ||
+      !best->second.Full(limits_.max_requests,
+                         limits_.max_units[std::get<0>(best->first)])) {
+    return false;
   }
-  if (best == classes_.end()) return false;
   TakeFrom(best, batch);
   return true;
 }

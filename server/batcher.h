@@ -72,9 +72,11 @@ class Batchers {
   // is ready; then `*wake_at` is lowered to when the first will be.
   bool TakeReady(absl::Time now, bool close_all, Batch* batch,
                  absl::Time* wake_at);
-  // Moves the oldest full class batch into `batch` (never a solo task);
-  // false when no class holds a whole batch.
-  bool TakeFull(Batch* batch);
+  // Moves into `batch` what TakeReady would take, if that is a full class
+  // batch; false when the oldest ready work is a solo task, a batch that
+  // is due but not full, or nothing (so a full batch never overtakes older
+  // work).
+  bool TakeFull(absl::Time now, Batch* batch);
   // Empties every queue.
   Batch TakeAll();
 
@@ -87,6 +89,10 @@ class Batchers {
 
   const Limits limits_;
   using Classes = std::map<ClassKey, ClassBatcher>;
+  // The oldest ready class batch, or classes_.end() when the head of the
+  // solo queue is older or no class is ready (see TakeReady).
+  Classes::iterator OldestReady(absl::Time now, bool close_all,
+                                absl::Time* wake_at);
   // Takes a batch from `it` (erased once empty) into `batch`.
   void TakeFrom(Classes::iterator it, Batch* batch);
   Classes classes_;

@@ -1,9 +1,10 @@
 // DevicePool: the scheduler's devices, each with its engine, its leases
 // (batches in flight) and its health. A device takes another batch only
-// while it has fewer than `pipeline_depth` in flight and no healthy device
-// has fewer (the next batch goes to the least loaded). A device whose
-// engine reports itself unhealthy is marked down and re-created through its
-// factory after a back-off that doubles on each failed try, up to a cap.
+// while it has fewer than `pipeline_depth` (or a deeper depth the caller
+// names, at most the runs its engine serves at once) in flight and no
+// healthy device has fewer (the next batch goes to the least loaded). A device
+// whose engine reports itself unhealthy is marked down and re-created through
+// its factory after a back-off that doubles on each failed try, up to a cap.
 //
 // Not thread-safe: the scheduler calls it under its lock, and creates
 // engines (CreateEngine) outside it. Times are the caller's (the

@@ -86,7 +86,12 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
     listener_->OnDeviceInfo(dev.name, vendor, driver);
     listener_->OnDeviceMemory(dev.name, dev.engine->memory_bytes());
     listener_->OnDeviceState(dev.name, true);
-    for (int r = 0; r < options_.full_pipeline_depth; ++r) {
+    // As many runners as batches it may hold at once (DevicePool::MayLease).
+    int runners = options_.full_pipeline_depth;
+    if (const int runs = dev.engine->concurrent_runs(); runs > 0) {
+      runners = std::min(runners, std::max(options_.pipeline_depth, runs));
+    }
+    for (int r = 0; r < runners; ++r) {
       runners_[d].emplace_back([this, d] { RunnerLoop(d); });
     }
   }
@@ -308,7 +313,7 @@ void Scheduler::RunnerLoop(size_t device_index) {
     Batch batch;
     absl::Time wake = absl::InfiniteFuture();
     if (!within_depth) {
-      if (!batchers_.TakeFull(&batch)) {
+      if (!batchers_.TakeFull(Now(), &batch)) {
         cv_.wait(lock);
         continue;
       }

@@ -24,15 +24,17 @@
 // runs: sorts are merged on the CPU (server/runs.h), transposes are cut
 // between matrices.
 //
-// Each device has `pipeline_depth` runner threads: while one runner's batch
-// is on the device, the next runner gathers and packs the following batch,
-// so the device is not idle while the host packs. A runner takes a batch
-// only when its device has no more batches in flight than the least loaded
-// healthy device. Up to `full_pipeline_depth` batches may be in flight when
-// the next one is full: the devices are behind, and its transfers overlap
-// the others' kernels. An engine error on a batch re-runs its requests on the
-// CPU path; a device that reports itself unhealthy is re-created through its
-// factory after a back-off, the CPU path answering meanwhile.
+// Each device has a runner thread per batch it may hold: while one
+// runner's batch is on the device, the next runner gathers and packs the
+// following batch, so the device is not idle while the host packs. A
+// runner takes a batch only when its device has fewer than
+// `pipeline_depth` in flight and no healthy device has fewer; beyond that,
+// up to `full_pipeline_depth` (and the runs its engine serves at once),
+// only when the next batch to go is full (Batchers::TakeFull): the devices
+// are behind, and its transfers overlap the others' kernels. An engine error on
+// a batch re-runs its requests on the CPU path; a device that reports itself
+// unhealthy is re-created through its factory after a back-off, the CPU path
+// answering meanwhile.
 //
 // The parts, each with its own tests: Admission (the budget), the router
 // (server/router.h, a pure function of a request and the load), Batchers

@@ -190,8 +190,8 @@ ABSL_FLAG(int, pipeline_depth, 2,
 ABSL_FLAG(int, full_pipeline_depth, 3,
           "Batches in flight per GPU while the next batch is full "
           "(--max_batch_keys or --max_batch_requests): its transfers overlap "
-          "the others' kernels. OpenCL CPU devices keep --pipeline_depth; "
-          "none goes below it.");
+          "the others' kernels (0 to 16; at most --pipeline_depth: none "
+          "more). OpenCL CPU devices keep --pipeline_depth.");
 ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
           "Time a device run with OpenCL profiling events (the "
           "sortd_kernel_stage_duration_seconds histogram) when no run of its "
@@ -275,12 +275,13 @@ absl::Status CheckFlags() {
       absl::GetFlag(FLAGS_max_call_keys) < 0 ||
       absl::GetFlag(FLAGS_max_queued_requests) < 1 ||
       absl::GetFlag(FLAGS_pipeline_depth) < 1 ||
-      absl::GetFlag(FLAGS_full_pipeline_depth) < 0) {
+      absl::GetFlag(FLAGS_full_pipeline_depth) < 0 ||
+      absl::GetFlag(FLAGS_full_pipeline_depth) > 16) {
     return absl::InvalidArgumentError(
         "--max_batch_keys (1 to 2^31), --max_batch_requests, "
         "--max_queued_keys, --max_queued_requests and --pipeline_depth must "
-        "be positive, --max_call_keys and --full_pipeline_depth not "
-        "negative");
+        "be positive, --max_call_keys not negative, --full_pipeline_depth "
+        "0 to 16");
   }
   if (absl::GetFlag(FLAGS_max_stream_bytes) < 1 ||
       absl::GetFlag(FLAGS_stream_chunk_bytes) < 16 ||

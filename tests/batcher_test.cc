@@ -77,29 +77,44 @@ TEST(Batchers, AFullBatchClosesAtOnceAndHoldsNoMoreThanItsLimits) {
   EXPECT_EQ(alone.size(), 1u);
 }
 
-TEST(Batchers, TakeFullTakesOnlyAWholeBatchNeverASoloTask) {
+// TakeFull takes what TakeReady would, and only when that is a full batch:
+// a full batch never overtakes an older solo task or an older batch that is
+// due.
+TEST(Batchers, TakeFullTakesTheNextBatchOnlyWhenItIsFull) {
   Batchers q(Limits());
-  q.Add(SortTask(50000, kT0), true);  // solo: never taken as full
   for (int i = 0; i < 3; ++i) q.Add(SortTask(10, kT0), false);
   q.Add(SortTask(6000, kT0 + absl::Microseconds(5), KeyType::kU64), false);
+  const absl::Time early = kT0 + absl::Microseconds(10);
   Batch batch;
-  EXPECT_FALSE(q.TakeFull(&batch));  // 3 of 4 requests, 6000 of 10000 units
-  EXPECT_TRUE(batch.empty());
+  EXPECT_FALSE(q.TakeFull(early, &batch));  // nothing full, nothing due
   q.Add(SortTask(5000, kT0 + absl::Microseconds(6), KeyType::kU64), false);
-  q.Add(SortTask(10, kT0 + absl::Microseconds(7)), false);
-  // Both classes full now (4 requests; 11000 units): the older goes first.
-  ASSERT_TRUE(q.TakeFull(&batch));
-  EXPECT_EQ(batch.size(), 4u);
-  EXPECT_EQ(batch[0]->units, 10u);
-  EXPECT_EQ(q.requests(), 3u);
-  EXPECT_EQ(q.units(), 50000u + 11000u);
-  Batch wide;
-  ASSERT_TRUE(q.TakeFull(&wide));
-  ASSERT_EQ(wide.size(), 1u);  // 6000 + 5000 > 10000: the first alone
-  EXPECT_EQ(wide[0]->units, 6000u);
+  // The 64-bit class holds 11000 units: full, and the only one ready.
+  ASSERT_TRUE(q.TakeFull(early, &batch));
+  ASSERT_EQ(batch.size(), 1u);  // 6000 + 5000 > 10000: the first alone
+  EXPECT_EQ(batch[0]->units, 6000u);
+  EXPECT_EQ(q.requests(), 4u);
+  EXPECT_EQ(q.units(), 30u + 5000u);
+  q.Add(SortTask(6000, kT0 + absl::Microseconds(7), KeyType::kU64), false);
+  // Due now: the 32-bit batch (3 of 4 requests) is older than the full
+  // 64-bit one, so nothing goes beyond the depth until it has gone.
+  const absl::Time due = kT0 + absl::Microseconds(100);
   Batch none;
-  EXPECT_FALSE(q.TakeFull(&none));
-  EXPECT_EQ(q.requests(), 2u);
+  EXPECT_FALSE(q.TakeFull(due, &none));
+  absl::Time wake = absl::InfiniteFuture();
+  ASSERT_TRUE(q.TakeReady(due, false, &none, &wake));
+  EXPECT_EQ(none.size(), 3u);
+  Batch wide;
+  ASSERT_TRUE(q.TakeFull(due, &wide));
+  EXPECT_EQ(wide[0]->units, 5000u);
+  // An older solo task goes first too.
+  Batchers solo_first(Limits());
+  solo_first.Add(SortTask(50000, kT0), true);
+  for (int i = 0; i < 4; ++i) {
+    solo_first.Add(SortTask(10, kT0 + absl::Microseconds(1)), false);
+  }
+  Batch after;
+  EXPECT_FALSE(solo_first.TakeFull(early, &after));
+  EXPECT_TRUE(after.empty());
 }
 
 TEST(Batchers, ClassesBatchApartAndTheOldestReadyGoesFirst) {
