@@ -27,14 +27,16 @@ DevicePool::DevicePool(std::vector<DeviceSlot> slots, const Options& options)
   }
 }
 
+int DevicePool::Depth(size_t i, int depth) const {
+  const Device& dev = devices_[i];
+  const int runs = dev.engine != nullptr ? dev.engine->concurrent_runs() : 0;
+  return runs > 0 ? std::max(options_.pipeline_depth, std::min(depth, runs))
+                  : depth;
+}
+
 bool DevicePool::MayLease(size_t i, int depth) const {
   const Device& dev = devices_[i];
-  if (!dev.up) return false;
-  // Beyond pipeline_depth, no more batches than the engine runs at once.
-  const int runs = dev.engine != nullptr ? dev.engine->concurrent_runs() : 0;
-  if (runs > 0)
-    depth = std::max(options_.pipeline_depth, std::min(depth, runs));
-  if (dev.inflight >= depth) return false;
+  if (!dev.up || dev.inflight >= Depth(i, depth)) return false;
   for (const Device& other : devices_) {
     if (other.up && other.inflight < dev.inflight) return false;
   }

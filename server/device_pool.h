@@ -80,6 +80,10 @@ class DevicePool {
   // engine serves at once) in flight and no healthy device has fewer.
   bool MayLease(size_t i) const { return MayLease(i, options_.pipeline_depth); }
   bool MayLease(size_t i, int depth) const;
+  // The batches device `i` may hold at once when asked for `depth`: never
+  // fewer than pipeline_depth, beyond it at most its engine's concurrent
+  // runs.
+  int Depth(size_t i, int depth) const;
   void Lease(size_t i, size_t units);
   void Return(size_t i, size_t units);
 

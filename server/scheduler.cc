@@ -86,11 +86,8 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
     listener_->OnDeviceInfo(dev.name, vendor, driver);
     listener_->OnDeviceMemory(dev.name, dev.engine->memory_bytes());
     listener_->OnDeviceState(dev.name, true);
-    // As many runners as batches it may hold at once (DevicePool::MayLease).
-    int runners = options_.full_pipeline_depth;
-    if (const int runs = dev.engine->concurrent_runs(); runs > 0) {
-      runners = std::min(runners, std::max(options_.pipeline_depth, runs));
-    }
+    // A runner per batch it may hold at once.
+    const int runners = pool_.Depth(d, options_.full_pipeline_depth);
     for (int r = 0; r < runners; ++r) {
       runners_[d].emplace_back([this, d] { RunnerLoop(d); });
     }
