@@ -96,8 +96,11 @@ bool Batchers::TakeReady(absl::Time now, bool close_all, Batch* batch,
 bool Batchers::TakeFull(absl::Time now, Batch* batch) {
   absl::Time wake = absl::InfiniteFuture();
   const auto best = OldestReady(now, false, &wake);
-  if (best == classes_.end() ||
-      !best->second.Full(limits_.max_requests,
+  if (best == classes_.end()) {
+    // The solo head, when it is the oldest ready work.
+    return TakeReady(now, false, batch, &wake);
+  }
+  if (!best->second.Full(limits_.max_requests,
                          limits_.max_units[std::get<0>(best->first)])) {
     return false;
   }

@@ -72,10 +72,10 @@ class Batchers {
   // is ready; then `*wake_at` is lowered to when the first will be.
   bool TakeReady(absl::Time now, bool close_all, Batch* batch,
                  absl::Time* wake_at);
-  // Moves into `batch` what TakeReady would take, if that is a full class
-  // batch; false when the oldest ready work is a solo task, a batch that
-  // is due but not full, or nothing (so a full batch never overtakes older
-  // work).
+  // Moves into `batch` what TakeReady would take, if nothing would join it
+  // by waiting: a full class batch or a solo task; false when the oldest
+  // ready work is a batch that is due but not full, or nothing (so full
+  // work never overtakes older work).
   bool TakeFull(absl::Time now, Batch* batch);
   // Empties every queue.
   Batch TakeAll();

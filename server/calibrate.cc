@@ -5,6 +5,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -74,45 +75,120 @@ CostModel Fit(const std::vector<Point>& points, Cost cost) {
   return m;
 }
 
-// The CPU path's time per request at each point while `callers` threads
-// keep it busy, each with requests of its own (into its own output), about
-// `budget` units of work per caller and repetition: its throughput.
+// Host arrays of `bytes` bytes for timed requests: from `memory` when it
+// has them, else the heap.
+class TimedArray {
+ public:
+  TimedArray(size_t bytes, std::shared_ptr<HostMemory> memory)
+      : bytes_(std::max<size_t>(bytes, 1)) {
+    if (memory != nullptr) {
+      data_ = static_cast<uint32_t*>(memory->Allocate(bytes_));
+      if (data_ != nullptr) memory_ = std::move(memory);
+    }
+    if (data_ == nullptr) {
+      heap_.resize((bytes_ + 3) / 4);
+      data_ = heap_.data();
+    }
+  }
+  ~TimedArray() {
+    if (memory_ != nullptr) memory_->Free(data_, bytes_);
+  }
+  TimedArray(const TimedArray&) = delete;
+  TimedArray& operator=(const TimedArray&) = delete;
+  uint32_t* data() { return data_; }
+
+ private:
+  size_t bytes_;
+  std::shared_ptr<HostMemory> memory_;
+  std::vector<uint32_t> heap_;
+  uint32_t* data_ = nullptr;
+};
+
+// A device under load: as many callers as it runs at once (two where it
+// sets no limit), each at most this many requests a repetition, so that
+// small sizes, which cost a device mostly its fixed time, stay quick to
+// time.
+constexpr size_t kDeviceLoadedEach = 16;
+
+// How each path is timed under load: the CPU path with cpu_callers from
+// the heap (where its arrays lie makes no difference to it), a device with
+// as many callers as it runs at once, from its page-locked memory where
+// sortd keeps requests of the size there.
+struct LoadedPath {
+  Sorter* sorter;
+  int callers;
+  size_t each;
+  std::shared_ptr<HostMemory> memory;
+  double Point::*field;
+};
+std::vector<LoadedPath> LoadedPaths(Sorter& cpu, Sorter& device,
+                                    const CalibrationOptions& options) {
+  return {{&cpu, options.cpu_callers, SIZE_MAX, nullptr, &Point::cpu_loaded},
+          {&device, device.concurrent_runs() > 0 ? device.concurrent_runs() : 2,
+           kDeviceLoadedEach, device.host_memory(), &Point::gpu_loaded}};
+}
+
+// A path's time per request at each point while `callers` threads keep it
+// busy, each with requests of its own, about `budget` units of work (at
+// most `max_each` requests) per caller and repetition: its throughput's
+// inverse, into `field`. Each caller's arrays lie where sortd keeps
+// requests of that size (`memory` from pinned_min_bytes, else the heap).
 template <typename Run>
-absl::Status TimeUnderLoad(Sorter& cpu, int callers, size_t budget, int repeats,
-                           std::vector<Point>& points, Run run) {
+absl::Status TimeUnderLoad(Sorter& sorter, int callers, size_t budget,
+                           size_t max_each, const CalibrationOptions& options,
+                           const std::shared_ptr<HostMemory>& memory,
+                           const std::vector<uint32_t>& data,
+                           std::vector<Point>& points, double Point::*field,
+                           Run run) {
   callers = std::max(callers, 1);
-  std::vector<std::vector<uint32_t>> outs(callers);
   for (Point& p : points) {
-    const size_t each = std::max<size_t>(1, budget / p.units);
-    for (auto& o : outs) o.resize(p.units);
-    absl::StatusOr<double> t = MedianSeconds(repeats, [&]() -> absl::Status {
-      std::vector<absl::Status> status(callers);
-      std::vector<std::thread> threads;
-      for (int c = 0; c < callers; ++c) {
-        threads.emplace_back([&, c] {
-          for (size_t r = 0; r < each && status[c].ok(); ++r) {
-            status[c] = run(cpu, p.units, outs[c]);
+    const size_t each =
+        std::clamp<size_t>(budget / p.units, 1, std::max<size_t>(max_each, 1));
+    const size_t bytes = p.units * sizeof(uint32_t);
+    const bool pinned = bytes >= options.pinned_min_bytes;
+    std::vector<std::unique_ptr<TimedArray>> ins, outs;
+    for (int c = 0; c < callers; ++c) {
+      ins.push_back(
+          std::make_unique<TimedArray>(bytes, pinned ? memory : nullptr));
+      outs.push_back(
+          std::make_unique<TimedArray>(bytes, pinned ? memory : nullptr));
+      std::copy(data.begin(), data.begin() + p.units, ins.back()->data());
+    }
+    absl::StatusOr<double> t =
+        MedianSeconds(options.repeats, [&]() -> absl::Status {
+          std::vector<absl::Status> status(callers);
+          std::vector<std::thread> threads;
+          for (int c = 0; c < callers; ++c) {
+            threads.emplace_back([&, c] {
+              for (size_t r = 0; r < each && status[c].ok(); ++r) {
+                status[c] =
+                    run(sorter, p.units, ins[c]->data(), outs[c]->data());
+              }
+            });
           }
+          for (std::thread& t : threads) t.join();
+          for (const absl::Status& s : status) {
+            if (!s.ok()) return s;
+          }
+          return absl::OkStatus();
         });
-      }
-      for (std::thread& t : threads) t.join();
-      for (const absl::Status& s : status) {
-        if (!s.ok()) return s;
-      }
-      return absl::OkStatus();
-    });
     if (!t.ok()) return t.status();
-    p.cpu_loaded = *t / static_cast<double>(each * callers);
+    p.*field = *t / static_cast<double>(each * callers);
   }
   return absl::OkStatus();
 }
 
-// What a request costs each path under load (ChooseRouting).
+// What a request costs each path under load (ChooseRouting): the CPU path
+// with every caller busy; a device as the cheaper of a batch share and
+// its requests alone, as many at once as it runs (`loaded`), or one at a
+// time.
 double CpuCost(const Point& p) {
   return p.cpu_loaded > 0 ? p.cpu_loaded : p.cpu;
 }
-double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched) {
-  double cost = p.gpu;
+double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched,
+                  bool loaded = true) {
+  double cost =
+      loaded && p.gpu_loaded > 0 ? std::min(p.gpu, p.gpu_loaded) : p.gpu;
   for (const BatchPoint& b : batched) {
     if (b.units == p.units) cost = std::min(cost, b.share);
   }
@@ -123,7 +199,11 @@ double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched) {
 // timed sizes themselves, a line beyond them), the drain rate of a queue
 // from its costs under load, never slower than lone requests one after
 // another. The CPU path's queue also pays its requests' fixed part under
-// load (a device's batches share theirs: the batch share is the cost).
+// load (a device's batches share theirs: the batch share is the cost). A
+// device's queue is weighed by batch shares and lone runs one at a time:
+// its slope comes from the largest sizes, and theirs under load (5.5G keys
+// a second on the H200 host) drained a backlog of 16K-key requests five
+// times faster than their batches ran (docs/decisions/007-batching.md).
 CostModel Models(const std::vector<Point>& points,
                  const std::vector<BatchPoint>& batched, bool cpu) {
   auto lone = [cpu](const Point& p) { return cpu ? p.cpu : p.gpu; };
@@ -132,8 +212,9 @@ CostModel Models(const std::vector<Point>& points,
     m.timed.emplace_back(static_cast<double>(p.units), lone(p));
   }
   const CostModel loaded =
-      cpu ? Fit(points, CpuCost)
-          : Fit(points, [&](const Point& p) { return DeviceCost(p, batched); });
+      cpu ? Fit(points, CpuCost) : Fit(points, [&](const Point& p) {
+        return DeviceCost(p, batched, /*loaded=*/false);
+      });
   m.queued_per_unit = std::min(m.per_unit, loaded.per_unit);
   if (cpu) m.queued_fixed = std::min(m.fixed, loaded.fixed);
   return m;
@@ -227,9 +308,11 @@ void Report(std::string* out, const char* op, const char* unit,
   for (const Point& p : points) {
     absl::StrAppendFormat(out,
                           "sortd: calibrate %s %8zu %s: cpu %9.3f ms (%9.3f ms "
-                          "a request under load), device %9.3f ms\n",
+                          "a request under load), device %9.3f ms (%9.3f "
+                          "ms)\n",
                           op, p.units / per_unit_divisor, unit, p.cpu * 1e3,
-                          CpuCost(p) * 1e3, p.gpu * 1e3);
+                          CpuCost(p) * 1e3, p.gpu * 1e3,
+                          (p.gpu_loaded > 0 ? p.gpu_loaded : p.gpu) * 1e3);
   }
   for (const BatchPoint& b : batched) {
     absl::StrAppendFormat(out,
@@ -247,35 +330,6 @@ void Report(std::string* out, const char* op, const char* unit,
                   fmt(t.cpu_max, false), " ", unit, ", alone on a device from ",
                   fmt(t.solo_min, true), " ", unit, ", batched between\n");
 }
-
-// Host arrays of `bytes` bytes for a timed batch: from `memory` when it
-// has them, else the heap.
-class TimedArray {
- public:
-  TimedArray(size_t bytes, std::shared_ptr<HostMemory> memory)
-      : bytes_(std::max<size_t>(bytes, 1)) {
-    if (memory != nullptr) {
-      data_ = static_cast<uint32_t*>(memory->Allocate(bytes_));
-      if (data_ != nullptr) memory_ = std::move(memory);
-    }
-    if (data_ == nullptr) {
-      heap_.resize((bytes_ + 3) / 4);
-      data_ = heap_.data();
-    }
-  }
-  ~TimedArray() {
-    if (memory_ != nullptr) memory_->Free(data_, bytes_);
-  }
-  TimedArray(const TimedArray&) = delete;
-  TimedArray& operator=(const TimedArray&) = delete;
-  uint32_t* data() { return data_; }
-
- private:
-  size_t bytes_;
-  std::shared_ptr<HostMemory> memory_;
-  std::vector<uint32_t> heap_;
-  uint32_t* data_ = nullptr;
-};
 
 // Seconds per request of a batch of k sorts of n u32 keys as the
 // scheduler runs it (packed, or where the requests' arrays lie), the
@@ -319,7 +373,11 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
                                               const CalibrationOptions& options,
                                               size_t max_keys,
                                               std::mt19937& rng) {
-  std::vector<uint32_t> keys(max_keys), out(max_keys);
+  // Batches are timed up to max_batch_keys, so that the largest size timed
+  // alone is also timed in a batch of four where batches may hold them.
+  const size_t batch_keys =
+      std::clamp<size_t>(options.max_batch_keys, 1024, 4 * max_keys);
+  std::vector<uint32_t> keys(std::max(max_keys, batch_keys)), out(max_keys);
   for (uint32_t& k : keys) k = rng();
   auto sort_job = [&](size_t n, std::vector<uint32_t>& into) {
     SortJob job;
@@ -335,16 +393,23 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
       [&](Sorter& s, size_t n) { return s.Sort(sort_job(n, out)); });
   if (!measured.ok()) return measured.status();
   timings.points = *std::move(measured);
-  if (absl::Status s = TimeUnderLoad(
-          cpu, options.cpu_callers, max_keys, options.repeats, timings.points,
-          [&](Sorter& sorter, size_t n, std::vector<uint32_t>& into) {
-            return sorter.Sort(sort_job(n, into));
-          });
-      !s.ok()) {
-    return s;
+  auto sort_arrays = [](Sorter& sorter, size_t n, const uint32_t* in,
+                        uint32_t* into) {
+    SortJob job;
+    job.key_type = KeyType::kU32;
+    job.count = n;
+    job.keys = reinterpret_cast<const std::byte*>(in);
+    job.keys_out = reinterpret_cast<std::byte*>(into);
+    return sorter.Sort(job);
+  };
+  for (const LoadedPath& path : LoadedPaths(cpu, device, options)) {
+    if (absl::Status s = TimeUnderLoad(*path.sorter, path.callers, max_keys,
+                                       path.each, options, path.memory, keys,
+                                       timings.points, path.field, sort_arrays);
+        !s.ok()) {
+      return s;
+    }
   }
-  const size_t batch_keys =
-      std::clamp<size_t>(options.max_batch_keys, 1024, max_keys);
   for (const Point& p : timings.points) {
     if (p.units < 256) continue;
     const size_t k = std::min<size_t>(batch_keys / p.units, 256);
@@ -376,14 +441,21 @@ absl::StatusOr<OperationTimings> MeasureTransposes(
       [&](Sorter& s, size_t m) { return s.Transpose(transpose_job(m, out)); });
   if (!measured.ok()) return measured.status();
   timings.points = *std::move(measured);
-  if (absl::Status s = TimeUnderLoad(
-          cpu, options.cpu_callers, max_matrices * 32, options.repeats,
-          timings.points,
-          [&](Sorter& sorter, size_t rows_n, std::vector<uint32_t>& into) {
-            return sorter.Transpose(transpose_job(rows_n / 32, into));
-          });
-      !s.ok()) {
-    return s;
+  auto transpose_arrays = [](Sorter& sorter, size_t rows_n, const uint32_t* in,
+                             uint32_t* into) {
+    TransposeJob job;
+    job.count = rows_n / 32;
+    job.in = reinterpret_cast<const std::byte*>(in);
+    job.out = reinterpret_cast<std::byte*>(into);
+    return sorter.Transpose(job);
+  };
+  for (const LoadedPath& path : LoadedPaths(cpu, device, options)) {
+    if (absl::Status s = TimeUnderLoad(
+            *path.sorter, path.callers, max_matrices * 32, path.each, options,
+            path.memory, rows, timings.points, path.field, transpose_arrays);
+        !s.ok()) {
+      return s;
+    }
   }
   const size_t batch_matrices =
       std::clamp<size_t>(options.max_batch_keys / 32, 64, max_matrices);

@@ -40,11 +40,12 @@ struct CalibrationOptions {
   // requests it serves at once: sortd's --cpu_threads).
   int cpu_callers = 1;
   // Keys of the largest batch timed (sortd's --max_batch_keys, at most
-  // max_keys).
+  // four times max_keys).
   size_t max_batch_keys = size_t{1} << 20;
   // Request arrays of at least this many bytes lie in the device's
-  // page-locked memory (sortd's host buffer pool), so batches of them are
-  // timed from there; smaller ones from the heap. Batches are timed as the
+  // page-locked memory (sortd's host buffer pool), so batches of them, and
+  // such requests alone on a device under load, are timed from there;
+  // smaller ones from the heap. Batches are timed as the
   // scheduler runs them (batch::SortTogether: packed, or sorted where they
   // lie).
   size_t pinned_min_bytes = SIZE_MAX;
@@ -59,6 +60,10 @@ struct OperationTimings {
     // Seconds of the CPU path per request while cpu_callers keep it busy
     // (its throughput's inverse); 0: not timed, `cpu` stands for it.
     double cpu_loaded = 0;
+    // Seconds of the device per request while as many callers as it runs
+    // at once keep it busy, their arrays where sortd keeps requests of
+    // that size; 0: not timed, `gpu` stands for it.
+    double gpu_loaded = 0;
   };
   struct BatchPoint {
     size_t units = 0;  // of one request
@@ -93,7 +98,10 @@ absl::StatusOr<RoutingTimings> MeasureRouting(
 // The thresholds and cost models `timings` call for, by throughput: what a
 // request costs each path when requests keep arriving. On the CPU path
 // that is its time per request with every caller busy; on a device, its
-// share of a batch of like requests, or its time alone where that is less.
+// share of a batch of like requests, or its time per request alone (with
+// as many at once as the device runs, where that was timed) where that is
+// less. The queue estimates weigh a device by batch shares and lone runs
+// one at a time.
 // Requests up to cpu_max units go to the CPU path: from the last point
 // where it costs at most cpu_gain times the device's (the CPU path answers
 // without a batch's delay, and what it cannot take in time overflows to a

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/transpose.h"
 #include "oneapi/tbb/blocked_range.h"
@@ -197,7 +198,7 @@ void GatherPayload(const SortJob& job, const uint32_t* order, size_t lo,
 // below it 8-bit ones, whose counts cost less to clear and scan.
 constexpr size_t kWideDigitsFrom = size_t{1} << 12;
 
-// The sort of one thread (n < kSerialBelow): every pass's digit counts are
+// The sort of one thread (SortsWhole): every pass's digit counts are
 // taken in the read that maps the keys to their ordered bits, a pass whose
 // digit every key shares is skipped, and the last pass stores each key
 // straight into the output, its raw bits back. Stable: each pass scatters
@@ -274,13 +275,13 @@ void SerialSort(const SortJob& job) {
 }
 
 template <KeyType T>
-void SortTyped(const SortJob& job, int threads) {
+void SortTyped(const SortJob& job, int threads, bool serial) {
   using U = KeyBits<T>;
   const size_t n = job.count;
   const bool descending = job.order == Order::kDescending;
   const bool with_index =
       job.value_type != ValueType::kNone || job.permutation_out != nullptr;
-  if (n > kInsertionUpTo && n < kSerialBelow) {
+  if (n > kInsertionUpTo && serial) {
     const bool wide = n >= kWideDigitsFrom;
     if (with_index) {
       wide ? SerialSort<T, 11, true>(job) : SerialSort<T, 8, true>(job);
@@ -337,6 +338,15 @@ std::string CpuSorter::device_name() const {
   return absl::StrCat("cpu (oneTBB, ", threads_, " threads)");
 }
 
+bool CpuSorter::SortsWhole(size_t count, int running, int threads) {
+  // Under load a sort of up to a million keys runs whole on its caller:
+  // split into blocks, sorts that run side by side pay per-block counts,
+  // task hand-offs and an 8-bit scatter where one thread's 11-bit passes
+  // need none of them (docs/decisions/002-cpu-path-stable-radix.md).
+  return count < kSerialBelow ||
+         (count < kBulkFrom && running >= std::max(1, threads / 2));
+}
+
 absl::Status CpuSorter::Sort(const SortJob& job) {
   if (job.count > std::numeric_limits<uint32_t>::max()) {
     return absl::InvalidArgumentError(
@@ -344,17 +354,26 @@ absl::Status CpuSorter::Sort(const SortJob& job) {
                      " keys: the CPU path indexes keys with 32 bits"));
   }
   if (job.count == 0) return absl::OkStatus();
+  // Sorts beyond one block count towards the load (smaller ones are over
+  // in microseconds).
+  const bool counted = job.count >= kSerialBelow;
+  const int running =
+      counted ? running_.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+  absl::Cleanup done = [&] {
+    if (counted) running_.fetch_sub(1, std::memory_order_relaxed);
+  };
+  const bool serial = SortsWhole(job.count, running, threads_);
   auto sort = [&] {
     DispatchKeyType(job.key_type,
-                    [&]<KeyType T>() { SortTyped<T>(job, threads_); });
+                    [&]<KeyType T>() { SortTyped<T>(job, threads_, serial); });
   };
-  // A sort short enough for one block runs on the calling thread alone:
-  // it never waits for a slot in the arena, which a large sort may hold
-  // for seconds. A bulk sort's own thread runs at a lower priority (the
-  // caller waits); oneTBB's workers, which also copy for the OpenCL
-  // engine, keep theirs. On 2 cores, 1K-key sorts from two clients during
-  // a 32M-key sort: over 1.5 times as many answered, p99 as when idle.
-  if (job.count < kSerialBelow) {
+  // A sort run whole runs on the calling thread alone: it never waits for a
+  // slot in the arena, which a large sort may hold for seconds. A bulk sort's
+  // own thread runs at a lower priority (the caller waits); oneTBB's workers,
+  // which also copy for the OpenCL engine, keep theirs. On 2 cores, 1K-key
+  // sorts from two clients during a 32M-key sort: over 1.5 times as many
+  // answered, p99 as when idle.
+  if (serial) {
     sort();
   } else if (job.count < kBulkFrom) {
     arena_.execute(sort);

@@ -5,8 +5,12 @@
 // stable per-block scatter; a pass whose digit is the same for every key is
 // skipped. Payloads and permutations ride along as uint32 input indices and
 // are gathered once at the end. All parallel work runs in the sorter's own
-// task arena, so `threads` bounds the cores a request can take. Sorts of
-// one block run on the caller's thread without oneTBB; sorts of a million
+// task arena, so `threads` bounds the cores one request can take. Sorts of
+// one block run whole on the caller's thread without oneTBB (11 bits a
+// pass from 4K keys), and so do sorts of up to a million keys while as
+// many sorts of a block or more run at once as half the threads (with up
+// to three threads: always); callers' threads are not the arena's, so
+// under load the path may use more cores than `threads`. Sorts of a million
 // keys or more are bulk work, run from a thread of lower CPU priority
 // (nice 10), so that small requests on the same cores keep their latency.
 //
@@ -15,6 +19,7 @@
 #ifndef SORTD_SERVER_CPU_SORTER_H_
 #define SORTD_SERVER_CPU_SORTER_H_
 
+#include <atomic>
 #include <string>
 
 #include "core/sorter.h"
@@ -37,11 +42,16 @@ class CpuSorter final : public Sorter {
   int threads() const { return threads_; }
 
   absl::Status Sort(const SortJob& job) override;
+  // Whether a sort of `count` keys runs whole on its caller, with
+  // `running` sorts of a block or more (itself included) under way on a
+  // path of `threads` threads.
+  static bool SortsWhole(size_t count, int running, int threads);
   absl::Status Transpose(const TransposeJob& job) override;
 
  private:
   int threads_;
   tbb::task_arena arena_;
+  std::atomic<int> running_{0};
 };
 
 }  // namespace sortd

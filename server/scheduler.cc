@@ -300,7 +300,8 @@ void Scheduler::RunnerLoop(size_t device_index) {
       }
       continue;
     }
-    // Beyond pipeline_depth batches in flight, only a full batch goes.
+    // Beyond pipeline_depth batches in flight, only a full batch or a solo
+    // task goes.
     const bool within_depth = pool_.MayLease(device_index);
     if (!within_depth &&
         !pool_.MayLease(device_index, options_.full_pipeline_depth)) {

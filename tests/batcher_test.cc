@@ -77,9 +77,8 @@ TEST(Batchers, AFullBatchClosesAtOnceAndHoldsNoMoreThanItsLimits) {
   EXPECT_EQ(alone.size(), 1u);
 }
 
-// TakeFull takes what TakeReady would, and only when that is a full batch:
-// a full batch never overtakes an older solo task or an older batch that is
-// due.
+// TakeFull takes what TakeReady would, and only when that is a full batch
+// or a solo task: full work never overtakes an older batch that is due.
 TEST(Batchers, TakeFullTakesTheNextBatchOnlyWhenItIsFull) {
   Batchers q(Limits());
   for (int i = 0; i < 3; ++i) q.Add(SortTask(10, kT0), false);
@@ -106,15 +105,33 @@ TEST(Batchers, TakeFullTakesTheNextBatchOnlyWhenItIsFull) {
   Batch wide;
   ASSERT_TRUE(q.TakeFull(due, &wide));
   EXPECT_EQ(wide[0]->units, 5000u);
-  // An older solo task goes first too.
+  // A solo task is full by itself: it goes when it is the oldest, before
+  // a younger full batch, and not before an older batch that is due.
   Batchers solo_first(Limits());
   solo_first.Add(SortTask(50000, kT0), true);
   for (int i = 0; i < 4; ++i) {
     solo_first.Add(SortTask(10, kT0 + absl::Microseconds(1)), false);
   }
+  Batch alone;
+  ASSERT_TRUE(solo_first.TakeFull(early, &alone));
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0]->units, 50000u);
+  Batch full;
+  ASSERT_TRUE(solo_first.TakeFull(early, &full));
+  EXPECT_EQ(full.size(), 4u);
+  EXPECT_EQ(solo_first.requests(), 0u);
+  Batchers due_first(Limits());
+  due_first.Add(SortTask(10, kT0), false);
+  due_first.Add(SortTask(50000, kT0 + absl::Microseconds(1)), true);
   Batch after;
-  EXPECT_FALSE(solo_first.TakeFull(early, &after));
+  EXPECT_FALSE(due_first.TakeFull(due, &after));
   EXPECT_TRUE(after.empty());
+  absl::Time wake2 = absl::InfiniteFuture();
+  ASSERT_TRUE(due_first.TakeReady(due, false, &after, &wake2));
+  EXPECT_EQ(after[0]->units, 10u);
+  Batch solo;
+  ASSERT_TRUE(due_first.TakeFull(due, &solo));
+  EXPECT_EQ(solo[0]->units, 50000u);
 }
 
 TEST(Batchers, ClassesBatchApartAndTheOldestReadyGoesFirst) {

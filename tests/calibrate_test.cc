@@ -128,6 +128,19 @@ TEST(ChooseRouting, LoneRequestsNeverStartInsideTheCpuRange) {
   EXPECT_EQ(c.sort.solo_min, c.sort.cpu_max + 1);
 }
 
+// Points as a host measured them: (keys, the CPU path's ms a request
+// under load, a device's lone ms); the CPU path alone taken as ten times
+// its loaded cost (unused by the choices tested with these).
+std::vector<Point> MeasuredPoints(
+    const std::vector<std::tuple<size_t, double, double>>& rows) {
+  std::vector<Point> points;
+  for (const auto& [n, cpu_loaded, gpu] : rows) {
+    points.push_back(
+        {n, 10 * cpu_loaded * 1e-3, gpu * 1e-3, cpu_loaded * 1e-3});
+  }
+  return points;
+}
+
 // Costs under load as a 16-core GPU host measured them (ms a request):
 // the CPU path 1.7x a batch's share at 16K keys, 5-7x at 64K and 256K, 3x
 // a lone device run at 1M. Under load there the CPU path (with overflow to
@@ -135,17 +148,12 @@ TEST(ChooseRouting, LoneRequestsNeverStartInsideTheCpuRange) {
 // were served faster in batches, and spilling them to the CPU path cost
 // the batches more than it gained.
 TEST(ChooseRouting, TheCpuPathKeepsSizesAtTwiceTheDeviceCostAndOnlyTheySpill) {
-  std::vector<Point> points;
   const double ms = 1e-3;
-  for (const auto& [n, cpu_loaded, gpu] :
-       std::vector<std::tuple<size_t, double, double>>{
-           {4096, 0.004, 0.070},
-           {16384, 0.022, 0.079},
-           {65536, 0.153, 0.108},
-           {262144, 0.565, 0.270},
-           {1048576, 2.434, 0.625}}) {
-    points.push_back({n, 10 * cpu_loaded * ms, gpu * ms, cpu_loaded * ms});
-  }
+  std::vector<Point> points = MeasuredPoints({{4096, 0.004, 0.070},
+                                              {16384, 0.022, 0.079},
+                                              {65536, 0.153, 0.108},
+                                              {262144, 0.565, 0.270},
+                                              {1048576, 2.434, 0.625}});
   const std::vector<BatchPoint> batched = {{4096, 0.070 * ms, 0.003 * ms},
                                            {16384, 0.079 * ms, 0.013 * ms},
                                            {65536, 0.108 * ms, 0.022 * ms},
@@ -164,6 +172,43 @@ TEST(ChooseRouting, TheCpuPathKeepsSizesAtTwiceTheDeviceCostAndOnlyTheySpill) {
   for (Point& p : points) p.cpu_loaded = 1.9 * DeviceCostForTest(p, batched);
   EXPECT_EQ(ChooseRouting(SortOnly(points, batched), 1.25, 2.0).sort.cpu_max,
             size_t{1} << 20);
+}
+
+// Timings of one start on the H200 host (ms a request): the device's lone
+// time at 1M keys (1.05 ms, from heap arrays) put the busy CPU path (1.54)
+// within 2x of it, and every size up to 1M keys went to the CPU path; with
+// its lanes busy the device spends 0.24 ms a 1M-key request, and the CPU
+// range ends at 32K keys. The queue estimates weigh the device as before.
+TEST(ChooseRouting, TheCpuRangeWeighsADeviceWithItsLanesBusy) {
+  const double ms = 1e-3;
+  const std::vector<Point> points = MeasuredPoints({{4096, 0.002, 0.065},
+                                                    {16384, 0.013, 0.071},
+                                                    {65536, 0.110, 0.095},
+                                                    {262144, 0.382, 0.257},
+                                                    {1048576, 1.539, 1.054}});
+  const std::vector<BatchPoint> batched = {
+      {4096, 0.065 * ms, 0.004 * ms},
+      {16384, 0.071 * ms, 0.018 * ms},
+      {65536, 0.095 * ms, 0.076 * ms, 0.027 * ms},
+      {262144, 0.257 * ms, 0.351 * ms, 0.089 * ms}};
+  const Calibration lone = ChooseRouting(SortOnly(points, batched), 1.25, 2.0);
+  EXPECT_EQ(lone.sort.cpu_max, size_t{1} << 20);
+  std::vector<Point> loaded = points;
+  const std::vector<double> gpu_loaded = {0.073, 0.115, 0.111, 0.149, 0.238};
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    loaded[i].gpu_loaded = gpu_loaded[i] * ms;
+  }
+  const Calibration c = ChooseRouting(SortOnly(loaded, batched), 1.25, 2.0);
+  EXPECT_EQ(c.sort.cpu_max, 32768u);
+  EXPECT_EQ(c.sort.spill_max, 32768u);
+  EXPECT_THAT(c.report, HasSubstr("device     1.054 ms (    0.238 ms)"));
+  EXPECT_EQ(c.gpu_sort.queued_per_unit, lone.gpu_sort.queued_per_unit);
+  EXPECT_EQ(c.gpu_sort.per_unit, lone.gpu_sort.per_unit);
+  // A loaded time above the lone one (a device sharing the host's cores)
+  // does not raise the device's cost.
+  for (Point& p : loaded) p.gpu_loaded = 10 * p.gpu;
+  EXPECT_EQ(ChooseRouting(SortOnly(loaded, batched), 1.25, 2.0).sort.cpu_max,
+            lone.sort.cpu_max);
 }
 
 // By throughput: a lone request on the CPU path beats a lone device run at

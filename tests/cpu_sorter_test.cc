@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <thread>
 #include <tuple>
+#include <vector>
 
 #include "tests/sort_check.h"
 
@@ -18,44 +22,115 @@ using testing::ExtraName;
 using testing::KeyOf;
 using testing::Shape;
 
-class CpuSorterTest
-    : public ::testing::TestWithParam<std::tuple<KeyType, bool, Extra>> {
- protected:
-  CpuSorter sorter_{CpuSorter::Options{.threads = 4}};
-};
+using Case = std::tuple<KeyType, bool, Extra>;
 
-TEST_P(CpuSorterTest, MatchesStableReferenceOnEveryShapeAndBoundaryLength) {
-  const auto [type, desc, extra] = GetParam();
+// Every key type, both orders, with and without payload and permutation.
+auto AllCases() {
+  return ::testing::Combine(
+      ::testing::ValuesIn(kAllKeyTypes), ::testing::Bool(),
+      ::testing::Values(Extra::kNone, Extra::kU32Values,
+                        Extra::kU64ValuesAndPermutation, Extra::kPermutation));
+}
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(KeyTypeName(std::get<0>(info.param))) +
+         (std::get<1>(info.param) ? "_desc_" : "_asc_") +
+         ExtraName(std::get<2>(info.param));
+}
+
+// The case's sorts of every shape at `lengths`, and random ones at `large`
+// (with no payload or the widest), against the reference.
+void CheckCase(CpuSorter& sorter, const Case& c,
+               const std::vector<size_t>& lengths,
+               const std::vector<size_t>& large, uint64_t seed) {
+  const auto [type, desc, extra] = c;
   DispatchKeyType(type, [&]<KeyType T>() {
     using K = KeyOf<T>;
     for (Shape shape : testing::kAllShapes) {
-      for (size_t n : testing::BoundaryLengths()) {
+      for (size_t n : lengths) {
         CheckSort(
-            sorter_, testing::Generate<K>(shape, n, 1), desc, extra,
+            sorter, testing::Generate<K>(shape, n, seed), desc, extra,
             std::string(testing::ShapeName(shape)) + " n=" + std::to_string(n));
       }
     }
-    // Millions of keys, where every block of the parallel sort is busy.
     if (extra == Extra::kNone || extra == Extra::kU64ValuesAndPermutation) {
-      for (size_t n : {size_t{1} << 20, size_t{3'000'017}}) {
-        CheckSort(sorter_, testing::Generate<K>(Shape::kRandom, n, 2), desc,
-                  extra, "random n=" + std::to_string(n));
+      for (size_t n : large) {
+        CheckSort(sorter, testing::Generate<K>(Shape::kRandom, n, seed + 1),
+                  desc, extra, "random n=" + std::to_string(n));
       }
     }
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypes, CpuSorterTest,
-    ::testing::Combine(::testing::ValuesIn(kAllKeyTypes), ::testing::Bool(),
-                       ::testing::Values(Extra::kNone, Extra::kU32Values,
-                                         Extra::kU64ValuesAndPermutation,
-                                         Extra::kPermutation)),
-    [](const auto& info) {
-      return std::string(KeyTypeName(std::get<0>(info.param))) +
-             (std::get<1>(info.param) ? "_desc_" : "_asc_") +
-             ExtraName(std::get<2>(info.param));
+class CpuSorterTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CpuSorterTest, MatchesStableReferenceOnEveryShapeAndBoundaryLength) {
+  // Four threads, one sort at a time: from 32K keys in blocks; millions of
+  // keys keep every block busy.
+  CpuSorter sorter({.threads = 4});
+  CheckCase(sorter, GetParam(), testing::BoundaryLengths(),
+            {size_t{1} << 20, size_t{3'000'017}}, 1);
+}
+
+// With one thread (and, on any host, when as many sorts run at once as
+// half its threads) arrays of up to a million keys are sorted whole on the
+// calling thread, 11 bits a pass.
+TEST_P(CpuSorterTest, OnOneThreadMatchesStableReferenceUpToAMillion) {
+  CpuSorter sorter({.threads = 1});
+  CheckCase(sorter, GetParam(),
+            {size_t{1} << 15, size_t{65'537}, size_t{262'147}},
+            {(size_t{1} << 20) - 1}, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, CpuSorterTest, AllCases(), CaseName);
+
+TEST(CpuSorterLoad, MidSizeSortsRunWholeOnlyWhenHalfTheThreadsAreBusy) {
+  // One block or less: always whole; a million keys or more: never.
+  EXPECT_TRUE(CpuSorter::SortsWhole(32767, 1, 16));
+  EXPECT_FALSE(CpuSorter::SortsWhole(size_t{1} << 20, 16, 16));
+  // 32K keys up to a million: whole from eight sorts at once on 16
+  // threads, always with up to three threads.
+  EXPECT_FALSE(CpuSorter::SortsWhole(32768, 1, 16));
+  EXPECT_FALSE(CpuSorter::SortsWhole(65536, 7, 16));
+  EXPECT_TRUE(CpuSorter::SortsWhole(65536, 8, 16));
+  EXPECT_TRUE(CpuSorter::SortsWhole((size_t{1} << 20) - 1, 8, 16));
+  EXPECT_FALSE(CpuSorter::SortsWhole(65536, 1, 4));
+  EXPECT_TRUE(CpuSorter::SortsWhole(65536, 2, 4));
+  EXPECT_TRUE(CpuSorter::SortsWhole(65536, 1, 3));
+  EXPECT_TRUE(CpuSorter::SortsWhole(65536, 1, 1));
+}
+
+// Concurrent sorts on four threads: some run whole on their callers, some
+// in blocks across the arena, depending on how many run at once.
+TEST(CpuSorterConcurrency, ConcurrentSortsOfEverySizeMatchTheReference) {
+  CpuSorter sorter({.threads = 4});
+  std::vector<std::thread> clients;
+  std::vector<std::string> failures(8);
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      for (size_t n : {size_t{40'000}, size_t{150'001}, size_t{500'000}}) {
+        const std::vector<uint64_t> keys =
+            testing::Generate<uint64_t>(Shape::kRandom, n + c, 10 + c);
+        std::vector<uint64_t> want = keys;
+        std::stable_sort(want.begin(), want.end());
+        const std::string in = testing::Bytes(keys);
+        std::string out(in.size(), 0);
+        SortJob job{.key_type = KeyType::kU64,
+                    .count = keys.size(),
+                    .keys = reinterpret_cast<const std::byte*>(in.data()),
+                    .keys_out = reinterpret_cast<std::byte*>(out.data())};
+        const absl::Status s = sorter.Sort(job);
+        if (!s.ok()) {
+          failures[c] = s.ToString();
+        } else if (out != testing::Bytes(want)) {
+          failures[c] = "wrong order at n=" + std::to_string(keys.size());
+        }
+        if (!failures[c].empty()) return;
+      }
     });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int c = 0; c < 8; ++c) EXPECT_EQ(failures[c], "") << "client " << c;
+}
 
 TEST(CpuSorterStability, EqualKeysKeepInputOrderInBothOrders) {
   CpuSorter sorter({.threads = 2});

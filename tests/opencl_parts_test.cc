@@ -258,7 +258,8 @@ TEST(SortParts, ShortRequestsArePackedFromPageLockedMemoryToo) {
 }
 
 // The startup calibration times batches of page-locked requests both
-// packed and where they lie, and the smaller ones packed only.
+// packed and where they lie, and the smaller ones packed only; each path
+// also under load.
 TEST(SortParts, CalibrationTimesPageLockedBatchesBothWays) {
   CpuSorter cpu({.threads = 1});
   const CalibrationOptions options{.max_keys = 16384,
@@ -274,6 +275,17 @@ TEST(SortParts, CalibrationTimesPageLockedBatchesBothWays) {
     SCOPED_TRACE(b.units);
     EXPECT_GT(b.share, 0);
     EXPECT_EQ(b.in_place > 0, b.units * 4 >= options.pinned_min_bytes);
+  }
+  // Both paths are also timed with every caller busy.
+  for (const auto& p : t->sort.points) {
+    SCOPED_TRACE(p.units);
+    EXPECT_GT(p.cpu_loaded, 0);
+    EXPECT_GT(p.gpu_loaded, 0);
+  }
+  for (const auto& p : t->transpose.points) {
+    SCOPED_TRACE(p.units);
+    EXPECT_GT(p.cpu_loaded, 0);
+    EXPECT_GT(p.gpu_loaded, 0);
   }
   const Calibration c = ChooseRouting(*t, options.solo_gain, options.cpu_gain);
   EXPECT_THAT(c.report, ::testing::HasSubstr("keys in a batch: packed"));
