@@ -373,8 +373,9 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
                                               const CalibrationOptions& options,
                                               size_t max_keys,
                                               std::mt19937& rng) {
-  // Batches are timed up to max_batch_keys, so that the largest size timed
-  // alone is also timed in a batch of four where batches may hold them.
+  // Batches are timed up to max_batch_keys, so that the largest sizes
+  // timed alone are also timed in batches of four where batches may hold
+  // them.
   const size_t batch_keys =
       std::clamp<size_t>(options.max_batch_keys, 1024, 4 * max_keys);
   std::vector<uint32_t> keys(std::max(max_keys, batch_keys)), out(max_keys);
@@ -410,9 +411,15 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
       return s;
     }
   }
+  // Each size in a batch of up to max_keys keys and 256 requests (in
+  // batches of up to 4M keys, 256 16K-key requests' share was half what
+  // 64 gave, and moved the CPU range from 32K keys to 8K on the H200
+  // host); sizes beyond, in batches of four where batches may hold them.
+  const size_t typical_batch_keys = std::min(batch_keys, max_keys);
   for (const Point& p : timings.points) {
     if (p.units < 256) continue;
-    const size_t k = std::min<size_t>(batch_keys / p.units, 256);
+    size_t k = std::min<size_t>(typical_batch_keys / p.units, 256);
+    if (k < 4 && 4 * p.units <= batch_keys) k = 4;
     if (k < 4) break;
     absl::StatusOr<BatchPoint> b = TimeBatch(device, options, p.units, k, keys);
     if (!b.ok()) return b.status();

@@ -289,6 +289,14 @@ TEST(SortParts, CalibrationTimesPageLockedBatchesBothWays) {
   }
   const Calibration c = ChooseRouting(*t, options.solo_gain, options.cpu_gain);
   EXPECT_THAT(c.report, ::testing::HasSubstr("keys in a batch: packed"));
+  // Where batches may hold four of the largest size timed alone, that size
+  // is timed in a batch too.
+  CalibrationOptions wide = options;
+  wide.max_keys = 4096;
+  absl::StatusOr<RoutingTimings> w = MeasureRouting(cpu, Engine(), wide);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->sort.batched.size(), 3u);
+  EXPECT_EQ(w->sort.batched.back().units, 4096u);
 }
 
 TEST(SortParts, MixedOrdersArePacked) {
