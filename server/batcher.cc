@@ -83,22 +83,26 @@ bool Batchers::TakeReady(absl::Time now, bool close_all, Batch* batch,
   if (best != classes_.end()) {
     TakeFrom(best, batch);
   } else if (!solo_.empty()) {
-    units_ -= solo_.front()->units;
-    --requests_;
-    batch->push_back(std::move(solo_.front()));
-    solo_.pop_front();
+    TakeSolo(batch);
   } else {
     return false;
   }
   return true;
 }
 
-bool Batchers::TakeFull(absl::Time now, Batch* batch) {
+bool Batchers::TakeFull(absl::Time now, bool close_all, Batch* batch) {
   absl::Time wake = absl::InfiniteFuture();
-  const auto best = OldestReady(now, false, &wake);
+  const auto best = OldestReady(now, close_all, &wake);
   if (best == classes_.end()) {
-    // The solo head, when it is the oldest ready work.
-    return TakeReady(now, false, batch, &wake);
+    // The solo head is the oldest ready work (or nothing is ready): it is
+    // full work when no longer than a full batch of its op.
+    if (solo_.empty() ||
+        solo_.front()->units >
+            limits_.max_units[std::get<0>(ClassOf(*solo_.front()))]) {
+      return false;
+    }
+    TakeSolo(batch);
+    return true;
   }
   if (!best->second.Full(limits_.max_requests,
                          limits_.max_units[std::get<0>(best->first)])) {
@@ -106,6 +110,13 @@ bool Batchers::TakeFull(absl::Time now, Batch* batch) {
   }
   TakeFrom(best, batch);
   return true;
+}
+
+void Batchers::TakeSolo(Batch* batch) {
+  units_ -= solo_.front()->units;
+  --requests_;
+  batch->push_back(std::move(solo_.front()));
+  solo_.pop_front();
 }
 
 void Batchers::TakeFrom(Classes::iterator it, Batch* batch) {

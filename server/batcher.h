@@ -73,10 +73,11 @@ class Batchers {
   bool TakeReady(absl::Time now, bool close_all, Batch* batch,
                  absl::Time* wake_at);
   // Moves into `batch` what TakeReady would take, if nothing would join it
-  // by waiting: a full class batch or a solo task; false when the oldest
-  // ready work is a batch that is due but not full, or nothing (so full
-  // work never overtakes older work).
-  bool TakeFull(absl::Time now, Batch* batch);
+  // by waiting: a full class batch, or a solo task no longer than a full
+  // batch; false when the oldest ready work is a batch that is due but not
+  // full, a longer solo task, or nothing (so full work never overtakes
+  // older ready work).
+  bool TakeFull(absl::Time now, bool close_all, Batch* batch);
   // Empties every queue.
   Batch TakeAll();
 
@@ -86,6 +87,7 @@ class Batchers {
  private:
   using ClassKey = std::tuple<int, int, int, int>;
   static ClassKey ClassOf(const Task& task);
+  void TakeSolo(Batch* batch);
 
   const Limits limits_;
   using Classes = std::map<ClassKey, ClassBatcher>;

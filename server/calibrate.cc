@@ -367,6 +367,15 @@ absl::StatusOr<BatchPoint> TimeBatch(Sorter& device,
   return point;
 }
 
+// Whether the device sorts four requests of `keys` u32 keys in all in one
+// run, as a batch of them would be.
+bool FitsOneRun(const Sorter& device, size_t keys) {
+  SortJob shape;
+  shape.key_type = KeyType::kU32;
+  const size_t max = device.max_batch_keys(shape, 4);
+  return max == 0 || keys <= max;
+}
+
 // Sorts of u32 keys: both paths alone, the CPU path under load, and the
 // device's batches of like requests.
 absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
@@ -419,7 +428,9 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
   for (const Point& p : timings.points) {
     if (p.units < 256) continue;
     size_t k = std::min<size_t>(typical_batch_keys / p.units, 256);
-    if (k < 4 && 4 * p.units <= batch_keys) k = 4;
+    if (k < 4 && 4 * p.units <= batch_keys && FitsOneRun(device, 4 * p.units)) {
+      k = 4;
+    }
     if (k < 4) break;
     absl::StatusOr<BatchPoint> b = TimeBatch(device, options, p.units, k, keys);
     if (!b.ok()) return b.status();
@@ -429,7 +440,8 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
   return timings;
 }
 
-// Transposes, the same way; units are rows, 32 per matrix.
+// Transposes, the same way (each size in batches of up to the largest
+// size timed and 256 requests); units are rows, 32 per matrix.
 absl::StatusOr<OperationTimings> MeasureTransposes(
     Sorter& cpu, Sorter& device, const CalibrationOptions& options,
     size_t max_matrices, std::mt19937& rng) {

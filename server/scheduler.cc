@@ -301,7 +301,7 @@ void Scheduler::RunnerLoop(size_t device_index) {
       continue;
     }
     // Beyond pipeline_depth batches in flight, only a full batch or a solo
-    // task goes.
+    // task no longer than one goes.
     const bool within_depth = pool_.MayLease(device_index);
     if (!within_depth &&
         !pool_.MayLease(device_index, options_.full_pipeline_depth)) {
@@ -311,7 +311,7 @@ void Scheduler::RunnerLoop(size_t device_index) {
     Batch batch;
     absl::Time wake = absl::InfiniteFuture();
     if (!within_depth) {
-      if (!batchers_.TakeFull(Now(), &batch)) {
+      if (!batchers_.TakeFull(Now(), draining_, &batch)) {
         cv_.wait(lock);
         continue;
       }

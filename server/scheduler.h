@@ -30,8 +30,8 @@
 // runner takes a batch only when its device has fewer than
 // `pipeline_depth` in flight and no healthy device has fewer; beyond that,
 // up to `full_pipeline_depth` (and the runs its engine serves at once),
-// only when the next batch to go is full or a solo task
-// (Batchers::TakeFull): the devices
+// only when the next batch to go is full or a solo task no longer than a
+// full batch (Batchers::TakeFull): the devices
 // are behind, and its transfers overlap the others' kernels. An engine error on
 // a batch re-runs its requests on the CPU path; a device that reports itself
 // unhealthy is re-created through its factory after a back-off, the CPU path
@@ -127,8 +127,8 @@ class Scheduler {
     int cpu_workers = 2;
     int pipeline_depth = 2;
     // Batches in flight per device while the next batch is full
-    // (max_batch_units or max_batch_requests) or a solo task: then the
-    // devices are behind,
+    // (max_batch_units or max_batch_requests) or a solo task no longer
+    // than a full batch: then the devices are behind,
     // and a further batch's transfers overlap the others' kernels without
     // splitting arriving requests into smaller batches. At most this many
     // runners per device (0: pipeline_depth, no more).

@@ -189,8 +189,9 @@ ABSL_FLAG(int, pipeline_depth, 2,
           "gathered and packed.");
 ABSL_FLAG(int, full_pipeline_depth, 3,
           "Batches in flight per GPU while the next batch is full "
-          "(--max_batch_keys or --max_batch_requests) or a request alone: "
-          "its transfers overlap the others' kernels (0 to 16; at most "
+          "(--max_batch_keys or --max_batch_requests) or a request alone "
+          "and no longer: its transfers overlap the others' kernels (0 to "
+          "16; at most "
           "--pipeline_depth: none more). OpenCL CPU devices keep "
           "--pipeline_depth.");
 ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),

@@ -85,10 +85,10 @@ TEST(Batchers, TakeFullTakesTheNextBatchOnlyWhenItIsFull) {
   q.Add(SortTask(6000, kT0 + absl::Microseconds(5), KeyType::kU64), false);
   const absl::Time early = kT0 + absl::Microseconds(10);
   Batch batch;
-  EXPECT_FALSE(q.TakeFull(early, &batch));  // nothing full, nothing due
+  EXPECT_FALSE(q.TakeFull(early, false, &batch));  // nothing full, nothing due
   q.Add(SortTask(5000, kT0 + absl::Microseconds(6), KeyType::kU64), false);
   // The 64-bit class holds 11000 units: full, and the only one ready.
-  ASSERT_TRUE(q.TakeFull(early, &batch));
+  ASSERT_TRUE(q.TakeFull(early, false, &batch));
   ASSERT_EQ(batch.size(), 1u);  // 6000 + 5000 > 10000: the first alone
   EXPECT_EQ(batch[0]->units, 6000u);
   EXPECT_EQ(q.requests(), 4u);
@@ -98,40 +98,62 @@ TEST(Batchers, TakeFullTakesTheNextBatchOnlyWhenItIsFull) {
   // 64-bit one, so nothing goes beyond the depth until it has gone.
   const absl::Time due = kT0 + absl::Microseconds(100);
   Batch none;
-  EXPECT_FALSE(q.TakeFull(due, &none));
+  EXPECT_FALSE(q.TakeFull(due, false, &none));
   absl::Time wake = absl::InfiniteFuture();
   ASSERT_TRUE(q.TakeReady(due, false, &none, &wake));
   EXPECT_EQ(none.size(), 3u);
   Batch wide;
-  ASSERT_TRUE(q.TakeFull(due, &wide));
+  ASSERT_TRUE(q.TakeFull(due, false, &wide));
   EXPECT_EQ(wide[0]->units, 5000u);
   // A solo task is full by itself: it goes when it is the oldest, before
   // a younger full batch, and not before an older batch that is due.
   Batchers solo_first(Limits());
-  solo_first.Add(SortTask(50000, kT0), true);
+  solo_first.Add(SortTask(8000, kT0), true);
   for (int i = 0; i < 4; ++i) {
     solo_first.Add(SortTask(10, kT0 + absl::Microseconds(1)), false);
   }
   Batch alone;
-  ASSERT_TRUE(solo_first.TakeFull(early, &alone));
+  ASSERT_TRUE(solo_first.TakeFull(early, false, &alone));
   ASSERT_EQ(alone.size(), 1u);
-  EXPECT_EQ(alone[0]->units, 50000u);
+  EXPECT_EQ(alone[0]->units, 8000u);
   Batch full;
-  ASSERT_TRUE(solo_first.TakeFull(early, &full));
+  ASSERT_TRUE(solo_first.TakeFull(early, false, &full));
   EXPECT_EQ(full.size(), 4u);
   EXPECT_EQ(solo_first.requests(), 0u);
   Batchers due_first(Limits());
   due_first.Add(SortTask(10, kT0), false);
-  due_first.Add(SortTask(50000, kT0 + absl::Microseconds(1)), true);
+  due_first.Add(SortTask(8000, kT0 + absl::Microseconds(1)), true);
   Batch after;
-  EXPECT_FALSE(due_first.TakeFull(due, &after));
+  EXPECT_FALSE(due_first.TakeFull(due, false, &after));
   EXPECT_TRUE(after.empty());
   absl::Time wake2 = absl::InfiniteFuture();
   ASSERT_TRUE(due_first.TakeReady(due, false, &after, &wake2));
   EXPECT_EQ(after[0]->units, 10u);
   Batch solo;
-  ASSERT_TRUE(due_first.TakeFull(due, &solo));
-  EXPECT_EQ(solo[0]->units, 50000u);
+  ASSERT_TRUE(due_first.TakeFull(due, false, &solo));
+  EXPECT_EQ(solo[0]->units, 8000u);
+  // An older full batch goes before a solo task; a solo task longer than a
+  // full batch (10000 units) does not go beyond the depth.
+  Batchers full_first(Limits());
+  for (int i = 0; i < 4; ++i) full_first.Add(SortTask(10, kT0), false);
+  full_first.Add(SortTask(10000, kT0 + absl::Microseconds(1)), true);
+  full_first.Add(SortTask(10001, kT0 + absl::Microseconds(2)), true);
+  Batch first, second, third;
+  ASSERT_TRUE(full_first.TakeFull(early, false, &first));
+  EXPECT_EQ(first.size(), 4u);
+  ASSERT_TRUE(full_first.TakeFull(early, false, &second));
+  EXPECT_EQ(second[0]->units, 10000u);
+  EXPECT_FALSE(full_first.TakeFull(early, false, &third));
+  EXPECT_EQ(full_first.requests(), 1u);
+  // Draining makes every batch ready: an older one, though not full, is
+  // not overtaken then either.
+  Batchers draining(Limits());
+  draining.Add(SortTask(10, kT0), false);
+  draining.Add(SortTask(100, kT0 + absl::Microseconds(1)), true);
+  Batch none_yet;
+  EXPECT_FALSE(draining.TakeFull(early, true, &none_yet));
+  ASSERT_TRUE(draining.TakeFull(early, false, &none_yet));
+  EXPECT_EQ(none_yet[0]->units, 100u);
 }
 
 TEST(Batchers, ClassesBatchApartAndTheOldestReadyGoesFirst) {

@@ -262,6 +262,15 @@ class SchedulerTest : public ::testing::Test {
     o.spill = false;
     return o;
   }
+  // One batch in flight, a second beyond it for full work; sorts of 5000
+  // keys or more alone.
+  static Scheduler::Options OnePlaceAndOneBeyond() {
+    Scheduler::Options o = BatchAll();
+    o.sort.solo_min = 5000;
+    o.pipeline_depth = 1;
+    o.full_pipeline_depth = 2;
+    return o;
+  }
 
   CpuSorter cpu_;
   Gate gate_;
@@ -652,10 +661,7 @@ TEST_F(SchedulerTest, ExpiredAndCancelledTasksNeverReachTheDevice) {
 // full: here a second batch runs beside a lone sort once its two requests
 // are in, and not before (it is never taken half full).
 TEST_F(SchedulerTest, AFullBatchGoesBeyondThePipelineDepth) {
-  Scheduler::Options o = BatchAll();
-  o.sort.solo_min = 5000;
-  o.pipeline_depth = 1;
-  o.full_pipeline_depth = 2;
+  Scheduler::Options o = OnePlaceAndOneBeyond();
   o.max_batch_requests = 2;
   o.max_batch_delay = absl::Hours(1);
   auto sched = Make(o);
@@ -675,6 +681,26 @@ TEST_F(SchedulerTest, AFullBatchGoesBeyondThePipelineDepth) {
   }
   EXPECT_EQ(a->result.batch_requests, 2);
   EXPECT_EQ(b->result.batch_requests, 2);
+  EXPECT_EQ(devices_[0]->runs(), 2);
+}
+
+// A request that runs alone is full work too: with the pipeline's one
+// place held by another, it takes the place beyond.
+TEST_F(SchedulerTest, ALoneRequestGoesBeyondThePipelineDepth) {
+  auto sched = Make(OnePlaceAndOneBeyond());
+  gate_.Close();
+  auto first = U32(6000, 1);
+  sched->Submit(first->task);
+  gate_.WaitEntered(1);
+  auto second = U32(7000, 2);
+  sched->Submit(second->task);
+  gate_.WaitEntered(2);  // both lone sorts on the device at once
+  gate_.Open();
+  for (auto* c : {&first, &second}) {
+    (*c)->Wait();
+    (*c)->verify();
+    EXPECT_EQ((*c)->result.route, Route::kSolo);
+  }
   EXPECT_EQ(devices_[0]->runs(), 2);
 }
 
