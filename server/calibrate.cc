@@ -200,10 +200,12 @@ double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched,
 // from its costs under load, never slower than lone requests one after
 // another. The CPU path's queue also pays its requests' fixed part under
 // load (a device's batches share theirs: the batch share is the cost). A
-// device's queue is weighed by batch shares and lone runs one at a time:
-// its slope comes from the largest sizes, and theirs under load (5.5G keys
-// a second on the H200 host) drained a backlog of 16K-key requests five
-// times faster than their batches ran (docs/decisions/007-batching.md).
+// device's queue is weighed by lone runs one at a time and by batches of
+// up to max_keys keys: the slope comes from
+// the largest sizes, and theirs with the device's lanes busy (5.5G keys a
+// second on the H200 host) or in batches of four (4.3G) drained a backlog
+// of 16K-key requests several times faster than their batches ran, and
+// overflowed up to 45% of them into batches (docs/decisions/007-batching.md).
 CostModel Models(const std::vector<Point>& points,
                  const std::vector<BatchPoint>& batched, bool cpu) {
   auto lone = [cpu](const Point& p) { return cpu ? p.cpu : p.gpu; };
@@ -211,9 +213,13 @@ CostModel Models(const std::vector<Point>& points,
   for (const Point& p : points) {
     m.timed.emplace_back(static_cast<double>(p.units), lone(p));
   }
+  std::vector<BatchPoint> queue_batches;
+  for (const BatchPoint& b : batched) {
+    if (!b.beyond_max_keys) queue_batches.push_back(b);
+  }
   const CostModel loaded =
       cpu ? Fit(points, CpuCost) : Fit(points, [&](const Point& p) {
-        return DeviceCost(p, batched, /*loaded=*/false);
+        return DeviceCost(p, queue_batches, /*loaded=*/false);
       });
   m.queued_per_unit = std::min(m.per_unit, loaded.per_unit);
   if (cpu) m.queued_fixed = std::min(m.fixed, loaded.fixed);
@@ -428,12 +434,13 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
   for (const Point& p : timings.points) {
     if (p.units < 256) continue;
     size_t k = std::min<size_t>(typical_batch_keys / p.units, 256);
-    if (k < 4 && 4 * p.units <= batch_keys && FitsOneRun(device, 4 * p.units)) {
-      k = 4;
-    }
+    const bool beyond =
+        k < 4 && 4 * p.units <= batch_keys && FitsOneRun(device, 4 * p.units);
+    if (beyond) k = 4;
     if (k < 4) break;
     absl::StatusOr<BatchPoint> b = TimeBatch(device, options, p.units, k, keys);
     if (!b.ok()) return b.status();
+    b->beyond_max_keys = beyond;
     b->solo = p.gpu;
     timings.batched.push_back(*b);
   }

@@ -72,6 +72,9 @@ struct OperationTimings {
     // Its share sorted where the requests' arrays lie (page-locked, as
     // sortd keeps requests of this size); 0: not timed.
     double in_place = 0;
+    // Timed in a batch of four beyond max_keys keys: it weighs in the
+    // thresholds, not in the queue estimates (ChooseRouting).
+    bool beyond_max_keys = false;
   };
   std::vector<Point> points;        // ascending units
   std::vector<BatchPoint> batched;  // ascending units

@@ -204,6 +204,16 @@ TEST(ChooseRouting, TheCpuRangeWeighsADeviceWithItsLanesBusy) {
   EXPECT_THAT(c.report, HasSubstr("device     1.054 ms (    0.238 ms)"));
   EXPECT_EQ(c.gpu_sort.queued_per_unit, lone.gpu_sort.queued_per_unit);
   EXPECT_EQ(c.gpu_sort.per_unit, lone.gpu_sort.per_unit);
+  // A batch of four of the largest size weighs in the CPU range, not in
+  // the queue estimates.
+  std::vector<BatchPoint> with_largest = batched;
+  with_largest.push_back({1048576, 1.054 * ms, 0.750 * ms, 0.245 * ms,
+                          /*beyond_max_keys=*/true});
+  const Calibration c4 =
+      ChooseRouting(SortOnly(points, with_largest), 1.25, 2.0);
+  EXPECT_EQ(c4.sort.cpu_max, 32768u);
+  EXPECT_EQ(c4.sort.solo_min, 4 * 1048576u);
+  EXPECT_EQ(c4.gpu_sort.queued_per_unit, lone.gpu_sort.queued_per_unit);
   // A loaded time above the lone one (a device sharing the host's cores)
   // does not raise the device's cost.
   for (Point& p : loaded) p.gpu_loaded = 10 * p.gpu;

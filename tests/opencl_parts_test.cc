@@ -297,6 +297,8 @@ TEST(SortParts, CalibrationTimesPageLockedBatchesBothWays) {
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->sort.batched.size(), 3u);
   EXPECT_EQ(w->sort.batched.back().units, 4096u);
+  EXPECT_TRUE(w->sort.batched.back().beyond_max_keys);
+  EXPECT_FALSE(w->sort.batched.front().beyond_max_keys);
 }
 
 TEST(SortParts, MixedOrdersArePacked) {
