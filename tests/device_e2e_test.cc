@@ -218,8 +218,8 @@ TEST(E2EOpenCl, LostDeviceSendsEverythingToTheCpuPath) {
 // both paths; the thresholds are logged and exported, and requests follow
 // them (PoCL on two cores: the CPU path wins at every measured size).
 TEST(E2EOpenCl, CalibratesTheRouterAtStartup) {
-  ServerProcess server({"--device=opencl-cpu",
-                        "--kernel_cache_dir=", "--calibrate_max_keys=65536",
+  ServerProcess server({"--device=opencl-cpu", "--kernel_cache_dir=",
+                        "--calibrate_max_keys=65536", "--max_batch_keys=65536",
                         "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(server.Start()) << server.Output();
   EXPECT_TRUE(
@@ -239,8 +239,8 @@ TEST(E2EOpenCl, CalibratesTheRouterAtStartup) {
       body,
       HasSubstr(
           "sortd_router_threshold_keys{boundary=\"transpose_solo_min\"}"));
-  // No batch of page-locked requests was timed (64K keys at most, one a
-  // batch): in place wherever the engine can.
+  // No batch of page-locked requests was timed (batches of 64K keys at
+  // most, so 64K-key requests alone): in place wherever the engine can.
   EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary="
                               "\"sort_in_place_min\"} 0\n"));
   auto r = RunCommand(Sortctl(server, "sort --random=100 --verify"));
