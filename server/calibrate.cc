@@ -201,11 +201,11 @@ double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched,
 // another. The CPU path's queue also pays its requests' fixed part under
 // load (a device's batches share theirs: the batch share is the cost). A
 // device's queue is weighed by lone runs one at a time and by batches of
-// up to max_keys keys: the slope comes from
-// the largest sizes, and theirs with the device's lanes busy (5.5G keys a
-// second on the H200 host) or in batches of four (4.3G) drained a backlog
-// of 16K-key requests several times faster than their batches ran, and
-// overflowed up to 45% of them into batches (docs/decisions/007-batching.md).
+// up to max_keys keys: the slope comes from the largest sizes, and theirs
+// with the device's lanes busy (5.5G keys a second on the H200 host) or in
+// batches of four (4.3G) drained a backlog of 16K-key requests several
+// times faster than their batches ran, and overflowed up to 45% of them
+// into batches (docs/decisions/007-batching.md).
 CostModel Models(const std::vector<Point>& points,
                  const std::vector<BatchPoint>& batched, bool cpu) {
   auto lone = [cpu](const Point& p) { return cpu ? p.cpu : p.gpu; };
@@ -395,20 +395,7 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
       std::clamp<size_t>(options.max_batch_keys, 1024, 4 * max_keys);
   std::vector<uint32_t> keys(std::max(max_keys, batch_keys)), out(max_keys);
   for (uint32_t& k : keys) k = rng();
-  auto sort_job = [&](size_t n, std::vector<uint32_t>& into) {
-    SortJob job;
-    job.key_type = KeyType::kU32;
-    job.count = n;
-    job.keys = reinterpret_cast<const std::byte*>(keys.data());
-    job.keys_out = reinterpret_cast<std::byte*>(into.data());
-    return job;
-  };
-  OperationTimings timings;
-  absl::StatusOr<std::vector<Point>> measured = TimeBothPaths(
-      cpu, device, 64, max_keys, 1, options.repeats,
-      [&](Sorter& s, size_t n) { return s.Sort(sort_job(n, out)); });
-  if (!measured.ok()) return measured.status();
-  timings.points = *std::move(measured);
+  // n keys from `in` sorted into `into`, alone or under load.
   auto sort_arrays = [](Sorter& sorter, size_t n, const uint32_t* in,
                         uint32_t* into) {
     SortJob job;
@@ -418,6 +405,13 @@ absl::StatusOr<OperationTimings> MeasureSorts(Sorter& cpu, Sorter& device,
     job.keys_out = reinterpret_cast<std::byte*>(into);
     return sorter.Sort(job);
   };
+  OperationTimings timings;
+  absl::StatusOr<std::vector<Point>> measured = TimeBothPaths(
+      cpu, device, 64, max_keys, 1, options.repeats, [&](Sorter& s, size_t n) {
+        return sort_arrays(s, n, keys.data(), out.data());
+      });
+  if (!measured.ok()) return measured.status();
+  timings.points = *std::move(measured);
   for (const LoadedPath& path : LoadedPaths(cpu, device, options)) {
     if (absl::Status s = TimeUnderLoad(*path.sorter, path.callers, max_keys,
                                        path.each, options, path.memory, keys,
@@ -454,19 +448,7 @@ absl::StatusOr<OperationTimings> MeasureTransposes(
     size_t max_matrices, std::mt19937& rng) {
   std::vector<uint32_t> rows(max_matrices * 32), out(max_matrices * 32);
   for (uint32_t& r : rows) r = rng();
-  auto transpose_job = [&](size_t m, std::vector<uint32_t>& into) {
-    TransposeJob job;
-    job.count = m;
-    job.in = reinterpret_cast<const std::byte*>(rows.data());
-    job.out = reinterpret_cast<std::byte*>(into.data());
-    return job;
-  };
-  OperationTimings timings;
-  absl::StatusOr<std::vector<Point>> measured = TimeBothPaths(
-      cpu, device, 4, max_matrices, 32, options.repeats,
-      [&](Sorter& s, size_t m) { return s.Transpose(transpose_job(m, out)); });
-  if (!measured.ok()) return measured.status();
-  timings.points = *std::move(measured);
+  // `rows_n` rows (rows_n / 32 matrices) from `in` transposed into `into`.
   auto transpose_arrays = [](Sorter& sorter, size_t rows_n, const uint32_t* in,
                              uint32_t* into) {
     TransposeJob job;
@@ -475,6 +457,14 @@ absl::StatusOr<OperationTimings> MeasureTransposes(
     job.out = reinterpret_cast<std::byte*>(into);
     return sorter.Transpose(job);
   };
+  OperationTimings timings;
+  absl::StatusOr<std::vector<Point>> measured = TimeBothPaths(
+      cpu, device, 4, max_matrices, 32, options.repeats,
+      [&](Sorter& s, size_t m) {
+        return transpose_arrays(s, m * 32, rows.data(), out.data());
+      });
+  if (!measured.ok()) return measured.status();
+  timings.points = *std::move(measured);
   for (const LoadedPath& path : LoadedPaths(cpu, device, options)) {
     if (absl::Status s = TimeUnderLoad(
             *path.sorter, path.callers, max_matrices * 32, path.each, options,
@@ -490,7 +480,7 @@ absl::StatusOr<OperationTimings> MeasureTransposes(
     const size_t k = std::min<size_t>(batch_matrices / m, 256);
     if (k < 4) break;
     auto t = MedianSeconds(options.repeats, [&] {
-      return device.Transpose(transpose_job(k * m, out));
+      return transpose_arrays(device, k * m * 32, rows.data(), out.data());
     });
     if (!t.ok()) return t.status();
     timings.batched.push_back({p.units, p.gpu, *t / static_cast<double>(k)});
