@@ -16,6 +16,9 @@
 //  "device_share":...}
 //
 // device_share: the fraction of the window's answers that a device gave.
+// p99_cpu_ms, p99_device_ms: p99 of the answers each path gave; device_late:
+// the router's device lateness at the end of the window (Scheduler::
+// DeviceLateness; 1: devices answer as estimated).
 //
 // queue_ms and run_ms: a request's mean wait for its run and the run's
 // wall time (pack, engine, unpack); stages_ms: the mean time per device run
@@ -79,6 +82,11 @@ ABSL_FLAG(int64_t, in_place_min_keys, 0,
 ABSL_FLAG(bool, routed, false,
           "Also measure the requests as sortd routes them (calibrated at "
           "startup, as sortd does, with its spill and overflow)");
+ABSL_FLAG(int, request_threads, 0,
+          "Threads that run CPU-path requests concurrently (sortd's "
+          "--request_threads; 0: one per hardware thread)");
+ABSL_FLAG(bool, spill_to_cpu, true,
+          "The routed mode's spill and overflow (sortd's --spill_to_cpu)");
 ABSL_FLAG(int64_t, routed_delay_us, 100,
           "The routed mode's batching delay (sortd's --max_batch_delay)");
 
@@ -123,6 +131,10 @@ class StageTotals final : public sortd::SchedulerListener {
 
 struct Result {
   double requests_per_s = 0, p50_ms = 0, p99_ms = 0, mean_batch = 0;
+  // p99 of the answers each path gave (0: none).
+  double p99_cpu_ms = 0, p99_device_ms = 0;
+  // The router's device lateness at the end of the window (sorts).
+  double device_late = 1;
   double queue_ms = 0, run_ms = 0;
   double device_share = 0;                  // of the window's answers
   std::map<std::string, double> stages_ms;  // per device run
@@ -177,6 +189,7 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::vector<double> latencies;
+  std::vector<double> path_latencies[2];  // CPU path, devices
   std::atomic<size_t> done_count{0};
   // Summed over requests answered in the measured window, microseconds.
   std::atomic<bool> measuring{false};
@@ -198,7 +211,7 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
       HostArray in(keys * 8, pin ? memory : nullptr);
       HostArray out(keys * 8, pin ? memory : nullptr);
       for (size_t i = 0; i < keys * 2; ++i) in.words()[i] = rng();
-      std::vector<double> mine;
+      std::vector<double> mine, mine_by_path[2];
       while (!stop.load(std::memory_order_relaxed)) {
         auto task = std::make_shared<sortd::Task>();
         task->op = sortd::Op::kSort;
@@ -211,8 +224,10 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
         task->sort.keys_out = out.data();
         absl::Notification done;
         bool ok = false;
+        bool on_device = false;
         task->done = [&](const sortd::TaskResult& r) {
           ok = r.status.ok();
+          on_device = r.path != sortd::ExecutionPath::kCpu;
           if (measuring.load(std::memory_order_relaxed)) {
             queue_us += absl::ToInt64Microseconds(r.queue_wait);
             run_us += absl::ToInt64Microseconds(r.compute);
@@ -224,11 +239,18 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
         sched.Submit(task);
         done.WaitForNotification();
         if (!ok) std::abort();
-        mine.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+        const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+        mine.push_back(ms);
+        mine_by_path[on_device].push_back(ms);
         done_count.fetch_add(1, std::memory_order_relaxed);
       }
       std::lock_guard<std::mutex> l(mu);
       latencies.insert(latencies.end(), mine.begin(), mine.end());
+      for (int p = 0; p < 2; ++p) {
+        path_latencies[p].insert(path_latencies[p].end(),
+                                 mine_by_path[p].begin(),
+                                 mine_by_path[p].end());
+      }
     });
   }
   // Warm for a fifth of the time, then measure.
@@ -249,11 +271,18 @@ Result Load(sortd::Scheduler& sched, const StageTotals& totals, size_t keys,
   for (std::thread& t : threads) t.join();
   const sortd::Scheduler::Stats after = sched.stats();
   Result r;
+  r.device_late = sched.device_late(sortd::Op::kSort);
   r.requests_per_s = (end_count - start_count) / elapsed;
   std::sort(latencies.begin(), latencies.end());
   if (!latencies.empty()) {
     r.p50_ms = latencies[latencies.size() / 2];
     r.p99_ms = latencies[latencies.size() * 99 / 100];
+  }
+  for (int p = 0; p < 2; ++p) {
+    std::vector<double>& l = path_latencies[p];
+    std::sort(l.begin(), l.end());
+    if (!l.empty())
+      (p ? r.p99_device_ms : r.p99_cpu_ms) = l[l.size() * 99 / 100];
   }
   const double runs = static_cast<double>(after.gpu_runs - before.gpu_runs);
   const double answered =
@@ -330,7 +359,10 @@ int main(int argc, char** argv) {
       return e->host_memory();
     }
   };
-  const int cpu_workers = static_cast<int>(std::thread::hardware_concurrency());
+  const int cpu_workers =
+      absl::GetFlag(FLAGS_request_threads) > 0
+          ? absl::GetFlag(FLAGS_request_threads)
+          : static_cast<int>(std::thread::hardware_concurrency());
   // The routed mode's thresholds and costs, calibrated once as sortd does
   // at startup (server/sortd_main.cc).
   sortd::Calibration calibration;
@@ -387,7 +419,7 @@ int main(int argc, char** argv) {
               in_place < 0 ? SIZE_MAX : static_cast<size_t>(in_place);
           if (m.routed) {
             sortd::ApplyCalibration(calibration, &o);
-            o.spill = true;
+            o.spill = absl::GetFlag(FLAGS_spill_to_cpu);
           }
           o.max_batch_units =
               static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_keys));
@@ -413,7 +445,8 @@ int main(int argc, char** argv) {
               "\"pinned_requests\":%s,\"pinned_min_bytes\":%lld,"
               "\"in_place_min_keys\":%lld,"
               "\"queue_ms\":%.4f,\"run_ms\":%.4f,\"stages_ms\":%s,"
-              "\"device_share\":%.3f}\n",
+              "\"device_share\":%.3f,\"p99_cpu_ms\":%.4f,"
+              "\"p99_device_ms\":%.4f,\"device_late\":%.3f}\n",
               device.c_str(), keys, clients, m.name, m.delay_us,
               r.requests_per_s, r.requests_per_s * keys, r.p50_ms, r.p99_ms,
               m.device ? r.mean_batch : 1.0, classes,
@@ -426,7 +459,7 @@ int main(int argc, char** argv) {
                   ? -1LL
                   : static_cast<long long>(o.in_place_min_keys),
               r.queue_ms, r.run_ms, StagesJson(r.stages_ms).c_str(),
-              r.device_share);
+              r.device_share, r.p99_cpu_ms, r.p99_device_ms, r.device_late);
           std::fflush(stdout);
         }
       }

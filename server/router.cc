@@ -1,5 +1,8 @@
 #include "server/router.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace sortd {
 
 const char* RouteName(Route route) {
@@ -34,7 +37,8 @@ double CostModel::Seconds(double units) const {
 }
 
 Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
-                  const RouteLoad& load) {
+                  const RouteLoad& load, RouteEstimate* estimate) {
+  if (estimate != nullptr) *estimate = {};
   if (load.devices_up == 0) {
     return load.devices == 0 ? Route::kCpu : Route::kFailover;
   }
@@ -44,7 +48,7 @@ Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
   const CostModel& cpu = sort ? c.cpu_sort : c.cpu_transpose;
   // Estimated time to answer this request on each side, behind what is
   // already waiting there (only with both calibrated cost models).
-  const bool estimate = c.spill && gpu.known() && cpu.known();
+  const bool estimated = c.spill && gpu.known() && cpu.known();
   const double n = static_cast<double>(r.units);
   const double cpu_eta =
       cpu.Seconds(n) + cpu.Drain(static_cast<double>(load.cpu_queued_units),
@@ -53,21 +57,34 @@ Route ChooseRoute(const RouterConfig& c, const RouteRequest& r,
       gpu.Seconds(n) +
       gpu.Drain(static_cast<double>(load.device_backlog_units)) /
           load.devices_up;
+  const double delay = absl::ToDoubleSeconds(c.max_batch_delay);
+  // Not a positive number: as estimated.
+  const double late = load.device_late > 0 && std::isfinite(load.device_late)
+                          ? load.device_late
+                          : 1.0;
+  Route route;
   if (r.units <= th.cpu_max) {
     // Small requests belong to the CPU path, unless its own backlog would
     // answer this one later than a device batch would (overflow).
-    const bool overflow =
-        estimate && r.units > 0 && load.cpu_queued_units > 0 &&
-        absl::ToDoubleSeconds(c.max_batch_delay) + gpu_eta < cpu_eta;
-    if (!overflow) return Route::kCpu;
-  } else if (estimate && r.units <= th.spill_max &&
-             load.device_backlog_units > 0 && cpu_eta < gpu_eta) {
+    const bool overflow = estimated && r.units > 0 &&
+                          load.cpu_queued_units > 0 &&
+                          (delay + gpu_eta) * late < cpu_eta;
+    route = !overflow                ? Route::kCpu
+            : r.units >= th.solo_min ? Route::kSolo
+                                     : Route::kBatch;
+  } else if (estimated && r.units <= th.spill_max &&
+             load.device_backlog_units > 0 && cpu_eta < gpu_eta * late) {
     // Spill only when the devices have a backlog: on idle devices the
     // calibrated thresholds (or the operator's pinned ones) decide.
-    return Route::kSpill;
+    route = Route::kSpill;
+  } else {
+    route = r.units >= th.solo_min ? Route::kSolo : Route::kBatch;
   }
-  if (r.units >= th.solo_min) return Route::kSolo;
-  return Route::kBatch;
+  if (estimated && estimate != nullptr) {
+    estimate->cpu = cpu_eta;
+    estimate->device = gpu_eta + (r.units < th.solo_min ? delay : 0);
+  }
+  return route;
 }
 
 }  // namespace sortd

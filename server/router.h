@@ -90,10 +90,28 @@ struct RouteLoad {
   // Units queued for the CPU path, and the requests that hold them.
   size_t cpu_queued_units = 0;
   size_t cpu_queued_requests = 0;
+  // How much later than estimated the devices have lately answered this
+  // operation's overflowed requests (1: on time; not a positive number:
+  // taken as 1): device estimates are scaled by it. The
+  // calibration times a device's runs with the host's cores idle; with the
+  // CPU path busy, a batch's host stages (packing, copies) run several
+  // times slower, and requests sent there on the idle-host estimate wait
+  // for them (server/scheduler.h, DeviceLateness).
+  double device_late = 1;
+};
+
+// The router's estimates behind a decision, in seconds, before
+// `device_late`: a request's answer on the CPU path behind its backlog,
+// and on a device behind the devices' backlog (below solo_min, in a batch:
+// its batching delay included). Zero where no estimate was made (costs not
+// calibrated, spill and overflow off, or no device up).
+struct RouteEstimate {
+  double cpu = 0;
+  double device = 0;
 };
 
 Route ChooseRoute(const RouterConfig& config, const RouteRequest& request,
-                  const RouteLoad& load);
+                  const RouteLoad& load, RouteEstimate* estimate = nullptr);
 
 }  // namespace sortd
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -182,9 +183,16 @@ void Scheduler::SubmitAdmitted(const std::shared_ptr<Task>& task) {
   // sizing the response are not queueing.
   task->enqueued = Now();
   std::unique_lock<std::mutex> lock(mu_);
-  const Route route = RouteLocked(*task);
+  RouteEstimate estimate;
+  const Route route = RouteLocked(*task, &estimate);
   task->route = route;
   const bool device = route == Route::kSolo || route == Route::kBatch;
+  // Overflowed: a size of the CPU path's sent to a device by estimate.
+  const Thresholds& th =
+      task->op == Op::kSort ? options_.sort : options_.transpose;
+  if (device && task->units <= th.cpu_max) {
+    task->device_estimate = estimate.device;
+  }
   QueueSnapshot queue;
   if (device) {
     batchers_.Add(task, route == Route::kSolo);
@@ -207,14 +215,36 @@ void Scheduler::Unhold(Task& task) {
   if (task.holds.fetch_sub(1) == 1) admission_.Release(task.charged);
 }
 
-Route Scheduler::RouteLocked(const Task& task) const {
+Route Scheduler::RouteLocked(const Task& task, RouteEstimate* estimate) const {
   const RouteLoad load{
       .devices = static_cast<int>(pool_.size()),
       .devices_up = pool_.devices_up(),
       .device_backlog_units = batchers_.units() + pool_.inflight_units(),
       .cpu_queued_units = cpu_queued_units_,
-      .cpu_queued_requests = cpu_queued_requests_};
-  return ChooseRoute(router_, {.op = task.op, .units = task.units}, load);
+      .cpu_queued_requests = cpu_queued_requests_,
+      .device_late = late_[static_cast<int>(task.op)].At(Now())};
+  return ChooseRoute(router_, {.op = task.op, .units = task.units}, load,
+                     estimate);
+}
+
+double Scheduler::DeviceLateness::At(absl::Time now) const {
+  if (at_ == absl::InfinitePast()) return 1;
+  const double halves = std::max(0.0, absl::FDivDuration(now - at_, kHalfLife));
+  return std::exp(log_ * std::exp2(-halves));
+}
+
+void Scheduler::DeviceLateness::Add(double answered_s, double estimated_s,
+                                    absl::Time now) {
+  if (!(estimated_s > 0)) return;
+  const double ratio = std::clamp(answered_s / estimated_s, kMin, kMax);
+  const double current = std::log(At(now));
+  log_ = current + kWeight * (std::log(ratio) - current);
+  at_ = std::max(at_, now);
+}
+
+double Scheduler::device_late(Op op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return late_[static_cast<int>(op)].At(Now());
 }
 
 void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
@@ -268,6 +298,15 @@ void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {
 
 void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
   if (result.status.ok()) result.route = task->route;
+  if (result.status.ok() && result.path != ExecutionPath::kCpu &&
+      task->device_estimate > 0) {
+    // Weighed before the caller hears: its next request sees it.
+    const absl::Time now = Now();
+    std::lock_guard<std::mutex> lock(mu_);
+    late_[static_cast<int>(task->op)].Add(
+        absl::ToDoubleSeconds(now - task->enqueued), task->device_estimate,
+        now);
+  }
   task->done(result);
   QueueSnapshot queue;
   {

@@ -37,6 +37,13 @@
 // unhealthy is re-created through its factory after a back-off, the CPU path
 // answering meanwhile.
 //
+// Spill and overflow weigh the devices by their calibrated costs scaled by
+// how late the answers to overflowed requests have lately come against
+// them (DeviceLateness): the calibration times runs on an idle host, and
+// with the CPU path saturated a batch's host stages take several times
+// longer, so that overflowed requests' answers came at p99 10-11 ms where
+// well under one was estimated.
+//
 // The parts, each with its own tests: Admission (the budget), the router
 // (server/router.h, a pure function of a request and the load), Batchers
 // (per-class queues), DevicePool (leases, health, re-creation), the batch
@@ -141,6 +148,29 @@ class Scheduler {
     std::function<absl::Time()> clock;
   };
 
+  // How late the devices' answers to overflowed requests (small ones sent
+  // to a batch by estimate) come against the router's estimates, for one
+  // operation, over all devices: a moving geometric mean of answered /
+  // estimated seconds, each answer weighing kWeight (so a batch of ten
+  // moves it most of the way: weighed by batch instead, it rose too slowly
+  // to stop overflow), its logarithm fading towards 0 (on time) by half
+  // every kHalfLife, so that devices judged late under one load are tried
+  // again under another.
+  class DeviceLateness {
+   public:
+    static constexpr double kWeight = 0.1;
+    static constexpr absl::Duration kHalfLife = absl::Seconds(30);
+    // A ratio beyond these bounds counts as the bound.
+    static constexpr double kMin = 1.0 / 16;
+    static constexpr double kMax = 16;
+    double At(absl::Time now) const;
+    void Add(double answered_s, double estimated_s, absl::Time now);
+
+   private:
+    double log_ = 0;  // of the ratio, as of at_
+    absl::Time at_ = absl::InfinitePast();
+  };
+
   struct Stats {
     uint64_t submitted = 0, rejected = 0, answered = 0;
     uint64_t cpu_runs = 0;   // tasks the CPU path ran
@@ -179,6 +209,8 @@ class Scheduler {
 
   Stats stats() const;
   int healthy_devices() const;
+  // The factor the router scales device estimates of `op` by now.
+  double device_late(Op op) const;
   const Options& options() const { return options_; }
 
  private:
@@ -195,7 +227,7 @@ class Scheduler {
   absl::Time Now() const;
   QueueSnapshot QueueLocked();
   void Publish(const QueueSnapshot& queue);
-  Route RouteLocked(const Task& task) const;
+  Route RouteLocked(const Task& task, RouteEstimate* estimate) const;
   void EnqueueCpu(std::shared_ptr<Task> task, Route route);
   void RunCpu(const std::shared_ptr<Task>& task);
   // Submit after admission: prepare, route, queue or answer.
@@ -235,7 +267,8 @@ class Scheduler {
   bool abandoning_ = false;  // drain deadline passed: unstarted -> error
   bool stopping_ = false;    // runners exit
   Stats stats_;
-  size_t inflight_ = 0;  // admitted and not yet answered
+  size_t inflight_ = 0;     // admitted and not yet answered
+  DeviceLateness late_[2];  // by Op
   uint64_t queue_seq_ = 0;
 
   RouterConfig router_;  // from options_ and the devices

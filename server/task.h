@@ -63,6 +63,8 @@ struct Task {
   // Submit still running.
   std::atomic<int> holds{0};
   Route route = Route::kCpu;
+  // The router's estimate of its answer on a device, in seconds (0: none).
+  double device_estimate = 0;
 };
 
 // Tasks that run on a device together.

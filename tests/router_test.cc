@@ -174,6 +174,49 @@ TEST(ChooseRoute, OnlyRequestsUpToSpillMaxSpill) {
             Route::kBatch);
 }
 
+// Devices answering later than estimated weigh more: a small sort that
+// overflows to a device answering on time stays on the CPU path when the
+// device's answers come five times later, and a mid-size one behind a
+// device backlog spills sooner.
+TEST(ChooseRoute, DeviceEstimatesScaleByHowLateDevicesAnswer) {
+  RouterConfig c;
+  c.sort = {.cpu_max = 8192, .solo_min = 1 << 20};
+  c.cpu_sort = {.per_unit = 10e-9};
+  c.gpu_sort = {.fixed = 50e-6, .per_unit = 1e-9};
+  c.max_batch_delay = absl::Microseconds(100);
+  // CPU: 40 us + 500 us of queue; device: 100 us delay + 54 us.
+  RouteLoad cpu_busy{.devices = 1, .devices_up = 1, .cpu_queued_units = 50000};
+  RouteEstimate e;
+  EXPECT_EQ(ChooseRoute(c, {.units = 4000}, cpu_busy, &e), Route::kBatch);
+  EXPECT_DOUBLE_EQ(e.cpu, 540e-6);
+  EXPECT_DOUBLE_EQ(e.device, 154e-6);
+  cpu_busy.device_late = 5;  // 770 us
+  EXPECT_EQ(ChooseRoute(c, {.units = 4000}, cpu_busy, &e), Route::kCpu);
+  EXPECT_DOUBLE_EQ(e.device, 154e-6);  // estimates are before lateness
+  cpu_busy.device_late = 3;            // 462 us
+  EXPECT_EQ(ChooseRoute(c, {.units = 4000}, cpu_busy), Route::kBatch);
+  // Not a positive number: on time.
+  cpu_busy.device_late = 0;
+  EXPECT_EQ(ChooseRoute(c, {.units = 4000}, cpu_busy), Route::kBatch);
+  // An overflowed request from solo_min runs alone (pinned below cpu_max).
+  c.sort.solo_min = 2000;
+  EXPECT_EQ(ChooseRoute(c, {.units = 4000}, cpu_busy), Route::kSolo);
+  c.sort.solo_min = 1 << 20;
+  // 100K keys: 1 ms on the CPU path; 0.15 ms + 0.6 ms on the device, 1.5
+  // ms when its answers come twice as late.
+  RouteLoad device_busy{
+      .devices = 1, .devices_up = 1, .device_backlog_units = 600000};
+  EXPECT_EQ(ChooseRoute(c, {.units = 100000}, device_busy, &e), Route::kBatch);
+  EXPECT_DOUBLE_EQ(e.device, 100e-6 + 150e-6 + 600e-6);
+  device_busy.device_late = 2;
+  EXPECT_EQ(ChooseRoute(c, {.units = 100000}, device_busy, &e), Route::kSpill);
+  EXPECT_DOUBLE_EQ(e.device, 850e-6);
+  // Without cost models there is nothing to scale or report.
+  c.cpu_sort = {};
+  EXPECT_EQ(ChooseRoute(c, {.units = 100000}, device_busy, &e), Route::kBatch);
+  EXPECT_EQ(e.device, 0);
+}
+
 TEST(ChooseRoute, BacklogIsSharedAmongHealthyDevices) {
   RouterConfig c;
   c.sort = {.cpu_max = 0, .solo_min = 1 << 20};

@@ -117,6 +117,8 @@ class FakeDevice final : public Sorter {
 
   int runs() const { return runs_; }
   std::atomic<int> fail_next{0};
+  // Called in each run (set before the scheduler gets the device).
+  std::function<void()> during_run;
   bool lose_on_failure = false;
 
  private:
@@ -134,6 +136,7 @@ class FakeDevice final : public Sorter {
       }
       return absl::ResourceExhaustedError("fake device out of memory");
     }
+    if (during_run) during_run();
     return work();
   }
 
@@ -972,6 +975,83 @@ TEST_F(SchedulerTest, SmallRequestsOverflowToTheDeviceWhenTheCpuIsBackedUp) {
   queued->Wait();
   first->verify();
   queued->verify();
+  EXPECT_EQ(queued->result.route, Route::kCpu);
+}
+
+// A device whose answers to overflowed requests come far later than its
+// calibrated costs promise (here each run takes 50 ms of the scheduler's
+// clock against an estimate of 1.1 ms) stops taking overflow after a few
+// answers, while the CPU path stays backed up; once its lateness has
+// faded, overflow is tried again. Requests batched by size do not count.
+TEST_F(SchedulerTest, OverflowStopsWhileDeviceAnswersComeLate) {
+  std::atomic<int64_t> now_ns{int64_t{1} << 40};
+  Gate cpu_gate;
+  FakeDevice slow_cpu("held cpu", &cpu_gate);
+  Scheduler::Options o;
+  o.clock = [&now_ns] { return absl::FromUnixNanos(now_ns.load()); };
+  o.sort = {.cpu_max = 10000, .solo_min = SIZE_MAX};
+  o.max_batch_delay = absl::ZeroDuration();
+  o.cpu_workers = 1;
+  o.cpu_sort = {.fixed = 1e-3, .per_unit = 1e-6};
+  o.gpu_sort = {.fixed = 1e-3, .per_unit = 1e-7};
+  auto device = std::make_unique<FakeDevice>("fake0", nullptr);
+  device->during_run = [&now_ns] { now_ns += 50'000'000; };
+  std::vector<DeviceSlot> slots;
+  slots.push_back({std::move(device), nullptr});
+  Scheduler sched(o, &slow_cpu, std::move(slots));
+  // A batch by size, answered late too, is not an overflow: it counts not.
+  auto mid = U32(20000, 3);
+  sched.Submit(mid->task);
+  mid->Wait();
+  mid->verify();
+  EXPECT_EQ(mid->result.route, Route::kBatch);
+  EXPECT_DOUBLE_EQ(sched.device_late(Op::kSort), 1.0);
+  cpu_gate.Close();
+  // Opened however the test ends, so that the scheduler can drain.
+  struct OpenAtExit {
+    Gate* gate;
+    ~OpenAtExit() { gate->Open(); }
+  } open_at_exit{&cpu_gate};
+  auto first = U32(100, 1), queued = U32(500, 2);
+  sched.Submit(first->task);
+  cpu_gate.WaitEntered(1);
+  sched.Submit(queued->task);
+  // CPU: 1 ms + 1 ms + 0.5 ms of backlog; device: 1.1 ms, on time.
+  std::vector<std::shared_ptr<SortCall>> calls;
+  auto small = [&] {
+    calls.push_back(U32(1000, 10 + calls.size()));
+    sched.Submit(calls.back()->task);
+    return calls.back();
+  };
+  int overflowed = 0;
+  for (;;) {
+    auto s = small();
+    // Routed in Submit, on this thread.
+    if (s->task->route == Route::kCpu) break;
+    s->Wait();
+    s->verify();
+    ASSERT_EQ(s->result.route, Route::kBatch);
+    ASSERT_EQ(s->result.path, ExecutionPath::kGpu);
+    ++overflowed;
+    ASSERT_LT(overflowed, 10) << "late answers never stopped overflow";
+  }
+  EXPECT_GE(overflowed, 2);
+  EXPECT_GT(sched.device_late(Op::kSort), 2.0);
+  // Twenty half-lives without device answers: on time again, and overflow
+  // resumes.
+  now_ns += absl::ToInt64Nanoseconds(20 * Scheduler::DeviceLateness::kHalfLife);
+  EXPECT_LT(sched.device_late(Op::kSort), 1.01);
+  auto again = small();
+  again->Wait();
+  again->verify();
+  EXPECT_EQ(again->result.route, Route::kBatch);
+  cpu_gate.Open();
+  for (const auto& c : calls) {
+    c->Wait();
+    c->verify();
+  }
+  first->Wait();
+  queued->Wait();
   EXPECT_EQ(queued->result.route, Route::kCpu);
 }
 
