@@ -127,6 +127,12 @@ constexpr Doc kDeviceMemory{
     "sortd_device_memory_bytes",
     "Device memory by kind: total (the device's), in_use (buffers of running "
     "work), pooled (idle, kept for reuse), pinned_staging (host staging)"};
+constexpr Doc kDeviceLateness{
+    "sortd_router_device_lateness",
+    "How much later than the router estimated the devices have lately "
+    "answered requests overflowed from the CPU path, by operation, as of "
+    "the last such answer (1: on time); spill and overflow scale device "
+    "estimates by it, faded towards 1 with a 30 s half-life"};
 constexpr Doc kQueuedKeys{
     "sortd_queued_keys",
     "Keys of requests waiting to run (32 per matrix for transposes)"};
@@ -182,6 +188,9 @@ Metrics::Metrics()
       device_up_(Gauges(*registry_, kDeviceUp)),
       device_info_(Gauges(*registry_, kDeviceInfo)),
       device_memory_(Gauges(*registry_, kDeviceMemory)),
+      device_lateness_(Gauges(*registry_, kDeviceLateness)),
+      late_sort_(device_lateness_.Add({{"op", "sort"}})),
+      late_transpose_(device_lateness_.Add({{"op", "transpose"}})),
       queued_keys_(Gauges(*registry_, kQueuedKeys).Add({})),
       queued_requests_(Gauges(*registry_, kQueuedRequests).Add({})),
       inflight_requests_(Gauges(*registry_, kInflightRequests).Add({})),
@@ -365,6 +374,10 @@ void Metrics::OnQueue(size_t queued_units, size_t queued_requests,
   queued_keys_.Set(static_cast<double>(queued_units));
   queued_requests_.Set(static_cast<double>(queued_requests));
   inflight_requests_.Set(static_cast<double>(inflight_requests));
+}
+
+void Metrics::OnDeviceLateness(Op op, double factor) {
+  (op == Op::kSort ? late_sort_ : late_transpose_).Set(factor);
 }
 
 void Metrics::OnDeviceState(const std::string& device, bool up) {

@@ -82,6 +82,7 @@ class Metrics final : public SchedulerListener {
   }
   void OnQueue(size_t queued_units, size_t queued_requests,
                size_t inflight_requests) override;
+  void OnDeviceLateness(Op op, double factor) override;
   void OnDeviceState(const std::string& device, bool up) override;
   void OnDeviceInfo(const std::string& device, const std::string& vendor,
                     const std::string& driver) override;
@@ -118,6 +119,9 @@ class Metrics final : public SchedulerListener {
   prometheus::Family<prometheus::Gauge>& device_up_;
   prometheus::Family<prometheus::Gauge>& device_info_;
   prometheus::Family<prometheus::Gauge>& device_memory_;
+  prometheus::Family<prometheus::Gauge>& device_lateness_;
+  prometheus::Gauge& late_sort_;
+  prometheus::Gauge& late_transpose_;
   prometheus::Gauge& queued_keys_;
   prometheus::Gauge& queued_requests_;
   prometheus::Gauge& inflight_requests_;

@@ -80,6 +80,8 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
              .gpu_transpose = options_.gpu_transpose,
              .spill = options_.spill,
              .max_batch_delay = options_.max_batch_delay};
+  listener_->OnDeviceLateness(Op::kSort, 1);
+  listener_->OnDeviceLateness(Op::kTranspose, 1);
   runners_.resize(pool_.size());
   for (size_t d = 0; d < pool_.size(); ++d) {
     const DevicePool::Device& dev = pool_[d];
@@ -302,10 +304,15 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
       task->device_estimate > 0) {
     // Weighed before the caller hears: its next request sees it.
     const absl::Time now = Now();
-    std::lock_guard<std::mutex> lock(mu_);
-    late_[static_cast<int>(task->op)].Add(
-        absl::ToDoubleSeconds(now - task->enqueued), task->device_estimate,
-        now);
+    double late;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      DeviceLateness& l = late_[static_cast<int>(task->op)];
+      l.Add(absl::ToDoubleSeconds(now - task->enqueued), task->device_estimate,
+            now);
+      late = l.At(now);
+    }
+    listener_->OnDeviceLateness(task->op, late);
   }
   task->done(result);
   QueueSnapshot queue;

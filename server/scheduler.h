@@ -99,6 +99,9 @@ class SchedulerListener {
   virtual void OnCpuFallback(std::string_view /*reason*/) {}
   virtual void OnQueue(size_t /*queued_units*/, size_t /*queued_requests*/,
                        size_t /*inflight_requests*/) {}
+  // The router's device lateness for `op` (Scheduler::DeviceLateness):
+  // 1 at the start, then after each answer to an overflowed request.
+  virtual void OnDeviceLateness(Op /*op*/, double /*factor*/) {}
   virtual void OnDeviceState(const std::string& /*device*/, bool /*up*/) {}
   // When a device engine is (re-)created.
   virtual void OnDeviceInfo(const std::string& /*device*/,

@@ -71,6 +71,8 @@ TEST(E2EBatching, MidSizeSortsShareADeviceRun) {
                               "\"sort_solo_min\"} 65536\n"));
   EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary="
                               "\"sort_in_place_min\"} 1000000\n"));
+  // Batches by size are no overflow: the router's lateness stays at 1.
+  EXPECT_THAT(body, HasSubstr("sortd_router_device_lateness{op=\"sort\"} 1\n"));
   // Every threshold pinned: no calibrated costs, so nothing may spill.
   EXPECT_THAT(body, HasSubstr("sortd_router_threshold_keys{boundary="
                               "\"sort_spill_max\"} 0\n"));

@@ -1,9 +1,14 @@
-// The size classes of the request-duration histogram's `size` label.
+// The size classes of the request-duration histogram's `size` label, and
+// gauges the scheduler's events set.
 #include "server/metrics.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <string>
+
+#include "prometheus/text_serializer.h"
 
 namespace sortd {
 namespace {
@@ -19,6 +24,20 @@ TEST(Metrics, SizeClassesAreUpperBoundsOfUnits) {
   EXPECT_EQ(Metrics::SizeClass((size_t{1} << 20) + 1), "16m");
   EXPECT_EQ(Metrics::SizeClass(size_t{1} << 24), "16m");
   EXPECT_EQ(Metrics::SizeClass((size_t{1} << 24) + 1), "over_16m");
+}
+
+TEST(Metrics, DeviceLatenessIsAGaugeByOperation) {
+  auto m = Metrics::Create("");
+  ASSERT_TRUE(m.ok()) << m.status();
+  (*m)->OnDeviceLateness(Op::kSort, 1);
+  (*m)->OnDeviceLateness(Op::kTranspose, 1);
+  (*m)->OnDeviceLateness(Op::kSort, 6.5);
+  const std::string text =
+      prometheus::TextSerializer().Serialize((*m)->registry().Collect());
+  EXPECT_THAT(text, testing::HasSubstr(
+                        "sortd_router_device_lateness{op=\"sort\"} 6.5\n"));
+  EXPECT_THAT(text, testing::HasSubstr(
+                        "sortd_router_device_lateness{op=\"transpose\"} 1\n"));
 }
 
 }  // namespace
