@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <string>
 #include <thread>
 
@@ -13,14 +14,19 @@
 namespace sortd {
 namespace {
 
-// A listening socket on 127.0.0.1 and an ephemeral port.
+// 127.0.0.2: a loopback address no other test connects to, so that no
+// stray client (one that took this port for free and connects to it on
+// 127.0.0.1) adds a connection to the counts.
+constexpr uint32_t kAddress = 0x7F000002;
+
+// A listening socket on kAddress and an ephemeral port.
 class Listener {
  public:
   Listener() {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = htonl(kAddress);
     EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
     EXPECT_EQ(listen(fd_, 4), 0);
     socklen_t len = sizeof(a);
@@ -40,7 +46,7 @@ int Connect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(kAddress);
   a.sin_port = htons(port);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
   return fd;
