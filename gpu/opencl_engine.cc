@@ -160,7 +160,8 @@ absl::Status OpenClEngine::Init() {
   core_.pool = std::make_unique<BufferPool>(
       context_, std::min(pool_bytes, budget), budget);
   if (options_.pinned_staging) {
-    auto pinned = PinnedHostMemory::Create(context_, device_.device);
+    auto pinned = PinnedHostMemory::Create(context_, device_.device,
+                                           options_.pinned_host_max_bytes);
     if (!pinned.ok()) return pinned.status();
     core_.pinned = *std::move(pinned);
   }

@@ -6,12 +6,12 @@
 namespace sortd::gpu {
 
 absl::StatusOr<std::shared_ptr<PinnedHostMemory>> PinnedHostMemory::Create(
-    cl::Context context, cl::Device device) {
+    cl::Context context, cl::Device device, size_t max_bytes) {
   cl_int err = CL_SUCCESS;
   cl::CommandQueue queue(context, device, 0, &err);
   SORTD_CL_RETURN_IF(err, "clCreateCommandQueue(pinned host memory)");
   return std::shared_ptr<PinnedHostMemory>(
-      new PinnedHostMemory(std::move(context), std::move(queue)));
+      new PinnedHostMemory(std::move(context), std::move(queue), max_bytes));
 }
 
 PinnedHostMemory::~PinnedHostMemory() {
@@ -26,14 +26,29 @@ PinnedHostMemory::~PinnedHostMemory() {
 
 void* PinnedHostMemory::Allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes > max_bytes_ || reserved_ > max_bytes_ - bytes) return nullptr;
+    reserved_ += bytes;
+  }
+  auto unreserve = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ -= bytes;
+  };
   cl_int err = CL_SUCCESS;
   cl::Buffer buffer(context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes,
                     nullptr, &err);
-  if (err != CL_SUCCESS) return nullptr;
+  if (err != CL_SUCCESS) {
+    unreserve();
+    return nullptr;
+  }
   void* data =
       queue_.enqueueMapBuffer(buffer, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                               bytes, nullptr, nullptr, &err);
-  if (err != CL_SUCCESS || data == nullptr) return nullptr;
+  if (err != CL_SUCCESS || data == nullptr) {
+    unreserve();
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   blocks_[reinterpret_cast<uintptr_t>(data)] = {std::move(buffer), bytes};
   bytes_ += bytes;
@@ -48,6 +63,7 @@ void PinnedHostMemory::Free(void* data, size_t /*bytes*/) {
     if (it == blocks_.end()) return;
     block = std::move(it->second);
     bytes_ -= block.bytes;
+    reserved_ -= block.bytes;
     blocks_.erase(it);
   }
   cl::Event unmapped;

@@ -36,6 +36,16 @@ struct HostBufferPool::Shared {
     }
   }
 
+  // A new block of `capacity` bytes from `memory` (not null), if it has
+  // some.
+  static bool NewFrom(const std::shared_ptr<HostMemory>& memory,
+                      size_t capacity, Block* out) {
+    out->capacity = capacity;
+    out->data = memory->Allocate(capacity);
+    out->memory = out->data != nullptr ? memory : nullptr;
+    return out->data != nullptr;
+  }
+
   // A new block of `capacity` bytes, from `memory` where it has some.
   static bool New(const std::shared_ptr<HostMemory>& memory, size_t capacity,
                   Block* out) {
@@ -116,6 +126,35 @@ struct HostBufferPool::Shared {
     for (const Block& b : to_free) Free(b);
   }
 
+  // Frees idle blocks from `memory`, the longest idle first, until `bytes`
+  // of them are freed or none is left; whether any was.
+  bool FreeIdleFrom(const std::shared_ptr<HostMemory>& memory, size_t bytes) {
+    std::vector<Block> to_free;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      size_t freed = 0;
+      for (auto it = idle.begin(); it != idle.end() && freed < bytes;) {
+        if (it->memory != memory) {
+          ++it;
+          continue;
+        }
+        auto range = by_capacity.equal_range(it->capacity);
+        for (auto e = range.first; e != range.second; ++e) {
+          if (e->second == it) {
+            by_capacity.erase(e);
+            break;
+          }
+        }
+        idle_bytes -= it->capacity;
+        freed += it->capacity;
+        to_free.push_back(std::move(*it));
+        it = idle.erase(it);
+      }
+    }
+    for (const Block& b : to_free) Free(b);
+    return !to_free.empty();
+  }
+
   void Trim() {
     std::list<Block> freed;
     {
@@ -154,7 +193,13 @@ grpc::Slice HostBufferPool::Allocate(size_t bytes) {
       std::lock_guard<std::mutex> lock(shared_->mu);
       memory = shared_->memory;
     }
-    if (!Shared::New(memory, capacity, block)) {
+    // Page-locked memory is capped (gpu/pinned_memory.h): idle blocks of
+    // it that fit no request now make room for this one first.
+    if (memory != nullptr && !Shared::NewFrom(memory, capacity, block) &&
+        shared_->FreeIdleFrom(memory, capacity)) {
+      Shared::NewFrom(memory, capacity, block);
+    }
+    if (block->data == nullptr && !Shared::New(nullptr, capacity, block)) {
       delete block;
       throw std::bad_alloc();
     }

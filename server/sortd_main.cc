@@ -113,6 +113,12 @@ ABSL_FLAG(int64_t, host_pool_min_bytes, int64_t{256} << 10,
           "Request and answer arrays of at least this many bytes come from "
           "the pool (page-locked with --host_pool_pinned, so that batches of "
           "them are sorted where they lie); smaller ones from the heap.");
+ABSL_FLAG(int64_t, host_pinned_max_bytes, int64_t{1} << 30,
+          "Page-locked memory that request and answer arrays may hold at "
+          "once (--host_pool_pinned); beyond, they come from pageable "
+          "memory, copied through the engine's staging buffers: NVIDIA's "
+          "transfers slowed down many times over with 2-4 GiB "
+          "page-locked. 0: none.");
 ABSL_FLAG(bool, host_pool_pinned, true,
           "Take the pool's buffers from page-locked memory of the first "
           "OpenCL device, which its transfers read and write in place; "
@@ -450,6 +456,12 @@ absl::StatusOr<sortd::gpu::OpenClEngine::Options> EngineBase() {
         "--kernel_profile_interval must be 0 (every run) or more");
   }
   engine_base.profile_interval = absl::GetFlag(FLAGS_kernel_profile_interval);
+  if (absl::GetFlag(FLAGS_host_pinned_max_bytes) < 0) {
+    return absl::InvalidArgumentError(
+        "--host_pinned_max_bytes must not be negative");
+  }
+  engine_base.pinned_host_max_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_host_pinned_max_bytes));
   engine_base.policy_name = absl::GetFlag(FLAGS_kernel_policy);
   engine_base.policy_overrides = absl::GetFlag(FLAGS_kernel_policy_overrides);
   // Names and knobs are checked here, whatever devices there are: under

@@ -1,5 +1,6 @@
 #include "server/host_buffers.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -16,8 +17,11 @@ class CountingMemory final : public HostMemory {
  public:
   void* Allocate(size_t bytes) override {
     if (refuse) return nullptr;
-    void* p = std::malloc(bytes);
     std::lock_guard<std::mutex> lock(mu);
+    size_t held = 0;
+    for (const auto& [p, b] : out) held += b;
+    if (held + bytes > cap) return nullptr;
+    void* p = std::malloc(bytes);
     out[p] = bytes;
     ++allocations;
     return p;
@@ -36,6 +40,7 @@ class CountingMemory final : public HostMemory {
   std::map<void*, size_t> out;
   int allocations = 0;
   bool refuse = false;
+  size_t cap = SIZE_MAX;  // bytes given out at once at most
 };
 
 TEST(HostBufferPool, LargeBuffersComeFromTheMemoryAndAreReused) {
@@ -169,6 +174,28 @@ TEST(HostBufferPool, FallsBackToTheAllocatorAndForgetsTheOldMemory) {
   EXPECT_EQ(pool.stats().idle_bytes, 0u);
   grpc::Slice plain = pool.Allocate(8 * kMiB);
   EXPECT_FALSE(memory->Gave(plain.begin()));
+}
+
+// Capped memory (page-locked memory is): idle blocks of it that fit no
+// request now are freed to make room for one, the longest idle first; a
+// block in use is never taken, and beyond the cap the allocator serves.
+TEST(HostBufferPool, IdleBlocksMakeRoomInCappedMemory) {
+  HostBufferPool pool({.min_bytes = kMiB, .max_idle_bytes = 64 * kMiB});
+  auto memory = std::make_shared<CountingMemory>();
+  memory->cap = 16 * kMiB;
+  pool.SetMemory(memory);
+  grpc::Slice held = pool.Allocate(4 * kMiB);
+  { grpc::Slice idle = pool.Allocate(8 * kMiB); }  // 12 MiB given out
+  EXPECT_EQ(pool.stats().idle_bytes, 8 * kMiB);
+  // 12 MiB more: the idle 8 MiB block goes, the held one stays.
+  grpc::Slice big = pool.Allocate(12 * kMiB);
+  EXPECT_TRUE(memory->Gave(big.begin()));
+  EXPECT_TRUE(memory->Gave(held.begin()));
+  EXPECT_EQ(pool.stats().idle_bytes, 0u);
+  // Nothing idle left to free: from the allocator.
+  grpc::Slice over = pool.Allocate(2 * kMiB);
+  EXPECT_FALSE(memory->Gave(over.begin()));
+  EXPECT_EQ(memory->out.size(), 2u);
 }
 
 TEST(HostBufferPool, BuffersOutliveThePoolAndGoBackToTheirMemory) {

@@ -182,6 +182,35 @@ TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
   EXPECT_EQ((*plain)->host_memory(), nullptr);
 }
 
+// The engine's page-locked memory gives out at most its cap at once:
+// beyond, Allocate returns null (callers take pageable memory), and what
+// is freed can be had again.
+TEST(Buffers, PinnedHostMemoryStaysWithinItsCap) {
+  OpenClEngine::Options options = CpuDevice();
+  options.pinned_host_max_bytes = 1 << 20;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::shared_ptr<HostMemory> memory = (*engine)->host_memory();
+  ASSERT_NE(memory, nullptr);
+  auto* pinned = dynamic_cast<PinnedHostMemory*>(memory.get());
+  ASSERT_NE(pinned, nullptr);
+  EXPECT_EQ(memory->Allocate((1 << 20) + 1), nullptr);  // never fits
+  void* a = memory->Allocate(768 << 10);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(memory->Allocate(512 << 10), nullptr);  // 1.25 MiB in all
+  void* b = memory->Allocate(256 << 10);            // exactly the cap
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(pinned->stats().bytes, size_t{1} << 20);
+  EXPECT_EQ(memory->Allocate(1), nullptr);
+  memory->Free(a, 768 << 10);
+  void* c = memory->Allocate(512 << 10);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(pinned->Holds(c, 512 << 10));
+  memory->Free(b, 256 << 10);
+  memory->Free(c, 512 << 10);
+  EXPECT_EQ(pinned->stats().bytes, 0u);
+}
+
 // The pool on its own, in a context of the test device.
 class Pool : public ::testing::Test {
  protected:
