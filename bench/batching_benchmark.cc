@@ -344,6 +344,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--pinned_min_bytes must be positive\n");
     return 1;
   }
+  if (absl::GetFlag(FLAGS_pinned_max_bytes) < 0) {
+    std::fprintf(stderr, "--pinned_max_bytes must not be negative\n");
+    return 1;
+  }
   sortd::CpuSorter cpu({});
   sortd::gpu::OpenClEngine::Options eo;
   eo.kind = absl::GetFlag(FLAGS_device) == "gpu" ? sortd::gpu::DeviceKind::kGpu
@@ -354,8 +358,8 @@ int main(int argc, char** argv) {
                             absl::GetFlag(FLAGS_full_pipeline_depth))
                  : absl::GetFlag(FLAGS_pipeline_depth);
   eo.profile_interval = absl::GetFlag(FLAGS_kernel_profile_interval);
-  eo.pinned_host_max_bytes = static_cast<size_t>(
-      std::max<int64_t>(0, absl::GetFlag(FLAGS_pinned_max_bytes)));
+  eo.pinned_host_max_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_pinned_max_bytes));
   auto engine = sortd::gpu::OpenClEngine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());

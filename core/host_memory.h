@@ -6,6 +6,7 @@
 #define SORTD_CORE_HOST_MEMORY_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace sortd {
 
@@ -17,6 +18,9 @@ class HostMemory {
   virtual void* Allocate(size_t bytes) = 0;
   // Returns what Allocate(bytes) gave.
   virtual void Free(void* data, size_t bytes) = 0;
+  // How many bytes Allocate could still give out now: a memory with a cap
+  // (page-locked memory) says how far it is from it; SIZE_MAX: no cap.
+  virtual size_t Available() const { return SIZE_MAX; }
 };
 
 }  // namespace sortd

@@ -82,6 +82,11 @@ bool PinnedHostMemory::Holds(const void* data, size_t bytes) const {
   return address + bytes <= it->first + it->second.bytes;
 }
 
+size_t PinnedHostMemory::Available() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return max_bytes_ - reserved_;
+}
+
 PinnedHostMemory::Stats PinnedHostMemory::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return {blocks_.size(), bytes_};

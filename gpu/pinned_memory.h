@@ -9,9 +9,10 @@
 // context alive, so blocks may be freed after the engine is gone. It gives
 // out at most `max_bytes` at once; beyond, Allocate returns null and the
 // caller takes pageable memory: on the H200 host NVIDIA's transfers slowed
-// down as more memory was page-locked (4M-key sorts from 32 clients' pinned
-// arrays, 2 GiB: p99 69 ms against 5.7 ms from 16 clients' 1 GiB; 4 GiB:
-// 29 requests a second against 2.6k, enqueues of 99 ms).
+// down as more memory was page-locked (4M-key sorts from closed-loop
+// clients' page-locked arrays: 16 clients, 1 GiB, p99 6.1-7.1 ms; 32, 2
+// GiB, 119-155 ms; 64, 4 GiB, none answered in 1.5 s; docs/decisions/
+// 010-pinned-host-buffers.md).
 //
 //   auto pinned = PinnedHostMemory::Create(context, device, size_t{1} << 30);
 //   void* p = (*pinned)->Allocate(64 << 20);
@@ -39,6 +40,7 @@ class PinnedHostMemory final : public HostMemory {
 
   void* Allocate(size_t bytes) override;
   void Free(void* data, size_t bytes) override;
+  size_t Available() const override;
 
   // Whether [data, data + bytes) lies inside one block given out here.
   bool Holds(const void* data, size_t bytes) const;

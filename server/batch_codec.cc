@@ -96,7 +96,18 @@ absl::Time HostStage(StageTimes* stages, const char* stage, absl::Time start) {
 
 std::byte* PackBuffer::Get(size_t bytes,
                            const std::shared_ptr<HostMemory>& memory) {
-  if (data_ != nullptr && bytes <= bytes_ && memory == memory_) return data_;
+  if (data_ != nullptr && bytes <= bytes_ && memory == memory_) {
+    // A heap buffer taken while the memory had none left: asked again,
+    // as page-locked memory is capped and may have room now.
+    if (!from_memory_ && memory != nullptr) {
+      if (auto* p = static_cast<std::byte*>(memory->Allocate(bytes_))) {
+        delete[] data_;
+        data_ = p;
+        from_memory_ = true;
+      }
+    }
+    return data_;
+  }
   Release();
   size_t size = size_t{1} << 20;
   while (size < bytes) size <<= 1;

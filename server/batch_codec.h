@@ -45,10 +45,13 @@ class PackBuffer {
   PackBuffer& operator=(const PackBuffer&) = delete;
 
   // At least `bytes` bytes (their contents are not kept), from `memory`
-  // when it is not null and has them.
+  // when it is not null and has them (a heap buffer kept from an earlier
+  // call is swapped for memory's once it has room).
   std::byte* Get(size_t bytes, const std::shared_ptr<HostMemory>& memory);
   void Release();
   size_t bytes() const { return bytes_; }
+  // Whether the buffer came from the memory (else from the heap).
+  bool from_memory() const { return from_memory_; }
 
  private:
   std::shared_ptr<HostMemory> memory_;  // what data_ was asked of

@@ -46,17 +46,9 @@ struct HostBufferPool::Shared {
     return out->data != nullptr;
   }
 
-  // A new block of `capacity` bytes, from `memory` where it has some.
-  static bool New(const std::shared_ptr<HostMemory>& memory, size_t capacity,
-                  Block* out) {
+  // A new block of `capacity` bytes from the C allocator.
+  static bool NewFromHeap(size_t capacity, Block* out) {
     out->capacity = capacity;
-    if (memory != nullptr) {
-      out->data = memory->Allocate(capacity);
-      if (out->data != nullptr) {
-        out->memory = memory;
-        return true;
-      }
-    }
     out->memory = nullptr;
     out->data = std::malloc(capacity);
     return out->data != nullptr;
@@ -110,8 +102,10 @@ struct HostBufferPool::Shared {
       std::lock_guard<std::mutex> lock(mu);
       in_use_bytes -= block.capacity;
       // A block from other memory than the pool's now (set after it was
-      // handed out) is not kept.
-      if (block.capacity > options.max_idle_bytes || block.memory != memory) {
+      // handed out) is not kept; one from the heap is (taken where the
+      // memory had none left: page-locked memory is capped).
+      if (block.capacity > options.max_idle_bytes ||
+          (block.memory != nullptr && block.memory != memory)) {
         to_free.push_back(block);
       } else {
         // Make room: the blocks idle longest go first.
@@ -126,12 +120,18 @@ struct HostBufferPool::Shared {
     for (const Block& b : to_free) Free(b);
   }
 
-  // Frees idle blocks from `memory`, the longest idle first, until `bytes`
-  // of them are freed or none is left; whether any was.
+  // Frees idle blocks from `memory`, the longest idle first, until at
+  // least `bytes` of them are freed; nothing if they hold fewer. Whether
+  // it freed them.
   bool FreeIdleFrom(const std::shared_ptr<HostMemory>& memory, size_t bytes) {
     std::vector<Block> to_free;
     {
       std::lock_guard<std::mutex> lock(mu);
+      size_t held = 0;
+      for (const Block& b : idle) {
+        if (b.memory == memory) held += b.capacity;
+      }
+      if (held < bytes) return false;
       size_t freed = 0;
       for (auto it = idle.begin(); it != idle.end() && freed < bytes;) {
         if (it->memory != memory) {
@@ -152,7 +152,7 @@ struct HostBufferPool::Shared {
       }
     }
     for (const Block& b : to_free) Free(b);
-    return !to_free.empty();
+    return true;
   }
 
   void Trim() {
@@ -193,13 +193,17 @@ grpc::Slice HostBufferPool::Allocate(size_t bytes) {
       std::lock_guard<std::mutex> lock(shared_->mu);
       memory = shared_->memory;
     }
-    // Page-locked memory is capped (gpu/pinned_memory.h): idle blocks of
-    // it that fit no request now make room for this one first.
-    if (memory != nullptr && !Shared::NewFrom(memory, capacity, block) &&
-        shared_->FreeIdleFrom(memory, capacity)) {
-      Shared::NewFrom(memory, capacity, block);
+    // Page-locked memory is capped (gpu/pinned_memory.h): where idle
+    // blocks of it (of other sizes, or TakeIdle would have found one) can
+    // make room for this one, the longest idle go.
+    if (memory != nullptr && !Shared::NewFrom(memory, capacity, block)) {
+      const size_t available = memory->Available();
+      if (available < capacity &&
+          shared_->FreeIdleFrom(memory, capacity - available)) {
+        Shared::NewFrom(memory, capacity, block);
+      }
     }
-    if (block->data == nullptr && !Shared::New(nullptr, capacity, block)) {
+    if (block->data == nullptr && !Shared::NewFromHeap(capacity, block)) {
       delete block;
       throw std::bad_alloc();
     }

@@ -132,7 +132,8 @@ constexpr Doc kDeviceLateness{
     "How much later than the router estimated the devices have lately "
     "answered requests overflowed from the CPU path, by operation, as of "
     "the last such answer (1: on time); spill and overflow scale device "
-    "estimates by it, faded towards 1 with a 30 s half-life"};
+    "estimates by it, which the router fades towards 1 with a 30 s "
+    "half-life between answers"};
 constexpr Doc kQueuedKeys{
     "sortd_queued_keys",
     "Keys of requests waiting to run (32 per matrix for transposes)"};

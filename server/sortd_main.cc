@@ -114,11 +114,11 @@ ABSL_FLAG(int64_t, host_pool_min_bytes, int64_t{256} << 10,
           "the pool (page-locked with --host_pool_pinned, so that batches of "
           "them are sorted where they lie); smaller ones from the heap.");
 ABSL_FLAG(int64_t, host_pinned_max_bytes, int64_t{1} << 30,
-          "Page-locked memory that request and answer arrays may hold at "
-          "once (--host_pool_pinned); beyond, they come from pageable "
-          "memory, copied through the engine's staging buffers: NVIDIA's "
-          "transfers slowed down many times over with 2-4 GiB "
-          "page-locked. 0: none.");
+          "Page-locked memory each device's engine gives out at once for "
+          "request and answer arrays (--host_pool_pinned) and for packing "
+          "batches; beyond, pageable memory, copied through the engine's "
+          "staging buffers: NVIDIA's transfers slowed down many times over "
+          "with 2-4 GiB page-locked. 0: none.");
 ABSL_FLAG(bool, host_pool_pinned, true,
           "Take the pool's buffers from page-locked memory of the first "
           "OpenCL device, which its transfers read and write in place; "

@@ -158,9 +158,9 @@ std::vector<std::byte> TransposedAlone(const std::vector<std::byte>& in) {
 // Host memory that counts what it hands out, or refuses.
 class CountingMemory final : public HostMemory {
  public:
-  explicit CountingMemory(bool refuse = false) : refuse_(refuse) {}
+  explicit CountingMemory(bool refuse = false) : refuse(refuse) {}
   void* Allocate(size_t bytes) override {
-    if (refuse_) return nullptr;
+    if (refuse) return nullptr;
     ++allocations;
     held += bytes;
     return new std::byte[bytes];
@@ -171,9 +171,7 @@ class CountingMemory final : public HostMemory {
   }
   int allocations = 0;
   size_t held = 0;
-
- private:
-  bool refuse_;
+  bool refuse;
 };
 
 TEST(PackBuffer, GrowsInPowersOfTwoFromTheEnginesMemoryAndGivesItBack) {
@@ -191,12 +189,21 @@ TEST(PackBuffer, GrowsInPowersOfTwoFromTheEnginesMemoryAndGivesItBack) {
   EXPECT_EQ(memory->held, 0u);
   EXPECT_EQ(pack.bytes(), 0u);
   // No memory, or memory that has none left: the heap, kept for the next
-  // batch rather than asked for again.
+  // batch while the memory still has none, swapped for the memory's once
+  // it has room (page-locked memory is capped).
   auto refusing = std::make_shared<CountingMemory>(/*refuse=*/true);
   std::byte* heap = pack.Get(10, refusing);
   EXPECT_NE(heap, nullptr);
+  EXPECT_FALSE(pack.from_memory());
   EXPECT_EQ(pack.Get(10, refusing), heap);
+  refusing->refuse = false;
+  pack.Get(10, refusing);
+  EXPECT_TRUE(pack.from_memory());
+  EXPECT_EQ(refusing->held, size_t{1} << 20);
+  pack.Release();
+  EXPECT_EQ(refusing->held, 0u);
   EXPECT_NE(pack.Get(10, nullptr), nullptr);
+  EXPECT_FALSE(pack.from_memory());
   {
     batch::PackBuffer scoped;
     scoped.Get(1, memory);

@@ -32,11 +32,17 @@ class CountingMemory final : public HostMemory {
     out.erase(data);
     std::free(data);
   }
+  size_t Available() const override {
+    std::lock_guard<std::mutex> lock(mu);
+    size_t held = 0;
+    for (const auto& [p, b] : out) held += b;
+    return cap - held;
+  }
   bool Gave(const void* p) {
     std::lock_guard<std::mutex> lock(mu);
     return out.count(const_cast<void*>(p)) > 0;
   }
-  std::mutex mu;
+  mutable std::mutex mu;
   std::map<void*, size_t> out;
   int allocations = 0;
   bool refuse = false;
@@ -192,10 +198,27 @@ TEST(HostBufferPool, IdleBlocksMakeRoomInCappedMemory) {
   EXPECT_TRUE(memory->Gave(big.begin()));
   EXPECT_TRUE(memory->Gave(held.begin()));
   EXPECT_EQ(pool.stats().idle_bytes, 0u);
-  // Nothing idle left to free: from the allocator.
-  grpc::Slice over = pool.Allocate(2 * kMiB);
-  EXPECT_FALSE(memory->Gave(over.begin()));
+  // Nothing idle left to free: from the allocator; that heap block is
+  // kept idle and reused like any other.
+  const void* heap;
+  {
+    grpc::Slice over = pool.Allocate(2 * kMiB);
+    heap = over.begin();
+    EXPECT_FALSE(memory->Gave(heap));
+  }
   EXPECT_EQ(memory->out.size(), 2u);
+  {
+    grpc::Slice again = pool.Allocate(2 * kMiB);
+    EXPECT_EQ(again.begin(), heap);
+  }
+  // Idle blocks of the memory that cannot make enough room stay: 12 MiB
+  // more would need 12 MiB freed where 4 MiB are idle.
+  held = grpc::Slice();  // 4 MiB idle, 12 MiB in use
+  grpc::Slice twelve = pool.Allocate(12 * kMiB);
+  EXPECT_FALSE(memory->Gave(twelve.begin()));
+  EXPECT_TRUE(memory->out.count(const_cast<void*>(
+                  static_cast<const void*>(big.begin()))) > 0);
+  EXPECT_EQ(memory->out.size(), 2u);  // the idle 4 MiB block is kept
 }
 
 TEST(HostBufferPool, BuffersOutliveThePoolAndGoBackToTheirMemory) {

@@ -195,8 +195,10 @@ TEST(Buffers, PinnedHostMemoryStaysWithinItsCap) {
   auto* pinned = dynamic_cast<PinnedHostMemory*>(memory.get());
   ASSERT_NE(pinned, nullptr);
   EXPECT_EQ(memory->Allocate((1 << 20) + 1), nullptr);  // never fits
+  EXPECT_EQ(memory->Available(), size_t{1} << 20);
   void* a = memory->Allocate(768 << 10);
   ASSERT_NE(a, nullptr);
+  EXPECT_EQ(memory->Available(), size_t{256} << 10);
   EXPECT_EQ(memory->Allocate(512 << 10), nullptr);  // 1.25 MiB in all
   void* b = memory->Allocate(256 << 10);            // exactly the cap
   ASSERT_NE(b, nullptr);
