@@ -108,18 +108,33 @@ TEST(Buffers, SteadyStateAllocatesNothingAndUnpinnedTransfersWork) {
   }
 }
 
+// An engine on the CPU device and its page-locked host memory.
+struct PinnedEngine {
+  std::unique_ptr<OpenClEngine> engine;
+  std::shared_ptr<HostMemory> memory;
+  PinnedHostMemory* pinned = nullptr;
+};
+
+void MakePinnedEngine(const OpenClEngine::Options& options, PinnedEngine* e) {
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  e->engine = *std::move(engine);
+  e->memory = e->engine->host_memory();
+  ASSERT_NE(e->memory, nullptr);
+  e->pinned = dynamic_cast<PinnedHostMemory*>(e->memory.get());
+  ASSERT_NE(e->pinned, nullptr);
+}
+
 // Arrays in the engine's page-locked host memory are transferred straight;
 // the same arrays in pageable memory go through the staging ring. Both sort
 // alike.
 TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
   OpenClEngine::Options options = CpuDevice();
   options.staging.chunk_bytes = 4096;
-  auto engine = OpenClEngine::Create(options);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  std::shared_ptr<HostMemory> memory = (*engine)->host_memory();
-  ASSERT_NE(memory, nullptr);
-  auto* pinned = dynamic_cast<PinnedHostMemory*>(memory.get());
-  ASSERT_NE(pinned, nullptr);
+  PinnedEngine e;
+  ASSERT_NO_FATAL_FAILURE(MakePinnedEngine(options, &e));
+  std::shared_ptr<HostMemory> memory = e.memory;
+  PinnedHostMemory* pinned = e.pinned;
 
   const size_t n = 100'000;
   const auto keys = sortd::testing::Generate<uint32_t>(Shape::kRandom, n, 4);
@@ -145,7 +160,7 @@ TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
     std::byte* base = in_pinned ? block : pageable.data();
     std::memcpy(base, keys.data(), bytes);
     std::memcpy(base + bytes, values.data(), bytes);
-    const OpenClEngine::TransferStats before = (*engine)->transfer_stats();
+    const OpenClEngine::TransferStats before = e.engine->transfer_stats();
     SortJob job{.key_type = KeyType::kU32,
                 .count = n,
                 .keys = base,
@@ -153,8 +168,8 @@ TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
                 .values = base + bytes,
                 .keys_out = base + 2 * bytes,
                 .values_out = base + 3 * bytes};
-    ASSERT_TRUE((*engine)->Sort(job).ok());
-    const OpenClEngine::TransferStats after = (*engine)->transfer_stats();
+    ASSERT_TRUE(e.engine->Sort(job).ok());
+    const OpenClEngine::TransferStats after = e.engine->transfer_stats();
     // Two arrays up, two down.
     if (in_pinned) {
       EXPECT_EQ(after.direct_bytes - before.direct_bytes, 4 * bytes);
@@ -188,12 +203,10 @@ TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
 TEST(Buffers, PinnedHostMemoryStaysWithinItsCap) {
   OpenClEngine::Options options = CpuDevice();
   options.pinned_host_max_bytes = 1 << 20;
-  auto engine = OpenClEngine::Create(options);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  std::shared_ptr<HostMemory> memory = (*engine)->host_memory();
-  ASSERT_NE(memory, nullptr);
-  auto* pinned = dynamic_cast<PinnedHostMemory*>(memory.get());
-  ASSERT_NE(pinned, nullptr);
+  PinnedEngine e;
+  ASSERT_NO_FATAL_FAILURE(MakePinnedEngine(options, &e));
+  std::shared_ptr<HostMemory> memory = e.memory;
+  PinnedHostMemory* pinned = e.pinned;
   EXPECT_EQ(memory->Allocate((1 << 20) + 1), nullptr);  // never fits
   EXPECT_EQ(memory->Available(), size_t{1} << 20);
   void* a = memory->Allocate(768 << 10);
