@@ -83,17 +83,18 @@ struct HostBufferPool::Shared {
     return true;
   }
 
-  // Takes the block idle longest out of `idle` and its index; mu held.
-  // Entries of one capacity keep the order they were returned in, so the
-  // oldest block's entry is the first of its capacity.
-  Block PopOldest() {
-    const auto entry = by_capacity.find(idle.front().capacity);
-    assert(entry != by_capacity.end() && entry->second == idle.begin());
+  // Takes an idle block out of `idle` and its index; mu held. Entries of
+  // one capacity keep the order they were returned in, so the oldest
+  // block's entry is the first of its capacity.
+  Block TakeOut(std::list<Block>::iterator it) {
+    auto entry = by_capacity.find(it->capacity);
+    while (entry != by_capacity.end() && entry->second != it) ++entry;
+    assert(entry != by_capacity.end());
     by_capacity.erase(entry);
-    Block oldest = std::move(idle.front());
-    idle.pop_front();
-    idle_bytes -= oldest.capacity;
-    return oldest;
+    Block block = std::move(*it);
+    idle.erase(it);
+    idle_bytes -= block.capacity;
+    return block;
   }
 
   void Return(const Block& block) {
@@ -110,7 +111,7 @@ struct HostBufferPool::Shared {
       } else {
         // Make room: the blocks idle longest go first.
         while (idle_bytes + block.capacity > options.max_idle_bytes) {
-          to_free.push_back(PopOldest());
+          to_free.push_back(TakeOut(idle.begin()));
         }
         idle.push_back({nullptr, block.data, block.capacity, block.memory});
         by_capacity.emplace(block.capacity, std::prev(idle.end()));
@@ -138,17 +139,8 @@ struct HostBufferPool::Shared {
           ++it;
           continue;
         }
-        auto range = by_capacity.equal_range(it->capacity);
-        for (auto e = range.first; e != range.second; ++e) {
-          if (e->second == it) {
-            by_capacity.erase(e);
-            break;
-          }
-        }
-        idle_bytes -= it->capacity;
         freed += it->capacity;
-        to_free.push_back(std::move(*it));
-        it = idle.erase(it);
+        to_free.push_back(TakeOut(it++));
       }
     }
     for (const Block& b : to_free) Free(b);

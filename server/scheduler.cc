@@ -235,13 +235,14 @@ double Scheduler::DeviceLateness::At(absl::Time now) const {
   return std::exp(log_ * std::exp2(-halves));
 }
 
-void Scheduler::DeviceLateness::Add(double answered_s, double estimated_s,
-                                    absl::Time now) {
-  if (!(estimated_s > 0)) return;
+double Scheduler::DeviceLateness::Add(double answered_s, double estimated_s,
+                                      absl::Time now) {
+  if (!(estimated_s > 0)) return At(now);
   const double ratio = std::clamp(answered_s / estimated_s, kMin, kMax);
   const double current = std::log(At(now));
   log_ = current + kWeight * (std::log(ratio) - current);
   at_ = std::max(at_, now);
+  return At(now);
 }
 
 double Scheduler::device_late(Op op) const {
@@ -307,10 +308,9 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
     double late;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      DeviceLateness& l = late_[static_cast<int>(task->op)];
-      l.Add(absl::ToDoubleSeconds(now - task->enqueued), task->device_estimate,
-            now);
-      late = l.At(now);
+      late = late_[static_cast<int>(task->op)].Add(
+          absl::ToDoubleSeconds(now - task->enqueued), task->device_estimate,
+          now);
     }
     listener_->OnDeviceLateness(task->op, late);
   }

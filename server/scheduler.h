@@ -167,7 +167,8 @@ class Scheduler {
     static constexpr double kMin = 1.0 / 16;
     static constexpr double kMax = 16;
     double At(absl::Time now) const;
-    void Add(double answered_s, double estimated_s, absl::Time now);
+    // Weighs one answer in; the factor now.
+    double Add(double answered_s, double estimated_s, absl::Time now);
 
    private:
     double log_ = 0;  // of the ratio, as of at_
