@@ -28,6 +28,13 @@
 //                      stages)
 //                      [--pool_bytes=N] (the engine's idle-buffer budget;
 //                      0: its default)
+//                      [--keys=random|narrow|clustered[:K]] (integer keys:
+//                      uniform bits; uniform below 4n, so that only the low
+//                      digits differ; or the high half of each key one of K
+//                      random values (default 4) and the low half uniform,
+//                      so that passes over the highest digits leave runs of
+//                      n/K keys unsorted; lines other than random name it
+//                      in "keys")
 //                      [--kernel_cache_dir=DIR] (keeps the built kernels,
 //                      on NVIDIA their PTX, for inspection)
 #include <algorithm>
@@ -40,6 +47,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gpu/opencl_engine.h"
 
@@ -81,6 +89,30 @@ std::vector<uint64_t> RandomWords(size_t n, uint64_t seed) {
 }
 
 bool g_print_reps = false;
+std::string g_keys = "random";  // --keys
+size_t g_clusters = 4;          // --keys=clustered:K
+
+// Integer keys of --keys' shape in place of the random words' first n
+// keys of ks bytes.
+void ShapeKeys(std::vector<uint64_t>& words, size_t n, size_t ks,
+               uint64_t seed) {
+  if (g_keys == "random") return;
+  std::mt19937_64 rng(seed);
+  const int half = static_cast<int>(ks * 4);
+  std::vector<uint64_t> tops(g_clusters);
+  for (uint64_t& t : tops) t = rng() << half;
+  auto key = [&](uint64_t i) -> uint64_t {
+    if (g_keys == "narrow") return rng() % (4 * static_cast<uint64_t>(n));
+    const uint64_t low = rng() & ((uint64_t{1} << half) - 1);
+    return tops[i % tops.size()] | low;
+  };
+  if (ks == 8) {
+    for (size_t i = 0; i < n; ++i) words[i] = key(i);
+  } else {
+    uint32_t* k = reinterpret_cast<uint32_t*>(words.data());
+    for (size_t i = 0; i < n; ++i) k[i] = static_cast<uint32_t>(key(i));
+  }
+}
 
 void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
          const char* impl = "sortd") {
@@ -94,6 +126,8 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
     std::mt19937 rng(log2n);
     std::uniform_real_distribution<float> u(-1e6f, 1e6f);
     for (size_t i = 0; i < n; ++i) f[i] = u(rng);
+  } else {
+    ShapeKeys(words, n, ks, log2n);
   }
   std::vector<uint32_t> values(std::string(c.op) == "sort_pairs" ? n : 0, 7);
   std::vector<char> out(n * ks), vout(values.size() * 4), perm(n * 4);
@@ -173,9 +207,15 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
   std::printf(
       "{\"impl\":\"%s\",\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%zu,"
       "\"segments\":1,\"span_ms\":%.4f,\"ms\":%.4f,\"gkeys_per_s\":%.3f,"
-      "\"e2e_ms\":%.3f,\"stages\":{%s}%s}\n",
+      "\"e2e_ms\":%.3f,\"stages\":{%s}%s%s}\n",
       impl, c.op, sortd::KeyTypeName(c.type), n, span, ms, KeysPerNs(n, span),
-      Median(e2e_ms), stages_json.c_str(), extra.c_str());
+      Median(e2e_ms), stages_json.c_str(), extra.c_str(),
+      g_keys == "random" || c.type == KeyType::kF32
+          ? ""
+          : (",\"keys\":\"" + g_keys +
+             (g_keys == "clustered" ? absl::StrCat(":", g_clusters) : "") +
+             "\"")
+                .c_str());
   std::fflush(stdout);
 }
 
@@ -295,6 +335,18 @@ int main(int argc, char** argv) {
     if (a == "--print_reps") g_print_reps = true;
     if (a.rfind("--pool_bytes=", 0) == 0) pool_bytes = std::stol(a.substr(13));
     if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
+    if (a.rfind("--keys=", 0) == 0) {
+      g_keys = a.substr(7);
+      if (g_keys.rfind("clustered:", 0) == 0 &&
+          absl::SimpleAtoi(g_keys.substr(10), &g_clusters) && g_clusters > 0) {
+        g_keys = "clustered";
+      }
+      if (g_keys != "random" && g_keys != "narrow" && g_keys != "clustered") {
+        std::fprintf(stderr, "gpu_sort_benchmark: unknown --keys=%s\n",
+                     g_keys.c_str());
+        return 2;
+      }
+    }
     if (a.rfind("--kernel_cache_dir=", 0) == 0) {
       kernel_cache_dir = a.substr(19);
     }

@@ -60,20 +60,22 @@ using U32 = cl_uint;
 struct RadixKernels {
   // raw, keys, index, n, kind, descending, digit totals, count, write keys
   TypedKernel<Buf, Buf, Buf, U32, U32, U32, Buf, U32, U32> encode;
-  // keys, n, shift, counts, tiles, mode
-  TypedKernel<Buf, U32, U32, Buf, U32, U32> histogram;
+  // keys, n, shift, counts, tiles, mode, picks
+  TypedKernel<Buf, U32, U32, Buf, U32, U32, Buf> histogram;
   // data, n, block sums
   TypedKernel<Buf, U32, Buf> scan_blocks, scan_add;
-  // keys in/out, index in/out, n, shift, tile offsets, tiles, mode
-  TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, U32> scatter;
+  // keys in/out, index in/out, n, shift, tile offsets, tiles, mode, picks
+  TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, U32, Buf> scatter;
   // keys in/out, index in/out, n, shift, digit starts, starts at, status,
   // tiles, mode, status at, next at, zero next, counter at, mark, value
-  // mask
+  // mask, picks
   TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, Buf, U32, U32, U32, U32,
-              U32, U32, U32, U32>
+              U32, U32, U32, U32, Buf>
       onesweep;
-  // digit totals, digit starts
-  TypedKernel<Buf, Buf> digit_starts;
+  // digit totals, digit starts, n, slots, picks, keys, kind | order
+  TypedKernel<Buf, Buf, U32, U32, Buf, Buf, U32> digit_starts;
+  // keys, n, kind | order, picks
+  TypedKernel<Buf, U32, U32, Buf> settle;
   // keys, index, offsets, segment list (warp-level builds only)
   TypedKernel<Buf, Buf, Buf, Buf> segments;
   // keys, index, their scratch twins, offsets, segment list

@@ -1,7 +1,9 @@
 #include "gpu/opencl_engine.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/transpose.h"
@@ -41,6 +43,7 @@ absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
                   std::pair{&k.scatter, "radix_scatter"},
                   std::pair{&k.onesweep, "radix_onesweep"},
                   std::pair{&k.digit_starts, "radix_digit_starts"},
+                  std::pair{&k.settle, "radix_settle"},
                   std::pair{&k.decode, "radix_decode"},
                   std::pair{&k.segment_ids, "radix_segment_ids"},
                   std::pair{&k.segment_gather, "radix_segment_gather"},
@@ -448,6 +451,30 @@ absl::Status OpenClEngine::Sort(const SortJob& job) {
   return status.ok() ? finished : status;
 }
 
+// The picks of a sort by picked digits and its digit totals, read back
+// after radix_settle (the reads land before the run's buffers go), and
+// what sorting by more digits needs.
+struct OpenClEngine::Settle {
+  cl::Buffer totals;
+  cl_uint kind_order = 0;
+  cl::Event picks_read, totals_read;
+  std::array<cl_uint, SORTD_PICKS_WORDS> words{};
+  std::vector<cl_uint> counts;
+  ~Settle() {
+    for (cl::Event* e : {&picks_read, &totals_read}) {
+      if ((*e)() != nullptr) e->wait();
+    }
+  }
+};
+
+namespace {
+// A sort by picked digits downloads its keys before its settle check is
+// known when they are fewer bytes than this: shorter than the host's round
+// trip to learn it, and a rare second download costs little. Longer ones
+// wait for the check, as a second download would cost more than the wait.
+constexpr size_t kSettleBeforeDownloadBytes = size_t{1} << 20;
+}  // namespace
+
 absl::Status OpenClEngine::SortOnLane(Run& run, const SortJob& job) {
   const SortPlan plan = PlanSort(policy_, options_.algorithm, job, job.count);
   SortArrays a;
@@ -457,13 +484,59 @@ absl::Status OpenClEngine::SortOnLane(Run& run, const SortJob& job) {
     SORTD_RETURN_IF_ERROR(BitonicSort(run, policy_.bitonic, plan, a));
     return Download(run, job, a);
   }
-  SORTD_RETURN_IF_ERROR(UploadAndRadixSort(run, job, plan, a));
-  return Download(run, job, a);
+  Settle settle;
+  SORTD_RETURN_IF_ERROR(UploadAndRadixSort(run, job, plan, a, &settle));
+  if (plan.picked_slots > 0 &&
+      job.count * KeySize(job.key_type) >= kSettleBeforeDownloadBytes) {
+    SORTD_RETURN_IF_ERROR(
+        SettleOrSortEveryDigit(run, job, plan, a, settle).status());
+    return Download(run, job, a);
+  }
+  SORTD_RETURN_IF_ERROR(Download(run, job, a));
+  if (plan.picked_slots == 0) return absl::OkStatus();
+  absl::StatusOr<bool> again =
+      SettleOrSortEveryDigit(run, job, plan, a, settle);
+  if (!again.ok()) return again.status();
+  return *again ? Download(run, job, a) : absl::OkStatus();
+}
+
+absl::StatusOr<bool> OpenClEngine::SettleOrSortEveryDigit(Run& run,
+                                                          const SortJob& job,
+                                                          const SortPlan& plan,
+                                                          SortArrays& a,
+                                                          Settle& settle) {
+  SORTD_CL_RETURN_IF(settle.picks_read.wait(), "waiting for the settle check");
+  const cl_uint unsettled = settle.words[SORTD_PICKS_UNSETTLED];
+  if (unsettled == 0) return false;
+  // The passes picked the lowest digits that vary: the digits above the
+  // last of them follow. Or a run too long to settle was out of order:
+  // every digit that varies. From the order the picked passes left (raw
+  // keys), which a download enqueued before has read by the time these
+  // passes write.
+  const size_t done_below =
+      unsettled == SORTD_UNSETTLED_CONTINUE
+          ? settle.words[plan.picked_slots - 1] + size_t{1}
+          : 0;
+  const size_t radix = plan.passes.radix;
+  SORTD_CL_RETURN_IF(settle.totals_read.wait(), "waiting for the digit totals");
+  std::vector<bool> skip(plan.passes.passes, false);
+  for (size_t p = 0; p < skip.size(); ++p) {
+    const cl_uint* c = settle.counts.data() + p * radix;
+    skip[p] =
+        p < done_below ||
+        std::find(c, c + radix, static_cast<cl_uint>(job.count)) != c + radix;
+  }
+  if (std::find(skip.begin(), skip.end(), false) == skip.end()) return false;
+  const RawEnds raw_ends{.keys = a.keys[a.cur],
+                         .kind_order = settle.kind_order};
+  SORTD_RETURN_IF_ERROR(RadixPasses(run, policy_.radix, plan.passes, a, skip,
+                                    &settle.totals, &raw_ends));
+  return true;
 }
 
 absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
                                               const SortPlan& plan,
-                                              SortArrays& a) {
+                                              SortArrays& a, Settle* settle) {
   // Digits counted, keys left raw: the first pass orders them as it reads.
   cl::Buffer totals;
   SORTD_RETURN_IF_ERROR(Upload(run, job, plan, true, false, a, &totals));
@@ -472,6 +545,34 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
       .kind_order =
           KindCode(job.key_type) |
           (job.order == Order::kDescending ? SORTD_MODE_DESCENDING : 0u)};
+  if (plan.picked_slots > 0) {
+    // The highest digits that vary, picked on the device; then the runs of
+    // keys they leave equal are sorted in place (or flagged).
+    if (settle == nullptr) {
+      return absl::InternalError("picked radix passes without a settle check");
+    }
+    absl::StatusOr<cl::Buffer> picks =
+        run.Allocate(plan.picks_bytes, "digit picks");
+    if (!picks.ok()) return picks.status();
+    const PickedDigits picked{.buffer = *picks, .slots = plan.picked_slots};
+    SORTD_RETURN_IF_ERROR(
+        RadixPasses(run, policy_.radix, plan.passes, a,
+                    std::vector<bool>(plan.picked_slots, false), &totals,
+                    &raw_ends, nullptr, &picked));
+    RadixKernels& k = run.lane().radix[plan.key_bits == 64 ? 1 : 0][0];
+    const size_t wg = policy_.radix.work_group;
+    k.settle.Bind(a.keys[a.cur], static_cast<cl_uint>(job.count),
+                  raw_ends.kind_order, *picks);
+    SORTD_RETURN_IF_ERROR(
+        run.Launch(k.settle, DivUp(job.count, wg), wg, "settle"));
+    settle->totals = totals;
+    settle->kind_order = raw_ends.kind_order;
+    settle->counts.resize(plan.passes.passes * plan.passes.radix);
+    SORTD_RETURN_IF_ERROR(run.ReadLater(
+        *picks, plan.picks_bytes, settle->words.data(), &settle->picks_read));
+    return run.ReadLater(totals, settle->counts.size() * 4,
+                         settle->counts.data(), &settle->totals_read);
+  }
   std::vector<bool> every_pass(plan.passes.passes, false);
   if (job.count < policy_.radix.skip_check_min) {
     return RadixPasses(run, policy_.radix, plan.passes, a, every_pass, &totals,

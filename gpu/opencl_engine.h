@@ -235,14 +235,25 @@ class OpenClEngine final : public Sorter {
   absl::Status ReadOutputs(Run& run, const SortJob& job, cl::Buffer& keys,
                            cl::Buffer& values, cl::Buffer& permutation);
   absl::Status SortOnLane(Run& run, const SortJob& job);
+  // What a sort by picked digits (SortPlan::picked_slots) leaves to check
+  // once its download is enqueued (opencl_engine.cc).
+  struct Settle;
   // Upload, then the radix passes of `plan`: the first always, later ones
   // unless every key shares their digit (decided from the digit totals,
   // read back while the first runs, for sorts of at least the policy's
   // skip_check_min keys). The keys end in a.keys[a.cur], raw
   // if a pass after the first ran (a.keys_raw), else ordered; with their
-  // indices if the plan has them.
+  // indices if the plan has them. A plan with picked digits sorts those,
+  // then settles the runs they leave, and needs `settle`.
   absl::Status UploadAndRadixSort(Run& run, const SortJob& job,
-                                  const SortPlan& plan, SortArrays& a);
+                                  const SortPlan& plan, SortArrays& a,
+                                  Settle* settle = nullptr);
+  // After a download of a sort by picked digits: where radix_settle found
+  // a run too long to sort, the keys sorted by every digit (true if so;
+  // they are then to be downloaded again).
+  absl::StatusOr<bool> SettleOrSortEveryDigit(Run& run, const SortJob& job,
+                                              const SortPlan& plan,
+                                              SortArrays& a, Settle& settle);
   absl::Status SegmentsOnLane(Run& run, const SortJob& job,
                               absl::Span<const uint32_t> offsets);
   // Segments of any length as one array (SegmentedPlan).

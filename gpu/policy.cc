@@ -355,6 +355,8 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   need(!r.status_prefetch || r.OneLaunch(),
        "radix.status_prefetch needs one-launch passes");
   need(r.small_items >= 0, "radix.small_items is not negative");
+  need(r.picked_margin_bits >= 0 && r.picked_margin_bits <= 64,
+       "radix.picked_margin_bits is 0-64");
   need(r.warp_size == 8 || r.warp_size == 16 || r.warp_size == 32,
        "radix.warp_size is 8, 16 or 32");
   need(r.pass != RadixPass::kOneLaunchEarlyCounts ||
@@ -582,6 +584,7 @@ const std::vector<Knob>& Knobs() {
       Number("radix.marked_status_max", &E::radix, &R::marked_status_max),
       Flag("radix.status_prefetch", &R::status_prefetch),
       Number("radix.skip_check_min", &E::radix, &R::skip_check_min),
+      Number("radix.picked_margin_bits", &E::radix, &R::picked_margin_bits),
       Number("bitonic.block_32", &E::bitonic, &B::block_32),
       Number("bitonic.block_64", &E::bitonic, &B::block_64),
       Number("bitonic.work_group", &E::bitonic, &B::work_group),

@@ -49,6 +49,23 @@ struct PassOrder {
     return absl::OkStatus();
   }
 
+  // The kernels' `shift` argument of `pass`: its digit's first bit, or its
+  // slot of the picked digits.
+  static cl_uint Shift(size_t pass, const RadixSortPolicy& p,
+                       const PickedDigits* picked) {
+    return static_cast<cl_uint>(picked != nullptr ? SORTD_PICKED_SLOT + pass
+                                                  : pass * p.radix_bits);
+  }
+
+  // radix_digit_starts's keys to sample and their kind and order, as the
+  // first pass reads them.
+  const cl::Buffer& Sampled(const SortArrays& a) const {
+    return raw_ends != nullptr ? raw_ends->keys : a.keys[a.cur];
+  }
+  cl_uint SampledKindOrder() const {
+    return raw_ends != nullptr ? raw_ends->kind_order : 0;
+  }
+
   // The kernels' `mode` argument of `pass`.
   cl_uint Mode(size_t pass) const {
     if (raw_ends == nullptr) return 0;
@@ -84,7 +101,8 @@ absl::Status ScanInPlace(Run& run, RadixKernels& k, const RadixPassPlan& plan,
 absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
                              const RadixPassPlan& plan, RadixKernels& k,
                              SortArrays& a, std::vector<bool>& skip,
-                             const cl::Buffer& totals, PassOrder& order) {
+                             const cl::Buffer& totals, PassOrder& order,
+                             const PickedDigits* picked) {
   absl::StatusOr<cl::Buffer> status =
       run.Allocate(plan.status_bytes, "look-back status");
   if (!status.ok()) return status.status();
@@ -94,11 +112,15 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
   if (plan.marked) {
     SORTD_RETURN_IF_ERROR(run.Zero(*status, plan.status_bytes, "scatter"));
   }
-  // Where each digit starts in each pass's output, from the totals.
-  k.digit_starts.Bind(totals, *starts);
+  // Where each digit starts in each pass's output, from the totals (and
+  // which digits the passes sort, if picked).
+  const cl_uint n = static_cast<cl_uint>(plan.count);
+  const cl::Buffer& picks = picked != nullptr ? picked->buffer : *starts;
+  k.digit_starts.Bind(totals, *starts, n,
+                      static_cast<cl_uint>(picked ? picked->slots : 0), picks,
+                      order.Sampled(a), order.SampledKindOrder());
   SORTD_RETURN_IF_ERROR(
       run.Launch(k.digit_starts, plan.passes, p.work_group, "scan"));
-  const cl_uint n = static_cast<cl_uint>(plan.count);
   const cl_uint tiles = static_cast<cl_uint>(plan.tiles);
   const cl_uint words = static_cast<cl_uint>(plan.tiles * plan.radix);
   cl_uint run_pass = 0;  // passes run so far (marked: the parity)
@@ -113,13 +135,13 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
         plan.marked ? (cl_uint{1} << SORTD_STATUS_MARK_SHIFT) - 1
                     : (cl_uint{1} << (SORTD_STATUS_MARK_SHIFT + 1)) - 1;
     k.onesweep.Bind(order.KeysIn(pass, a), a.keys[1 - a.cur], a.index[a.cur],
-                    a.index[1 - a.cur], n,
-                    static_cast<cl_uint>(pass * p.radix_bits), *starts,
-                    static_cast<cl_uint>(pass * plan.radix), *status, tiles,
-                    order.Mode(pass), /*status_at=*/cl_uint{0},
+                    a.index[1 - a.cur], n, PassOrder::Shift(pass, p, picked),
+                    *starts, static_cast<cl_uint>(pass * plan.radix), *status,
+                    tiles, order.Mode(pass), /*status_at=*/cl_uint{0},
                     /*next_at=*/static_cast<cl_uint>(plan.status_bytes / 4),
                     /*zero_next=*/cl_uint{0},
-                    plan.marked ? words + run_pass : words, mark, value_mask);
+                    plan.marked ? words + run_pass : words, mark, value_mask,
+                    picks);
     ++run_pass;
     SORTD_RETURN_IF_ERROR(
         run.Launch(k.onesweep, plan.tiles, p.work_group, "scatter"));
@@ -133,7 +155,8 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
 absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& p,
                                const RadixPassPlan& plan, RadixKernels& k,
                                SortArrays& a, std::vector<bool>& skip,
-                               PassOrder& order) {
+                               const cl::Buffer* totals, PassOrder& order,
+                               const PickedDigits* picked) {
   absl::StatusOr<cl::Buffer> offsets =
       run.Allocate(plan.offsets_bytes, "tile offsets");
   if (!offsets.ok()) return offsets.status();
@@ -145,18 +168,31 @@ absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& p,
   }
   const cl_uint n = static_cast<cl_uint>(plan.count);
   const cl_uint tiles = static_cast<cl_uint>(plan.tiles);
+  // Picked digits: picked by radix_digit_starts, whose digit starts these
+  // passes do not use.
+  const cl::Buffer& picks = picked != nullptr ? picked->buffer : *offsets;
+  if (picked != nullptr) {
+    absl::StatusOr<cl::Buffer> starts =
+        run.Allocate(plan.starts_bytes, "digit starts");
+    if (!starts.ok()) return starts.status();
+    k.digit_starts.Bind(*totals, *starts, n,
+                        static_cast<cl_uint>(picked->slots), picked->buffer,
+                        order.Sampled(a), order.SampledKindOrder());
+    SORTD_RETURN_IF_ERROR(
+        run.Launch(k.digit_starts, plan.passes, p.work_group, "scan"));
+  }
   for (size_t pass = 0; pass < skip.size(); ++pass) {
     if (skip[pass]) continue;
-    const cl_uint shift = static_cast<cl_uint>(pass * p.radix_bits);
+    const cl_uint shift = PassOrder::Shift(pass, p, picked);
     k.histogram.Bind(order.KeysIn(pass, a), n, shift, *offsets, tiles,
-                     order.Mode(pass));
+                     order.Mode(pass), picks);
     SORTD_RETURN_IF_ERROR(
         run.Launch(k.histogram, plan.tiles, p.work_group, "histogram"));
     SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, plan, p.work_group, *offsets,
                                       plan.tiles * plan.radix, sums, 0));
     k.scatter.Bind(order.KeysIn(pass, a), a.keys[1 - a.cur], a.index[a.cur],
                    a.index[1 - a.cur], n, shift, *offsets, tiles,
-                   order.Mode(pass));
+                   order.Mode(pass), picks);
     SORTD_RETURN_IF_ERROR(
         run.Launch(k.scatter, plan.tiles, p.work_group, "scatter"));
     a.cur = 1 - a.cur;
@@ -201,19 +237,21 @@ absl::Status EncodeKeys(Run& run, const RadixSortPolicy& policy,
 absl::Status RadixPasses(Run& run, const RadixSortPolicy& policy,
                          const RadixPassPlan& plan, SortArrays& a,
                          std::vector<bool> skip, const cl::Buffer* totals,
-                         const RawEnds* raw_ends, const SkipLater& later) {
+                         const RawEnds* raw_ends, const SkipLater& later,
+                         const PickedDigits* picked) {
   PassOrder order = PassOrder::Of(skip, raw_ends, later ? &later : nullptr);
   if (raw_ends != nullptr && order.first == skip.size()) {
     return absl::InternalError("radix passes with raw ends but no pass to run");
   }
-  if (plan.one_launch && totals == nullptr) {
-    return absl::InternalError("one-launch radix passes without digit totals");
+  if ((plan.one_launch || picked != nullptr) && totals == nullptr) {
+    return absl::InternalError("radix passes without the digit totals");
   }
   RadixKernels& k = KernelsFor(run, plan);
-  SORTD_RETURN_IF_ERROR(
-      plan.one_launch
-          ? OneLaunchPasses(run, policy, plan, k, a, skip, *totals, order)
-          : ThreeLaunchPasses(run, policy, plan, k, a, skip, order));
+  SORTD_RETURN_IF_ERROR(plan.one_launch
+                            ? OneLaunchPasses(run, policy, plan, k, a, skip,
+                                              *totals, order, picked)
+                            : ThreeLaunchPasses(run, policy, plan, k, a, skip,
+                                                totals, order, picked));
   // Raw keys stored, unless the first pass, run as not the last, was the
   // only one.
   if (raw_ends != nullptr) a.keys_raw = order.last != order.first || !later;

@@ -37,6 +37,16 @@ absl::Status EncodeKeys(Run& run, const RadixSortPolicy& policy,
                         RadixKernels& k, const SortJob& job, SortArrays& a,
                         cl::Buffer& totals, bool count_digits, bool encode);
 
+// Passes over picked digits: pass s of `slots` sorts the digit that
+// radix_digit_starts picks for slot s into `buffer` (SORTD_PICKS_WORDS
+// words): the highest digits in which the keys differ, so that after the
+// passes only runs of keys equal in those digits are out of order below
+// them (radix_settle).
+struct PickedDigits {
+  cl::Buffer buffer;
+  size_t slots = 0;
+};
+
 // Called once the first pass is enqueued, to mark later passes in `skip`
 // (it may wait for the device meanwhile).
 using SkipLater = std::function<absl::Status(std::vector<bool>& skip)>;
@@ -49,12 +59,14 @@ using SkipLater = std::function<absl::Status(std::vector<bool>& skip)>;
 // Null: a.keys[a.cur] is in ordered form. `later` (may be empty) marks
 // passes after the first as skipped while the first runs; the first pass
 // then stores ordered keys, and they stay so (a.keys_raw false) if no
-// later pass runs.
+// later pass runs. `picked` (needs `totals`): the passes are its slots
+// (`skip` has one entry a slot), their digits picked on the device.
 absl::Status RadixPasses(Run& run, const RadixSortPolicy& policy,
                          const RadixPassPlan& plan, SortArrays& a,
                          std::vector<bool> skip, const cl::Buffer* totals,
                          const RawEnds* raw_ends,
-                         const SkipLater& later = nullptr);
+                         const SkipLater& later = nullptr,
+                         const PickedDigits* picked = nullptr);
 
 }  // namespace sortd::gpu
 

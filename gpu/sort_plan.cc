@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gpu/buffers.h"
+#include "gpu/kernels/sort_constants.h"
 
 namespace sortd::gpu {
 namespace {
@@ -50,6 +51,7 @@ size_t RadixPassPlan::Footprint() const {
   size_t total = 0;
   if (one_launch) return Class(starts_bytes) + Class(status_bytes);
   total += Class(offsets_bytes);
+  if (starts_bytes > 0) total += Class(starts_bytes);
   for (size_t s : sums_bytes) total += Class(s);
   return total;
 }
@@ -80,6 +82,20 @@ SortPlan PlanSortOf(const EnginePolicy& policy, SortAlgorithm algorithm,
   if (!plan.bitonic) {
     plan.passes = PlanRadixPasses(policy.radix, plan.key_bits, plan.with_index,
                                   count, /*has_totals=*/true);
+    const int margin = policy.radix.picked_margin_bits;
+    if (margin > 0 && !with_index) {
+      size_t bits = 0;
+      while ((size_t{1} << bits) < count) ++bits;
+      const size_t slots =
+          DivUp(bits + static_cast<size_t>(margin), policy.radix.radix_bits);
+      if (slots < plan.passes.passes) {
+        plan.picked_slots = slots;
+        plan.picks_bytes = SORTD_PICKS_WORDS * 4;
+        // Three-launch passes have no digit starts of their own; picking
+        // computes them.
+        plan.passes.starts_bytes = plan.passes.passes * plan.passes.radix * 4;
+      }
+    }
   }
   return plan;
 }
@@ -118,7 +134,10 @@ size_t SegmentedPlan::Footprint() const {
 size_t SortPlan::Footprint() const {
   return Class(raw_bytes) + 2 * Class(keys_bytes) + 2 * Class(index_bytes) +
          2 * Class(values_bytes) + Class(totals_bytes) +
-         (bitonic ? 0 : passes.Footprint());
+         // Picked passes may be followed by a sort by every digit, with
+         // pass buffers of its own.
+         (bitonic ? 0 : passes.Footprint() * (picked_slots > 0 ? 2 : 1)) +
+         (picks_bytes > 0 ? Class(picks_bytes) : 0);
 }
 
 }  // namespace sortd::gpu

@@ -71,6 +71,9 @@ struct SortPlan {
   size_t raw_bytes = 0, keys_bytes = 0, index_bytes = 0, values_bytes = 0,
          totals_bytes = 0;
   RadixPassPlan passes;  // radix sorts only
+  // Radix passes over picked digits (RadixSortPolicy::picked_margin_bits):
+  // how many (0: every digit in turn), and the bytes of their picks.
+  size_t picked_slots = 0, picks_bytes = 0;
 
   size_t Footprint() const;
 };

@@ -262,6 +262,88 @@ TEST(OpenClEngine, SkipsPassesWhoseDigitIsShared) {
   CheckSort(Engine(), keys, true, Extra::kU32Values, "shared digits, desc");
 }
 
+// Keys-only 64-bit sorts on the CPU device's policy (4-bit digits) pass
+// over the highest varying digits only (radix.picked_margin_bits): 20000
+// keys take five of sixteen, 200000 six. Here those digits (from bit 32 up)
+// hold one of `groups` random values, and bits 0-15 are random: the passes
+// leave runs of keys equal from bit 32 up in input order below.
+// - n / 4 values: runs of about four keys, sorted by radix_settle.
+// - n values, but 1000 keys share one: a run too long to settle, which the
+//   samples miss; sorted only if the engine then sorts by every digit.
+// - 8 values (runs of thousands, caught by the samples) and 4 values (too
+//   few combinations of digit values: at most 4^5 < 20000 / 16): the
+//   passes take the lowest digits instead, and the result is sorted only
+//   if the engine continues with the others.
+// The longer array (over 1 MiB) is downloaded after the check, the shorter
+// one before it.
+TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
+  for (auto [n, slots] : {std::pair{size_t{20000}, 5}, {size_t{200000}, 6}}) {
+    for (auto [groups, one_run] : {std::pair{n / 4, size_t{0}},
+                                   {n, size_t{1000}},
+                                   {size_t{8}, size_t{0}},
+                                   {size_t{4}, size_t{0}}}) {
+      for (bool descending : {false, true}) {
+        for (KeyType type : {KeyType::kU64, KeyType::kI64}) {
+          std::mt19937_64 rng(groups * 2 + descending);
+          std::vector<uint64_t> tops(groups);
+          for (uint64_t& t : tops) t = rng() & ((uint64_t{1} << 4 * slots) - 1);
+          std::vector<uint64_t> keys(n);
+          for (size_t i = 0; i < n; ++i) {
+            const uint64_t top = i < one_run ? tops[0] : tops[rng() % groups];
+            keys[i] = top << 32 | (rng() & 0xFFFF);
+          }
+          std::vector<uint64_t> out(n);
+          StageTimes stages;
+          double span = 0;
+          SortJob job{
+              .key_type = type,
+              .order = descending ? Order::kDescending : Order::kAscending,
+              .count = n,
+              .keys = reinterpret_cast<const std::byte*>(keys.data()),
+              .keys_out = reinterpret_cast<std::byte*>(out.data()),
+              .stages = &stages,
+              .kernel_span_seconds = &span};
+          ASSERT_TRUE(Engine().Sort(job).ok());
+          std::vector<uint64_t> want = keys;
+          auto less = [&](uint64_t a, uint64_t b) {
+            if (type == KeyType::kI64) {
+              return static_cast<int64_t>(a) < static_cast<int64_t>(b);
+            }
+            return a < b;
+          };
+          std::sort(want.begin(), want.end(), less);
+          if (descending) std::reverse(want.begin(), want.end());
+          const std::string what = absl::StrCat(
+              n, " keys, ", groups, " values, ", one_run, " in one run, ",
+              KeyTypeName(type), descending ? " descending" : " ascending");
+          EXPECT_EQ(out, want) << what;
+          std::vector<std::string> names;
+          for (const StageTime& st : stages) names.push_back(st.stage);
+          EXPECT_THAT(names, ::testing::Contains("settle")) << what;
+        }
+      }
+    }
+  }
+  const size_t n = 20000;
+  // With an index the passes take every digit: no runs to settle.
+  std::vector<uint32_t> perm(n);
+  std::vector<uint64_t> keys(n), out(n);
+  std::mt19937_64 rng(5);
+  for (uint64_t& k : keys) k = rng();
+  StageTimes stages;
+  double span = 0;
+  SortJob job{.key_type = KeyType::kU64,
+              .count = n,
+              .keys = reinterpret_cast<const std::byte*>(keys.data()),
+              .keys_out = reinterpret_cast<std::byte*>(out.data()),
+              .permutation_out = reinterpret_cast<std::byte*>(perm.data()),
+              .stages = &stages,
+              .kernel_span_seconds = &span};
+  ASSERT_TRUE(Engine().Sort(job).ok());
+  EXPECT_TRUE(std::is_sorted(out.begin(), out.end()));
+  for (const StageTime& st : stages) EXPECT_NE(st.stage, "settle");
+}
+
 // `count` random matrices transposed by `engine`, against the reference.
 void CheckTranspose(OpenClEngine& engine, size_t count, unsigned seed,
                     StageTimes* stages = nullptr) {

@@ -121,11 +121,14 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
 
 // Digit counts of one tile, written digit-major: counts[d * tiles + tile],
 // so that one exclusive scan over the array yields every tile's offsets.
+// `shift` may name a picked slot (pass_shift).
 RADIX_KERNEL
 void radix_histogram(__global const key_t* keys, uint n, uint shift,
-                     __global uint* counts, uint tiles, uint mode) {
+                     __global uint* counts, uint tiles, uint mode,
+                     __global const uint* picks) {
   __local uint hist[RADIX];
   const uint lid = get_local_id(0);
+  shift = pass_shift(shift, picks);
   for (uint d = lid; d < RADIX; d += WG) hist[d] = 0;
   barrier(CLK_LOCAL_MEM_FENCE);
   const size_t base = get_group_id(0) * (size_t)TILE;
@@ -141,18 +144,170 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
 
 // Every pass's digit starts, for the one-launch passes: starts[p * RADIX +
 // d] = the count of digits below d in pass p (one work-group per pass).
+// With slots > 0, work-group 0 also picks the digits that `slots` passes
+// sort (sort_constants.h, SORTD_PICKED_SLOT): the highest digits in which
+// the n keys differ, as many as there are slots, in ascending order, after
+// one digit that every key shares for each slot left over (a pass over such
+// a digit moves no key). It notes below which bit keys are still unsorted
+// (0 where every digit that varies was picked) and clears the unsettled
+// flag for radix_settle. Where the runs those digits would leave look too
+// long to settle, it picks the lowest digits that vary instead, the first
+// passes of a sort by every digit, and sets the flag to
+// SORTD_UNSETTLED_CONTINUE, so that the engine runs the passes over the
+// digits above them. Runs look too long where the digits can take fewer
+// than n / 16 combinations of values (the product of each one's number of
+// values), or where SORTD_PICK_SAMPLES keys spread evenly over the array
+// (`keys`, raw if kind_order says their kind) share values of the digits
+// more often than runs of 16 keys on average would make them: each pair
+// of samples with equal digits stands for about n^2 / samples^2 pairs of
+// keys in one run.
 RADIX_KERNEL
-void radix_digit_starts(__global const uint* totals, __global uint* starts) {
+void radix_digit_starts(__global const uint* totals, __global uint* starts,
+                        uint n, uint slots, __global uint* picks,
+                        __global const key_t* keys, uint kind_order) {
   __local uint digits[RADIX];
   __local uint tmp[WG];
+  __local key_t samples[SORTD_PICK_SAMPLES];
+  __local uint sample_pairs;
+  __local uint shared_digit[PASSES];  // 1: every key has the same digit
+  __local uint values[PASSES];        // how many digit values occur
+  const uint lid = get_local_id(0);
   const size_t at = get_group_id(0) * (size_t)RADIX;
-  for (uint d = get_local_id(0); d < RADIX; d += WG) {
-    digits[d] = totals[at + d];
-  }
+  for (uint d = lid; d < RADIX; d += WG) digits[d] = totals[at + d];
   barrier(CLK_LOCAL_MEM_FENCE);
   exclusive_scan_digits(digits, tmp);
-  for (uint d = get_local_id(0); d < RADIX; d += WG) {
-    starts[at + d] = digits[d];
+  for (uint d = lid; d < RADIX; d += WG) starts[at + d] = digits[d];
+  if (slots == 0 || get_group_id(0) != 0) return;
+
+  for (uint p = lid; p < PASSES; p += WG) {
+    shared_digit[p] = 0;
+    values[p] = 0;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint i = lid; i < PASSES * RADIX; i += WG) {
+    if (totals[i] == n) shared_digit[i / RADIX] = 1;
+    if (totals[i] != 0) atomic_inc(&values[i / RADIX]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint picked = 0, lowest = PASSES, spare = 0;
+  ulong combinations = 1;  // of the picked digits' values, capped
+  for (uint p = PASSES; p-- > 0;) {
+    if (shared_digit[p]) {
+      spare = p;
+    } else if (picked < slots) {
+      lowest = p;
+      ++picked;
+      combinations = min(combinations * values[p], (ulong)1 << 40);
+    }
+  }
+  uint below = 0;  // digits below the picked ones that vary
+  for (uint p = 0; p < lowest; ++p) below |= !shared_digit[p];
+  // Pairs of samples whose picked digits are equal.
+  const uint s = min((uint)SORTD_PICK_SAMPLES, n);
+  if (below) {
+    const uint kind = kind_order & SORTD_MODE_KIND_MASK;
+    const uint descending = (kind_order & SORTD_MODE_DESCENDING) != 0;
+    for (uint j = lid; j < s; j += WG) {
+      const key_t k = keys[(size_t)j * n / s];
+      samples[j] = to_ordered(k, kind, descending) >> (lowest * RADIX_BITS);
+    }
+    if (lid == 0) sample_pairs = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint pairs = 0;
+    for (uint j = lid; j < s; j += WG) {
+      for (uint m = j + 1; m < s; ++m) pairs += samples[m] == samples[j];
+    }
+    if (pairs != 0) atomic_add(&sample_pairs, pairs);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid != 0) return;
+  uint slot = 0;
+  // Mean run length a key sees, about 1 + 2 * pairs * n / s^2, over 16.
+  if (below && (combinations * 16 < n ||
+                (ulong)sample_pairs * n > (ulong)8 * s * s)) {
+    // Too few combinations: the lowest varying digits, to be continued.
+    picks[SORTD_PICKS_GROUP_SHIFT] = 0;
+    picks[SORTD_PICKS_UNSETTLED] = SORTD_UNSETTLED_CONTINUE;
+    for (uint p = 0; p < PASSES && slot < slots; ++p) {
+      if (!shared_digit[p]) picks[slot++] = p;
+    }
+    return;
+  }
+  picks[SORTD_PICKS_GROUP_SHIFT] = below ? lowest * RADIX_BITS : 0;
+  picks[SORTD_PICKS_UNSETTLED] = 0;
+  while (slot < slots - picked) picks[slot++] = spare;
+  for (uint p = lowest; p < PASSES; ++p) {
+    if (!shared_digit[p]) picks[slot++] = p;
+  }
+}
+
+// After passes over picked digits only (radix_digit_starts): the keys, raw
+// as the last pass stored them, are in order by their bits from the group
+// shift up, and runs of keys equal there (groups) are in their input order
+// below it. The first work-item of each group of 2 to SORTD_SETTLE_MAX keys
+// sorts it in place; a key out of order after its predecessor in a longer
+// group sets the unsettled flag (SORTD_UNSETTLED_LONG_RUN), and the engine
+// then sorts the array by every digit. Groups of equal keys, however long, need nothing. A group's
+// extent is the same whenever it is read, as sorting a group only permutes
+// its keys; so a long group is never mistaken for a short one.
+RADIX_KERNEL
+void radix_settle(__global key_t* keys, uint n, uint kind_order,
+                  __global uint* picks) {
+  const uint shift = picks[SORTD_PICKS_GROUP_SHIFT];
+  const uint i = get_global_id(0);
+  if (shift == 0 || i >= n) return;
+  const uint kind = kind_order & SORTD_MODE_KIND_MASK;
+  const uint descending = (kind_order & SORTD_MODE_DESCENDING) != 0;
+#define ORDERED(j) to_ordered(keys[j], kind, descending)
+  const key_t k = ORDERED(i);
+  const key_t group = k >> shift;
+  if (i > 0) {
+    const key_t prev = ORDERED(i - 1);
+    if ((prev >> shift) == group) {
+      // Out of order: fine in a short group (its first work-item sorts it).
+      // Once one key found a long one, the others need not look.
+      if (prev <= k ||
+          ((volatile __global uint*)picks)[SORTD_PICKS_UNSETTLED] != 0) {
+        return;
+      }
+      uint first = i - 1, end = i + 1;
+      while (first > 0 && i - first < SORTD_SETTLE_MAX &&
+             (ORDERED(first - 1) >> shift) == group) {
+        --first;
+      }
+      const bool long_before =
+          first > 0 && (ORDERED(first - 1) >> shift) == group;
+      while (end < n && end - first <= SORTD_SETTLE_MAX &&
+             (ORDERED(end) >> shift) == group) {
+        ++end;
+      }
+      if (long_before || end - first > SORTD_SETTLE_MAX) {
+        atomic_or(&picks[SORTD_PICKS_UNSETTLED], SORTD_UNSETTLED_LONG_RUN);
+      }
+      return;
+    }
+  }
+  uint end = i + 1;
+  while (end < n && end - i <= SORTD_SETTLE_MAX &&
+         (ORDERED(end) >> shift) == group) {
+    ++end;
+  }
+  const uint len = end - i;
+  if (len < 2 || len > SORTD_SETTLE_MAX) return;
+  key_t v[SORTD_SETTLE_MAX];
+  v[0] = k;
+  uint sorted = 1;
+  for (uint j = 1; j < len; ++j) {
+    const key_t x = ORDERED(i + j);
+    uint at = j;
+    for (; at > 0 && v[at - 1] > x; --at) v[at] = v[at - 1];
+    v[at] = x;
+    sorted &= at == j;
+  }
+#undef ORDERED
+  if (sorted) return;
+  for (uint j = 0; j < len; ++j) {
+    keys[i + j] = from_ordered(v[j], kind, descending);
   }
 }
 
@@ -197,13 +352,14 @@ RADIX_KERNEL
 void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
                    __global const uint* index_in, __global uint* index_out,
                    uint n, uint shift, __global const uint* offsets,
-                   uint tiles, uint mode) {
+                   uint tiles, uint mode, __global const uint* picks) {
   TILE_STORAGE;
   __local rank_counter_t counts[RANK_COUNTERS];
   __local uint digit_start[RADIX];
   __local uint tmp[WG];
 
   const uint lid = get_local_id(0);
+  shift = pass_shift(shift, picks);
   const uint tile = get_group_id(0);
   const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
                                lindex, counts, digit_start, tmp, masks);
@@ -234,6 +390,8 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
 // devices that keep started work-groups running (NVIDIA and PoCL do;
 // others use radix_scatter). Counts are 30 bits (n < 2^30), or 29 with
 // marked statuses (lookback_digit).
+//   shift: the digit's first bit, or a picked slot (pass_shift; starts_at
+//     then follows the picked digit)
 //   starts[starts_at + d]: where digit d starts in this pass's output (from
 //     radix_digit_starts)
 //   status + status_at: tiles * RADIX words, zero on entry, or, with marked
@@ -251,7 +409,7 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
                     uint starts_at, __global uint* status, uint tiles,
                     uint mode, uint status_at, uint next_at,
                     uint zero_next, uint counter_at, uint mark,
-                    uint value_mask) {
+                    uint value_mask, __global const uint* picks) {
   TILE_STORAGE;
   __local rank_counter_t counts[RANK_COUNTERS];
   __local uint digit_start[RADIX];
@@ -260,6 +418,10 @@ void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
   __local uint tile_slot;
 
   const uint lid = get_local_id(0);
+  if (shift >= SORTD_PICKED_SLOT) {
+    shift = pass_shift(shift, picks);
+    starts_at = shift / RADIX_BITS * RADIX;
+  }
   __global uint* next_status = status + next_at;
   if (lid == 0) tile_slot = atomic_inc(&status[counter_at]);
   status += status_at;

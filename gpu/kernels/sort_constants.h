@@ -49,4 +49,23 @@
 #define SORTD_SUBGROUP_KHR 2
 #define SORTD_SUBGROUP_INTEL 3
 
+// Picked digits (radix_digit_starts with slots > 0): a pass whose `shift`
+// argument is SORTD_PICKED_SLOT + s sorts the digit in word s of the picks
+// buffer; word SORTD_PICKS_GROUP_SHIFT holds the bit below which the picked
+// passes left keys unsorted (0: none), and word SORTD_PICKS_UNSETTLED is set
+// by radix_settle when a group of keys was too long for it to sort
+// (SORTD_UNSETTLED_LONG_RUN: the engine sorts by every digit), or by
+// radix_digit_starts when it picked the lowest digits instead
+// (SORTD_UNSETTLED_CONTINUE: the engine sorts by the digits above them).
+#define SORTD_PICKED_SLOT 256u
+#define SORTD_PICKS_GROUP_SHIFT 16
+#define SORTD_PICKS_UNSETTLED 17
+#define SORTD_PICKS_WORDS 18
+#define SORTD_UNSETTLED_LONG_RUN 1u
+#define SORTD_UNSETTLED_CONTINUE 2u
+// Keys radix_digit_starts samples to judge the runs picked digits leave.
+#define SORTD_PICK_SAMPLES 512
+// The longest group of keys radix_settle sorts.
+#define SORTD_SETTLE_MAX 16
+
 #endif  // SORTD_GPU_KERNELS_SORT_CONSTANTS_H_
