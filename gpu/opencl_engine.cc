@@ -476,7 +476,11 @@ constexpr size_t kSettleBeforeDownloadBytes = size_t{1} << 20;
 }  // namespace
 
 absl::Status OpenClEngine::SortOnLane(Run& run, const SortJob& job) {
-  const SortPlan plan = PlanSort(policy_, options_.algorithm, job, job.count);
+  SortPlan plan = PlanSort(policy_, options_.algorithm, job, job.count);
+  if (plan.picked_slots > 0 &&
+      PickedRunsLookLong(job, policy_.radix.radix_bits, plan.picked_slots)) {
+    plan.picked_slots = 0;  // every digit in turn, from the start
+  }
   SortArrays a;
   if (plan.bitonic) {
     cl::Buffer totals;

@@ -1,7 +1,9 @@
 #include "gpu/sort_plan.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "core/keys.h"
 #include "gpu/buffers.h"
 #include "gpu/kernels/sort_constants.h"
 
@@ -105,6 +107,83 @@ SortPlan PlanSortOf(const EnginePolicy& policy, SortAlgorithm algorithm,
 SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
                   const SortJob& shape, size_t count) {
   return PlanSortOf(policy, algorithm, shape, count, WithIndex(shape));
+}
+
+namespace {
+
+// `s` keys spread over job's array, in ordered form.
+template <KeyType T>
+std::vector<uint64_t> SampleOrdered(const SortJob& job, size_t s) {
+  using Bits = sortd::KeyBits<T>;
+  std::vector<uint64_t> out(s);
+  const bool descending = job.order == Order::kDescending;
+  for (size_t j = 0; j < s; ++j) {
+    Bits raw;
+    std::memcpy(&raw, job.keys + (j * job.count / s) * sizeof(Bits),
+                sizeof(Bits));
+    out[j] = OrderedBits<T>(raw, descending);
+  }
+  return out;
+}
+
+std::vector<uint64_t> SampleOrdered(const SortJob& job, size_t s) {
+  switch (job.key_type) {
+    case KeyType::kU32:
+      return SampleOrdered<KeyType::kU32>(job, s);
+    case KeyType::kI32:
+      return SampleOrdered<KeyType::kI32>(job, s);
+    case KeyType::kF32:
+      return SampleOrdered<KeyType::kF32>(job, s);
+    case KeyType::kU64:
+      return SampleOrdered<KeyType::kU64>(job, s);
+    case KeyType::kI64:
+      return SampleOrdered<KeyType::kI64>(job, s);
+    case KeyType::kF64:
+      return SampleOrdered<KeyType::kF64>(job, s);
+  }
+  return {};
+}
+
+}  // namespace
+
+bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots) {
+  if (!job.parts.empty() || job.keys == nullptr || job.count == 0) {
+    return false;
+  }
+  const size_t s = std::min<size_t>(SORTD_PICK_SAMPLES, job.count);
+  std::vector<uint64_t> keys = SampleOrdered(job, s);
+  const size_t passes =
+      DivUp(static_cast<size_t>(KeyBits(job)), static_cast<size_t>(radix_bits));
+  const uint64_t mask = (uint64_t{1} << radix_bits) - 1;
+  auto digit = [&](uint64_t k, size_t p) {
+    return k >> (p * radix_bits) & mask;
+  };
+  // The digits that vary among the samples; the highest `slots` of them
+  // picked, as on the device.
+  std::vector<bool> varies(passes, false);
+  for (size_t p = 0; p < passes; ++p) {
+    for (uint64_t k : keys)
+      varies[p] = varies[p] || digit(k, p) != digit(keys[0], p);
+  }
+  size_t picked = 0, lowest = passes;
+  for (size_t p = passes; p-- > 0 && picked < slots;) {
+    if (varies[p]) {
+      lowest = p;
+      ++picked;
+    }
+  }
+  bool below = false;
+  for (size_t p = 0; p < lowest; ++p) below = below || varies[p];
+  if (!below) return false;
+  for (uint64_t& k : keys) k >>= lowest * radix_bits;
+  std::sort(keys.begin(), keys.end());
+  uint64_t pairs = 0;
+  for (size_t i = 0, j = 0; i < s; i = j) {
+    while (j < s && keys[j] == keys[i]) ++j;
+    pairs += (j - i) * (j - i - 1) / 2;
+  }
+  // The device's rule (radix_digit_starts).
+  return pairs * job.count > uint64_t{8} * s * s;
 }
 
 SegmentedPlan PlanSegmentedSort(const EnginePolicy& policy,

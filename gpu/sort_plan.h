@@ -81,6 +81,14 @@ struct SortPlan {
 SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
                   const SortJob& shape, size_t count);
 
+// Whether the runs that passes over `slots` picked digits (of
+// `radix_bits`) would leave in job's keys look too long to settle, judged
+// from SORTD_PICK_SAMPLES keys spread over its host array as
+// radix_digit_starts judges its own samples on the device: a sort that
+// would only learn so there, after its picked passes, is better planned
+// without picking. False for a job made of parts (the device judges).
+bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots);
+
 // A segmented sort whose segments are too long for one work-group each,
 // sorted as one array: the whole array by key, with an index whatever the
 // job asks for (`keys`); then by segment, a stable sort of the keys'

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/transpose.h"
+#include "gpu/sort_plan.h"
 #include "server/cpu_sorter.h"
 #include "tests/opencl_test_util.h"
 #include "tests/sort_check.h"
@@ -268,12 +269,15 @@ TEST(OpenClEngine, SkipsPassesWhoseDigitIsShared) {
 // hold one of `groups` random values, and bits 0-15 are random: the passes
 // leave runs of keys equal from bit 32 up in input order below.
 // - n / 4 values: runs of about four keys, sorted by radix_settle.
-// - n values, but 1000 keys share one: a run too long to settle, which the
-//   samples miss; sorted only if the engine then sorts by every digit.
-// - 8 values (runs of thousands, caught by the samples) and 4 values (too
-//   few combinations of digit values: at most 4^5 < 20000 / 16): the
-//   passes take the lowest digits instead, and the result is sorted only
-//   if the engine continues with the others.
+// - n values, but 1000 keys share one: a run too long to settle; of
+//   200000 keys the samples miss it, and the result is sorted only if the
+//   engine then sorts by every digit.
+// - 8 values and 4 values (runs of thousands): the host's samples see
+//   them and the sort takes every digit from the start. Given as two parts
+//   (the host does not sample those), the device sees them, by its samples
+//   or, for 4 values, by too few combinations of digit values (at most 4^5
+//   < 20000 / 16): its passes take the lowest digits instead, and the
+//   result is sorted only if the engine continues with the others.
 // The longer array (over 1 MiB) is downloaded after the check, the shorter
 // one before it.
 TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
@@ -292,18 +296,6 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
             const uint64_t top = i < one_run ? tops[0] : tops[rng() % groups];
             keys[i] = top << 32 | (rng() & 0xFFFF);
           }
-          std::vector<uint64_t> out(n);
-          StageTimes stages;
-          double span = 0;
-          SortJob job{
-              .key_type = type,
-              .order = descending ? Order::kDescending : Order::kAscending,
-              .count = n,
-              .keys = reinterpret_cast<const std::byte*>(keys.data()),
-              .keys_out = reinterpret_cast<std::byte*>(out.data()),
-              .stages = &stages,
-              .kernel_span_seconds = &span};
-          ASSERT_TRUE(Engine().Sort(job).ok());
           std::vector<uint64_t> want = keys;
           auto less = [&](uint64_t a, uint64_t b) {
             if (type == KeyType::kI64) {
@@ -316,10 +308,44 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
           const std::string what = absl::StrCat(
               n, " keys, ", groups, " values, ", one_run, " in one run, ",
               KeyTypeName(type), descending ? " descending" : " ascending");
-          EXPECT_EQ(out, want) << what;
-          std::vector<std::string> names;
-          for (const StageTime& st : stages) names.push_back(st.stage);
-          EXPECT_THAT(names, ::testing::Contains("settle")) << what;
+          std::vector<uint64_t> out(n);
+          SortJob job{
+              .key_type = type,
+              .order = descending ? Order::kDescending : Order::kAscending,
+              .count = n,
+              .keys = reinterpret_cast<const std::byte*>(keys.data()),
+              .keys_out = reinterpret_cast<std::byte*>(out.data())};
+          const bool host_sees = PickedRunsLookLong(job, 4, slots);
+          EXPECT_EQ(host_sees, groups <= 8 || (one_run > 0 && n < 100000))
+              << what;
+          // Whole, then in two parts.
+          SortJob halves[2];
+          for (int h = 0; h < 2; ++h) {
+            halves[h] = job;
+            halves[h].count = n / 2;
+            halves[h].keys = job.keys + h * (n / 2) * 8;
+            halves[h].keys_out = job.keys_out + h * (n / 2) * 8;
+          }
+          const SortJob* parts[] = {&halves[0], &halves[1]};
+          for (bool in_parts : {false, true}) {
+            std::fill(out.begin(), out.end(), 0);
+            StageTimes stages;
+            double span = 0;
+            SortJob run = job;
+            run.stages = &stages;
+            run.kernel_span_seconds = &span;
+            if (in_parts) run.parts = parts;
+            ASSERT_TRUE(Engine().Sort(run).ok()) << what;
+            EXPECT_EQ(out, want) << what << (in_parts ? " in parts" : "");
+            std::vector<std::string> names;
+            for (const StageTime& st : stages) names.push_back(st.stage);
+            if (host_sees && !in_parts) {
+              EXPECT_THAT(names, ::testing::Not(::testing::Contains("settle")))
+                  << what;
+            } else {
+              EXPECT_THAT(names, ::testing::Contains("settle")) << what;
+            }
+          }
         }
       }
     }
