@@ -117,10 +117,15 @@ std::vector<uint64_t> SampleOrdered(const SortJob& job, size_t s) {
   using Bits = sortd::KeyBits<T>;
   std::vector<uint64_t> out(s);
   const bool descending = job.order == Order::kDescending;
+  const uint32_t n = static_cast<uint32_t>(job.count);
+  const uint32_t stride = n / static_cast<uint32_t>(s);
   for (size_t j = 0; j < s; ++j) {
+    // As sample_at in gpu/kernels/radix_common.clh.
+    const uint32_t jitter =
+        static_cast<uint32_t>(j) * SORTD_SAMPLE_JITTER % stride;
+    const size_t at = j * job.count / s + jitter;
     Bits raw;
-    std::memcpy(&raw, job.keys + (j * job.count / s) * sizeof(Bits),
-                sizeof(Bits));
+    std::memcpy(&raw, job.keys + at * sizeof(Bits), sizeof(Bits));
     out[j] = OrderedBits<T>(raw, descending);
   }
   return out;

@@ -208,7 +208,7 @@ void radix_digit_starts(__global const uint* totals, __global uint* starts,
     const uint kind = kind_order & SORTD_MODE_KIND_MASK;
     const uint descending = (kind_order & SORTD_MODE_DESCENDING) != 0;
     for (uint j = lid; j < s; j += WG) {
-      const key_t k = keys[(size_t)j * n / s];
+      const key_t k = keys[sample_at(j, n, s)];
       samples[j] = to_ordered(k, kind, descending) >> (lowest * RADIX_BITS);
     }
     if (lid == 0) sample_pairs = 0;

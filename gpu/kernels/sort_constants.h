@@ -65,6 +65,8 @@
 #define SORTD_UNSETTLED_CONTINUE 2u
 // Keys radix_digit_starts samples to judge the runs picked digits leave.
 #define SORTD_PICK_SAMPLES 512
+// The multiplier of the samples' offsets within their strata (32-bit).
+#define SORTD_SAMPLE_JITTER 2654435761u
 // The longest group of keys radix_settle sorts.
 #define SORTD_SETTLE_MAX 16
 
