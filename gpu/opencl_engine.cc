@@ -567,8 +567,10 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
     const size_t wg = policy_.radix.work_group;
     k.settle.Bind(a.keys[a.cur], static_cast<cl_uint>(job.count),
                   raw_ends.kind_order, *picks);
-    SORTD_RETURN_IF_ERROR(
-        run.Launch(k.settle, DivUp(job.count, wg), wg, "settle"));
+    // Its grid strides over the keys: a few work-groups per compute unit.
+    const size_t groups = std::min<size_t>(
+        DivUp(job.count, wg), size_t{run.info().compute_units} * 16);
+    SORTD_RETURN_IF_ERROR(run.Launch(k.settle, groups, wg, "settle"));
     settle->totals = totals;
     settle->kind_order = raw_ends.kind_order;
     settle->counts.resize(plan.passes.passes * plan.passes.radix);

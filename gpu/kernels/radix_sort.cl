@@ -241,23 +241,9 @@ void radix_digit_starts(__global const uint* totals, __global uint* starts,
   }
 }
 
-// After passes over picked digits only (radix_digit_starts): the keys, raw
-// as the last pass stored them, are in order by their bits from the group
-// shift up, and runs of keys equal there (groups) are in their input order
-// below it. The first work-item of each group of 2 to SORTD_SETTLE_MAX keys
-// sorts it in place; a key out of order after its predecessor in a longer
-// group sets the unsettled flag (SORTD_UNSETTLED_LONG_RUN), and the engine
-// then sorts the array by every digit. Groups of equal keys, however long, need nothing. A group's
-// extent is the same whenever it is read, as sorting a group only permutes
-// its keys; so a long group is never mistaken for a short one.
-RADIX_KERNEL
-void radix_settle(__global key_t* keys, uint n, uint kind_order,
-                  __global uint* picks) {
-  const uint shift = picks[SORTD_PICKS_GROUP_SHIFT];
-  const uint i = get_global_id(0);
-  if (shift == 0 || i >= n) return;
-  const uint kind = kind_order & SORTD_MODE_KIND_MASK;
-  const uint descending = (kind_order & SORTD_MODE_DESCENDING) != 0;
+// One key of radix_settle (below).
+inline void settle_key(__global key_t* keys, uint n, uint i, uint shift,
+                       uint kind, uint descending, __global uint* picks) {
 #define ORDERED(j) to_ordered(keys[j], kind, descending)
   const key_t k = ORDERED(i);
   const key_t group = k >> shift;
@@ -308,6 +294,31 @@ void radix_settle(__global key_t* keys, uint n, uint kind_order,
   if (sorted) return;
   for (uint j = 0; j < len; ++j) {
     keys[i + j] = from_ordered(v[j], kind, descending);
+  }
+}
+
+// After passes over picked digits only (radix_digit_starts): the keys, raw
+// as the last pass stored them, are in order by their bits from the group
+// shift up, and runs of keys equal there (groups) are in their input order
+// below it. The first work-item of each group of 2 to SORTD_SETTLE_MAX keys
+// sorts it in place; a key out of order after its predecessor in a longer
+// group sets the unsettled flag (SORTD_UNSETTLED_LONG_RUN), and the engine
+// then sorts the array by every digit. Groups of equal keys, however long,
+// need nothing. A group's extent is the same whenever it is read, as
+// sorting a group only permutes its keys, and the bits that define it are
+// the same in all of them (a torn read of a key being rewritten included):
+// so a long group is never mistaken for a short one. The grid strides over
+// the keys (a group shift of 0 makes it a launch of few work-groups that
+// return at once).
+RADIX_KERNEL
+void radix_settle(__global key_t* keys, uint n, uint kind_order,
+                  __global uint* picks) {
+  const uint shift = picks[SORTD_PICKS_GROUP_SHIFT];
+  if (shift == 0) return;
+  const uint kind = kind_order & SORTD_MODE_KIND_MASK;
+  const uint descending = (kind_order & SORTD_MODE_DESCENDING) != 0;
+  for (size_t i = get_global_id(0); i < n; i += get_global_size(0)) {
+    settle_key(keys, n, (uint)i, shift, kind, descending, picks);
   }
 }
 
