@@ -316,7 +316,12 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
               .count = n,
               .keys = reinterpret_cast<const std::byte*>(keys.data()),
               .keys_out = reinterpret_cast<std::byte*>(out.data())};
-          const bool host_sees = PickedRunsLookLong(job, 4, slots);
+          // As the engine judges it, with its own policy.
+          const SortPlan plan =
+              PlanSort(Engine().policy(), SortAlgorithm::kAuto, job, n);
+          ASSERT_GT(plan.picked_slots, 0u) << what;
+          const bool host_sees = PickedRunsLookLong(
+              job, Engine().policy().radix.radix_bits, plan.picked_slots);
           EXPECT_EQ(host_sees, groups <= 8) << what;
           // Whole, then in two parts.
           SortJob halves[2];
