@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -195,6 +196,46 @@ TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
   auto plain = OpenClEngine::Create(options);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ((*plain)->host_memory(), nullptr);
+}
+
+// A keys-only sort by picked digits of under 1 MiB downloads its keys
+// before it learns whether a run was too long to settle; when one was, it
+// sorts by every digit and downloads again. With the arrays in page-locked
+// memory both downloads go straight into the output, without waiting: the
+// second must land after the first. 20000 u64 keys (five picked 4-bit
+// digits on the CPU device) whose picked digits are unique but for a run
+// of 100 keys, which neither the host's nor the device's samples see.
+TEST(Buffers, PinnedOutputOfASortByPickedDigitsIsDownloadedAgain) {
+  PinnedEngine e;
+  ASSERT_NO_FATAL_FAILURE(MakePinnedEngine(CpuDevice(), &e));
+  const size_t n = 20000, bytes = n * 8;
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> keys(n);
+  const uint64_t shared_top = rng() & 0xFFFFF;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t top = i < 100 ? shared_top : rng() & 0xFFFFF;
+    keys[i] = top << 32 | (rng() & 0xFFFF);
+  }
+  std::vector<uint64_t> want = keys;
+  std::sort(want.begin(), want.end());
+  auto* block = static_cast<std::byte*>(e.memory->Allocate(2 * bytes));
+  ASSERT_NE(block, nullptr);
+  std::memcpy(block, keys.data(), bytes);
+  std::memset(block + bytes, 0, bytes);
+  const OpenClEngine::TransferStats before = e.engine->transfer_stats();
+  SortJob job{.key_type = KeyType::kU64,
+              .count = n,
+              .keys = block,
+              .keys_out = block + bytes};
+  ASSERT_TRUE(e.engine->Sort(job).ok());
+  const OpenClEngine::TransferStats after = e.engine->transfer_stats();
+  // Up once, down twice.
+  EXPECT_EQ(after.direct_bytes - before.direct_bytes, 3 * bytes);
+  EXPECT_EQ(after.staged_bytes, before.staged_bytes);
+  std::vector<uint64_t> out(n);
+  std::memcpy(out.data(), block + bytes, bytes);
+  EXPECT_EQ(out, want);
+  e.memory->Free(block, 2 * bytes);
 }
 
 // The engine's page-locked memory gives out at most its cap at once:
