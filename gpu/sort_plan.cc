@@ -152,7 +152,9 @@ std::vector<uint64_t> SampleOrdered(const SortJob& job, size_t s) {
 }  // namespace
 
 bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots) {
-  if (!job.parts.empty() || job.keys == nullptr || job.count == 0) {
+  // The engine sorts fewer than 2^31 keys; the samples' places are 32-bit.
+  if (!job.parts.empty() || job.keys == nullptr || job.count == 0 ||
+      job.count >= (size_t{1} << 31)) {
     return false;
   }
   const size_t s = std::min<size_t>(SORTD_PICK_SAMPLES, job.count);

@@ -83,10 +83,13 @@ SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
 
 // Whether the runs that passes over `slots` picked digits (of
 // `radix_bits`) would leave in job's keys look too long to settle, judged
-// from SORTD_PICK_SAMPLES keys spread over its host array as
-// radix_digit_starts judges its own samples on the device: a sort that
-// would only learn so there, after its picked passes, is better planned
-// without picking. False for a job made of parts (the device judges).
+// from the SORTD_PICK_SAMPLES keys of its host array that
+// radix_digit_starts samples on the device, by the same rule as its
+// samples there (the digits that vary are those that vary among the
+// samples; the device's other test, of each digit's number of values,
+// needs every key): a sort that would only learn so on the device, after
+// its picked passes, is better planned without picking. False for a job
+// made of parts (the device judges).
 bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots);
 
 // A segmented sort whose segments are too long for one work-group each,
