@@ -114,6 +114,51 @@ void ShapeKeys(std::vector<uint64_t>& words, size_t n, size_t ks,
   }
 }
 
+// Whether `out` holds `in`'s n integer keys of `type` in ascending order:
+// in order, and with the same sum, sum of squares and xor of the keys (a
+// key lost or doubled shows).
+template <typename T>
+bool SortedPermutationOf(const void* in, const void* out, size_t n) {
+  const T* a = static_cast<const T*>(in);
+  const T* b = static_cast<const T*>(out);
+  if (!std::is_sorted(b, b + n)) return false;
+  uint64_t sums[2][3] = {};
+  for (size_t i = 0; i < n; ++i) {
+    for (int side = 0; side < 2; ++side) {
+      const auto k = static_cast<uint64_t>(side == 0 ? a[i] : b[i]);
+      sums[side][0] += k;
+      sums[side][1] += k * k;
+      sums[side][2] ^= k;
+    }
+  }
+  return std::equal(sums[0], sums[0] + 3, sums[1]);
+}
+
+// "verified": true or false for keys-only sorts of integer keys (ascending,
+// the benchmark's order); nothing for other cases.
+std::string Verified(const Case& c, const void* in, const void* out,
+                     size_t n) {
+  if (std::string(c.op) != "sort_keys") return "";
+  bool ok = false;
+  switch (c.type) {
+    case KeyType::kU32:
+      ok = SortedPermutationOf<uint32_t>(in, out, n);
+      break;
+    case KeyType::kI32:
+      ok = SortedPermutationOf<int32_t>(in, out, n);
+      break;
+    case KeyType::kU64:
+      ok = SortedPermutationOf<uint64_t>(in, out, n);
+      break;
+    case KeyType::kI64:
+      ok = SortedPermutationOf<int64_t>(in, out, n);
+      break;
+    default:
+      return "";
+  }
+  return ok ? ",\"verified\":true" : ",\"verified\":false";
+}
+
 void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
          const char* impl = "sortd") {
   const size_t n = size_t{1} << log2n;
@@ -197,6 +242,7 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
     }
     extra += "],\"rep_stages\":" + rep_stages + "}]";
   }
+  extra += Verified(c, words.data(), out.data(), n);
   std::string stages_json;
   for (auto& [name, v] : stage_ms) {
     if (!stages_json.empty()) stages_json += ",";

@@ -477,10 +477,7 @@ constexpr size_t kSettleBeforeDownloadBytes = size_t{1} << 20;
 
 absl::Status OpenClEngine::SortOnLane(Run& run, const SortJob& job) {
   SortPlan plan = PlanSort(policy_, options_.algorithm, job, job.count);
-  if (plan.picked_slots > 0 &&
-      PickedRunsLookLong(job, policy_.radix.radix_bits, plan.picked_slots)) {
-    plan.picked_slots = 0;  // every digit in turn, from the start
-  }
+  plan.picked_slots = PickedSlotsFor(job, plan, policy_.radix.radix_bits);
   SortArrays a;
   if (plan.bitonic) {
     cl::Buffer totals;
@@ -533,7 +530,9 @@ absl::StatusOr<bool> OpenClEngine::SettleOrSortEveryDigit(Run& run,
   if (std::find(skip.begin(), skip.end(), false) == skip.end()) return false;
   const RawEnds raw_ends{.keys = a.keys[a.cur],
                          .kind_order = settle.kind_order};
-  SORTD_RETURN_IF_ERROR(RadixPasses(run, policy_.radix, plan.passes, a, skip,
+  RadixPassPlan again = plan.passes;
+  again.stage = "resort";
+  SORTD_RETURN_IF_ERROR(RadixPasses(run, policy_.radix, again, a, skip,
                                     &settle.totals, &raw_ends));
   return true;
 }
@@ -567,10 +566,8 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
     const size_t wg = policy_.radix.work_group;
     k.settle.Bind(a.keys[a.cur], static_cast<cl_uint>(job.count),
                   raw_ends.kind_order, *picks);
-    // Its grid strides over the keys: a few work-groups per compute unit.
-    const size_t groups = std::min<size_t>(
-        DivUp(job.count, wg), size_t{run.info().compute_units} * 16);
-    SORTD_RETURN_IF_ERROR(run.Launch(k.settle, groups, wg, "settle"));
+    SORTD_RETURN_IF_ERROR(run.Launch(
+        k.settle, DivUp(job.count, wg * SORTD_SETTLE_ITEMS), wg, "settle"));
     settle->totals = totals;
     settle->kind_order = raw_ends.kind_order;
     settle->counts.resize(plan.passes.passes * plan.passes.radix);

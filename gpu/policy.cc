@@ -147,7 +147,15 @@ EnginePolicy NvidiaPtxPolicy() {
              // times 0.13-0.28 ms on an H200 host): with the check, u32
              // 2^22/2^23 spans 0.227/0.324 ms against 0.182/0.275 without,
              // u64 0.438/0.694 against 0.403/0.667; level from 2^25.
-             .skip_check_min = size_t{1} << 25};
+             .skip_check_min = size_t{1} << 25,
+             // 64-bit keys by picked digits: passes enough for runs of
+             // up to 16 keys on average (two up to 2^20 keys, three up to 2^28),
+             // against runs of a sixteenth of a key: span 0.667 against
+             // 0.783 ms at 2^24, 2.564 against 3.003 at 2^26, 10.43
+             // against 10.66 at 2^28 (H100). 32-bit keys keep the margin:
+             // there the settle costs more than the pass it saves from
+             // 2^24 keys (u32 2^26 1.715 against 1.589 ms).
+             .picked_margin_bits_64 = -4};
   // Bitonic only below 2^12 keys: the warp-ranked one-launch radix beats
   // it from 2^16 on (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; decision
   // record docs/decisions/005-bitonic-for-small-arrays.md).
@@ -355,8 +363,9 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   need(!r.status_prefetch || r.OneLaunch(),
        "radix.status_prefetch needs one-launch passes");
   need(r.small_items >= 0, "radix.small_items is not negative");
-  need(r.picked_margin_bits >= 0 && r.picked_margin_bits <= 64,
-       "radix.picked_margin_bits is 0-64");
+  need(r.picked_margin_bits_32 >= -16 && r.picked_margin_bits_32 <= 32 &&
+           r.picked_margin_bits_64 >= -16 && r.picked_margin_bits_64 <= 64,
+       "radix.picked_margin_bits_32 is -16 to 32, _64 -16 to 64");
   need(r.warp_size == 8 || r.warp_size == 16 || r.warp_size == 32,
        "radix.warp_size is 8, 16 or 32");
   need(r.pass != RadixPass::kOneLaunchEarlyCounts ||
@@ -469,12 +478,15 @@ struct Knob {
 };
 
 template <typename Part, typename T>
-Knob Number(const char* name, Part EnginePolicy::*part, T Part::*field) {
+Knob Number(const char* name, Part EnginePolicy::*part, T Part::*field,
+            bool signed_values = false) {
   return {name,
           [=](const EnginePolicy& p) { return absl::StrCat((p.*part).*field); },
           [=](absl::string_view v, EnginePolicy& p) {
             T x{};
-            if (!absl::SimpleAtoi(v, &x) || x < 0) return false;
+            if (!absl::SimpleAtoi(v, &x) || (x < 0 && !signed_values)) {
+              return false;
+            }
             (p.*part).*field = x;
             return true;
           }};
@@ -584,7 +596,11 @@ const std::vector<Knob>& Knobs() {
       Number("radix.marked_status_max", &E::radix, &R::marked_status_max),
       Flag("radix.status_prefetch", &R::status_prefetch),
       Number("radix.skip_check_min", &E::radix, &R::skip_check_min),
-      Number("radix.picked_margin_bits", &E::radix, &R::picked_margin_bits),
+      Flag("radix.picked_digits", &R::picked_digits),
+      Number("radix.picked_margin_bits_32", &E::radix,
+             &R::picked_margin_bits_32, /*signed_values=*/true),
+      Number("radix.picked_margin_bits_64", &E::radix,
+             &R::picked_margin_bits_64, /*signed_values=*/true),
       Number("bitonic.block_32", &E::bitonic, &B::block_32),
       Number("bitonic.block_64", &E::bitonic, &B::block_64),
       Number("bitonic.work_group", &E::bitonic, &B::work_group),

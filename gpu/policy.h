@@ -152,12 +152,18 @@ struct RadixSortPolicy {
   // host costs more than the passes it could save there. 0: every sort.
   size_t skip_check_min = 0;
   // Keys-only sorts of one array pass over only the highest digits in
-  // which the keys differ, as many as cover log2(count) + this many bits,
-  // and then sort the runs of keys equal in those digits in place
-  // (radix_settle; every digit is sorted where a run of more than 16 keys
-  // is out of order). With uniform keys runs longer than one key are then
-  // about 2^-bits of them. 0: every digit, always.
-  int picked_margin_bits = 4;
+  // which the keys differ, as many as cover log2(count) + the margin bits
+  // of their key width, and then sort the runs of keys equal in those
+  // digits in place (radix_settle; every digit is sorted where a run of
+  // more than SORTD_SETTLE_MAX keys is out of order). With uniform keys
+  // runs then hold about 2^-margin keys on average. Off: every digit,
+  // always.
+  bool picked_digits = true;
+  int picked_margin_bits_32 = 4;
+  int picked_margin_bits_64 = 4;
+  int PickedMarginBits(int key_bits) const {
+    return key_bits == 64 ? picked_margin_bits_64 : picked_margin_bits_32;
+  }
 
   // Arrays of fewer keys than this can take marked statuses (29-bit counts).
   static constexpr size_t kMarkedStatusLimit = size_t{1} << 29;

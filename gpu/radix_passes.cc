@@ -86,12 +86,13 @@ absl::Status ScanInPlace(Run& run, RadixKernels& k, const RadixPassPlan& plan,
   const size_t blocks = DivUp(count, plan.tile);
   const cl_uint n = static_cast<cl_uint>(count);
   k.scan_blocks.Bind(data, n, sums[level]);
-  SORTD_RETURN_IF_ERROR(run.Launch(k.scan_blocks, blocks, work_group, "scan"));
+  SORTD_RETURN_IF_ERROR(
+      run.Launch(k.scan_blocks, blocks, work_group, plan.Stage("scan")));
   if (blocks == 1) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, plan, work_group, sums[level],
                                     blocks, sums, level + 1));
   k.scan_add.Bind(data, n, sums[level]);
-  return run.Launch(k.scan_add, blocks, work_group, "scan");
+  return run.Launch(k.scan_add, blocks, work_group, plan.Stage("scan"));
 }
 
 // One launch per pass. The look-back status words and tile counter must be
@@ -110,7 +111,8 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
       run.Allocate(plan.starts_bytes, "digit starts");
   if (!starts.ok()) return starts.status();
   if (plan.marked) {
-    SORTD_RETURN_IF_ERROR(run.Zero(*status, plan.status_bytes, "scatter"));
+    SORTD_RETURN_IF_ERROR(
+        run.Zero(*status, plan.status_bytes, plan.Stage("scatter")));
   }
   // Where each digit starts in each pass's output, from the totals (and
   // which digits the passes sort, if picked).
@@ -119,15 +121,16 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
   k.digit_starts.Bind(totals, *starts, n,
                       static_cast<cl_uint>(picked ? picked->slots : 0), picks,
                       order.Sampled(a), order.SampledKindOrder());
-  SORTD_RETURN_IF_ERROR(
-      run.Launch(k.digit_starts, plan.passes, p.work_group, "scan"));
+  SORTD_RETURN_IF_ERROR(run.Launch(k.digit_starts, plan.passes, p.work_group,
+                                   plan.Stage("scan")));
   const cl_uint tiles = static_cast<cl_uint>(plan.tiles);
   const cl_uint words = static_cast<cl_uint>(plan.tiles * plan.radix);
   cl_uint run_pass = 0;  // passes run so far (marked: the parity)
   for (size_t pass = 0; pass < skip.size(); ++pass) {
     if (skip[pass]) continue;
     if (!plan.marked) {
-      SORTD_RETURN_IF_ERROR(run.Zero(*status, plan.status_bytes, "scatter"));
+      SORTD_RETURN_IF_ERROR(
+          run.Zero(*status, plan.status_bytes, plan.Stage("scatter")));
     }
     const cl_uint mark =
         plan.marked ? (run_pass & 1) << SORTD_STATUS_MARK_SHIFT : 0;
@@ -143,8 +146,8 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
                     plan.marked ? words + run_pass : words, mark, value_mask,
                     picks);
     ++run_pass;
-    SORTD_RETURN_IF_ERROR(
-        run.Launch(k.onesweep, plan.tiles, p.work_group, "scatter"));
+    SORTD_RETURN_IF_ERROR(run.Launch(k.onesweep, plan.tiles, p.work_group,
+                                     plan.Stage("scatter")));
     a.cur = 1 - a.cur;
     SORTD_RETURN_IF_ERROR(order.Enqueued(run, pass, skip));
   }
@@ -178,23 +181,23 @@ absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& p,
     k.digit_starts.Bind(*totals, *starts, n,
                         static_cast<cl_uint>(picked->slots), picked->buffer,
                         order.Sampled(a), order.SampledKindOrder());
-    SORTD_RETURN_IF_ERROR(
-        run.Launch(k.digit_starts, plan.passes, p.work_group, "scan"));
+    SORTD_RETURN_IF_ERROR(run.Launch(k.digit_starts, plan.passes, p.work_group,
+                                     plan.Stage("scan")));
   }
   for (size_t pass = 0; pass < skip.size(); ++pass) {
     if (skip[pass]) continue;
     const cl_uint shift = PassOrder::Shift(pass, p, picked);
     k.histogram.Bind(order.KeysIn(pass, a), n, shift, *offsets, tiles,
                      order.Mode(pass), picks);
-    SORTD_RETURN_IF_ERROR(
-        run.Launch(k.histogram, plan.tiles, p.work_group, "histogram"));
+    SORTD_RETURN_IF_ERROR(run.Launch(k.histogram, plan.tiles, p.work_group,
+                                     plan.Stage("histogram")));
     SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, plan, p.work_group, *offsets,
                                       plan.tiles * plan.radix, sums, 0));
     k.scatter.Bind(order.KeysIn(pass, a), a.keys[1 - a.cur], a.index[a.cur],
                    a.index[1 - a.cur], n, shift, *offsets, tiles,
                    order.Mode(pass), picks);
     SORTD_RETURN_IF_ERROR(
-        run.Launch(k.scatter, plan.tiles, p.work_group, "scatter"));
+        run.Launch(k.scatter, plan.tiles, p.work_group, plan.Stage("scatter")));
     a.cur = 1 - a.cur;
     SORTD_RETURN_IF_ERROR(order.Enqueued(run, pass, skip));
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/algorithm/container.h"
 #include "core/keys.h"
 #include "gpu/buffers.h"
 #include "gpu/kernels/sort_constants.h"
@@ -84,12 +85,15 @@ SortPlan PlanSortOf(const EnginePolicy& policy, SortAlgorithm algorithm,
   if (!plan.bitonic) {
     plan.passes = PlanRadixPasses(policy.radix, plan.key_bits, plan.with_index,
                                   count, /*has_totals=*/true);
-    const int margin = policy.radix.picked_margin_bits;
-    if (margin > 0 && !with_index) {
-      size_t bits = 0;
+    if (policy.radix.picked_digits && !with_index) {
+      int bits = 0;
       while ((size_t{1} << bits) < count) ++bits;
+      const int covered =
+          bits + policy.radix.PickedMarginBits(static_cast<int>(plan.key_bits));
       const size_t slots =
-          DivUp(bits + static_cast<size_t>(margin), policy.radix.radix_bits);
+          covered > 0 ? DivUp(static_cast<size_t>(covered),
+                              static_cast<size_t>(policy.radix.radix_bits))
+                      : 1;
       if (slots < plan.passes.passes) {
         plan.picked_slots = slots;
         plan.picks_bytes = SORTD_PICKS_WORDS * 4;
@@ -151,27 +155,31 @@ std::vector<uint64_t> SampleOrdered(const SortJob& job, size_t s) {
 
 }  // namespace
 
-bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots) {
-  // The engine sorts fewer than 2^31 keys; the samples' places are 32-bit.
-  if (!job.parts.empty() || job.keys == nullptr || job.count == 0 ||
-      job.count >= (size_t{1} << 31)) {
-    return false;
-  }
-  const size_t s = std::min<size_t>(SORTD_PICK_SAMPLES, job.count);
-  std::vector<uint64_t> keys = SampleOrdered(job, s);
-  const size_t passes =
-      DivUp(static_cast<size_t>(KeyBits(job)), static_cast<size_t>(radix_bits));
+namespace {
+
+// Which of `passes` digits of `radix_bits` vary among `samples` (ordered
+// bits).
+std::vector<bool> VaryingDigits(const std::vector<uint64_t>& samples,
+                                size_t passes, int radix_bits) {
   const uint64_t mask = (uint64_t{1} << radix_bits) - 1;
-  auto digit = [&](uint64_t k, size_t p) {
-    return k >> (p * radix_bits) & mask;
-  };
-  // The digits that vary among the samples; the highest `slots` of them
-  // picked, as on the device.
   std::vector<bool> varies(passes, false);
   for (size_t p = 0; p < passes; ++p) {
-    for (uint64_t k : keys)
-      varies[p] = varies[p] || digit(k, p) != digit(keys[0], p);
+    const uint64_t first = samples[0] >> (p * radix_bits) & mask;
+    for (uint64_t k : samples) {
+      varies[p] = varies[p] || (k >> (p * radix_bits) & mask) != first;
+    }
   }
+  return varies;
+}
+
+// PickedRunsLookLong's rule over `samples`, the job's sampled keys as
+// ordered bits, and the digits that vary among them.
+bool SampledRunsLookLong(std::vector<uint64_t> samples, size_t count,
+                         const std::vector<bool>& varies, int radix_bits,
+                         size_t slots) {
+  const size_t s = samples.size();
+  // The highest `slots` varying digits picked, as on the device.
+  const size_t passes = varies.size();
   size_t picked = 0, lowest = passes;
   for (size_t p = passes; p-- > 0 && picked < slots;) {
     if (varies[p]) {
@@ -182,15 +190,52 @@ bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots) {
   bool below = false;
   for (size_t p = 0; p < lowest; ++p) below = below || varies[p];
   if (!below) return false;
-  for (uint64_t& k : keys) k >>= lowest * radix_bits;
-  std::sort(keys.begin(), keys.end());
+  for (uint64_t& k : samples) k >>= lowest * radix_bits;
+  std::sort(samples.begin(), samples.end());
   uint64_t pairs = 0;
   for (size_t i = 0, j = 0; i < s; i = j) {
-    while (j < s && keys[j] == keys[i]) ++j;
+    while (j < s && samples[j] == samples[i]) ++j;
     pairs += (j - i) * (j - i - 1) / 2;
   }
   // The device's rule (radix_digit_starts).
-  return pairs * job.count > uint64_t{8} * s * s;
+  return pairs * count > uint64_t{8} * s * s;
+}
+
+// Whether the host judges job's keys (PickedRunsLookLong).
+bool Sampled(const SortJob& job) {
+  // The engine sorts fewer than 2^31 keys; the samples' places are 32-bit.
+  return job.parts.empty() && job.keys != nullptr && job.count != 0 &&
+         job.count < (size_t{1} << 31);
+}
+
+}  // namespace
+
+bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots) {
+  if (!Sampled(job)) return false;
+  const size_t passes =
+      DivUp(static_cast<size_t>(KeyBits(job)), static_cast<size_t>(radix_bits));
+  const std::vector<uint64_t> samples =
+      SampleOrdered(job, std::min<size_t>(SORTD_PICK_SAMPLES, job.count));
+  return SampledRunsLookLong(samples, job.count,
+                             VaryingDigits(samples, passes, radix_bits),
+                             radix_bits, slots);
+}
+
+size_t PickedSlotsFor(const SortJob& job, const SortPlan& plan,
+                      int radix_bits) {
+  const size_t slots = plan.picked_slots;
+  if (slots == 0 || !Sampled(job)) return slots;
+  const std::vector<uint64_t> samples =
+      SampleOrdered(job, std::min<size_t>(SORTD_PICK_SAMPLES, job.count));
+  const std::vector<bool> varies =
+      VaryingDigits(samples, plan.passes.passes, radix_bits);
+  if (!SampledRunsLookLong(samples, job.count, varies, radix_bits, slots)) {
+    return slots;
+  }
+  // Not a count in between: 512 samples see runs of a few dozen keys in
+  // large arrays too rarely to judge them.
+  const auto varying = static_cast<size_t>(absl::c_count(varies, true));
+  return varying < plan.passes.passes ? varying : 0;
 }
 
 SegmentedPlan PlanSegmentedSort(const EnginePolicy& policy,

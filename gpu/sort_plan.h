@@ -40,6 +40,12 @@ struct RadixPassPlan {
   // level of their scan.
   size_t offsets_bytes = 0;
   std::vector<size_t> sums_bytes;
+  // The stage every launch of the passes is timed as; null: each kernel's
+  // own (histogram, scan, scatter).
+  const char* stage = nullptr;
+  const char* Stage(const char* own) const {
+    return stage != nullptr ? stage : own;
+  }
 
   // Device bytes, by pool size class.
   size_t Footprint() const;
@@ -71,7 +77,7 @@ struct SortPlan {
   size_t raw_bytes = 0, keys_bytes = 0, index_bytes = 0, values_bytes = 0,
          totals_bytes = 0;
   RadixPassPlan passes;  // radix sorts only
-  // Radix passes over picked digits (RadixSortPolicy::picked_margin_bits):
+  // Radix passes over picked digits (RadixSortPolicy::PickedMarginBits):
   // how many (0: every digit in turn), and the bytes of their picks.
   size_t picked_slots = 0, picks_bytes = 0;
 
@@ -91,6 +97,12 @@ SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
 // its picked passes, is better planned without picking. False for a job
 // made of parts (the device judges).
 bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots);
+
+// How many picked digits a sort of job's keys by `plan` takes:
+// plan.picked_slots, or where their runs look long (PickedRunsLookLong)
+// every digit that varies among the samples, when fewer than all (narrow
+// keys, say), else 0: every digit in turn.
+size_t PickedSlotsFor(const SortJob& job, const SortPlan& plan, int radix_bits);
 
 // A segmented sort whose segments are too long for one work-group each,
 // sorted as one array: the whole array by key, with an index whatever the

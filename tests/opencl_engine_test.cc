@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -263,27 +264,39 @@ TEST(OpenClEngine, SkipsPassesWhoseDigitIsShared) {
   CheckSort(Engine(), keys, true, Extra::kU32Values, "shared digits, desc");
 }
 
-// Keys-only 64-bit sorts on the CPU device's policy (4-bit digits) pass
-// over the highest varying digits only (radix.picked_margin_bits): 20000
-// keys take five of sixteen, 200000 six. Here those digits (from bit 32 up)
-// hold one of `groups` random values, and bits 0-15 are random: the passes
-// leave runs of keys equal from bit 32 up in input order below.
-// - n / 4 values: runs of about four keys, sorted by radix_settle.
+// Keys-only 64-bit sorts pass over the highest varying digits only
+// (radix.picked_margin_bits_64; on the CPU device's policy, 4-bit digits,
+// 20000 keys take five of sixteen, 200000 six). Here those digits (the
+// keys' top bits) hold one of `groups` random values, and bits 0-15 are
+// random: the passes leave runs of keys equal in the top bits in input
+// order below.
+// - n / 4 and n / 8 values: runs of about four and eight keys (the
+//   longest past 16), sorted by radix_settle alone.
 // - n values, but 100 (of 20000) or 1000 (of 200000) keys share one: a
 //   run too long to settle, which the samples miss; sorted only if the
 //   engine then sorts by every digit (after the download, for the shorter
 //   array, which is then downloaded again).
 // - 8 values and 4 values (runs of thousands): the host's samples see
-//   them and the sort takes every digit from the start. Given as two parts
+//   them and the sort picks more digits from the start, as many as leave
+//   runs it can settle (those of the low 16 bits). Given as two parts
 //   (the host does not sample those), the device sees them, by its samples
-//   or, for 4 values, by too few combinations of digit values (at most 4^5
-//   < 20000 / 16): its passes take the lowest digits instead, and the
-//   result is sorted only if the engine continues with the others.
+//   or by too few combinations of digit values (at most 4^5 < 20000 / 16
+//   for 4 values on the CPU device): its passes take the lowest digits
+//   instead, and the result is sorted only if the engine continues with
+//   the others.
 // The longer array (over 1 MiB) is downloaded after the check, the shorter
 // one before it.
 TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
-  for (auto [n, slots] : {std::pair{size_t{20000}, 5}, {size_t{200000}, 6}}) {
+  for (size_t n : {size_t{20000}, size_t{200000}}) {
+    const SortJob shape{.key_type = KeyType::kU64, .count = n};
+    const size_t top_bits =
+        PlanSort(Engine().policy(), SortAlgorithm::kAuto, shape, n)
+            .picked_slots *
+        static_cast<size_t>(Engine().policy().radix.radix_bits);
+    ASSERT_GT(top_bits, 0u) << n;
+    ASSERT_LE(top_bits, 48u) << n;
     for (auto [groups, one_run] : {std::pair{n / 4, size_t{0}},
+                                   {n / 8, size_t{0}},
                                    {n, n < 100000 ? size_t{100} : 1000},
                                    {size_t{8}, size_t{0}},
                                    {size_t{4}, size_t{0}}}) {
@@ -291,11 +304,12 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
         for (KeyType type : {KeyType::kU64, KeyType::kI64}) {
           std::mt19937_64 rng(groups * 2 + descending);
           std::vector<uint64_t> tops(groups);
-          for (uint64_t& t : tops) t = rng() & ((uint64_t{1} << 4 * slots) - 1);
+          for (uint64_t& t : tops)
+            t = rng() >> (64 - top_bits) << (64 - top_bits);
           std::vector<uint64_t> keys(n);
           for (size_t i = 0; i < n; ++i) {
             const uint64_t top = i < one_run ? tops[0] : tops[rng() % groups];
-            keys[i] = top << 32 | (rng() & 0xFFFF);
+            keys[i] = top | (rng() & 0xFFFF);
           }
           std::vector<uint64_t> want = keys;
           auto less = [&](uint64_t a, uint64_t b) {
@@ -323,6 +337,15 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
           const bool host_sees = PickedRunsLookLong(
               job, Engine().policy().radix.radix_bits, plan.picked_slots);
           EXPECT_EQ(host_sees, groups <= 8) << what;
+          // Where the host sees long runs it picks more digits: all those
+          // that vary, or enough of them, or (0) every digit.
+          const size_t slots =
+              PickedSlotsFor(job, plan, Engine().policy().radix.radix_bits);
+          if (host_sees) {
+            EXPECT_NE(slots, plan.picked_slots) << what;
+          } else {
+            EXPECT_EQ(slots, plan.picked_slots) << what;
+          }
           // Whole, then in two parts.
           SortJob halves[2];
           for (int h = 0; h < 2; ++h) {
@@ -344,12 +367,18 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
             EXPECT_EQ(out, want) << what << (in_parts ? " in parts" : "");
             std::vector<std::string> names;
             for (const StageTime& st : stages) names.push_back(st.stage);
-            if (host_sees && !in_parts) {
+            if (slots == 0 && !in_parts) {
               EXPECT_THAT(names, ::testing::Not(::testing::Contains("settle")))
                   << what;
             } else {
               EXPECT_THAT(names, ::testing::Contains("settle")) << what;
             }
+            // Settled by radix_settle alone, or passes after the picked
+            // ones (timed as `resort`): for a long run no samples see, or
+            // where the device, judging parts, picked the lowest digits.
+            const bool resorted = absl::c_linear_search(names, "resort");
+            EXPECT_EQ(resorted, one_run > 0 || (in_parts && groups <= 8))
+                << what;
           }
         }
       }

@@ -242,84 +242,100 @@ void radix_digit_starts(__global const uint* totals, __global uint* starts,
   }
 }
 
-// One key of radix_settle (below).
-inline void settle_key(__global key_t* keys, uint n, uint i, uint shift,
-                       uint kind, uint descending, __global uint* picks) {
-#define ORDERED(j) to_ordered(keys[j], kind, descending)
-  const key_t k = ORDERED(i);
-  const key_t group = k >> shift;
-  if (i > 0) {
-    const key_t prev = ORDERED(i - 1);
-    if ((prev >> shift) == group) {
-      // Out of order: fine in a short group (its first work-item sorts it).
-      // Once one key found a long one, the others need not look.
-      if (prev <= k ||
-          ((volatile __global uint*)picks)[SORTD_PICKS_UNSETTLED] != 0) {
-        return;
-      }
-      uint first = i - 1, end = i + 1;
-      while (first > 0 && i - first < SORTD_SETTLE_MAX &&
-             (ORDERED(first - 1) >> shift) == group) {
-        --first;
-      }
-      const bool long_before =
-          first > 0 && (ORDERED(first - 1) >> shift) == group;
-      while (end < n && end - first <= SORTD_SETTLE_MAX &&
-             (ORDERED(end) >> shift) == group) {
-        ++end;
-      }
-      if (long_before || end - first > SORTD_SETTLE_MAX) {
-        atomic_or(&picks[SORTD_PICKS_UNSETTLED], SORTD_UNSETTLED_LONG_RUN);
-      }
-      return;
-    }
-  }
-  uint end = i + 1;
-  while (end < n && end - i <= SORTD_SETTLE_MAX &&
-         (ORDERED(end) >> shift) == group) {
-    ++end;
-  }
-  const uint len = end - i;
-  if (len < 2 || len > SORTD_SETTLE_MAX) return;
-  key_t v[SORTD_SETTLE_MAX];
-  v[0] = k;
-  uint sorted = 1;
-  for (uint j = 1; j < len; ++j) {
-    const key_t x = ORDERED(i + j);
-    uint at = j;
-    for (; at > 0 && v[at - 1] > x; --at) v[at] = v[at - 1];
-    v[at] = x;
-    sorted &= at == j;
-  }
-#undef ORDERED
-  if (sorted) return;
-  for (uint j = 0; j < len; ++j) {
-    keys[i + j] = from_ordered(v[j], kind, descending);
-  }
-}
-
 // After passes over picked digits only (radix_digit_starts): the keys, raw
 // as the last pass stored them, are in order by their bits from the group
 // shift up, and runs of keys equal there (groups) are in their input order
-// below it. The first work-item of each group of 2 to SORTD_SETTLE_MAX keys
-// sorts it in place; a key out of order after its predecessor in a longer
-// group sets the unsettled flag (SORTD_UNSETTLED_LONG_RUN), and the engine
-// then sorts the array by every digit. Groups of equal keys, however long,
-// need nothing. A group's extent is the same whenever it is read, as
-// sorting a group only permutes its keys, and the bits that define it are
-// the same in all of them (a torn read of a key being rewritten included):
-// so a long group is never mistaken for a short one. The grid strides over
-// the keys (a group shift of 0 makes it a launch of few work-groups that
-// return at once).
+// below it. Each work-group takes a tile of SORTD_SETTLE_ITEMS keys a
+// work-item and sorts in place every group of 2 to SORTD_SETTLE_MAX keys
+// that starts in it: each key's place in its group is the number of keys
+// of the group below it (ties in order of place), found in a window of the
+// tile and SORTD_SETTLE_MAX + 1 keys on either side held in local memory,
+// where a scan has marked where each group starts and ends.
+// A key out of order after its predecessor in a longer group sets the
+// unsettled flag (SORTD_UNSETTLED_LONG_RUN), and the engine then sorts the
+// array by every digit; groups of equal keys, however long, need nothing.
+// Work-groups read keys of their neighbours' groups while those are being
+// rewritten, but only their group bits, which are the same in every key of
+// a group (a torn read of a key being rewritten included): so every
+// work-group finds the same extent for a group, and only its owner writes
+// it.
+#define SETTLE_TILE (WG * SORTD_SETTLE_ITEMS)
+#define SETTLE_HALO (SORTD_SETTLE_MAX + 1)
+#define SETTLE_WINDOW (SETTLE_TILE + 2 * SETTLE_HALO)
+#define SETTLE_CHUNK ((SETTLE_WINDOW + WG - 1) / WG)
 RADIX_KERNEL
 void radix_settle(__global key_t* keys, uint n, uint kind_order,
                   __global uint* picks) {
+  __local key_t win[SETTLE_WINDOW];
+  // Where the group of each window place starts, and where the group
+  // starting at a place ends (window places).
+  __local ushort first_of[SETTLE_WINDOW];
+  __local ushort end_of[SETTLE_WINDOW];
+  __local uint tmp[WG];
   const uint shift = picks[SORTD_PICKS_GROUP_SHIFT];
   if (shift == 0) return;
   const uint kind = kind_order & SORTD_MODE_KIND_MASK;
   const uint descending = (kind_order & SORTD_MODE_DESCENDING) != 0;
-  for (size_t i = get_global_id(0); i < n; i += get_global_size(0)) {
-    settle_key(keys, n, (uint)i, shift, kind, descending, picks);
+  const uint lid = get_local_id(0);
+  const uint base = get_group_id(0) * SETTLE_TILE;
+  const uint lo = base > SETTLE_HALO ? base - SETTLE_HALO : 0;
+  const uint len = min(n, base + SETTLE_TILE + SETTLE_HALO) - lo;
+  for (uint j = lid; j < len; j += WG) {
+    win[j] = to_ordered(keys[lo + j], kind, descending);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // Group starts: a running maximum of the places where a group starts
+  // (the window's first place counts as one), over each work-item's chunk
+  // and then across the work-group.
+  const uint c0 = min(lid * SETTLE_CHUNK, len);
+  const uint c1 = min(c0 + SETTLE_CHUNK, len);
+  uint head = 0;
+  for (uint j = c0; j < c1; ++j) {
+    if (j == 0 || (win[j] >> shift) != (win[j - 1] >> shift)) head = j;
+  }
+  tmp[lid] = head;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint d = 1; d < WG; d <<= 1) {
+    const uint before = lid >= d ? tmp[lid - d] : 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    tmp[lid] = max(tmp[lid], before);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  head = lid > 0 ? tmp[lid - 1] : 0;
+  for (uint j = c0; j < c1; ++j) {
+    if (j == 0 || (win[j] >> shift) != (win[j - 1] >> shift)) head = j;
+    first_of[j] = (ushort)head;
+    if (j + 1 == len || (win[j + 1] >> shift) != (win[j] >> shift)) {
+      end_of[head] = (ushort)(j + 1);
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // The tile is [own, own_end); places past it up to SORTD_SETTLE_MAX more
+  // belong to groups that may start in it. A group that reaches a window's
+  // edge is longer than SORTD_SETTLE_MAX wherever one of these places is
+  // in it.
+  const uint own = base - lo;
+  const uint own_end = min(n, base + SETTLE_TILE) - lo;
+  const uint last = min(n, base + SETTLE_TILE + SORTD_SETTLE_MAX) - lo;
+  for (uint w = own + lid; w < last; w += WG) {
+    const uint first = first_of[w];
+    const uint end = end_of[first];
+    const key_t k = win[w];
+    if (end - first > SORTD_SETTLE_MAX) {
+      // Only its keys in the tile are looked at, each against its
+      // predecessor.
+      if (w < own_end && w > first && win[w - 1] > k) {
+        atomic_or(&picks[SORTD_PICKS_UNSETTLED], SORTD_UNSETTLED_LONG_RUN);
+      }
+      continue;
+    }
+    if (first < own || first >= own_end) continue;  // another tile's group
+    uint place = first;
+    for (uint q = first; q < end; ++q) {
+      const key_t x = win[q];
+      place += x < k || (x == k && q < w);
+    }
+    if (place != w) keys[lo + place] = from_ordered(k, kind, descending);
   }
 }
 

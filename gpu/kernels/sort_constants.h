@@ -67,7 +67,9 @@
 #define SORTD_PICK_SAMPLES 512
 // The multiplier of the samples' offsets within their strata (32-bit).
 #define SORTD_SAMPLE_JITTER 2654435761u
-// The longest group of keys radix_settle sorts.
-#define SORTD_SETTLE_MAX 16
+// The longest group of keys radix_settle sorts, and the keys each of its
+// work-items takes.
+#define SORTD_SETTLE_MAX 64
+#define SORTD_SETTLE_ITEMS 8
 
 #endif  // SORTD_GPU_KERNELS_SORT_CONSTANTS_H_
