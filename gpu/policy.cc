@@ -52,6 +52,13 @@ bool IntelSubgroupsRun(const DeviceInfo& device) {
          BestSubgroupOps(device).has_value();
 }
 
+size_t RadixSortPolicy::SettleLocalBytes(int key_bits) const {
+  const size_t window = static_cast<size_t>(work_group) * SORTD_SETTLE_ITEMS +
+                        2 * (SORTD_SETTLE_MAX + 1);
+  return window * (static_cast<size_t>(key_bits) / 8 + 4) +
+         static_cast<size_t>(work_group) * 4;
+}
+
 size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t tile = Tile(key_bits, with_index);
   const size_t radix = size_t{1} << radix_bits;
@@ -149,8 +156,8 @@ EnginePolicy NvidiaPtxPolicy() {
              // u64 0.438/0.694 against 0.403/0.667; level from 2^25.
              .skip_check_min = size_t{1} << 25,
              // 64-bit keys by picked digits: passes enough for runs of
-             // up to 16 keys on average (two up to 2^20 keys, three up to 2^28),
-             // against runs of a sixteenth of a key: span 0.667 against
+             // up to 16 keys on average (two up to 2^20 keys, three up to
+             // 2^28), against runs of a sixteenth of a key: span 0.667 against
              // 0.783 ms at 2^24, 2.564 against 3.003 at 2^26, 10.43
              // against 10.66 at 2^28 (H100). 32-bit keys keep the margin:
              // there the settle costs more than the pass it saves from
@@ -231,7 +238,8 @@ EnginePolicy IntelSubgroupPolicy(const DeviceInfo& device) {
 void FitToDevice(const DeviceInfo& device, EnginePolicy& p) {
   while (p.radix.work_group > 32 &&
          (static_cast<size_t>(p.radix.work_group) > device.max_work_group ||
-          p.radix.ScatterLocalBytes(64, true) > device.local_mem_bytes)) {
+          p.radix.ScatterLocalBytes(64, true) > device.local_mem_bytes ||
+          p.radix.SettleLocalBytes(64) > device.local_mem_bytes)) {
     p.radix.work_group /= 2;
   }
   // Then the keys per work-item of each kind of sort.
@@ -426,6 +434,10 @@ void CheckKeyWidth(const EnginePolicy& p, const DeviceInfo& device, int bits,
                       "work-item of ",
                       what));
   }
+  need(r.SettleLocalBytes(bits) <= device.local_mem_bytes,
+       absl::StrCat(
+           "the settle of ", bits, "-bit keys needs ", r.SettleLocalBytes(bits),
+           " bytes of local memory; the device has ", device.local_mem_bytes));
   const int block = bitonic.Block(bits);
   need(bitonic.LocalBytes(bits) <= device.local_mem_bytes,
        absl::StrCat("a bitonic block of ", bits, "-bit keys needs ",

@@ -206,6 +206,27 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   EXPECT_FALSE(p.CheckFits(small).ok());
 }
 
+// radix_settle's window grows with the work-group: a policy whose settle
+// does not fit the device's local memory is refused, whatever its scatter
+// needs, and the device's own policy fits it.
+TEST(Policy, TheSettlesLocalMemoryIsChecked) {
+  DeviceInfo d = Engine().info();
+  d.local_mem_bytes = 48 * 1024;
+  d.max_work_group = 1024;
+  EnginePolicy p = EnginePolicy::For(d);
+  ASSERT_TRUE(p.CheckFits(d).ok()) << p.CheckFits(d);
+  EXPECT_LE(p.radix.SettleLocalBytes(64), 48u * 1024);
+  p.radix.work_group = 512;
+  p.radix.items_32 = p.radix.items_64 = 1;
+  p.radix.items_32_keys = p.radix.items_64_keys = 1;
+  p.radix.small_items = 0;
+  EXPECT_LE(p.radix.ScatterLocalBytes(64, true), 48u * 1024);
+  EXPECT_GT(p.radix.SettleLocalBytes(64), 48u * 1024);
+  const absl::Status fits = p.CheckFits(d);
+  EXPECT_FALSE(fits.ok());
+  EXPECT_THAT(fits.message(), HasSubstr("the settle of 64-bit keys needs"));
+}
+
 // The Intel policy goes to Intel GPUs with sub-group ranking's extensions,
 // and to nothing else: not to an Intel GPU without them, not to another
 // vendor's GPU or to a CPU device (PoCL reports "GenuineIntel" and the
