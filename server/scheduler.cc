@@ -11,6 +11,7 @@
 #include "core/keys.h"
 #include "server/batch_codec.h"
 #include "server/log.h"
+#include "server/out_of_memory.h"
 #include "server/runs.h"
 
 namespace sortd {
@@ -165,15 +166,10 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
 
 void Scheduler::SubmitAdmitted(const std::shared_ptr<Task>& task) {
   if (task->prepare) {
-    absl::Status prepared;
-    try {
-      prepared = task->prepare();
-    } catch (const std::bad_alloc&) {
-      // Its output arrays could not be had (the host buffer pool throws):
-      // answered like any refusal, its admission given back.
-      prepared = absl::ResourceExhaustedError(
-          "the server has no host memory for this request's arrays now");
-    }
+    // Where its output arrays cannot be had it is answered like any
+    // refusal, its admission given back.
+    const absl::Status prepared =
+        CatchOutOfMemory("this request's arrays", task->prepare);
     if (!prepared.ok()) {
       TaskResult result;
       result.status = prepared;

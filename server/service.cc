@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "core/compact_keys.h"
 #include "server/log.h"
+#include "server/out_of_memory.h"
 #include "server/service_internal.h"
 #include "server/status.h"
 #include "server/wire.h"
@@ -137,10 +138,16 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
   task->cancelled = [context] { return context->IsCancelled(); };
   task->done = [this, call,
                 finish = std::move(finish)](const TaskResult& result) {
-    const absl::Status status =
+    absl::Status status =
         result.status.ok() ? RegionIntact(*call) : result.status;
+    grpc::ByteBuffer answer;
     if (status.ok()) {
-      grpc::ByteBuffer answer = finish(result);
+      status = CatchOutOfMemory("this request's answer", [&] {
+        answer = finish(result);
+        return absl::OkStatus();
+      });
+    }
+    if (status.ok()) {
       call->response->Swap(&answer);
       RecordEnd(*call, status, &result);
     } else {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/compact_keys.h"
+#include "server/out_of_memory.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 #include "server/status.h"
@@ -149,13 +150,21 @@ void SortServiceImpl::AnswerParts(PartGroup& g, const SortJob& job,
     const bool whole_blocks =
         first % compact::kBlockKeys == 0 &&
         (n % compact::kBlockKeys == 0 || first + n == g.count);
-    wire::SortArrays arrays =
-        compact && whole_blocks
-            ? g.out.CompactSlices(job, first, n, options_.buffers)
-            : g.out.Slices(job, first, n);
-    v1::ServedBy by = ServedBy(result);
-    RecordKeyBytesSaved(call.method, job, arrays, by);
-    grpc::ByteBuffer answer = wire::EncodeSortResponse(arrays, &by);
+    grpc::ByteBuffer answer;
+    const absl::Status encoded = CatchOutOfMemory("this part's answer", [&] {
+      wire::SortArrays arrays =
+          compact && whole_blocks
+              ? g.out.CompactSlices(job, first, n, options_.buffers)
+              : g.out.Slices(job, first, n);
+      v1::ServedBy by = ServedBy(result);
+      RecordKeyBytesSaved(call.method, job, arrays, by);
+      answer = wire::EncodeSortResponse(arrays, &by);
+      return absl::OkStatus();
+    });
+    if (!encoded.ok()) {
+      Refuse(call, encoded);
+      continue;
+    }
     call.response->Swap(&answer);
     RecordEnd(call, absl::OkStatus(), &result);
     call.reactor->Finish(grpc::Status::OK);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/compact_keys.h"
 #include "server/log.h"
+#include "server/out_of_memory.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 #include "server/status.h"
@@ -208,20 +209,27 @@ class SortStreamReactor final
     }
     const size_t at = sent_, n = std::min(per_chunk, count_ - sent_);
     sent_ += n;
-    wire::SortArrays arrays =
-        first_key_coding_ == v1::KEY_CODING_COMPACT
-            ? out_.CompactSlices(job_, at, n, service_->options_.buffers)
-            : out_.Slices(job_, at, n);
-    v1::ServedBy by;
-    by.set_key_bytes_saved(key_bytes_saved_);
-    service_->RecordKeyBytesSaved("SortStream", job_, arrays, by);
-    key_bytes_saved_ = by.key_bytes_saved();
-    if (sent_ == count_) {
-      by = ServedBy(result_);
+    const absl::Status encoded = CatchOutOfMemory("this stream's answer", [&] {
+      wire::SortArrays arrays =
+          first_key_coding_ == v1::KEY_CODING_COMPACT
+              ? out_.CompactSlices(job_, at, n, service_->options_.buffers)
+              : out_.Slices(job_, at, n);
+      v1::ServedBy by;
       by.set_key_bytes_saved(key_bytes_saved_);
+      service_->RecordKeyBytesSaved("SortStream", job_, arrays, by);
+      key_bytes_saved_ = by.key_bytes_saved();
+      if (sent_ == count_) {
+        by = ServedBy(result_);
+        by.set_key_bytes_saved(key_bytes_saved_);
+      }
+      response_ =
+          wire::EncodeSortResponse(arrays, sent_ == count_ ? &by : nullptr);
+      return absl::OkStatus();
+    });
+    if (!encoded.ok()) {
+      End(encoded);
+      return;
     }
-    response_ =
-        wire::EncodeSortResponse(arrays, sent_ == count_ ? &by : nullptr);
     StartWrite(&response_);
   }
 

@@ -26,6 +26,7 @@
 #include "core/transpose.h"
 #include "reference.h"
 #include "server/cpu_sorter.h"
+#include "server/out_of_memory.h"
 #include "sort_check.h"
 
 namespace sortd {
@@ -1148,6 +1149,24 @@ TEST_F(SchedulerTest, PrepareOutOfMemoryIsRefusedAndDrainFinishes) {
   good->verify();
   sched->Drain(absl::Now() + absl::Seconds(30));
   EXPECT_EQ(sched->stats().answered, 4u);
+}
+
+// Building an answer (the unary, parts and stream paths) runs through the
+// same guard: a step that throws std::bad_alloc becomes RESOURCE_EXHAUSTED
+// naming what had no memory; any other outcome of the step is its own.
+TEST(OutOfMemory, BadAllocBecomesResourceExhaustedAndOtherStatusesPass) {
+  int ran = 0;
+  const absl::Status thrown = CatchOutOfMemory("this answer", [&] {
+    ++ran;
+    throw std::bad_alloc();
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(thrown.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(thrown.message(), HasSubstr("no host memory for this answer"));
+  EXPECT_TRUE(CatchOutOfMemory("x", [] { return absl::OkStatus(); }).ok());
+  EXPECT_EQ(CatchOutOfMemory("x", [] { return absl::DataLossError("lost"); }),
+            absl::DataLossError("lost"));
 }
 
 }  // namespace
