@@ -1,9 +1,10 @@
 // Host memory running out while a request is served: the host buffer pool
 // and the heap throw std::bad_alloc, which must not end the process from a
-// runner or gRPC thread. The scheduler's allocation of a request's output
-// arrays and the encoding of a finished sort's answer (unary, parts,
-// stream) run through CatchOutOfMemory, and the call is answered
-// RESOURCE_EXHAUSTED like any refusal.
+// runner or gRPC thread. Taking in a request's bytes (unary calls and
+// stream messages), placing its arrays (the scheduler's prepare, Echo) and
+// encoding its answer (unary, parts, stream, Echo) run through
+// CatchOutOfMemory, and the call is answered RESOURCE_EXHAUSTED like any
+// refusal.
 #ifndef SORTD_SERVER_OUT_OF_MEMORY_H_
 #define SORTD_SERVER_OUT_OF_MEMORY_H_
 
@@ -17,10 +18,12 @@
 
 namespace sortd {
 
-// `step()` (returning absl::Status), or RESOURCE_EXHAUSTED if it threw
-// std::bad_alloc, saying that the server had no host memory for `what`.
+// `step()` (an absl::Status or absl::StatusOr), or RESOURCE_EXHAUSTED if it
+// threw std::bad_alloc, saying that the server had no host memory for
+// `what`.
 template <typename Step>
-absl::Status CatchOutOfMemory(absl::string_view what, Step&& step) {
+auto CatchOutOfMemory(absl::string_view what, Step&& step)
+    -> decltype(std::forward<Step>(step)()) {
   try {
     return std::forward<Step>(step)();
   } catch (const std::bad_alloc&) {

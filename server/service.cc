@@ -192,8 +192,9 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
     *read = Draining();
     return call;
   }
-  absl::StatusOr<wire::Received> bytes =
-      wire::Received::From(*request, options_.buffers);
+  absl::StatusOr<wire::Received> bytes = CatchOutOfMemory("this request", [&] {
+    return wire::Received::From(*request, options_.buffers);
+  });
   if (bytes.ok()) {
     call->bytes = *std::move(bytes);
     // gRPC's own copy of the request is not read again: free it now rather
@@ -373,7 +374,9 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   // What Sort does, less the sort: the same parsing, validation, output
   // placement and response encoding, with the arrays copied as they came.
   SortJob placed;
-  if (absl::Status s = PlaceSort(*call, placed); !s.ok()) {
+  if (absl::Status s = CatchOutOfMemory(
+          "this request's arrays", [&] { return PlaceSort(*call, placed); });
+      !s.ok()) {
     return Refuse(*call, s);
   }
   SortJob* job = &placed;
@@ -396,7 +399,16 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   if (absl::Status s = RegionIntact(*call); !s.ok()) return Refuse(*call, s);
   v1::ServedBy by = ServedBy(result);
   by.set_route("echo");
-  grpc::ByteBuffer answer = EncodeSort(*call, *job, std::move(by));
+  grpc::ByteBuffer answer;
+  if (absl::Status s = CatchOutOfMemory("this request's answer",
+                                        [&] {
+                                          answer = EncodeSort(*call, *job,
+                                                              std::move(by));
+                                          return absl::OkStatus();
+                                        });
+      !s.ok()) {
+    return Refuse(*call, s);
+  }
   response->Swap(&answer);
   RecordEnd(*call, absl::OkStatus(), &result);
   call->reactor->Finish(grpc::Status::OK);

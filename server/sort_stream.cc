@@ -56,7 +56,8 @@ class SortStreamReactor final
     }
     service_->metrics_->AddRequestBytes("SortStream",
                                         static_cast<double>(chunk_.Length()));
-    absl::Status appended = Append();
+    absl::Status appended =
+        CatchOutOfMemory("this stream's arrays", [this] { return Append(); });
     chunk_.Clear();
     if (!appended.ok()) {
       End(appended);

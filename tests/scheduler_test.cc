@@ -1167,6 +1167,12 @@ TEST(OutOfMemory, BadAllocBecomesResourceExhaustedAndOtherStatusesPass) {
   EXPECT_TRUE(CatchOutOfMemory("x", [] { return absl::OkStatus(); }).ok());
   EXPECT_EQ(CatchOutOfMemory("x", [] { return absl::DataLossError("lost"); }),
             absl::DataLossError("lost"));
+  // A step that yields a value passes it on, or the same refusal.
+  EXPECT_EQ(*CatchOutOfMemory("x", [] { return absl::StatusOr<int>(7); }), 7);
+  const absl::StatusOr<int> none = CatchOutOfMemory(
+      "this request", []() -> absl::StatusOr<int> { throw std::bad_alloc(); });
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(none.status().message(), HasSubstr("this request"));
 }
 
 }  // namespace
