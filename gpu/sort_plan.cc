@@ -172,7 +172,8 @@ std::vector<bool> VaryingDigits(const std::vector<uint64_t>& samples,
   return varies;
 }
 
-// PickedRunsLookLong's rule over `samples`, the job's sampled keys as
+// Whether the runs `slots` picked digits would leave look long, by the
+// device's rule over `samples`, the job's sampled keys as
 // ordered bits, and the digits that vary among them.
 bool SampledRunsLookLong(std::vector<uint64_t> samples, size_t count,
                          const std::vector<bool>& varies, int radix_bits,
@@ -201,7 +202,7 @@ bool SampledRunsLookLong(std::vector<uint64_t> samples, size_t count,
   return pairs * count > uint64_t{8} * s * s;
 }
 
-// Whether the host judges job's keys (PickedRunsLookLong).
+// Whether the host judges job's keys (PickedSlotsFor).
 bool Sampled(const SortJob& job) {
   // The engine sorts fewer than 2^31 keys; the samples' places are 32-bit.
   return job.parts.empty() && job.keys != nullptr && job.count != 0 &&
@@ -209,17 +210,6 @@ bool Sampled(const SortJob& job) {
 }
 
 }  // namespace
-
-bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots) {
-  if (!Sampled(job)) return false;
-  const size_t passes =
-      DivUp(static_cast<size_t>(KeyBits(job)), static_cast<size_t>(radix_bits));
-  const std::vector<uint64_t> samples =
-      SampleOrdered(job, std::min<size_t>(SORTD_PICK_SAMPLES, job.count));
-  return SampledRunsLookLong(samples, job.count,
-                             VaryingDigits(samples, passes, radix_bits),
-                             radix_bits, slots);
-}
 
 size_t PickedSlotsFor(const SortJob& job, const SortPlan& plan,
                       int radix_bits) {

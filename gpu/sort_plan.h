@@ -87,21 +87,15 @@ struct SortPlan {
 SortPlan PlanSort(const EnginePolicy& policy, SortAlgorithm algorithm,
                   const SortJob& shape, size_t count);
 
-// Whether the runs that passes over `slots` picked digits (of
-// `radix_bits`) would leave in job's keys look too long to settle, judged
-// from the SORTD_PICK_SAMPLES keys of its host array that
-// radix_digit_starts samples on the device, by the same rule as its
-// samples there (the digits that vary are those that vary among the
-// samples; the device's other test, of each digit's number of values,
-// needs every key): a sort that would only learn so on the device, after
-// its picked passes, is better planned without picking. False for a job
-// made of parts (the device judges).
-bool PickedRunsLookLong(const SortJob& job, int radix_bits, size_t slots);
-
-// How many picked digits a sort of job's keys by `plan` takes:
-// plan.picked_slots, or where their runs look long (PickedRunsLookLong)
+// How many picked digits a sort of job's keys by `plan` takes. From the
+// SORTD_PICK_SAMPLES keys of its host array that radix_digit_starts
+// samples on the device, by the same rule as its samples there: where the
+// runs plan.picked_slots digits would leave look too long to settle (a
+// sort that would only learn so on the device, after its picked passes),
 // every digit that varies among the samples, when fewer than all (narrow
-// keys, say), else 0: every digit in turn.
+// keys, say), else 0: every digit in turn; otherwise plan.picked_slots.
+// The device's other test, of each digit's number of values, needs every
+// key. A job made of parts keeps plan.picked_slots (the device judges).
 size_t PickedSlotsFor(const SortJob& job, const SortPlan& plan, int radix_bits);
 
 // A segmented sort whose segments are too long for one work-group each,
