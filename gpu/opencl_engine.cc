@@ -566,8 +566,9 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
     const size_t wg = policy_.radix.work_group;
     k.settle.Bind(a.keys[a.cur], static_cast<cl_uint>(job.count),
                   raw_ends.kind_order, *picks);
-    SORTD_RETURN_IF_ERROR(run.Launch(
-        k.settle, DivUp(job.count, wg * SORTD_SETTLE_ITEMS), wg, "settle"));
+    SORTD_RETURN_IF_ERROR(
+        run.Launch(k.settle, DivUp(job.count, policy_.radix.SettleTileKeys()),
+                   wg, "settle"));
     settle->totals = totals;
     settle->kind_order = raw_ends.kind_order;
     settle->counts.resize(plan.passes.passes * plan.passes.radix);

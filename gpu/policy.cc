@@ -52,9 +52,12 @@ bool IntelSubgroupsRun(const DeviceInfo& device) {
          BestSubgroupOps(device).has_value();
 }
 
+size_t RadixSortPolicy::SettleTileKeys() const {
+  return static_cast<size_t>(work_group) * SORTD_SETTLE_ITEMS;
+}
+
 size_t RadixSortPolicy::SettleLocalBytes(int key_bits) const {
-  const size_t window = static_cast<size_t>(work_group) * SORTD_SETTLE_ITEMS +
-                        2 * (SORTD_SETTLE_MAX + 1);
+  const size_t window = SettleTileKeys() + 2 * (SORTD_SETTLE_MAX + 1);
   return window * (static_cast<size_t>(key_bits) / 8 + 4) +
          static_cast<size_t>(work_group) * 4;
 }

@@ -198,8 +198,11 @@ struct RadixSortPolicy {
   bool OneLaunch() const { return pass != RadixPass::kThreeLaunch; }
   // Local memory of the scatter kernel, the largest user.
   size_t ScatterLocalBytes(int key_bits, bool with_index) const;
-  // Local memory of radix_settle (a tile of SORTD_SETTLE_ITEMS keys a
-  // work-item and its halos, with each place's run start and end).
+  // Keys of one radix_settle tile: SORTD_SETTLE_ITEMS a work-item. Its
+  // work-group owns the runs that start in the tile.
+  size_t SettleTileKeys() const;
+  // Local memory of radix_settle (a tile and its halos, with each place's
+  // run start and end).
   size_t SettleLocalBytes(int key_bits) const;
 };
 
