@@ -35,6 +35,14 @@ size_t SortRequestUnits(const wire::SortRequest& request) {
              : 0;
 }
 
+size_t SharedRequestUnits(const wire::SortRequest& request, uint64_t count,
+                          size_t region_bytes) {
+  const size_t key_size =
+      request.key_type.has_value() ? KeySize(*request.key_type) : 1;
+  return static_cast<size_t>(
+      std::min<uint64_t>(count, region_bytes / key_size));
+}
+
 size_t TransposeRequestUnits(const wire::TransposeRequest& request) {
   return request.matrices.size() / sizeof(uint32_t);
 }

@@ -72,6 +72,12 @@ absl::StatusOr<TransposeJob> ParseTranspose(
 // Scheduler units of a request, known before validation: its keys (whole
 // ones), or for transposes its 32-bit rows (32 per matrix).
 size_t SortRequestUnits(const wire::SortRequest& request);
+// The same for a request whose arrays are in a shared region of
+// `region_bytes`: its shared.count, but no more keys than the region
+// holds (a larger count is refused once validated, and should not weigh
+// on admission as if it were real).
+size_t SharedRequestUnits(const wire::SortRequest& request, uint64_t count,
+                          size_t region_bytes);
 size_t TransposeRequestUnits(const wire::TransposeRequest& request);
 
 }  // namespace sortd

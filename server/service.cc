@@ -296,8 +296,10 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
   if (call->sort.part.has_value()) return SortPart(std::move(call));
   auto task = std::make_shared<Task>();
   task->op = Op::kSort;
-  task->units = call->region != nullptr ? call->shared.count()
-                                        : SortRequestUnits(call->sort);
+  task->units = call->region != nullptr
+                    ? SharedRequestUnits(call->sort, call->shared.count(),
+                                         call->region->size())
+                    : SortRequestUnits(call->sort);
   UnaryCall* c = call.get();
   Task* t = task.get();
   task->prepare = [this, c, t] { return PlaceSort(*c, t->sort); };

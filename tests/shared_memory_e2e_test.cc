@@ -154,6 +154,14 @@ TEST_F(SharedMemoryTest, RangesOutsideTheRegionOrOverlappingAreRefused) {
       {"keys in the message too",
        [](v1::SortRequest& r) { r.set_u32_keys(std::string(8, 'k')); },
        absl::StatusCode::kInvalidArgument, "must be empty"},
+      {"more keys than the region holds",
+       [](v1::SortRequest& r) { r.mutable_shared()->set_count(n * 100); },
+       absl::StatusCode::kInvalidArgument, "outside the region"},
+      {"a count past 2^32",
+       [](v1::SortRequest& r) {
+         r.mutable_shared()->set_count(uint64_t{1} << 40);
+       },
+       absl::StatusCode::kResourceExhausted, "at most 2^32-1 keys"},
       {"an unknown handle",
        [](v1::SortRequest& r) { r.mutable_shared()->set_region("nope"); },
        absl::StatusCode::kNotFound, "not registered"},
