@@ -67,7 +67,7 @@ constexpr Doc kRequestDuration{
     "path and size class (keys of a sort, rows of a transpose: none, 1k, "
     "64k, 1m, 16m as at most that many, over_16m)"};
 constexpr Doc kKeysSorted{"sortd_keys_sorted_total",
-                          "Keys sorted, by path and key type"};
+                          "Keys sorted and answered, by path and key type"};
 constexpr Doc kMatricesTransposed{"sortd_matrices_transposed_total",
                                   "32x32 bit matrices transposed, by path"};
 constexpr Doc kRequestBytes{"sortd_request_bytes_total",

@@ -303,14 +303,16 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
   UnaryCall* c = call.get();
   Task* t = task.get();
   task->prepare = [this, c, t] { return PlaceSort(*c, t->sort); };
-  return Submit(std::move(call), std::move(task),
-                [this, c, t](const TaskResult& result) {
-                  const SortJob& job = t->sort;
-                  metrics_->AddKeysSorted(PathName(result.path),
-                                          KeyTypeName(job.key_type),
-                                          static_cast<double>(job.count));
-                  return EncodeSort(*c, job, ServedBy(result));
-                });
+  return Submit(
+      std::move(call), std::move(task), [this, c, t](const TaskResult& result) {
+        const SortJob& job = t->sort;
+        // Counted once encoded: encoding may run out of memory (Submit).
+        grpc::ByteBuffer answer = EncodeSort(*c, job, ServedBy(result));
+        metrics_->AddKeysSorted(PathName(result.path),
+                                KeyTypeName(job.key_type),
+                                static_cast<double>(job.count));
+        return answer;
+      });
 }
 grpc::ServerUnaryReactor* SortServiceImpl::Transpose(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,

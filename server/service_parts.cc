@@ -133,10 +133,6 @@ absl::Status SortServiceImpl::JoinParts(PartGroup& g, SortJob& job) {
 
 void SortServiceImpl::AnswerParts(PartGroup& g, const SortJob& job,
                                   const TaskResult& result) {
-  if (result.status.ok()) {
-    metrics_->AddKeysSorted(PathName(result.path), KeyTypeName(job.key_type),
-                            static_cast<double>(job.count));
-  }
   const bool compact = g.parts[0].terms.key_coding == v1::KEY_CODING_COMPACT;
   for (size_t i = 0; i < g.parts.size(); ++i) {
     UnaryCall& call = g.Call(i);
@@ -166,6 +162,8 @@ void SortServiceImpl::AnswerParts(PartGroup& g, const SortJob& job,
       continue;
     }
     call.response->Swap(&answer);
+    metrics_->AddKeysSorted(PathName(result.path), KeyTypeName(job.key_type),
+                            static_cast<double>(n));
     RecordEnd(call, absl::OkStatus(), &result);
     call.reactor->Finish(grpc::Status::OK);
   }
