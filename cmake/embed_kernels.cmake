@@ -4,7 +4,8 @@ cmake_policy(SET CMP0057 NEW)
 # Every *.cl file of KERNEL_DIR is a program, named after the file. A line
 # `#include "name"` is replaced by that file of KERNEL_DIR (*.clh: kernel
 # code shared by programs; *.h: constants shared with the host), each file
-# at most once per program, so the embedded text is self-contained.
+# at most once per program, so the embedded text is self-contained; *.clt
+# files (code that macros set before it specialise) at every include.
 file(GLOB SOURCES ${KERNEL_DIR}/*.cl)
 list(SORT SOURCES)
 
@@ -20,7 +21,7 @@ function(expand file out)
   while(text MATCHES "\n#include \"([A-Za-z0-9_.]+)\"")
     set(directive "${CMAKE_MATCH_0}")
     set(inc "${CMAKE_MATCH_1}")
-    if(inc IN_LIST done)
+    if(inc IN_LIST done AND NOT inc MATCHES "\\.clt$")
       string(REPLACE "${directive}" "\n// ${inc}: included above" text
                      "${text}")
     else()

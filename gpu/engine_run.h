@@ -72,6 +72,9 @@ struct RadixKernels {
   TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, Buf, U32, U32, U32, U32,
               U32, U32, U32, U32, Buf>
       onesweep;
+  // The same arguments: the first pass of a keys-only sort from scratch
+  // (keys-only builds with early counts only).
+  decltype(onesweep) onesweep_unordered;
   // digit totals, digit starts, n, slots, picks, keys, kind | order
   TypedKernel<Buf, Buf, U32, U32, Buf, Buf, U32> digit_starts;
   // keys, n, kind | order, picks

@@ -34,7 +34,7 @@ absl::Status MakeKernels(const cl::Program& program,
 }
 
 absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
-                            bool warp_level) {
+                            bool warp_level, bool unordered_pass) {
   SORTD_RETURN_IF_ERROR(
       MakeKernels(program, std::pair{&k.encode, "radix_encode"},
                   std::pair{&k.histogram, "radix_histogram"},
@@ -48,6 +48,11 @@ absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
                   std::pair{&k.segment_ids, "radix_segment_ids"},
                   std::pair{&k.segment_gather, "radix_segment_gather"},
                   std::pair{&k.segment_groups, "radix_segment_groups"}));
+  // Only keys-only builds with early counts have it.
+  if (unordered_pass) {
+    SORTD_RETURN_IF_ERROR(MakeKernels(
+        program, std::pair{&k.onesweep_unordered, "radix_unordered_onesweep"}));
+  }
   // Only warp-level builds have it.
   if (!warp_level) return absl::OkStatus();
   return MakeKernels(program, std::pair{&k.segments, "radix_segments"});
@@ -210,13 +215,17 @@ absl::Status OpenClEngine::Init() {
           cache_->Get("bitonic_sort",
                       BitonicBuildOptions(policy_.bitonic, bits, with_index));
       if (!bitonic.ok()) return bitonic.status();
+      const bool unordered_pass =
+          r.pass == RadixPass::kOneLaunchEarlyCounts && !with_index;
       // Kernel objects hold their arguments: each lane has its own.
       for (auto& lane : lanes_) {
-        SORTD_RETURN_IF_ERROR(RadixKernelsOf(
-            *radix, lane->radix[wide][with_index], r.WarpLevel(bits)));
+        SORTD_RETURN_IF_ERROR(
+            RadixKernelsOf(*radix, lane->radix[wide][with_index],
+                           r.WarpLevel(bits), unordered_pass));
         if (small.ok()) {
-          SORTD_RETURN_IF_ERROR(RadixKernelsOf(
-              *small, lane->radix_small[wide][with_index], r.WarpLevel(bits)));
+          SORTD_RETURN_IF_ERROR(
+              RadixKernelsOf(*small, lane->radix_small[wide][with_index],
+                             r.WarpLevel(bits), unordered_pass));
         }
         SORTD_RETURN_IF_ERROR(
             BitonicKernelsOf(*bitonic, lane->bitonic[wide][with_index]));
@@ -528,8 +537,11 @@ absl::StatusOr<bool> OpenClEngine::SettleOrSortEveryDigit(Run& run,
         std::find(c, c + radix, static_cast<cl_uint>(job.count)) != c + radix;
   }
   if (std::find(skip.begin(), skip.end(), false) == skip.end()) return false;
+  // Sorted by every digit from the start, the keys' order is not kept;
+  // continued, the picked passes' order is.
   const RawEnds raw_ends{.keys = a.keys[a.cur],
-                         .kind_order = settle.kind_order};
+                         .kind_order = settle.kind_order,
+                         .unordered = done_below == 0};
   RadixPassPlan again = plan.passes;
   again.stage = "resort";
   SORTD_RETURN_IF_ERROR(RadixPasses(run, policy_.radix, again, a, skip,
@@ -547,7 +559,8 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
       .keys = a.raw,
       .kind_order =
           KindCode(job.key_type) |
-          (job.order == Order::kDescending ? SORTD_MODE_DESCENDING : 0u)};
+          (job.order == Order::kDescending ? SORTD_MODE_DESCENDING : 0u),
+      .unordered = true};
   if (plan.picked_slots > 0) {
     // The highest digits that vary, picked on the device; then the runs of
     // keys they leave equal are sorted in place (or flagged).
@@ -584,7 +597,7 @@ absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
   }
   // The digit totals come back while the first pass runs; later passes
   // whose digit every key shares are then skipped. The first always runs
-  // (where its digit is shared too, it moves every key to where it was).
+  // (where its digit is shared too, it keeps every key in its tile).
   const size_t radix = plan.passes.radix;
   std::vector<cl_uint> counts(plan.passes.passes * radix);
   struct WaitOnExit {  // the read lands in `counts` before it goes

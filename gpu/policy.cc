@@ -612,6 +612,7 @@ const std::vector<Knob>& Knobs() {
       Flag("radix.status_prefetch", &R::status_prefetch),
       Number("radix.skip_check_min", &E::radix, &R::skip_check_min),
       Flag("radix.picked_digits", &R::picked_digits),
+      Flag("radix.unordered_first", &R::unordered_first),
       Number("radix.picked_margin_bits_32", &E::radix,
              &R::picked_margin_bits_32, /*signed_values=*/true),
       Number("radix.picked_margin_bits_64", &E::radix,

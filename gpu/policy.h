@@ -164,6 +164,12 @@ struct RadixSortPolicy {
   int PickedMarginBits(int key_bits) const {
     return key_bits == 64 ? picked_margin_bits_64 : picked_margin_bits_32;
   }
+  // One-launch passes with early counts: the first pass of a keys-only
+  // sort from scratch places each tile's keys of one digit in the order
+  // its local atomics counted them, not ranked by warps (any order of equal
+  // digits is right there: no earlier pass ordered them). Off: ranked like
+  // every other pass.
+  bool unordered_first = true;
 
   // Arrays of fewer keys than this can take marked statuses (29-bit counts).
   static constexpr size_t kMarkedStatusLimit = size_t{1} << 29;

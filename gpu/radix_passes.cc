@@ -22,10 +22,13 @@ struct PassOrder {
   size_t first, last;  // the first and last pass that run
   const RawEnds* raw_ends;
   const SkipLater* later;  // null: `skip` is final
+  bool unordered_first;    // the first pass places keys unranked
 
   static PassOrder Of(const std::vector<bool>& skip, const RawEnds* raw_ends,
-                      const SkipLater* later) {
-    PassOrder o{skip.size(), 0, raw_ends, later};
+                      const SkipLater* later, const RadixPassPlan& plan) {
+    PassOrder o{
+        skip.size(), 0, raw_ends, later,
+        plan.unordered_first && raw_ends != nullptr && raw_ends->unordered};
     for (size_t pass = 0; pass < skip.size(); ++pass) {
       if (skip[pass]) continue;
       o.first = std::min(o.first, pass);
@@ -137,17 +140,20 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
     const cl_uint value_mask =
         plan.marked ? (cl_uint{1} << SORTD_STATUS_MARK_SHIFT) - 1
                     : (cl_uint{1} << (SORTD_STATUS_MARK_SHIFT + 1)) - 1;
-    k.onesweep.Bind(order.KeysIn(pass, a), a.keys[1 - a.cur], a.index[a.cur],
-                    a.index[1 - a.cur], n, PassOrder::Shift(pass, p, picked),
-                    *starts, static_cast<cl_uint>(pass * plan.radix), *status,
-                    tiles, order.Mode(pass), /*status_at=*/cl_uint{0},
-                    /*next_at=*/static_cast<cl_uint>(plan.status_bytes / 4),
-                    /*zero_next=*/cl_uint{0},
-                    plan.marked ? words + run_pass : words, mark, value_mask,
-                    picks);
+    auto& kernel = order.unordered_first && pass == order.first
+                       ? k.onesweep_unordered
+                       : k.onesweep;
+    kernel.Bind(order.KeysIn(pass, a), a.keys[1 - a.cur], a.index[a.cur],
+                a.index[1 - a.cur], n, PassOrder::Shift(pass, p, picked),
+                *starts, static_cast<cl_uint>(pass * plan.radix), *status,
+                tiles, order.Mode(pass), /*status_at=*/cl_uint{0},
+                /*next_at=*/static_cast<cl_uint>(plan.status_bytes / 4),
+                /*zero_next=*/cl_uint{0},
+                plan.marked ? words + run_pass : words, mark, value_mask,
+                picks);
     ++run_pass;
-    SORTD_RETURN_IF_ERROR(run.Launch(k.onesweep, plan.tiles, p.work_group,
-                                     plan.Stage("scatter")));
+    SORTD_RETURN_IF_ERROR(
+        run.Launch(kernel, plan.tiles, p.work_group, plan.Stage("scatter")));
     a.cur = 1 - a.cur;
     SORTD_RETURN_IF_ERROR(order.Enqueued(run, pass, skip));
   }
@@ -242,7 +248,8 @@ absl::Status RadixPasses(Run& run, const RadixSortPolicy& policy,
                          std::vector<bool> skip, const cl::Buffer* totals,
                          const RawEnds* raw_ends, const SkipLater& later,
                          const PickedDigits* picked) {
-  PassOrder order = PassOrder::Of(skip, raw_ends, later ? &later : nullptr);
+  PassOrder order =
+      PassOrder::Of(skip, raw_ends, later ? &later : nullptr, plan);
   if (raw_ends != nullptr && order.first == skip.size()) {
     return absl::InternalError("radix passes with raw ends but no pass to run");
   }

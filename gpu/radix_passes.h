@@ -28,6 +28,10 @@ cl_uint KindCode(KeyType type);
 struct RawEnds {
   cl::Buffer keys;     // the raw keys
   cl_uint kind_order;  // key kind | SORTD_MODE_DESCENDING
+  // The raw keys are in no order the passes must keep (a sort from
+  // scratch, not one continuing earlier passes): where the plan allows it
+  // (RadixPassPlan::unordered_first), the first pass does not rank.
+  bool unordered = false;
 };
 
 // Raw keys (a.raw) -> ordered keys and indices in keys[0] and index[0]

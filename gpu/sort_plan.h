@@ -32,6 +32,9 @@ struct RadixPassPlan {
   bool one_launch = false;  // one launch per pass (else three)
   bool marked = false;      // one-launch: marked look-back statuses
   bool small = false;       // the short-array build of the kernels
+  // The first pass may leave a tile's keys of one digit in any order, where
+  // the keys it reads are in none to keep (RawEnds::unordered).
+  bool unordered_first = false;
   size_t tile = 0, tiles = 0, passes = 0, radix = 0;
   // One-launch: every pass's digit starts, and the look-back status words
   // with the passes' tile counters.

@@ -286,13 +286,12 @@ TEST(OpenClEngine, SkipsPassesWhoseDigitIsShared) {
 //   the others.
 // The longer array (over 1 MiB) is downloaded after the check, the shorter
 // one before it.
-TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
+void CheckPickedDigits(OpenClEngine& engine) {
   for (size_t n : {size_t{20000}, size_t{200000}}) {
     const SortJob shape{.key_type = KeyType::kU64, .count = n};
     const size_t top_bits =
-        PlanSort(Engine().policy(), SortAlgorithm::kAuto, shape, n)
-            .picked_slots *
-        static_cast<size_t>(Engine().policy().radix.radix_bits);
+        PlanSort(engine.policy(), SortAlgorithm::kAuto, shape, n).picked_slots *
+        static_cast<size_t>(engine.policy().radix.radix_bits);
     ASSERT_GT(top_bits, 0u) << n;
     ASSERT_LE(top_bits, 48u) << n;
     for (auto [groups, one_run] : {std::pair{n / 4, size_t{0}},
@@ -332,13 +331,13 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
               .keys_out = reinterpret_cast<std::byte*>(out.data())};
           // As the engine judges it, with its own policy.
           const SortPlan plan =
-              PlanSort(Engine().policy(), SortAlgorithm::kAuto, job, n);
+              PlanSort(engine.policy(), SortAlgorithm::kAuto, job, n);
           ASSERT_GT(plan.picked_slots, 0u) << what;
           // Where the host's samples show long runs it picks every digit
           // that varies among them (here the top ones and those of bits
           // 0-15), or every digit in turn where that is all of them.
           const size_t slots =
-              PickedSlotsFor(job, plan, Engine().policy().radix.radix_bits);
+              PickedSlotsFor(job, plan, engine.policy().radix.radix_bits);
           if (groups <= 8) {
             EXPECT_GT(slots, plan.picked_slots) << what;
           } else {
@@ -361,7 +360,7 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
             run.stages = &stages;
             run.kernel_span_seconds = &span;
             if (in_parts) run.parts = parts;
-            ASSERT_TRUE(Engine().Sort(run).ok()) << what;
+            ASSERT_TRUE(engine.Sort(run).ok()) << what;
             EXPECT_EQ(out, want) << what << (in_parts ? " in parts" : "");
             std::vector<std::string> names;
             for (const StageTime& st : stages) names.push_back(st.stage);
@@ -382,6 +381,32 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
       }
     }
   }
+}
+
+// The GPU policies' pass form on this device: one launch per pass with
+// early counts (and the first pass of a keys-only sort unranked), warps
+// emulated through local memory (the portable twin).
+OpenClEngine& EarlyCountsEngine() {
+  static OpenClEngine* engine = [] {
+    OpenClEngine::Options options = CpuDevice();
+    EnginePolicy p = EnginePolicy::For(Engine().info());
+    const absl::Status s = ApplyPolicyOverrides(
+        "radix.pass=one-launch-early-counts,radix.ranking=warp-emulated", &p);
+    EXPECT_TRUE(s.ok()) << s;
+    options.policy = p;
+    auto e = OpenClEngine::Create(options);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? e->release() : static_cast<OpenClEngine*>(nullptr);
+  }();
+  return *engine;
+}
+
+TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
+  CheckPickedDigits(Engine());
+  // Where the first pass is unranked: a continuation of the lowest digits
+  // must keep their order.
+  ASSERT_TRUE(EarlyCountsEngine().policy().radix.unordered_first);
+  CheckPickedDigits(EarlyCountsEngine());
   const size_t n = 20000;
   // With an index the passes take every digit: no runs to settle.
   std::vector<uint32_t> perm(n);
@@ -412,91 +437,95 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
 // and sorted by every digit (`resort`). Every picked digit varies, so the
 // picks are the top digits and the runs are the ones built here.
 TEST(OpenClEngine, PickedDigitsSettleRunsAcrossTileEdges) {
-  const RadixSortPolicy& radix = Engine().policy().radix;
-  const size_t tile = radix.SettleTileKeys();
-  const size_t n = 200000;
-  ASSERT_GT(n, 8 * tile);
-  struct Placed {
-    long offset;  // the run's first place, from the edge
-    size_t length;
-  };
-  const Placed patterns[] = {{-64, 64}, {-63, 64}, {-32, 64}, {-1, 64},
-                             {0, 64},   {1, 64},   {-1, 2},   {-40, 50}};
-  for (KeyType type : {KeyType::kU32, KeyType::kU64}) {
-    const size_t width = type == KeyType::kU64 ? 64 : 32;
-    const SortJob shape{.key_type = type, .count = n};
-    const SortPlan plan =
-        PlanSort(Engine().policy(), SortAlgorithm::kAuto, shape, n);
-    const size_t top_bits =
-        plan.picked_slots * static_cast<size_t>(radix.radix_bits);
-    ASSERT_GE(top_bits, 16u) << width;
-    ASSERT_LT(top_bits, width) << width;
-    const size_t low_bits = width - top_bits;
-    for (bool long_run : {false, true}) {
-      const std::string what =
-          absl::StrCat(width, "-bit keys", long_run ? ", a run of 65" : "");
-      std::mt19937_64 rng(width + long_run);
-      // Run lengths in sorted order.
-      std::vector<size_t> runs;
-      size_t pos = 0;
-      for (size_t edge = 1; pos < n;) {
-        const Placed p = patterns[(edge - 1) % std::size(patterns)];
-        const bool longer = long_run && edge == 3;
-        const size_t length = longer ? 65 : p.length;
-        const size_t start = edge * tile + (longer ? -1 : p.offset);
-        size_t next;  // a run of 1 to 8 keys, short of `start`
-        if (start + length > n) {
-          next = std::min<size_t>(1 + rng() % 8, n - pos);
-        } else if (start <= pos + 8) {
-          if (start > pos) runs.push_back(start - pos);
-          next = length;
-          pos = start;
-          ++edge;
+  for (OpenClEngine* e : {&Engine(), &EarlyCountsEngine()}) {
+    OpenClEngine& engine = *e;
+    const RadixSortPolicy& radix = engine.policy().radix;
+    const size_t tile = radix.SettleTileKeys();
+    const size_t n = 200000;
+    ASSERT_GT(n, 8 * tile);
+    struct Placed {
+      long offset;  // the run's first place, from the edge
+      size_t length;
+    };
+    const Placed patterns[] = {{-64, 64}, {-63, 64}, {-32, 64}, {-1, 64},
+                               {0, 64},   {1, 64},   {-1, 2},   {-40, 50}};
+    for (KeyType type : {KeyType::kU32, KeyType::kU64}) {
+      const size_t width = type == KeyType::kU64 ? 64 : 32;
+      const SortJob shape{.key_type = type, .count = n};
+      const SortPlan plan =
+          PlanSort(engine.policy(), SortAlgorithm::kAuto, shape, n);
+      const size_t top_bits =
+          plan.picked_slots * static_cast<size_t>(radix.radix_bits);
+      ASSERT_GE(top_bits, 16u) << width;
+      ASSERT_LT(top_bits, width) << width;
+      const size_t low_bits = width - top_bits;
+      for (bool long_run : {false, true}) {
+        const std::string what =
+            absl::StrCat(width, "-bit keys", long_run ? ", a run of 65" : "");
+        std::mt19937_64 rng(width + long_run);
+        // Run lengths in sorted order.
+        std::vector<size_t> runs;
+        size_t pos = 0;
+        for (size_t edge = 1; pos < n;) {
+          const Placed p = patterns[(edge - 1) % std::size(patterns)];
+          const bool longer = long_run && edge == 3;
+          const size_t length = longer ? 65 : p.length;
+          const size_t start = edge * tile + (longer ? -1 : p.offset);
+          size_t next;  // a run of 1 to 8 keys, short of `start`
+          if (start + length > n) {
+            next = std::min<size_t>(1 + rng() % 8, n - pos);
+          } else if (start <= pos + 8) {
+            if (start > pos) runs.push_back(start - pos);
+            next = length;
+            pos = start;
+            ++edge;
+          } else {
+            next = std::min<size_t>(1 + rng() % 8, start - pos);
+          }
+          runs.push_back(next);
+          pos += next;
+        }
+        ASSERT_LE(runs.size(), size_t{1} << 16) << what;
+        // Run g's top bits: g in the highest 16, random below, so that every
+        // picked digit varies and the runs keep their order.
+        std::vector<uint64_t> keys;
+        keys.reserve(n);
+        for (size_t g = 0; g < runs.size(); ++g) {
+          const uint64_t below = top_bits - 16;
+          const uint64_t top =
+              g << below | (rng() & ((uint64_t{1} << below) - 1));
+          for (size_t i = 0; i < runs[g]; ++i) {
+            const uint64_t low = rng() & ((uint64_t{1} << low_bits) - 1);
+            keys.push_back(top << low_bits | low);
+          }
+        }
+        ASSERT_EQ(keys.size(), n);
+        std::vector<uint64_t> want = keys;
+        std::shuffle(keys.begin(), keys.end(), rng);
+        std::vector<uint32_t> keys32(keys.begin(), keys.end()), out32(n);
+        std::vector<uint64_t> got(n);
+        StageTimes stages;
+        SortJob job{.key_type = type, .count = n, .stages = &stages};
+        if (width == 64) {
+          job.keys = reinterpret_cast<const std::byte*>(keys.data());
+          job.keys_out = reinterpret_cast<std::byte*>(got.data());
         } else {
-          next = std::min<size_t>(1 + rng() % 8, start - pos);
+          job.keys = reinterpret_cast<const std::byte*>(keys32.data());
+          job.keys_out = reinterpret_cast<std::byte*>(out32.data());
         }
-        runs.push_back(next);
-        pos += next;
+        // No pair of the host's samples falls in one run: the plan stands.
+        ASSERT_EQ(PickedSlotsFor(job, plan, radix.radix_bits),
+                  plan.picked_slots)
+            << what;
+        ASSERT_TRUE(engine.Sort(job).ok()) << what;
+        if (width == 32) got.assign(out32.begin(), out32.end());
+        std::sort(want.begin(), want.end());
+        EXPECT_EQ(got, want) << what;
+        std::vector<std::string> names;
+        for (const StageTime& st : stages) names.push_back(st.stage);
+        EXPECT_THAT(names, ::testing::Contains("settle")) << what;
+        EXPECT_EQ(absl::c_linear_search(names, "resort"), long_run) << what;
       }
-      ASSERT_LE(runs.size(), size_t{1} << 16) << what;
-      // Run g's top bits: g in the highest 16, random below, so that every
-      // picked digit varies and the runs keep their order.
-      std::vector<uint64_t> keys;
-      keys.reserve(n);
-      for (size_t g = 0; g < runs.size(); ++g) {
-        const uint64_t below = top_bits - 16;
-        const uint64_t top =
-            g << below | (rng() & ((uint64_t{1} << below) - 1));
-        for (size_t i = 0; i < runs[g]; ++i) {
-          const uint64_t low = rng() & ((uint64_t{1} << low_bits) - 1);
-          keys.push_back(top << low_bits | low);
-        }
-      }
-      ASSERT_EQ(keys.size(), n);
-      std::vector<uint64_t> want = keys;
-      std::shuffle(keys.begin(), keys.end(), rng);
-      std::vector<uint32_t> keys32(keys.begin(), keys.end()), out32(n);
-      std::vector<uint64_t> got(n);
-      StageTimes stages;
-      SortJob job{.key_type = type, .count = n, .stages = &stages};
-      if (width == 64) {
-        job.keys = reinterpret_cast<const std::byte*>(keys.data());
-        job.keys_out = reinterpret_cast<std::byte*>(got.data());
-      } else {
-        job.keys = reinterpret_cast<const std::byte*>(keys32.data());
-        job.keys_out = reinterpret_cast<std::byte*>(out32.data());
-      }
-      // No pair of the host's samples falls in one run: the plan stands.
-      ASSERT_EQ(PickedSlotsFor(job, plan, radix.radix_bits), plan.picked_slots)
-          << what;
-      ASSERT_TRUE(Engine().Sort(job).ok()) << what;
-      if (width == 32) got.assign(out32.begin(), out32.end());
-      std::sort(want.begin(), want.end());
-      EXPECT_EQ(got, want) << what;
-      std::vector<std::string> names;
-      for (const StageTime& st : stages) names.push_back(st.stage);
-      EXPECT_THAT(names, ::testing::Contains("settle")) << what;
-      EXPECT_EQ(absl::c_linear_search(names, "resort"), long_run) << what;
     }
   }
 }

@@ -227,6 +227,38 @@ TEST(Policy, TheSettlesLocalMemoryIsChecked) {
   EXPECT_THAT(fits.message(), HasSubstr("the settle of 64-bit keys needs"));
 }
 
+// The first pass of a keys-only sort from scratch places keys unranked
+// (radix_unordered_onesweep) where the passes are one launch with early
+// counts and the knob is on; never with an index (argsort and payloads
+// keep equal keys in input order) or with other pass forms.
+TEST(Policy, OnlyKeysOnlyEarlyCountPassesPlaceTheFirstUnranked) {
+  for (const char* name : {"nvidia-ptx", "intel-subgroups", "gpu", "cpu"}) {
+    absl::StatusOr<EnginePolicy> named =
+        EnginePolicy::Named(name, Engine().info());
+    ASSERT_TRUE(named.ok()) << named.status();
+    const RadixSortPolicy& r = named->radix;
+    const bool early = r.pass == RadixPass::kOneLaunchEarlyCounts;
+    for (int bits : {32, 64}) {
+      const size_t n = size_t{1} << 20;
+      EXPECT_EQ(PlanRadixPasses(r, bits, false, n, true).unordered_first, early)
+          << name << " " << bits;
+      EXPECT_FALSE(PlanRadixPasses(r, bits, true, n, true).unordered_first)
+          << name << " " << bits;
+      // Without the digit totals the passes take three launches.
+      EXPECT_FALSE(PlanRadixPasses(r, bits, false, n, false).unordered_first)
+          << name << " " << bits;
+      RadixSortPolicy off = r;
+      off.unordered_first = false;
+      EXPECT_FALSE(PlanRadixPasses(off, bits, false, n, true).unordered_first)
+          << name << " " << bits;
+    }
+  }
+  EnginePolicy p = EnginePolicy::For(Engine().info());
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.unordered_first=0", &p).ok());
+  EXPECT_FALSE(p.radix.unordered_first);
+  EXPECT_THAT(p.ToString(), HasSubstr("radix.unordered_first=0"));
+}
+
 // The Intel policy goes to Intel GPUs with sub-group ranking's extensions,
 // and to nothing else: not to an Intel GPU without them, not to another
 // vendor's GPU or to a CPU device (PoCL reports "GenuineIntel" and the

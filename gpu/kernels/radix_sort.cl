@@ -148,9 +148,9 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
 // sort (sort_constants.h, SORTD_PICKED_SLOT): the highest digits in which
 // the n keys differ, as many as there are slots, in ascending order, after
 // one digit that every key shares for each slot left over (a pass over such
-// a digit moves no key). It notes below which bit keys are still unsorted
-// (0 where every digit that varies was picked) and clears the unsettled
-// flag for radix_settle. Where the runs those digits would leave look too
+// a digit moves no key out of its tile, and none at all when ranked). It
+// notes below which bit keys are still unsorted (0 where every digit that
+// varies was picked) and clears the unsettled flag for radix_settle. Where the runs those digits would leave look too
 // long to settle, it picks the lowest digits that vary instead, the first
 // passes of a sort by every digit, and sets the flag to
 // SORTD_UNSETTLED_CONTINUE, so that the engine runs the passes over the
@@ -405,114 +405,20 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
   }
 }
 
-// One pass in one launch ("onesweep"): no histogram pass and no scan
-// launches. Work-groups take tiles in the order they start (a global
-// counter), rank their tile (rank_tile), publish its digit counts, and find
-// where each digit goes by looking back over the tiles before theirs
-// (decoupled look-back): a tile's status word per digit is 0 (not yet
-// published), AGGREGATE | its own count, or PREFIX | the count of that
-// digit over every tile up to and including it. The look-back reads
-// LOOKBACK predecessors at once, so a walk over many aggregates costs a
-// few memory latencies rather than one per tile. A tile only waits for
-// tiles that started before it, which is what makes the spin safe on
-// devices that keep started work-groups running (NVIDIA and PoCL do;
-// others use radix_scatter). Counts are 30 bits (n < 2^30), or 29 with
-// marked statuses (lookback_digit).
-//   shift: the digit's first bit, or a picked slot (pass_shift; starts_at
-//     then follows the picked digit)
-//   starts[starts_at + d]: where digit d starts in this pass's output (from
-//     radix_digit_starts)
-//   status + status_at: tiles * RADIX words, zero on entry, or, with marked
-//     statuses (mark, value_mask not (0, 2^30 - 1)), of another mark.
-//   status[counter_at]: the pass's tile counter, zero on entry.
-//   zero_next: each tile zeroes its words at status + next_at (and tile 0
-//     the counter after them) for a next pass. The engine passes 0 (marked
-//     statuses need no zeroing, the others a fill before every pass), but
-//     the branch stays: without it NVIDIA's compiler makes the u32
-//     keys-only pass 5% slower at 2^24 keys (same-call A/B, decision 004).
-RADIX_KERNEL
-void radix_onesweep(__global const key_t* keys_in, __global key_t* keys_out,
-                    __global const uint* index_in, __global uint* index_out,
-                    uint n, uint shift, __global const uint* starts,
-                    uint starts_at, __global uint* status, uint tiles,
-                    uint mode, uint status_at, uint next_at,
-                    uint zero_next, uint counter_at, uint mark,
-                    uint value_mask, __global const uint* picks) {
-  TILE_STORAGE;
-  __local rank_counter_t counts[RANK_COUNTERS];
-  __local uint digit_start[RADIX];
-  __local uint digit_base[RADIX];  // global start of digit d for this tile
-  __local uint tmp[WG];
-  __local uint tile_slot;
-
-  const uint lid = get_local_id(0);
-  if (shift >= SORTD_PICKED_SLOT) {
-    shift = pass_shift(shift, picks);
-    starts_at = shift / RADIX_BITS * RADIX;
-  }
-  __global uint* next_status = status + next_at;
-  if (lid == 0) tile_slot = atomic_inc(&status[counter_at]);
-  status += status_at;
-  const uint2 marks = (uint2)(mark, value_mask);
-  // Where each digit starts in the output (radix_digit_starts).
-  for (uint d = lid; d < RADIX; d += WG) digit_base[d] = starts[starts_at + d];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const uint tile = tile_slot;
-#if STATUS_PREFETCH
-  // This tile's status lines on their way to L2 while its keys load. (A
-  // volatile load or an atomic_or of 0 per line instead measured level or
-  // slower.)
-  if (lid < RADIX / 32) {
-    __global uint* line = status + tile * RADIX + lid * 32;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
-  }
+// One pass in one launch (radix_onesweep.clt), and its twin for a first
+// pass whose keys are in no order to keep.
+#define ONESWEEP_NAME radix_onesweep
+#define ONESWEEP_UNORDERED 0
+#include "radix_onesweep.clt"
+#undef ONESWEEP_NAME
+#undef ONESWEEP_UNORDERED
+#if UNORDERED_PASS
+#define ONESWEEP_NAME radix_unordered_onesweep
+#define ONESWEEP_UNORDERED 1
+#include "radix_onesweep.clt"
+#undef ONESWEEP_NAME
+#undef ONESWEEP_UNORDERED
 #endif
-
-#if EARLY_COUNTS
-  // The look-back is done (digit_base holds this tile's share already).
-  const uint count = rank_tile_warp(keys_in, index_in, n, shift, mode, tile,
-                                    lkeys, lindex, counts, digit_start, tmp,
-                                    masks, 1, status, digit_base, marks);
-#else
-  const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
-                               lindex, counts, digit_start, tmp, masks);
-  for (uint d = lid; d < RADIX; d += WG) {
-    const uint end = d + 1 < RADIX ? digit_start[d + 1] : count;
-    digit_base[d] +=
-        lookback_digit(status, tile, d, end - digit_start[d], marks) -
-        digit_start[d];
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-#endif
-
-  // A full tile stores without a test per key.
-#if HAS_INDEX
-#define STORE_INDEX(statement) statement
-#else
-#define STORE_INDEX(statement)
-#endif
-#define STORE_KEY(li)                                         \
-  do {                                                        \
-    const key_t key = lkeys[LPAD(li)];                        \
-    const uint dst = digit_base[digit_of(key, shift)] + (li); \
-    keys_out[dst] = store_form(key, mode);                    \
-    STORE_INDEX(index_out[dst] = lindex[LPAD(li)]);           \
-  } while (0)
-  if (count == TILE) {
-    for (uint j = 0; j < ITEMS; ++j) STORE_KEY(j * WG + lid);
-  } else {
-    for (uint j = 0; j < ITEMS; ++j) {
-      const uint li = j * WG + lid;
-      if (li < count) STORE_KEY(li);
-    }
-  }
-#undef STORE_KEY
-#undef STORE_INDEX
-  if (zero_next) {
-    for (uint d = lid; d < RADIX; d += WG) next_status[tile * RADIX + d] = 0;
-    if (tile == 0 && lid == 0) next_status[tiles * RADIX] = 0;
-  }
-}
 
 #if WARP_LEVEL
 // Whole segments of up to TILE keys (ordered form, after radix_encode), one
