@@ -48,7 +48,8 @@ absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
                   std::pair{&k.segment_ids, "radix_segment_ids"},
                   std::pair{&k.segment_gather, "radix_segment_gather"},
                   std::pair{&k.segment_groups, "radix_segment_groups"}));
-  // Only keys-only builds with early counts have it.
+  // Only keys-only builds with early counts have it (taken where the
+  // policy's knob is on).
   if (unordered_pass) {
     SORTD_RETURN_IF_ERROR(MakeKernels(
         program, std::pair{&k.onesweep_unordered, "radix_unordered_onesweep"}));
@@ -215,8 +216,7 @@ absl::Status OpenClEngine::Init() {
           cache_->Get("bitonic_sort",
                       BitonicBuildOptions(policy_.bitonic, bits, with_index));
       if (!bitonic.ok()) return bitonic.status();
-      const bool unordered_pass =
-          r.pass == RadixPass::kOneLaunchEarlyCounts && !with_index;
+      const bool unordered_pass = r.UnorderedFirst(with_index);
       // Kernel objects hold their arguments: each lane has its own.
       for (auto& lane : lanes_) {
         SORTD_RETURN_IF_ERROR(

@@ -170,6 +170,12 @@ struct RadixSortPolicy {
   // digits is right there: no earlier pass ordered them). Off: ranked like
   // every other pass.
   bool unordered_first = true;
+  // Whether the passes of a build (with or without an index) have the
+  // unranked first pass (radix_unordered_onesweep) and may take it.
+  bool UnorderedFirst(bool with_index) const {
+    return unordered_first && !with_index &&
+           pass == RadixPass::kOneLaunchEarlyCounts;
+  }
 
   // Arrays of fewer keys than this can take marked statuses (29-bit counts).
   static constexpr size_t kMarkedStatusLimit = size_t{1} << 29;

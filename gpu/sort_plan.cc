@@ -29,8 +29,7 @@ RadixPassPlan PlanRadixPasses(const RadixSortPolicy& p, int key_bits,
   // The look-back's counts are 30 bits wide.
   plan.one_launch = p.OneLaunch() && has_totals && count < (size_t{1} << 30);
   if (plan.one_launch) {
-    plan.unordered_first = p.unordered_first && !with_index &&
-                           p.pass == RadixPass::kOneLaunchEarlyCounts;
+    plan.unordered_first = p.UnorderedFirst(with_index);
     plan.marked = p.MarkedStatus(count);
     plan.starts_bytes = plan.passes * plan.radix * 4;
     // Marked: one area for every pass, each pass's tile counter after it;

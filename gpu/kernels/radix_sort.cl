@@ -150,13 +150,13 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
 // one digit that every key shares for each slot left over (a pass over such
 // a digit moves no key out of its tile, and none at all when ranked). It
 // notes below which bit keys are still unsorted (0 where every digit that
-// varies was picked) and clears the unsettled flag for radix_settle. Where the runs those digits would leave look too
-// long to settle, it picks the lowest digits that vary instead, the first
-// passes of a sort by every digit, and sets the flag to
-// SORTD_UNSETTLED_CONTINUE, so that the engine runs the passes over the
-// digits above them. Runs look too long where the digits can take fewer
-// than n / 16 combinations of values (the product of each one's number of
-// values), or where SORTD_PICK_SAMPLES keys, one from each of as many
+// varies was picked) and clears the unsettled flag for radix_settle.
+// Where the runs those digits would leave look too long to settle, it
+// picks the lowest digits that vary instead, the first passes of a sort by
+// every digit, and sets the flag to SORTD_UNSETTLED_CONTINUE, so that the
+// engine runs the passes over the digits above them. Runs look too long
+// where the digits can take fewer than n / 16 combinations of values (the
+// product of each one's number of values), or where SORTD_PICK_SAMPLES keys, one from each of as many
 // strata of the array (sample_at; `keys`, raw if kind_order says their
 // kind), share values of the digits
 // more often than runs of 16 keys on average would make them: each pair
