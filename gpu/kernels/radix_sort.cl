@@ -156,9 +156,9 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
 // every digit, and sets the flag to SORTD_UNSETTLED_CONTINUE, so that the
 // engine runs the passes over the digits above them. Runs look too long
 // where the digits can take fewer than n / 16 combinations of values (the
-// product of each one's number of values), or where SORTD_PICK_SAMPLES keys, one from each of as many
-// strata of the array (sample_at; `keys`, raw if kind_order says their
-// kind), share values of the digits
+// product of each one's number of values), or where SORTD_PICK_SAMPLES
+// keys, one from each of as many strata of the array (sample_at; `keys`,
+// raw if kind_order says their kind), share values of the digits
 // more often than runs of 16 keys on average would make them: each pair
 // of samples with equal digits stands for about n^2 / samples^2 pairs of
 // keys in one run.
