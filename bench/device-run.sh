@@ -47,9 +47,13 @@ pocl() {  # name filter [seconds]
 }
 S='AllTypes/OpenClSortTest.*'
 for t in u32 i32 f32 u64 i64 f64; do pocl "$t" "$S/${t}_*" & done
-# Every warp-ranking variant (twenty engines): the longest.
-pocl warp 'Algorithms.WarpRanking' 600 &
-pocl rest "-$S:Algorithms.WarpRanking" &
+# The warp-ranking cases (one engine each; the longest part), over eight
+# processes.
+W='Algorithms/WarpRanking.*'
+for i in 0 1 2 3 4 5 6 7; do
+  GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i pocl "warp$i" "$W" 600 &
+done
+pocl rest "-$S:$W" &
 wait
 grep -h -E "sub-groups of|sub-groups seen|transpose kernel under|PASSED|FAILED" \
   "$OUT"/kernel-tests-pocl-*.log | cut -c1-200 | sort | uniq -c

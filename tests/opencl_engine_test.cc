@@ -920,14 +920,26 @@ TEST(Algorithms, OnesweepPasses) {
 
 // Warp-level ranking: the portable twin (warp operations through local
 // memory) everywhere, with warps of 32 and of 16 work-items (the Intel
-// policy's); NVIDIA's PTX version where the device is one; the sub-group
+// policy's); NVIDIA's PTX versions where the device is one; the sub-group
 // version where the device has sub-group ranking's extensions, with each
 // kind of sub-group built-ins it has and sub-groups of 16 (and 8 and 32
 // once); with three-launch and one-launch passes, 4-bit and 8-bit digits,
 // and sizes that end mid-warp and mid-tile (the padding keys must rank
-// last).
-TEST(Algorithms, WarpRanking) {
-  struct Config {
+// last). One test per ranking and pass shape, so that they run at once.
+struct WarpRankingCase {
+  std::string name;
+  TileRanking ranking;
+  int warp_size;
+  // Sub-group built-ins: unset, the device's best (BestSubgroupOps); set,
+  // these where the device has them and they are not its best.
+  std::optional<SubgroupOps> ops;
+  int radix_bits;
+  RadixPass pass;
+  bool direct_place;
+};
+
+std::vector<WarpRankingCase> WarpRankingCases() {
+  struct PassShape {
     int radix_bits;
     RadixPass pass;
     bool direct_place;
@@ -935,115 +947,145 @@ TEST(Algorithms, WarpRanking) {
   constexpr RadixPass kThree = RadixPass::kThreeLaunch;
   constexpr RadixPass kOne = RadixPass::kOneLaunch;
   constexpr RadixPass kEarly = RadixPass::kOneLaunchEarlyCounts;
-  const std::vector<Config> all = {{8, kThree, false}, {8, kOne, false},
-                                   {8, kEarly, false}, {8, kEarly, true},
-                                   {4, kThree, false}, {4, kEarly, false},
-                                   {4, kEarly, true}};
+  const std::vector<PassShape> all = {{8, kThree, false}, {8, kOne, false},
+                                      {8, kEarly, false}, {8, kEarly, true},
+                                      {4, kThree, false}, {4, kEarly, false},
+                                      {4, kEarly, true}};
   // The Intel policy's form (8-bit digits, early counts, keys placed as
   // ranked) and the three-launch pass.
-  const std::vector<Config> some = {{8, kEarly, true}, {4, kThree, false}};
-  struct Variant {
+  const std::vector<PassShape> some = {{8, kEarly, true}, {4, kThree, false}};
+  const std::vector<PassShape> intel = {some[0]};
+  struct Ranking {
+    const char* name;
     TileRanking ranking;
     int warp_size;
-    SubgroupOps ops;
-    std::vector<Config> configs;
+    std::optional<SubgroupOps> ops;
+    const std::vector<PassShape>& shapes;
   };
-  std::vector<Variant> variants = {
-      {TileRanking::kWarpEmulated, 32, SubgroupOps::kKhrBallot, all},
-      {TileRanking::kWarpEmulated, 16, SubgroupOps::kKhrBallot, some}};
-  const DeviceInfo& info = Engine().info();
-  if (absl::StrContains(info.vendor, "NVIDIA")) {
-    variants.push_back(
-        {TileRanking::kWarpBallots, 32, SubgroupOps::kKhrBallot, all});
-    variants.push_back(
-        {TileRanking::kWarpMasks, 32, SubgroupOps::kKhrBallot, all});
-  }
-  if (const std::optional<SubgroupOps> best = BestSubgroupOps(info)) {
-    variants.push_back({TileRanking::kSubgroup, 16, *best, all});
-    for (SubgroupOps ops :
-         {SubgroupOps::kKhrBallot, SubgroupOps::kKhr, SubgroupOps::kIntel}) {
-      if (ops != *best && SubgroupOpsRun(info, ops)) {
-        variants.push_back({TileRanking::kSubgroup, 16, ops, {some[0]}});
-      }
-    }
-    variants.push_back({TileRanking::kSubgroup, 32, *best, {some[0]}});
-    variants.push_back({TileRanking::kSubgroup, 8, *best, {some[0]}});
-  } else {
-    std::printf("sub-group ranking not available here: %s\n",
-                info.ToString().c_str());
-  }
-  for (const Variant& v : variants) {
-    const TileRanking ranking = v.ranking;
-    for (auto [radix_bits, pass, direct_place] : v.configs) {
+  const Ranking rankings[] = {
+      {"Emulated32", TileRanking::kWarpEmulated, 32, std::nullopt, all},
+      {"Emulated16", TileRanking::kWarpEmulated, 16, std::nullopt, some},
+      {"PtxBallots", TileRanking::kWarpBallots, 32, std::nullopt, all},
+      {"PtxMasks", TileRanking::kWarpMasks, 32, std::nullopt, all},
+      {"Subgroup16", TileRanking::kSubgroup, 16, std::nullopt, all},
+      {"Subgroup16KhrBallot", TileRanking::kSubgroup, 16,
+       SubgroupOps::kKhrBallot, intel},
+      {"Subgroup16Khr", TileRanking::kSubgroup, 16, SubgroupOps::kKhr, intel},
+      {"Subgroup16Intel", TileRanking::kSubgroup, 16, SubgroupOps::kIntel,
+       intel},
+      {"Subgroup32", TileRanking::kSubgroup, 32, std::nullopt, intel},
+      {"Subgroup8", TileRanking::kSubgroup, 8, std::nullopt, intel}};
+  std::vector<WarpRankingCase> cases;
+  for (const Ranking& r : rankings) {
+    for (const PassShape& s : r.shapes) {
       // Keys placed as ranked: not with masks, which share the keys' local
       // memory.
-      if (direct_place && ranking == TileRanking::kWarpMasks) continue;
-      OpenClEngine::Options options = CpuDevice();
-      EnginePolicy p = EnginePolicy::For(Engine().info());
-      p.radix = {.radix_bits = radix_bits,
-                 .work_group = 64,
-                 .items_32 = 8,
-                 .items_64 = 4,
-                 .items_32_keys = 16,  // keys-only tiles twice as long
-                 .items_64_keys = 8,
-                 .bank_pad = true,
-                 .pass = pass,
-                 .ranking = ranking,
-                 .warp_size = v.warp_size,
-                 .subgroup_ops = v.ops,
-                 .direct_place_32 = direct_place,
-                 .direct_place_64 = direct_place,
-                 // Up to 512 keys: tiles of 2 keys per work-item.
-                 .small_items = 2,
-                 .small_max = 512,
-                 // Segments of 65 keys up to a tile: radix_segments.
-                 .segment_radix_above = 64};
-      options.policy = p;
-      options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
-      SCOPED_TRACE(p.ToString());
-      auto engine = OpenClEngine::Create(options);
-      ASSERT_TRUE(engine.ok()) << engine.status();
-      EXPECT_EQ((*engine)->policy().radix.Ranking(64), ranking);
-      EXPECT_EQ((*engine)->policy().radix.LocalBits(), radix_bits);
-      if (ranking == TileRanking::kSubgroup) {
-        // The size the kernels saw on the device (radix_sub_group_probe).
-        EXPECT_EQ((*engine)->radix_sub_group_size(), v.warp_size);
-        std::printf(
-            "sub-group ranking: sub-groups of %d seen on the device "
-            "(%s)\n",
-            (*engine)->radix_sub_group_size(),
-            RadixBuildOptions(p.radix, 32, true, 8).c_str());
-      }
-      for (size_t n : {size_t{1}, size_t{31}, size_t{33}, size_t{511},
-                       size_t{512}, size_t{513}, size_t{70'001}}) {
-        for (Shape shape :
-             {Shape::kRandom, Shape::kFewDistinct, Shape::kSorted,
-              Shape::kReversed, Shape::kSpecial, Shape::kAllEqual}) {
-          const std::string what = absl::StrCat("n=", n);
-          CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 5),
-                    false, Extra::kNone, "warp u32 " + what);
-          CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 6),
-                    true, Extra::kU64ValuesAndPermutation, "warp f32 " + what);
-          CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 7),
-                    false, Extra::kPermutation, "warp i64 " + what);
-        }
-      }
-      // Segment lengths from 0 to 5 blocks: all three routes (radix_segments
-      // up to a tile of 512 keys with payloads, 512 for 64-bit keys alone;
-      // bitonic; radix passes).
-      size_t total = 0;
-      const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
-      CheckSegmented(
-          **engine,
-          sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4), offsets,
-          true, true);
-      CheckSegmented(
-          **engine,
-          sortd::testing::Generate<int64_t>(Shape::kFewDistinct, total, 5),
-          offsets, false, false);
+      if (s.direct_place && r.ranking == TileRanking::kWarpMasks) continue;
+      const char* pass = s.pass == kThree ? "ThreeLaunch"
+                         : s.pass == kOne ? "OneLaunch"
+                                          : "EarlyCounts";
+      cases.push_back({absl::StrCat(r.name, "_", s.radix_bits, "bit_", pass,
+                                    s.direct_place ? "_DirectPlace" : ""),
+                       r.ranking, r.warp_size, r.ops, s.radix_bits, s.pass,
+                       s.direct_place});
     }
   }
+  return cases;
 }
+
+// Test lists name the case (gtest prints parameters it cannot name as bytes).
+void PrintTo(const WarpRankingCase& c, std::ostream* os) { *os << c.name; }
+
+class WarpRanking : public ::testing::TestWithParam<WarpRankingCase> {};
+
+TEST_P(WarpRanking, SortsEveryShape) {
+  const WarpRankingCase& c = GetParam();
+  const DeviceInfo& info = Engine().info();
+  SubgroupOps ops = SubgroupOps::kKhrBallot;
+  if (c.ranking == TileRanking::kWarpBallots ||
+      c.ranking == TileRanking::kWarpMasks) {
+    if (!absl::StrContains(info.vendor, "NVIDIA")) {
+      GTEST_SKIP() << "PTX ranking is for NVIDIA devices: " << info.ToString();
+    }
+  }
+  if (c.ranking == TileRanking::kSubgroup) {
+    const std::optional<SubgroupOps> best = BestSubgroupOps(info);
+    if (!best.has_value()) {
+      GTEST_SKIP() << "sub-group ranking not available here: "
+                   << info.ToString();
+    }
+    ops = c.ops.value_or(*best);
+    if (c.ops.has_value() && (ops == *best || !SubgroupOpsRun(info, ops))) {
+      GTEST_SKIP() << "these sub-group built-ins are the device's best "
+                      "(tested as such) or missing";
+    }
+  }
+  OpenClEngine::Options options = CpuDevice();
+  EnginePolicy p = EnginePolicy::For(info);
+  p.radix = {.radix_bits = c.radix_bits,
+             .work_group = 64,
+             .items_32 = 8,
+             .items_64 = 4,
+             .items_32_keys = 16,  // keys-only tiles twice as long
+             .items_64_keys = 8,
+             .bank_pad = true,
+             .pass = c.pass,
+             .ranking = c.ranking,
+             .warp_size = c.warp_size,
+             .subgroup_ops = ops,
+             .direct_place_32 = c.direct_place,
+             .direct_place_64 = c.direct_place,
+             // Up to 512 keys: tiles of 2 keys per work-item.
+             .small_items = 2,
+             .small_max = 512,
+             // Segments of 65 keys up to a tile: radix_segments.
+             .segment_radix_above = 64};
+  options.policy = p;
+  options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
+  SCOPED_TRACE(p.ToString());
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->policy().radix.Ranking(64), c.ranking);
+  EXPECT_EQ((*engine)->policy().radix.LocalBits(), c.radix_bits);
+  if (c.ranking == TileRanking::kSubgroup) {
+    // The size the kernels saw on the device (radix_sub_group_probe).
+    EXPECT_EQ((*engine)->radix_sub_group_size(), c.warp_size);
+    std::printf("sub-group ranking: sub-groups of %d seen on the device (%s)\n",
+                (*engine)->radix_sub_group_size(),
+                RadixBuildOptions(p.radix, 32, true, 8).c_str());
+  }
+  for (size_t n : {size_t{1}, size_t{31}, size_t{33}, size_t{511}, size_t{512},
+                   size_t{513}, size_t{70'001}}) {
+    for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kSorted,
+                        Shape::kReversed, Shape::kSpecial, Shape::kAllEqual}) {
+      const std::string what = absl::StrCat("n=", n);
+      CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 5),
+                false, Extra::kNone, "warp u32 " + what);
+      CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 6), true,
+                Extra::kU64ValuesAndPermutation, "warp f32 " + what);
+      CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 7), false,
+                Extra::kPermutation, "warp i64 " + what);
+    }
+  }
+  // Segment lengths from 0 to 5 blocks: all three routes (radix_segments
+  // up to a tile of 512 keys with payloads, 512 for 64-bit keys alone;
+  // bitonic; radix passes).
+  size_t total = 0;
+  const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
+  CheckSegmented(**engine,
+                 sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
+                 offsets, true, true);
+  CheckSegmented(
+      **engine,
+      sortd::testing::Generate<int64_t>(Shape::kFewDistinct, total, 5), offsets,
+      false, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, WarpRanking, ::testing::ValuesIn(WarpRankingCases()),
+    [](const ::testing::TestParamInfo<WarpRankingCase>& p) {
+      return p.param.name;
+    });
 
 // The Intel policy as For() makes it for an Intel GPU, forced on the test
 // device (EnginePolicy::Named): where the device has sub-group ranking's
