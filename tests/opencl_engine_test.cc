@@ -930,8 +930,9 @@ struct WarpRankingCase {
   std::string name;
   TileRanking ranking;
   int warp_size;
-  // Sub-group built-ins: unset, the device's best (BestSubgroupOps); set,
-  // these where the device has them and they are not its best.
+  // Sub-group ranking's built-ins: unset, the device's best
+  // (BestSubgroupOps); set, these where the device has them and they are
+  // not its best. Other rankings take none (the policy's default).
   std::optional<SubgroupOps> ops;
   int radix_bits;
   RadixPass pass;
