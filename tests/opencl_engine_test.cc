@@ -432,10 +432,10 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
 // keys-only sort by picked digits, one run of keys equal in the picked
 // digits sits across it, ends just before it or starts on it, each in
 // random order below (runs of 2 to 64 keys, placed by their window and
-// halo), between runs of 1 to 8 keys. Sorted by the settle alone; with one
-// disordered run of 65 across an edge, found long (by either work-group)
-// and sorted by every digit (`resort`). Every picked digit varies, so the
-// picks are the top digits and the runs are the ones built here.
+// halo, and of lengths between), between runs of 1 to 8 keys. Sorted by the
+// settle alone; with one disordered run of 65 across an edge, found long (by
+// either work-group) and sorted by every digit (`resort`). Every picked digit
+// varies, so the picks are the top digits and the runs are the ones built here.
 TEST(OpenClEngine, PickedDigitsSettleRunsAcrossTileEdges) {
   for (OpenClEngine* e : {&Engine(), &EarlyCountsEngine()}) {
     OpenClEngine& engine = *e;
@@ -448,7 +448,8 @@ TEST(OpenClEngine, PickedDigitsSettleRunsAcrossTileEdges) {
       size_t length;
     };
     const Placed patterns[] = {{-64, 64}, {-63, 64}, {-32, 64}, {-1, 64},
-                               {0, 64},   {1, 64},   {-1, 2},   {-40, 50}};
+                               {0, 64},   {1, 64},   {-1, 2},   {-40, 50},
+                               {-5, 12},  {-20, 30}, {3, 17},   {-2, 5}};
     for (KeyType type : {KeyType::kU32, KeyType::kU64}) {
       const size_t width = type == KeyType::kU64 ? 64 : 32;
       const SortJob shape{.key_type = type, .count = n};
