@@ -119,20 +119,29 @@ EnginePolicy NvidiaPtxPolicy() {
              .work_group = 256,
              .items_32 = 16,
              .items_64 = 8,
-             .items_32_keys = 24,
+             // 32 keys a work-item: the longest keys-only tile of 32-bit
+             // keys that fits 48 KiB of local memory.
+             .items_32_keys = 32,
              .items_64_keys = 16,
              .bank_pad = true,
              .pass = RadixPass::kOneLaunchEarlyCounts,
              .lookback = 4,
-             // Digit peers through per-warp local masks: 3% (u32) and
-             // 5% (u64) faster than ballots at 2^26.
-             .ranking = TileRanking::kWarpMasks,
-             // 64-bit keys: ballots, with keys placed as they are ranked:
-             // 80 -> 64 registers for keys-only tiles (four work-groups
-             // per SM instead of three); u64 2^24 1.396 -> 1.314 ms, 2^28
-             // 19.74 -> 18.06, 2^26 level to -5%. Masks need local
-             // memory that direct placement uses for the keys.
-             .ranking_64 = TileRanking::kWarpBallots,
+             // Ballots, with each key placed in local memory as it is
+             // ranked (direct placement: no ranks held in registers).
+             // 64-bit keys: 80 -> 64 registers for keys-only tiles (four
+             // work-groups per SM instead of three); u64 2^24 1.396 ->
+             // 1.314 ms, 2^28 19.74 -> 18.06, 2^26 level to -5%. 32-bit
+             // keys, against digit peers through per-warp local masks
+             // (which need the local memory direct placement uses for the
+             // keys) and keys-only tiles of 24 keys a work-item, same
+             // call, span ms at 2^24 / 2^26 / 2^28: u32 keys 0.471 /
+             // 1.547 / 6.280 -> 0.450 / 1.515 / 5.907 (2^28 level in
+             // another call: 5.709 -> 5.715), f32 argsort 0.804 / 2.964 /
+             // 11.53 -> 0.754 / 2.770 / 10.76, u32 pairs 1.253 / 5.370 /
+             // 22.30 -> 1.208 / 5.200 / 22.02. Without direct placement
+             // masks had been 3% (u32) and 5% (u64) faster than ballots.
+             .ranking = TileRanking::kWarpBallots,
+             .direct_place_32 = true,
              .direct_place_64 = true,
              // Two vectors per load round: the count kernel is bound by
              // its local atomics (about 2.2 TB/s of keys at every size);

@@ -146,8 +146,11 @@ TEST(Policy, OverridesReadWhatToStringPrints) {
     EXPECT_EQ(q.ToString(), base.ToString()) << bad;  // untouched
   }
   // The build options are made from the policy alone.
-  EXPECT_THAT(RadixBuildOptions(base.radix, 32, false, 24),
-              HasSubstr("-DRANKING=3"));  // SORTD_RANK_WARP_MASKS
+  EXPECT_THAT(RadixBuildOptions(base.radix, 32, false, 32),
+              HasSubstr("-DITEMS=32 -DHAS_INDEX=0"));
+  EXPECT_THAT(
+      RadixBuildOptions(base.radix, 32, false, 32),
+      HasSubstr("-DRANKING=2 -DEARLY_COUNTS=1 -DDIRECT_PLACE=1"));  // ballots
   EXPECT_THAT(RadixBuildOptions(base.radix, 64, true, 8),
               HasSubstr("-DRANKING=2 -DEARLY_COUNTS=1 -DDIRECT_PLACE=1"));
   EXPECT_THAT(RadixBuildOptions(base.radix, 64, true, 8),
@@ -170,11 +173,11 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy np = EnginePolicy::For(nvidia);
   EXPECT_EQ(np.radix.radix_bits, 8);
   EXPECT_EQ(np.name, "nvidia-ptx");
-  EXPECT_EQ(np.radix.Ranking(32), TileRanking::kWarpMasks);
-  // 64-bit keys: ballots, keys placed as ranked.
+  // Ballots, keys placed as ranked, for either key width.
+  EXPECT_EQ(np.radix.Ranking(32), TileRanking::kWarpBallots);
   EXPECT_EQ(np.radix.Ranking(64), TileRanking::kWarpBallots);
+  EXPECT_TRUE(np.radix.DirectPlace(32));
   EXPECT_TRUE(np.radix.DirectPlace(64));
-  EXPECT_FALSE(np.radix.DirectPlace(32));
   // Marked look-back statuses up to their limit, status lines prefetched.
   EXPECT_TRUE(np.radix.MarkedStatus((size_t{1} << 29) - 1));
   EXPECT_TRUE(np.radix.status_prefetch);
@@ -189,7 +192,7 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   EXPECT_FALSE(np.CheckFits(old_nvidia).ok());
   old_nvidia.nv_compute_major = 7;
   EXPECT_EQ(EnginePolicy::For(old_nvidia).radix.ranking,
-            TileRanking::kWarpMasks);
+            TileRanking::kWarpBallots);
   EXPECT_EQ(np.radix.LocalBits(), 8);
   EXPECT_GT(np.radix.Items(32, false), np.radix.Items(32, true));
   EXPECT_TRUE(np.CheckFits(nvidia).ok()) << np.ToString();
