@@ -48,8 +48,8 @@ absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
                   std::pair{&k.segment_ids, "radix_segment_ids"},
                   std::pair{&k.segment_gather, "radix_segment_gather"},
                   std::pair{&k.segment_groups, "radix_segment_groups"}));
-  // Only the builds whose policy takes it have it
-  // (RadixSortPolicy::UnorderedFirst: keys-only, early counts, knob on).
+  // Only keys-only builds with early counts have it; it is taken where the
+  // policy's knob is on (RadixSortPolicy::UnorderedFirst).
   if (unordered_pass) {
     SORTD_RETURN_IF_ERROR(MakeKernels(
         program, std::pair{&k.onesweep_unordered, "radix_unordered_onesweep"}));

@@ -119,8 +119,8 @@ EnginePolicy NvidiaPtxPolicy() {
              .work_group = 256,
              .items_32 = 16,
              .items_64 = 8,
-             // 32 keys a work-item: the longest keys-only tile of 32-bit
-             // keys that fits 48 KiB of local memory.
+             // 32 keys a work-item for keys-only tiles of 32-bit keys,
+             // the longest tried (36 does not fit 48 KiB of local memory).
              .items_32_keys = 32,
              .items_64_keys = 16,
              .bank_pad = true,
@@ -135,9 +135,10 @@ EnginePolicy NvidiaPtxPolicy() {
              // (which need the local memory direct placement uses for the
              // keys) and keys-only tiles of 24 keys a work-item, same
              // call, span ms at 2^24 / 2^26 / 2^28: u32 keys 0.471 /
-             // 1.547 / 6.280 -> 0.450 / 1.515 / 5.907 (2^28 level in
-             // another call: 5.709 -> 5.715), f32 argsort 0.804 / 2.964 /
-             // 11.53 -> 0.754 / 2.770 / 10.76, u32 pairs 1.253 / 5.370 /
+             // 1.547 / 6.280 -> 0.450 / 1.515 / 5.907, f32 argsort
+             // 0.804 / 2.964 / 11.53 -> 0.754 / 2.770 / 10.76 (H100; an
+             // older probe on the H200 measured level to 1.4% slower,
+             // decision 004), u32 pairs 1.253 / 5.370 /
              // 22.30 -> 1.208 / 5.200 / 22.02. Without direct placement
              // masks had been 3% (u32) and 5% (u64) faster than ballots.
              .ranking = TileRanking::kWarpBallots,

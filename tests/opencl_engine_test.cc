@@ -428,14 +428,15 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
 }
 
 // Runs that meet radix_settle's tile edges (policy.radix.SettleTileKeys:
-// 2048 keys on NVIDIA, 512 on the CPU device): at every edge of a
-// keys-only sort by picked digits, one run of keys equal in the picked
-// digits sits across it, ends just before it or starts on it, each in
-// random order below (runs of 2 to 64 keys, placed by their window and
-// halo, and of lengths between), between runs of 1 to 8 keys. Sorted by the
-// settle alone; with one disordered run of 65 across an edge, found long (by
-// either work-group) and sorted by every digit (`resort`). Every picked digit
-// varies, so the picks are the top digits and the runs are the ones built here.
+// 2048 keys on NVIDIA, 512 on the CPU device): at every edge of a keys-only
+// sort by picked digits, one run of keys equal in the picked digits sits
+// across it, ends just before it or starts on or just after it, each in
+// random order below (runs of 2 to 64 keys, placed by their window and halo,
+// and of lengths between), between runs of 1 to 8 keys. Sorted by the settle
+// alone; with one disordered run of 65 across an edge, found long (by either
+// work-group) and sorted by every digit (`resort`). Every picked digit
+// varies, so the picks are the top digits and the runs are the ones built
+// here.
 TEST(OpenClEngine, PickedDigitsSettleRunsAcrossTileEdges) {
   for (OpenClEngine* e : {&Engine(), &EarlyCountsEngine()}) {
     OpenClEngine& engine = *e;
