@@ -1082,6 +1082,30 @@ TEST_P(WarpRanking, SortsEveryShape) {
       **engine,
       sortd::testing::Generate<int64_t>(Shape::kFewDistinct, total, 5), offsets,
       false, false);
+  // radix_segments gives each work-item as many keys as cover its segment:
+  // lengths on both sides of every step of that number, up to a whole
+  // keys-only tile and past it.
+  for (int bits : {32, 64}) {
+    const size_t wg = p.radix.work_group, tile = p.radix.Tile(bits, false);
+    std::vector<uint32_t> steps = {0};
+    for (size_t len = wg - 1; len <= tile + 1; len += wg) {
+      for (size_t l : {len, len + 1, len + 2}) {
+        steps.push_back(steps.back() + static_cast<uint32_t>(l));
+      }
+    }
+    SCOPED_TRACE(absl::StrCat(bits, "-bit keys only, segments by step"));
+    if (bits == 32) {
+      CheckSegmented(
+          **engine,
+          sortd::testing::Generate<uint32_t>(Shape::kRandom, steps.back(), 11),
+          steps, true, false, /*with_permutation=*/false);
+    } else {
+      CheckSegmented(
+          **engine,
+          sortd::testing::Generate<int64_t>(Shape::kSpecial, steps.back(), 12),
+          steps, false, false, /*with_permutation=*/false);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
