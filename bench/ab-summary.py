@@ -14,7 +14,8 @@ from collections import defaultdict
 
 
 def main():
-    times = defaultdict(lambda: defaultdict(list))  # (op, dtype, n) -> label -> [ms]
+    # (op, dtype, n, segments) -> label -> [ms]
+    times = defaultdict(lambda: defaultdict(list))
     labels = []
     for line in open(sys.argv[1]):
         line = line.strip()
@@ -25,7 +26,8 @@ def main():
             if r.get("op") == "info" and r["label"] not in labels:
                 labels.append(r["label"])
             continue
-        times[(r["op"], r["dtype"], r["n"])][r["label"]].append(
+        key = (r["op"], r["dtype"], r["n"], r.get("segments", 1))
+        times[key][r["label"]].append(
             r.get("span_ms", r["ms"]))
     cub = {}
     if len(sys.argv) > 2:
@@ -33,10 +35,12 @@ def main():
             r = json.loads(line)
             if r.get("impl") == "cub" and r.get("op") == "sort_keys":
                 cub[(r["dtype"], r["n"])] = r["ms"]
-    print("case".ljust(26) + "".join(l[:12].rjust(13) for l in labels))
+    print("case".ljust(34) + "".join(l[:12].rjust(13) for l in labels))
     for key in sorted(times):
-        op, dtype, n = key
-        row = f"{op} {dtype} 2^{n.bit_length() - 1}".ljust(26)
+        op, dtype, n, segments = key
+        shape = (f"{segments}x{n // segments}" if segments > 1
+                 else f"2^{n.bit_length() - 1}")
+        row = f"{op} {dtype} {shape}".ljust(34)
         for label in labels:
             v = times[key].get(label)
             cell = f"{statistics.median(v):.3f}" if v else "-"

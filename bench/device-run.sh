@@ -17,46 +17,68 @@
 #   bash bench/device-run.sh
 #   PARTS=bench SIZES=16,24,26,28 bash bench/device-run.sh
 # Logs and JSON lines go to $OUT (default /tmp/sortd-out). PARTS (default
-# tests,verify,bench) picks the parts to run; SIZES (log2 key counts,
-# default 16,20,24,26) the benchmark's sizes.
+# tests,verify,bench) picks the parts to run; SUITES (default gpu,pocl)
+# the test suites of the tests part; SIZES (log2 key counts, default
+# 16,20,24,26) the benchmark's sizes.
 set -uo pipefail
 source .device/setup.sh
 OUT=${OUT:-/tmp/sortd-out}
 mkdir -p "$OUT"
 SIZES=${SIZES:-16,20,24,26}
 PARTS=${PARTS:-tests,verify,bench}
+SUITES=${SUITES:-gpu,pocl}
 part() { [[ ",$PARTS," == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
 if part tests; then
-echo "== kernel tests on the GPU"
-SORTD_TEST_DEVICE=gpu timeout 420 opencl_engine_test --gtest_brief=1 \
-  > "$OUT/kernel-tests.log" 2>&1
-echo "kernel tests exit $?"; tail -4 "$OUT/kernel-tests.log"
-
-echo "== kernel tests on the machine's PoCL with the Intel policy forced (sub-group ranking and transpose)"
-# PoCL 5's CPU device has the sub-group extensions (sub-groups of a required
-# size), so the intel-subgroups policy runs there as on an Intel GPU; its
-# sub-group operations are barriers there, so the suite runs as one process
-# per group of tests, at once.
-pocl() {  # name filter [seconds]
-  SORTD_TEST_DEVICE=cpu SORTD_TEST_POLICY=intel-subgroups timeout "${3:-300}" \
-    opencl_engine_test --gtest_brief=1 --gtest_filter="$2" \
-    > "$OUT/kernel-tests-pocl-$1.log" 2>&1
-  echo "PoCL (intel-subgroups) $1 exit $?"
+# One process per group of tests, at once: each warp-ranking case builds its
+# own engine (the longest part: on the H100 mostly kernel builds, 400 s and
+# more in one process; on PoCL 5 the sub-group operations are barriers).
+# Each process has a PoCL kernel cache of its own: processes that build the
+# same program at once in a shared one can fail the build.
+# suite DEVICE NAME FILTER SECONDS [POLICY]
+suite() {
+  env SORTD_TEST_DEVICE="$1" ${5:+SORTD_TEST_POLICY=$5} \
+    POCL_CACHE_DIR="$(mktemp -d /tmp/pocl-cache.XXXXXX)" timeout "$4" \
+    opencl_engine_test --gtest_brief=1 --gtest_filter="$3" \
+    > "$OUT/kernel-tests-$1-$2.log" 2>&1
+  echo "kernel tests ($1${5:+, $5}) $2 exit $?"
 }
 S='AllTypes/OpenClSortTest.*'
-for t in u32 i32 f32 u64 i64 f64; do pocl "$t" "$S/${t}_*" & done
-# The warp-ranking cases (one engine each; the longest part), over eight
-# processes.
 W='Algorithms/WarpRanking.*'
-for i in 0 1 2 3 4 5 6 7; do
-  GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i pocl "warp$i" "$W" 600 &
-done
-pocl rest "-$S:$W" &
+# shards DEVICE NAME FILTER PROCESSES SECONDS [POLICY]: the tests FILTER
+# names, over that many processes, in the background.
+shards() {
+  for ((i = 0; i < $4; ++i)); do
+    GTEST_TOTAL_SHARDS=$4 GTEST_SHARD_INDEX=$i suite "$1" "$2$i" "$3" "$5" \
+      "${6:-}" &
+  done
+}
+summary() {  # DEVICE: the processes' logs become one, kernel-tests-DEVICE.log
+  local logs=("$OUT"/kernel-tests-"$1"-*.log)
+  grep -h -E "sub-groups of|sub-groups seen|transpose kernel under|PASSED|FAILED" \
+    "${logs[@]}" | cut -c1-200 | sort | uniq -c
+  tail -n +1 "${logs[@]}" > "$OUT/kernel-tests-$1.log" && rm -f "${logs[@]}"
+}
+if [[ ",$SUITES," == *",gpu,"* ]]; then
+echo "== kernel tests on the GPU"
+shards gpu warp "$W" 8 420
+suite gpu rest "-$W" 420 &
 wait
-grep -h -E "sub-groups of|sub-groups seen|transpose kernel under|PASSED|FAILED" \
-  "$OUT"/kernel-tests-pocl-*.log | cut -c1-200 | sort | uniq -c
+summary gpu
+fi
+
+if [[ ",$SUITES," == *",pocl,"* ]]; then
+echo "== kernel tests on the machine's PoCL with the Intel policy forced (sub-group ranking and transpose)"
+# PoCL 5's CPU device has the sub-group extensions (sub-groups of a required
+# size), so the intel-subgroups policy runs there as on an Intel GPU.
+P=intel-subgroups
+for t in u32 i32 f32 u64 i64 f64; do suite cpu "$t" "$S/${t}_*" 300 $P & done
+shards cpu warp "$W" 8 600 $P
+shards cpu rest "-$S:$W" 3 600 $P
+wait
+summary cpu
+fi
 fi
 
 if part verify; then
