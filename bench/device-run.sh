@@ -38,11 +38,16 @@ if part tests; then
 # same program at once in a shared one can fail the build.
 # suite DEVICE NAME FILTER SECONDS [POLICY]
 suite() {
+  local cache log="$OUT/kernel-tests-$1-$2.log" rc
+  cache=$(mktemp -d /tmp/pocl-cache.XXXXXX)
   env SORTD_TEST_DEVICE="$1" ${5:+SORTD_TEST_POLICY=$5} \
-    POCL_CACHE_DIR="$(mktemp -d /tmp/pocl-cache.XXXXXX)" timeout "$4" \
-    opencl_engine_test --gtest_brief=1 --gtest_filter="$3" \
-    > "$OUT/kernel-tests-$1-$2.log" 2>&1
-  echo "kernel tests ($1${5:+, $5}) $2 exit $?"
+    POCL_CACHE_DIR="$cache" timeout "$4" \
+    opencl_engine_test --gtest_brief=1 --gtest_filter="$3" > "$log" 2>&1
+  rc=$?
+  rm -rf "$cache"
+  echo "kernel tests ($1${5:+, $5}) $2 exit $rc"
+  # A timeout (124) or a crash prints no FAILED line: the log's end.
+  [ "$rc" = 0 ] || tail -5 "$log" | sed "s/^/  $2: /"
 }
 S='AllTypes/OpenClSortTest.*'
 W='Algorithms/WarpRanking.*'

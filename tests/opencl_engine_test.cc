@@ -1041,8 +1041,8 @@ TEST_P(WarpRanking, SortsEveryShape) {
              // Up to 512 keys: tiles of 2 keys per work-item.
              .small_items = 2,
              .small_max = 512,
-             // Segments of 65 keys up to a tile: radix_segments.
-             .segment_radix_above = 64};
+             // Segments of 2 keys up to a tile: radix_segments.
+             .segment_radix_above = 1};
   options.policy = p;
   options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
   SCOPED_TRACE(p.ToString());
@@ -1083,11 +1083,13 @@ TEST_P(WarpRanking, SortsEveryShape) {
       sortd::testing::Generate<int64_t>(Shape::kFewDistinct, total, 5), offsets,
       false, false);
   // radix_segments gives each work-item as many keys as cover its segment:
-  // lengths on both sides of every step of that number, up to a whole
-  // keys-only tile and past it.
+  // lengths on both sides of every step of that number, from one key a
+  // work-item (and segments of 2 and 3 keys) up to a whole keys-only tile
+  // and past it.
+  const RadixSortPolicy& rp = (*engine)->policy().radix;
   for (int bits : {32, 64}) {
-    const size_t wg = p.radix.work_group, tile = p.radix.Tile(bits, false);
-    std::vector<uint32_t> steps = {0};
+    const size_t wg = rp.work_group, tile = rp.Tile(bits, false);
+    std::vector<uint32_t> steps = {0, 2, 5};
     for (size_t len = wg - 1; len <= tile + 1; len += wg) {
       for (size_t l : {len, len + 1, len + 2}) {
         steps.push_back(steps.back() + static_cast<uint32_t>(l));
