@@ -130,10 +130,10 @@ constexpr Doc kDeviceMemory{
 constexpr Doc kDeviceLateness{
     "sortd_router_device_lateness",
     "How much later than the router estimated the devices have lately "
-    "answered requests overflowed from the CPU path, by operation, as of "
-    "the last such answer (1: on time); spill and overflow scale device "
-    "estimates by it, which the router fades towards 1 with a 30 s "
-    "half-life between answers"};
+    "answered requests overflowed from the CPU path, by operation, as the "
+    "router sees it at the scrape (1: on time); spill and overflow scale "
+    "device estimates by it, and it fades towards 1 with a 30 s half-life "
+    "between answers"};
 constexpr Doc kQueuedKeys{
     "sortd_queued_keys",
     "Keys of requests waiting to run (32 per matrix for transposes)"};
@@ -169,8 +169,21 @@ prometheus::Family<prometheus::Histogram>& Histograms(prometheus::Registry& r,
 
 }  // namespace
 
+// The exposer's view of a Metrics: Collect() at each scrape.
+class Metrics::Scraped : public prometheus::Collectable {
+ public:
+  explicit Scraped(const Metrics* m) : m_(m) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return m_->Collect();
+  }
+
+ private:
+  const Metrics* m_;
+};
+
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
+      scraped_(std::make_shared<Scraped>(this)),
       process_(std::make_shared<ProcessCollector>()),
       requests_(Counters(*registry_, kRequests)),
       request_duration_(Histograms(*registry_, kRequestDuration)),
@@ -207,6 +220,22 @@ Metrics::Metrics()
       .Set(1);
 }
 
+std::vector<prometheus::MetricFamily> Metrics::Collect() const {
+  {
+    std::lock_guard<std::mutex> lock(lateness_mu_);
+    if (lateness_source_) {
+      late_sort_.Set(lateness_source_(Op::kSort));
+      late_transpose_.Set(lateness_source_(Op::kTranspose));
+    }
+  }
+  return registry_->Collect();
+}
+
+void Metrics::SetLatenessSource(std::function<double(Op)> source) {
+  std::lock_guard<std::mutex> lock(lateness_mu_);
+  lateness_source_ = std::move(source);
+}
+
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
     const std::string& listen) {
   std::unique_ptr<Metrics> m(new Metrics());
@@ -218,7 +247,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
-  m->exposer_->RegisterCollectable(m->registry_);
+  m->exposer_->RegisterCollectable(m->scraped_);
   m->exposer_->RegisterCollectable(m->process_);
   return m;
 }

@@ -10,7 +10,9 @@
 #ifndef SORTD_SERVER_METRICS_H_
 #define SORTD_SERVER_METRICS_H_
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,13 +94,28 @@ class Metrics final : public SchedulerListener {
 
   prometheus::Registry& registry() { return *registry_; }
 
+  // What /metrics serves: the registry, after the gauges read at scrape
+  // time (the router's device lateness) are brought up to date.
+  std::vector<prometheus::MetricFamily> Collect() const;
+
+  // Where each scrape reads the router's device lateness by operation (the
+  // scheduler's, which fades between answers); empty: the gauges keep what
+  // OnDeviceLateness last set. Clear it before the source goes away: it
+  // returns once no scrape is reading it.
+  void SetLatenessSource(std::function<double(Op)> source);
+
   // Stops the HTTP endpoint at once (see the .cc for how).
   ~Metrics() override;
 
  private:
   Metrics();
 
+  class Scraped;
+
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> scraped_;  // Collect(), served
+  mutable std::mutex lateness_mu_;
+  std::function<double(Op)> lateness_source_;  // guarded by lateness_mu_
   std::shared_ptr<prometheus::Collectable> process_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string listen_host_;  // where the exposer listens, for ~Metrics

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -721,6 +722,13 @@ int Serve() {
   LogEngines(cpu, *engines);
   sortd::Scheduler scheduler(options, &cpu, std::move(*engines),
                              metrics->get());
+  // Scrapes read the router's lateness as it fades; the source is cleared
+  // (after any scrape reading it) before the scheduler is destroyed.
+  (*metrics)->SetLatenessSource(
+      [&scheduler](sortd::Op op) { return scheduler.device_late(op); });
+  absl::Cleanup no_lateness_source = [&metrics] {
+    (*metrics)->SetLatenessSource(nullptr);
+  };
   service.SetScheduler(&scheduler);
   std::unique_ptr<sortd::IdleTrimmer> trimmer =
       StartTrimmer(host_buffers, service, metrics->get());

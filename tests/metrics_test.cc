@@ -40,5 +40,33 @@ TEST(Metrics, DeviceLatenessIsAGaugeByOperation) {
                         "sortd_router_device_lateness{op=\"transpose\"} 1\n"));
 }
 
+TEST(Metrics, DeviceLatenessIsReadFromItsSourceAtEachScrape) {
+  auto m = Metrics::Create("");
+  ASSERT_TRUE(m.ok()) << m.status();
+  (*m)->OnDeviceLateness(Op::kSort, 6.5);
+  double sort_late = 3.25;
+  (*m)->SetLatenessSource(
+      [&sort_late](Op op) { return op == Op::kSort ? sort_late : 1.5; });
+  auto scrape = [&] {
+    return prometheus::TextSerializer().Serialize((*m)->Collect());
+  };
+  std::string text = scrape();
+  EXPECT_THAT(text, testing::HasSubstr(
+                        "sortd_router_device_lateness{op=\"sort\"} 3.25\n"));
+  EXPECT_THAT(text,
+              testing::HasSubstr(
+                  "sortd_router_device_lateness{op=\"transpose\"} 1.5\n"));
+  // The router's value fades between answers; no event reports that.
+  sort_late = 1.125;
+  EXPECT_THAT(
+      scrape(),
+      testing::HasSubstr("sortd_router_device_lateness{op=\"sort\"} 1.125\n"));
+  // Without a source, the last value set stays.
+  (*m)->SetLatenessSource(nullptr);
+  (*m)->OnDeviceLateness(Op::kSort, 2);
+  EXPECT_THAT(scrape(), testing::HasSubstr(
+                            "sortd_router_device_lateness{op=\"sort\"} 2\n"));
+}
+
 }  // namespace
 }  // namespace sortd
