@@ -353,10 +353,10 @@ std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes() const {
        core_.pinned ? static_cast<double>(core_.pinned->stats().bytes) : 0.0}};
 }
 
-absl::Status OpenClEngine::Upload(Run& run, const SortJob& job,
-                                  const SortPlan& plan, bool count_digits,
-                                  bool encode, SortArrays& a,
-                                  cl::Buffer* totals) {
+absl::Status OpenClEngine::Upload(
+    Run& run, const SortJob& job, const SortPlan& plan, bool count_digits,
+    bool encode, SortArrays& a, cl::Buffer* totals,
+    const std::function<absl::Status()>& after_inputs) {
   for (auto [buffer, bytes, what] :
        {std::tuple{&a.raw, plan.raw_bytes, "raw keys"},
         {&a.keys[0], plan.keys_bytes, "keys"},
@@ -371,6 +371,7 @@ absl::Status OpenClEngine::Upload(Run& run, const SortJob& job,
     *buffer = *b;
   }
   SORTD_RETURN_IF_ERROR(WriteInputs(run, job, a));
+  if (after_inputs) SORTD_RETURN_IF_ERROR(after_inputs());
   if (count_digits) {
     SORTD_RETURN_IF_ERROR(run.Zero(*totals, plan.totals_bytes, "histogram"));
   }
@@ -549,12 +550,13 @@ absl::StatusOr<bool> OpenClEngine::SettleOrSortEveryDigit(Run& run,
   return true;
 }
 
-absl::Status OpenClEngine::UploadAndRadixSort(Run& run, const SortJob& job,
-                                              const SortPlan& plan,
-                                              SortArrays& a, Settle* settle) {
+absl::Status OpenClEngine::UploadAndRadixSort(
+    Run& run, const SortJob& job, const SortPlan& plan, SortArrays& a,
+    Settle* settle, const std::function<absl::Status()>& after_inputs) {
   // Digits counted, keys left raw: the first pass orders them as it reads.
   cl::Buffer totals;
-  SORTD_RETURN_IF_ERROR(Upload(run, job, plan, true, false, a, &totals));
+  SORTD_RETURN_IF_ERROR(
+      Upload(run, job, plan, true, false, a, &totals, after_inputs));
   const RawEnds raw_ends{
       .keys = a.raw,
       .kind_order =

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -222,9 +223,13 @@ class OpenClEngine final : public Sorter {
 
   // Allocates the plan's arrays, uploads keys and values, and encodes the
   // keys (`encode`) and/or counts every pass's digits into `totals`.
-  absl::Status Upload(Run& run, const SortJob& job, const SortPlan& plan,
-                      bool count_digits, bool encode, SortArrays& a,
-                      cl::Buffer* totals);
+  // `after_inputs` (if any) enqueues more writes after the inputs' and
+  // before the first kernel: small host writes then neither hold up the
+  // inputs' upload nor leave the device idle between kernels.
+  absl::Status Upload(
+      Run& run, const SortJob& job, const SortPlan& plan, bool count_digits,
+      bool encode, SortArrays& a, cl::Buffer* totals,
+      const std::function<absl::Status()>& after_inputs = nullptr);
   // Ordered keys back to raw bits, payload gathered, then everything down.
   absl::Status Download(Run& run, const SortJob& job, SortArrays& a);
   // The job's keys and values to a.raw and a.values, part by part where
@@ -245,9 +250,11 @@ class OpenClEngine final : public Sorter {
   // if a pass after the first ran (a.keys_raw), else ordered; with their
   // indices if the plan has them. A plan with picked digits sorts those,
   // then settles the runs they leave, and needs `settle`.
-  absl::Status UploadAndRadixSort(Run& run, const SortJob& job,
-                                  const SortPlan& plan, SortArrays& a,
-                                  Settle* settle = nullptr);
+  // `after_inputs` as for Upload.
+  absl::Status UploadAndRadixSort(
+      Run& run, const SortJob& job, const SortPlan& plan, SortArrays& a,
+      Settle* settle = nullptr,
+      const std::function<absl::Status()>& after_inputs = nullptr);
   // After a download of a sort by picked digits: where radix_settle found
   // a run too long to sort, the keys sorted by every digit (true if so;
   // they are then to be downloaded again).

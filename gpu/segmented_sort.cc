@@ -80,9 +80,11 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
 
   if (any_long) return SegmentsAsOneArray(run, job, offsets);
 
-  // The offsets and the segment lists go to the device before the keys are
-  // encoded: written between kernels, each small write left the device
-  // idle for a host round trip (0.13 ms for 16384 segments on the H100).
+  // The offsets and the segment lists are written after the keys and
+  // before the first kernel (Upload's after_inputs): written between
+  // kernels, each small write left the device idle for a host round trip
+  // (0.1 ms for 16384 segments on the H100); written before the keys, they
+  // held up the keys' upload.
   cl::Buffer d_offsets;
   cl::Buffer d_lists[3];
   const std::vector<uint32_t>* lists[3] = {&short_segments, &radix_segments,
@@ -93,24 +95,33 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
         run.Allocate(offsets.size() * 4, "segment offsets");
     if (!b.ok()) return b.status();
     d_offsets = *b;
-    SORTD_RETURN_IF_ERROR(run.WriteCopy(d_offsets, offsets.size() * 4,
-                                        offsets.data(), "segment offsets"));
   }
   for (int l = 0; l < 3; ++l) {
     if (lists[l]->empty()) continue;
-    const size_t bytes = lists[l]->size() * 4;
-    absl::StatusOr<cl::Buffer> b = run.Allocate(bytes, "segment list");
+    absl::StatusOr<cl::Buffer> b =
+        run.Allocate(lists[l]->size() * 4, "segment list");
     if (!b.ok()) return b.status();
     d_lists[l] = *b;
-    SORTD_RETURN_IF_ERROR(
-        run.WriteCopy(d_lists[l], bytes, lists[l]->data(), "segment list"));
   }
+  auto write_lists = [&]() -> absl::Status {
+    if (d_offsets() != nullptr) {
+      SORTD_RETURN_IF_ERROR(run.WriteCopy(d_offsets, offsets.size() * 4,
+                                          offsets.data(), "segment offsets"));
+    }
+    for (int l = 0; l < 3; ++l) {
+      if (lists[l]->empty()) continue;
+      SORTD_RETURN_IF_ERROR(run.WriteCopy(d_lists[l], lists[l]->size() * 4,
+                                          lists[l]->data(), "segment list"));
+    }
+    return absl::OkStatus();
+  };
 
   SortArrays a;
   cl::Buffer totals;
   const SortPlan plan =
       PlanSort(policy_, SortAlgorithm::kRadix, job, job.count);
-  SORTD_RETURN_IF_ERROR(Upload(run, job, plan, false, true, a, &totals));
+  SORTD_RETURN_IF_ERROR(
+      Upload(run, job, plan, false, true, a, &totals, write_lists));
   // One work-group per listed segment.
   auto per_segment = [&](int l, auto& kernel, size_t group_size,
                          auto bind) -> absl::Status {
@@ -150,8 +161,8 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
         "a segmented sort of ", n, " keys needs ", plan.Footprint(),
         " bytes of device memory; a run may hold ", core_.run_budget));
   }
-  // Offsets and the ids' digit totals are written before the first kernel,
-  // so that no small write waits between kernels.
+  // Offsets and the ids' digit totals are written after the keys and before
+  // the first kernel (as in SegmentsOnLane).
   SortArrays b;
   cl::Buffer d_offsets, id_totals;
   for (auto [buffer, bytes, what] :
@@ -165,8 +176,6 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
     if (!buf.ok()) return buf.status();
     *buffer = *buf;
   }
-  SORTD_RETURN_IF_ERROR(run.WriteCopy(d_offsets, plan.offsets_bytes,
-                                      offsets.data(), "segment offsets"));
   // The ids' digit counts follow from the segments' lengths.
   const size_t radix = plan.ids.radix;
   const int digit_bits = policy_.radix.radix_bits;
@@ -177,10 +186,14 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
       totals[p * radix + ((s >> (p * digit_bits)) & (radix - 1))] += len;
     }
   }
-  SORTD_RETURN_IF_ERROR(run.WriteCopy(id_totals, plan.id_totals_bytes,
-                                      totals.data(), "segment digit totals"));
   SortArrays a;
-  SORTD_RETURN_IF_ERROR(UploadAndRadixSort(run, job, plan.keys, a));
+  SORTD_RETURN_IF_ERROR(UploadAndRadixSort(
+      run, job, plan.keys, a, nullptr, [&]() -> absl::Status {
+        SORTD_RETURN_IF_ERROR(run.WriteCopy(d_offsets, plan.offsets_bytes,
+                                            offsets.data(), "segment offsets"));
+        return run.WriteCopy(id_totals, plan.id_totals_bytes, totals.data(),
+                             "segment digit totals");
+      }));
 
   // Each key's segment, from its place before the sort (a.index).
   Lane& lane = run.lane();
