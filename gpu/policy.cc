@@ -180,11 +180,16 @@ EnginePolicy NvidiaPtxPolicy() {
              // there the settle costs more than the pass it saves from
              // 2^24 keys (u32 2^26 1.715 against 1.589 ms).
              .picked_margin_bits_64 = -4};
-  // Bitonic only below 2^12 keys: the warp-ranked one-launch radix beats
-  // it from 2^16 on (u32 0.086 vs 0.150 ms, u64 0.147 vs 0.200; decision
-  // record docs/decisions/005-bitonic-for-small-arrays.md).
+  // Bitonic up to 2^12 keys, and up to 2^14 32-bit keys sorted without an
+  // index: there radix's picked passes, settle and launch gaps cost more
+  // than the network (u32 keys only, 16384 keys, three runs: span 0.092-
+  // 0.099 ms against 0.112-0.124, host to host 0.143-0.151 against
+  // 0.221-0.274), while argsort and 64-bit keys are level or faster by
+  // radix at 16384 keys and every kind is faster by radix at 65536
+  // (docs/decisions/005-bitonic-for-small-arrays.md).
   p.bitonic.max_keys = size_t{1} << 12;
   p.bitonic.max_keys_64 = size_t{1} << 12;
+  p.bitonic.max_keys_32_keys = size_t{1} << 14;
   p.transpose = {.matrices_per_group = 64};
   return p;
 }
@@ -636,6 +641,7 @@ const std::vector<Knob>& Knobs() {
       Number("bitonic.work_group", &E::bitonic, &B::work_group),
       Number("bitonic.max_keys", &E::bitonic, &B::max_keys),
       Number("bitonic.max_keys_64", &E::bitonic, &B::max_keys_64),
+      Number("bitonic.max_keys_32_keys", &E::bitonic, &B::max_keys_32_keys),
       Number("transpose.matrices_per_group", &E::transpose,
              &TransposePolicy::matrices_per_group),
       Number("transpose.sub_group_size", &E::transpose,

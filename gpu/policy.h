@@ -223,13 +223,16 @@ struct BitonicPolicy {
   int block_64 = 2048;
   int work_group = 256;
   // Single arrays of at most this many keys are sorted by the bitonic
-  // network instead of radix: its one launch beats radix's passes there.
-  // max_keys_64 for 64-bit keys (0: max_keys).
+  // network instead of radix: its few launches beat radix's passes there.
+  // max_keys_64 for 64-bit keys, max_keys_32_keys for 32-bit keys sorted
+  // without an index (keys only); 0: max_keys.
   size_t max_keys = 4096;
   size_t max_keys_64 = 0;
+  size_t max_keys_32_keys = 0;
 
-  size_t MaxKeys(int key_bits) const {
-    return key_bits == 64 && max_keys_64 > 0 ? max_keys_64 : max_keys;
+  size_t MaxKeys(int key_bits, bool keys_only) const {
+    if (key_bits == 64) return max_keys_64 > 0 ? max_keys_64 : max_keys;
+    return keys_only && max_keys_32_keys > 0 ? max_keys_32_keys : max_keys;
   }
   int Block(int key_bits) const { return key_bits == 64 ? block_64 : block_32; }
   size_t LocalBytes(int key_bits) const {

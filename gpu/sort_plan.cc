@@ -70,7 +70,7 @@ SortPlan PlanSortOf(const EnginePolicy& policy, SortAlgorithm algorithm,
   plan.count = count;
   plan.bitonic = algorithm == SortAlgorithm::kBitonic ||
                  (algorithm == SortAlgorithm::kAuto &&
-                  count <= policy.bitonic.MaxKeys(plan.key_bits));
+                  count <= policy.bitonic.MaxKeys(plan.key_bits, !with_index));
   plan.padded = plan.bitonic
                     ? std::max<size_t>(NextPow2(count),
                                        policy.bitonic.Block(plan.key_bits))

@@ -139,9 +139,10 @@ TEST(OpenClEngine, ProfilesOneRunAnInterval) {
     int profiled = 0;
     for (int r = 0; r < runs; ++r) {
       SCOPED_TRACE(absl::StrCat(absl::FormatDuration(interval), " run ", r));
+      // A radix sort on every policy (its passes report "scatter").
       const StageTimes stages = TimedSort(
           **engine,
-          sortd::testing::Generate<uint32_t>(Shape::kRandom, 5000, 10 + r));
+          sortd::testing::Generate<uint32_t>(Shape::kRandom, 50000, 10 + r));
       std::map<std::string, int> seen;
       for (const StageTime& st : stages) ++seen[st.stage];
       EXPECT_EQ(seen["host_enqueue"], 1);
