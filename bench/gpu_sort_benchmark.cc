@@ -16,7 +16,9 @@
 //                      [--policy=radix.pass=one-launch,radix.lookback=8,...]
 //                      (the device's policy with these knobs changed: the
 //                      keys and values its "policy" line prints; e.g.
-//                      bitonic.max_keys=0 sorts every size by radix)
+//                      bitonic.max_keys=0,bitonic.max_keys_64=0,
+//                      bitonic.max_keys_32_keys=0 sorts every size by
+//                      radix)
 //                      [--quick]
 //                      [--cases=u32,u64,f32,i32,pairs] (the main cases to
 //                      run; all by default)

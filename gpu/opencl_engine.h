@@ -73,8 +73,8 @@ class OpenClEngine final : public Sorter {
     // Knobs set after the policy is chosen (ApplyPolicyOverrides' list,
     // e.g. "radix.pass=three-launch"); empty: none.
     std::string policy_overrides;
-    // Which algorithm sorts single arrays: by size (the policy's
-    // bitonic.max_keys), or forced (benchmarks measure both).
+    // Which algorithm sorts single arrays: by size and kind
+    // (BitonicPolicy::MaxKeys), or forced (benchmarks measure both).
     SortAlgorithm algorithm = SortAlgorithm::kAuto;
     // Transpose kernel: the sub-group shuffle one where the device has
     // sub-group shuffles of a usable size, else the portable one; or forced

@@ -156,7 +156,7 @@ EnginePolicy NvidiaPtxPolicy() {
              .small_max = size_t{1} << 18,
              // Segments of up to 2048 keys by the bitonic network (its
              // block is 4096), longer ones by radix_segments: 2^24 keys in
-             // 8192 segments of 2048, span ms, same call, three rounds:
+             // 8192 segments of 2048, span ms, one A/B, three rounds:
              // i32 0.668 -> 0.611, i64 1.042 -> 1.049.
              .segment_radix_above = 2048,
              // Marked statuses (no fill between passes) with each tile's
@@ -182,9 +182,9 @@ EnginePolicy NvidiaPtxPolicy() {
              .picked_margin_bits_64 = -4};
   // Bitonic up to 2^12 keys, and up to 2^14 32-bit keys sorted without an
   // index: there radix's picked passes, settle and launch gaps cost more
-  // than the network (u32 keys only, 16384 keys, three runs: span 0.092-
+  // than the network (u32 keys only, 16384 keys, three runs: span 0.091-
   // 0.099 ms against 0.112-0.124, host to host 0.143-0.151 against
-  // 0.221-0.274), while argsort and 64-bit keys are level or faster by
+  // 0.221-0.310), while argsort and 64-bit keys are level or faster by
   // radix at 16384 keys and every kind is faster by radix at 65536
   // (docs/decisions/005-bitonic-for-small-arrays.md).
   p.bitonic.max_keys = size_t{1} << 12;

@@ -61,7 +61,7 @@ RadixPassPlan PlanRadixPasses(const RadixSortPolicy& policy, int key_bits,
                               bool with_index, size_t count, bool has_totals);
 
 enum class SortAlgorithm {
-  kAuto,   // by size: the policy's bitonic.max_keys
+  kAuto,   // by size: the policy's bitonic.max_keys* (BitonicPolicy::MaxKeys)
   kRadix,  // forced (benchmarks measure both)
   kBitonic,
 };
