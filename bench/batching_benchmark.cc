@@ -365,6 +365,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
     return 1;
   }
+  if (const std::string& f = (*engine)->policy_fallback(); !f.empty()) {
+    std::fprintf(stderr, "batching_benchmark: WARNING: %s\n", f.c_str());
+  }
   const std::string device = (*engine)->device_name();
   std::unique_ptr<sortd::Sorter> shared(std::move(*engine));
   // The engine is handed to each scheduler in turn through a thin owner.

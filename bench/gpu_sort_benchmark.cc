@@ -116,6 +116,9 @@ void ShapeKeys(std::vector<uint64_t>& words, size_t n, size_t ks,
   }
 }
 
+// Every value of the pairs case (the keys' order is what is measured).
+constexpr uint32_t kPairValue = 7;
+
 // Whether `out` holds `in`'s n integer keys of `type` in ascending order:
 // in order, and with the same sum, sum of squares and xor of the keys (a
 // key lost or doubled shows).
@@ -136,12 +139,50 @@ bool SortedPermutationOf(const void* in, const void* out, size_t n) {
   return std::equal(sums[0], sums[0] + 3, sums[1]);
 }
 
-// "verified": true or false for keys-only sorts of integer keys (ascending,
-// the benchmark's order); nothing for other cases.
-std::string Verified(const Case& c, const void* in, const void* out,
+// Whether `out` holds `in`'s n keys in ascending order as argsort returns
+// them: each the input's key at its index in `perm` (bit for bit), every
+// index once, and equal keys in input order.
+template <typename T>
+bool StableArgsortOf(const void* in, const void* out, const uint32_t* perm,
                      size_t n) {
-  if (std::string(c.op) != "sort_keys") return "";
+  const T* a = static_cast<const T*>(in);
+  const T* b = static_cast<const T*>(out);
+  std::vector<bool> seen(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t p = perm[i];
+    if (p >= n || seen[p]) return false;
+    seen[p] = true;
+    if (std::memcmp(&a[p], &b[i], sizeof(T)) != 0) return false;
+    if (i > 0 && (b[i] < b[i - 1] || (!(b[i - 1] < b[i]) && perm[i - 1] > p))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "verified": true or false for the benchmark's cases (ascending): keys
+// only (integer keys), argsort (keys and indices) and pairs (keys, and
+// the values, all equal, kept); nothing for other cases.
+std::string Verified(const Case& c, const void* in, const void* out,
+                     const std::vector<char>& perm,
+                     const std::vector<uint32_t>& values_out, size_t n) {
+  const std::string op = c.op;
   bool ok = false;
+  if (op == "argsort") {
+    const auto* p = reinterpret_cast<const uint32_t*>(perm.data());
+    switch (c.type) {
+      case KeyType::kF32:
+        ok = StableArgsortOf<float>(in, out, p, n);
+        break;
+      case KeyType::kI32:
+        ok = StableArgsortOf<int32_t>(in, out, p, n);
+        break;
+      default:
+        return "";
+    }
+    return ok ? ",\"verified\":true" : ",\"verified\":false";
+  }
+  if (op != "sort_keys" && op != "sort_pairs") return "";
   switch (c.type) {
     case KeyType::kU32:
       ok = SortedPermutationOf<uint32_t>(in, out, n);
@@ -157,6 +198,11 @@ std::string Verified(const Case& c, const void* in, const void* out,
       break;
     default:
       return "";
+  }
+  if (op == "sort_pairs") {
+    ok = ok && values_out.size() == n &&
+         std::all_of(values_out.begin(), values_out.end(),
+                     [](uint32_t v) { return v == kPairValue; });
   }
   return ok ? ",\"verified\":true" : ",\"verified\":false";
 }
@@ -176,8 +222,10 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
   } else {
     ShapeKeys(words, n, ks, log2n);
   }
-  std::vector<uint32_t> values(std::string(c.op) == "sort_pairs" ? n : 0, 7);
-  std::vector<char> out(n * ks), vout(values.size() * 4), perm(n * 4);
+  std::vector<uint32_t> values(std::string(c.op) == "sort_pairs" ? n : 0,
+                               kPairValue);
+  std::vector<uint32_t> vout(values.size());
+  std::vector<char> out(n * ks), perm(n * 4);
   std::vector<double> kernel_ms, span_ms, e2e_ms;
   std::map<std::string, std::vector<double>> stage_ms;
   std::string rep_stages;  // --print_reps: each repetition's stages
@@ -244,7 +292,7 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
     }
     extra += "],\"rep_stages\":" + rep_stages + "}]";
   }
-  extra += Verified(c, words.data(), out.data(), n);
+  extra += Verified(c, words.data(), out.data(), perm, vout, n);
   std::string stages_json;
   for (auto& [name, v] : stage_ms) {
     if (!stages_json.empty()) stages_json += ",";
@@ -432,11 +480,18 @@ int main(int argc, char** argv) {
                  engine.status().ToString().c_str());
     return 1;
   }
+  // The device's own policy refused (a kernel that does not build or fails
+  // the warm-up check) leaves its portable twin measured in its place.
+  const std::string& fallback = (*engine)->policy_fallback();
+  if (!fallback.empty()) {
+    std::fprintf(stderr, "gpu_sort_benchmark: WARNING: %s\n", fallback.c_str());
+  }
   std::printf(
-      "{\"impl\":\"sortd\",\"op\":\"info\",\"name\":\"%s\",\"policy\":\"%s\"}"
-      "\n",
+      "{\"impl\":\"sortd\",\"op\":\"info\",\"name\":\"%s\",\"policy\":\"%s\","
+      "\"policy_fallback\":%s}\n",
       (*engine)->info().ToString().c_str(),
-      (*engine)->policy().ToString().c_str());
+      (*engine)->policy().ToString().c_str(),
+      fallback.empty() ? "false" : "true");
   const std::pair<const char*, Case> all_cases[] = {
       {"u32", {"sort_keys", KeyType::kU32}},
       {"u64", {"sort_keys", KeyType::kU64}},
