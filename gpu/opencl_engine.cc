@@ -461,9 +461,10 @@ absl::Status OpenClEngine::Sort(const SortJob& job) {
   return status.ok() ? finished : status;
 }
 
-// The picks of a sort by picked digits and its digit totals, read back
-// after radix_settle (the reads land before the run's buffers go), and
-// what sorting by more digits needs.
+// The picks of a sort by picked digits, read back after radix_settle, and
+// what sorting by more digits needs: its digit totals, read back only when
+// the settle check asks for more (the reads land before the run's buffers
+// go).
 struct OpenClEngine::Settle {
   cl::Buffer totals;
   cl_uint kind_order = 0;
@@ -483,6 +484,13 @@ namespace {
 // trip to learn it, and a rare second download costs little. Longer ones
 // wait for the check, as a second download would cost more than the wait.
 constexpr size_t kSettleBeforeDownloadBytes = size_t{1} << 20;
+
+// Whether every one of n keys has the same digit in pass `pass`, from the
+// digit totals (`radix` words a pass).
+bool DigitShared(const cl_uint* totals, size_t pass, size_t radix, size_t n) {
+  const cl_uint* c = totals + pass * radix;
+  return std::find(c, c + radix, static_cast<cl_uint>(n)) != c + radix;
+}
 }  // namespace
 
 absl::Status OpenClEngine::SortOnLane(Run& run, const SortJob& job) {
@@ -529,13 +537,15 @@ absl::StatusOr<bool> OpenClEngine::SettleOrSortEveryDigit(Run& run,
           ? settle.words[plan.picked_slots - 1] + size_t{1}
           : 0;
   const size_t radix = plan.passes.radix;
+  settle.counts.resize(plan.passes.passes * radix);
+  SORTD_RETURN_IF_ERROR(run.ReadLater(settle.totals, settle.counts.size() * 4,
+                                      settle.counts.data(),
+                                      &settle.totals_read));
   SORTD_CL_RETURN_IF(settle.totals_read.wait(), "waiting for the digit totals");
   std::vector<bool> skip(plan.passes.passes, false);
   for (size_t p = 0; p < skip.size(); ++p) {
-    const cl_uint* c = settle.counts.data() + p * radix;
-    skip[p] =
-        p < done_below ||
-        std::find(c, c + radix, static_cast<cl_uint>(job.count)) != c + radix;
+    skip[p] = p < done_below ||
+              DigitShared(settle.counts.data(), p, radix, job.count);
   }
   if (std::find(skip.begin(), skip.end(), false) == skip.end()) return false;
   // Sorted by every digit from the start, the keys' order is not kept;
@@ -586,11 +596,8 @@ absl::Status OpenClEngine::UploadAndRadixSort(
                    wg, "settle"));
     settle->totals = totals;
     settle->kind_order = raw_ends.kind_order;
-    settle->counts.resize(plan.passes.passes * plan.passes.radix);
-    SORTD_RETURN_IF_ERROR(run.ReadLater(
-        *picks, plan.picks_bytes, settle->words.data(), &settle->picks_read));
-    return run.ReadLater(totals, settle->counts.size() * 4,
-                         settle->counts.data(), &settle->totals_read);
+    return run.ReadLater(*picks, plan.picks_bytes, settle->words.data(),
+                         &settle->picks_read);
   }
   std::vector<bool> every_pass(plan.passes.passes, false);
   if (job.count < policy_.radix.skip_check_min) {
@@ -613,9 +620,7 @@ absl::Status OpenClEngine::UploadAndRadixSort(
   auto skip_later = [&](std::vector<bool>& skip) -> absl::Status {
     SORTD_CL_RETURN_IF(read.done.wait(), "waiting for the digit totals");
     for (size_t p = 1; p < skip.size(); ++p) {
-      const cl_uint* c = counts.data() + p * radix;
-      skip[p] =
-          std::find(c, c + radix, static_cast<cl_uint>(job.count)) != c + radix;
+      skip[p] = DigitShared(counts.data(), p, radix, job.count);
     }
     return absl::OkStatus();
   };
