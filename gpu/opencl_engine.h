@@ -255,9 +255,12 @@ class OpenClEngine final : public Sorter {
       Run& run, const SortJob& job, const SortPlan& plan, SortArrays& a,
       Settle* settle = nullptr,
       const std::function<absl::Status()>& after_inputs = nullptr);
-  // After a download of a sort by picked digits: where radix_settle found
-  // a run too long to sort, the keys sorted by every digit (true if so;
-  // they are then to be downloaded again).
+  // After the settle of a sort by picked digits (and, for arrays of less
+  // than kSettleBeforeDownloadBytes, after their download): where
+  // radix_settle found a run too long to sort, or more digits to sort, the
+  // keys sorted by those digits (true if so; they are then to be
+  // downloaded, again for short arrays). Only then are the digit totals
+  // read back: a second host round trip, after the picks'.
   absl::StatusOr<bool> SettleOrSortEveryDigit(Run& run, const SortJob& job,
                                               const SortPlan& plan,
                                               SortArrays& a, Settle& settle);

@@ -89,14 +89,18 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
                                            &group_segments};
   cl::Buffer d_offsets;
   cl::Buffer d_lists[3];
-  std::vector<std::tuple<cl::Buffer*, absl::Span<const uint32_t>, const char*>>
-      writes;
+  struct ListWrite {
+    cl::Buffer* buffer;
+    absl::Span<const uint32_t> words;
+    const char* what;
+  };
+  std::vector<ListWrite> writes;
   for (int l = 0; l < 3; ++l) {
     if (lists[l]->empty()) continue;
     if (writes.empty()) {  // the offsets first, once
-      writes.emplace_back(&d_offsets, offsets, "segment offsets");
+      writes.push_back({&d_offsets, offsets, "segment offsets"});
     }
-    writes.emplace_back(&d_lists[l], *lists[l], "segment list");
+    writes.push_back({&d_lists[l], *lists[l], "segment list"});
   }
   for (auto& [buffer, words, what] : writes) {
     absl::StatusOr<cl::Buffer> b = run.Allocate(words.size() * 4, what);
