@@ -44,6 +44,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -224,8 +225,7 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
   // Pairs carry each key's input index as its value, so that the values'
   // order can be checked like an argsort's.
   std::vector<uint32_t> values(std::string(c.op) == "sort_pairs" ? n : 0);
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = static_cast<uint32_t>(i);
+  std::iota(values.begin(), values.end(), uint32_t{0});
   std::vector<uint32_t> vout(values.size()), perm(n);
   std::vector<char> out(n * ks);
   std::vector<double> kernel_ms, span_ms, e2e_ms;
@@ -410,8 +410,6 @@ void RunTranspose(OpenClEngine& engine, int log2n, int reps) {
   std::fflush(stdout);
 }
 
-}  // namespace
-
 // The device's own policy or transpose kernel refused (one that does not
 // build or fails the warm-up check) leaves its portable twin measured in
 // its place: said on stderr. True if the policy was.
@@ -424,6 +422,8 @@ bool WarnFallbacks(const OpenClEngine& engine) {
   }
   return !engine.policy_fallback().empty();
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string device = "gpu";
