@@ -4,7 +4,7 @@
 Runs on any machine with an NVIDIA GPU, CUDA, CuPy and PyTorch:
 
     python3 bench/compare-anchors.py [--sizes 16,24,26,28] [--types u32,u64]
-        [--argsort-types f32,i32] [--json anchors.jsonl]
+        [--argsort-types f32,i32] [--cub-kernels] [--json anchors.jsonl]
 
 Every figure is one JSON line on stdout (and appended to --json FILE):
 
@@ -41,6 +41,14 @@ Rows (impl / op):
   torch / argsort            torch.argsort(x, stable=True): indices only.
   torch / segmented_sort     torch.sort(b, dim=1, stable=True) of a ROWSxCOLS
                              matrix: ROWS independent segments of COLS keys.
+  cub / kernel               with --cub-kernels: the in-place sort's kernels
+                             one by one, from PyTorch's profiler (CUPTI
+                             activity records, so no events between them):
+                             "kernel" (DeviceRadixSortHistogramKernel,
+                             ...OnesweepKernel, Memset...), "calls" a sort,
+                             "ms" the median of one call, "ms_per_sort"
+                             all its calls in one sort. Where a sort's time
+                             goes, kernel by kernel, for sortd's "stages".
   cuda / copy                device-to-device copy of --copy-log2 4-byte
                              words; gbytes_per_s counts read plus write, the
                              memory-bandwidth ceiling of a pass over keys.
@@ -58,6 +66,7 @@ need one.
 import argparse
 import ctypes
 import json
+import re
 import statistics
 import sys
 import time
@@ -101,6 +110,9 @@ def parse_args(argv):
                     help="leave out the CUB rows (no CuPy needed)")
     ap.add_argument("--no-torch", action="store_true",
                     help="leave out the PyTorch rows (no PyTorch needed)")
+    ap.add_argument("--cub-kernels", action="store_true",
+                    help="also time CUB's in-place sort kernel by kernel "
+                    "(needs CuPy and PyTorch)")
     ap.add_argument("--json", metavar="FILE",
                     help="also append every line to FILE")
     a = ap.parse_args(argv)
@@ -134,6 +146,8 @@ def parse_args(argv):
     a.segments = shapes
     if a.no_cupy and a.no_torch:
         ap.error("--no-cupy and --no-torch leave nothing to measure")
+    if a.cub_kernels and (a.no_cupy or a.no_torch):
+        ap.error("--cub-kernels needs both CuPy and PyTorch")
     return a
 
 
@@ -242,6 +256,50 @@ def measure_cupy(a, out, cp):
             del keys, work
             cp.get_default_memory_pool().free_all_blocks()
     return 0
+
+
+def kernel_name(name):
+    """A CUDA kernel's name without its namespaces and template arguments."""
+    m = re.search(r"(DeviceRadixSort\w+|DeviceScan\w+|Memcpy \w+|Memset)",
+                  name)
+    return m.group(1) if m else name[:80]
+
+
+def measure_cub_kernels(a, out, cp, torch):
+    from torch.profiler import profile, ProfilerActivity
+    rs = cp.random.RandomState(a.seed)
+    for log2n in a.sizes:
+        n = 1 << log2n
+        reps = reps_for(a, log2n)
+        for dtype in a.types:
+            keys = cupy_keys(cp, dtype, n, rs)
+            work = cp.empty_like(keys)
+            for _ in range(a.warmup):
+                cp.copyto(work, keys)
+                work.sort()
+            cp.cuda.Device().synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(reps):
+                    cp.copyto(work, keys)
+                    work.sort()
+                cp.cuda.Device().synchronize()
+            calls = {}
+            for e in prof.events():
+                if e.device_type == torch.autograd.DeviceType.CUDA:
+                    calls.setdefault(kernel_name(e.name), []).append(
+                        e.time_range.elapsed_us() / 1000)
+            for kernel, ms in calls.items():
+                if kernel.startswith("Memcpy"):
+                    continue  # the copy in, outside the sort
+                ms.sort()
+                out.emit(impl="cub", op="kernel", kernel=kernel, dtype=dtype,
+                         n=n, segments=1, calls=len(ms) / reps,
+                         ms=ms[len(ms) // 2], ms_per_sort=sum(ms) / reps,
+                         reps=reps,
+                         timed="ndarray.sort() in place, each CUDA activity "
+                         "of the sort from PyTorch's profiler")
+            del keys, work
+            cp.get_default_memory_pool().free_all_blocks()
 
 
 def measure_copy_cupy(a, out, cp):
@@ -373,6 +431,8 @@ def main(argv=None):
             return rc
     if torch is not None:
         measure_torch(a, out, torch)
+    if a.cub_kernels:
+        measure_cub_kernels(a, out, cp, torch)
     return 0
 
 

@@ -75,6 +75,9 @@ struct RadixKernels {
   // The same arguments: the first pass of a keys-only sort from scratch
   // (keys-only builds with early counts only).
   decltype(onesweep) onesweep_unordered;
+  // The same arguments: the ranked pass walking back after ranking
+  // (builds for which RadixSortPolicy::LateRanked holds).
+  decltype(onesweep) onesweep_late;
   // digit totals, digit starts, n, slots, picks, keys, kind | order
   TypedKernel<Buf, Buf, U32, U32, Buf, Buf, U32> digit_starts;
   // keys, n, kind | order, picks

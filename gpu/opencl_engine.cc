@@ -34,7 +34,8 @@ absl::Status MakeKernels(const cl::Program& program,
 }
 
 absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
-                            bool warp_level, bool unordered_pass) {
+                            bool warp_level, bool unordered_pass,
+                            bool late_ranked) {
   SORTD_RETURN_IF_ERROR(
       MakeKernels(program, std::pair{&k.encode, "radix_encode"},
                   std::pair{&k.histogram, "radix_histogram"},
@@ -53,6 +54,10 @@ absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
   if (unordered_pass) {
     SORTD_RETURN_IF_ERROR(MakeKernels(
         program, std::pair{&k.onesweep_unordered, "radix_unordered_onesweep"}));
+  }
+  if (late_ranked) {
+    SORTD_RETURN_IF_ERROR(MakeKernels(
+        program, std::pair{&k.onesweep_late, "radix_late_onesweep"}));
   }
   // Only warp-level builds have it.
   if (!warp_level) return absl::OkStatus();
@@ -217,15 +222,16 @@ absl::Status OpenClEngine::Init() {
                       BitonicBuildOptions(policy_.bitonic, bits, with_index));
       if (!bitonic.ok()) return bitonic.status();
       const bool unordered_pass = r.UnorderedFirst(with_index);
+      const bool late_ranked = r.LateRanked(bits, with_index);
       // Kernel objects hold their arguments: each lane has its own.
       for (auto& lane : lanes_) {
         SORTD_RETURN_IF_ERROR(
             RadixKernelsOf(*radix, lane->radix[wide][with_index],
-                           r.WarpLevel(bits), unordered_pass));
+                           r.WarpLevel(bits), unordered_pass, late_ranked));
         if (small.ok()) {
           SORTD_RETURN_IF_ERROR(
               RadixKernelsOf(*small, lane->radix_small[wide][with_index],
-                             r.WarpLevel(bits), unordered_pass));
+                             r.WarpLevel(bits), unordered_pass, late_ranked));
         }
         SORTD_RETURN_IF_ERROR(
             BitonicKernelsOf(*bitonic, lane->bitonic[wide][with_index]));

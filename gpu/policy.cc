@@ -166,6 +166,16 @@ EnginePolicy NvidiaPtxPolicy() {
              // 18.54 -> 1.283/4.962/17.45, 2^16 u32 0.070 -> 0.069.
              .marked_status_max = RadixSortPolicy::kMarkedStatusLimit,
              .status_prefetch = true,
+             // 32-bit keys-only passes walk back over earlier tiles after
+             // placing their keys: the unranked first pass at every size,
+             // the ranked ones from 8192 tiles (2^26 keys), where the late
+             // walk turns from slower (u32 2^24 +8%, 2^25 +1%) to faster
+             // (2^26 -2%, 2^28 -5%). Against the build before, same call,
+             // span ms: u32 2^24 / 2^26 / 2^28 0.453 / 1.526 / 5.742 ->
+             // 0.440 / 1.470 / 5.395; u64 and f32 argsort, whose passes
+             // it would slow by 2-5%, look back early (level).
+             .late_lookback_unordered_32 = true,
+             .late_lookback_tiles_32 = 8192,
              // Below 2^25 keys the first pass does not hide reading the
              // digit totals back and enqueueing the rest (0.05 ms, at
              // times 0.13-0.28 ms on an H200 host): with the check, u32
@@ -401,6 +411,13 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   need(r.pass != RadixPass::kOneLaunchEarlyCounts ||
            (r.WarpLevel(32) && r.WarpLevel(64)),
        "radix.pass=one-launch-early-counts needs warp-level ranking");
+  need(!r.late_lookback_unordered_32 ||
+           r.pass == RadixPass::kOneLaunchEarlyCounts,
+       "radix.late_lookback_unordered_32 needs "
+       "radix.pass=one-launch-early-counts");
+  need(r.late_lookback_tiles_32 == 0 || r.LateRanked(32, false),
+       "radix.late_lookback_tiles_32 needs radix.pass=one-launch-early-counts "
+       "and radix.direct_place_32=1 with a ranking other than warp-masks");
 }
 
 // What the builds for `bits`-wide keys need.
@@ -629,6 +646,9 @@ const std::vector<Knob>& Knobs() {
       Number("radix.segment_group_max", &E::radix, &R::segment_group_max),
       Number("radix.marked_status_max", &E::radix, &R::marked_status_max),
       Flag("radix.status_prefetch", &R::status_prefetch),
+      Flag("radix.late_lookback_unordered_32", &R::late_lookback_unordered_32),
+      Number("radix.late_lookback_tiles_32", &E::radix,
+             &R::late_lookback_tiles_32),
       Number("radix.skip_check_min", &E::radix, &R::skip_check_min),
       Flag("radix.picked_digits", &R::picked_digits),
       Flag("radix.unordered_first", &R::unordered_first),
@@ -733,6 +753,13 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
   }
   if (r.status_prefetch && r.OneLaunch()) {
     absl::StrAppend(&out, " -DSTATUS_PREFETCH=1");
+  }
+  if (key_bits == 32 && r.late_lookback_unordered_32 &&
+      r.UnorderedFirst(with_index)) {
+    absl::StrAppend(&out, " -DLATE_UNORDERED=1");
+  }
+  if (r.LateRanked(key_bits, with_index)) {
+    absl::StrAppend(&out, " -DLATE_RANKED=1");
   }
   if (r.WarpLevel(key_bits) && r.warp_size != 32) {
     absl::StrAppend(&out, " -DWARP_SIZE=", r.warp_size);

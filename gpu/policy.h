@@ -146,6 +146,22 @@ struct RadixSortPolicy {
   // One-launch passes: each tile has its own status lines brought to L2 as
   // it starts (PTX: NVIDIA only).
   bool status_prefetch = false;
+  // One-launch passes with early counts over 32-bit keys without an index:
+  // a tile publishes its digit counts as soon as it has counted them, but
+  // walks back over earlier tiles' statuses only once its keys are in place
+  // in local memory, just before it stores them, so that the walk finds
+  // more of those tiles done. The unranked first pass does so where
+  // late_lookback_unordered_32 is on, the ranked passes (with direct
+  // placement) of at least late_lookback_tiles_32 tiles (0: never).
+  bool late_lookback_unordered_32 = false;
+  size_t late_lookback_tiles_32 = 0;
+  // Whether a build (of this key width, with or without an index) has the
+  // ranked pass with the late walk (radix_late_onesweep).
+  bool LateRanked(int key_bits, bool with_index) const {
+    return late_lookback_tiles_32 > 0 && key_bits == 32 && !with_index &&
+           pass == RadixPass::kOneLaunchEarlyCounts && DirectPlace(32) &&
+           Ranking(32) != TileRanking::kWarpMasks;
+  }
   // Sorts of at least this many keys read their digit totals back, while
   // the first pass runs, and skip later passes whose digit every key
   // shares; shorter ones run every pass, as the read's round trip to the

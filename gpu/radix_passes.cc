@@ -142,7 +142,8 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
                     : (cl_uint{1} << (SORTD_STATUS_MARK_SHIFT + 1)) - 1;
     auto& kernel = order.unordered_first && pass == order.first
                        ? k.onesweep_unordered
-                       : k.onesweep;
+                   : plan.late_ranked ? k.onesweep_late
+                                      : k.onesweep;
     kernel.Bind(order.KeysIn(pass, a), a.keys[1 - a.cur], a.index[a.cur],
                 a.index[1 - a.cur], n, PassOrder::Shift(pass, p, picked),
                 *starts, static_cast<cl_uint>(pass * plan.radix), *status,

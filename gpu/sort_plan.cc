@@ -30,6 +30,8 @@ RadixPassPlan PlanRadixPasses(const RadixSortPolicy& p, int key_bits,
   plan.one_launch = p.OneLaunch() && has_totals && count < (size_t{1} << 30);
   if (plan.one_launch) {
     plan.unordered_first = p.UnorderedFirst(with_index);
+    plan.late_ranked = p.LateRanked(key_bits, with_index) &&
+                       plan.tiles >= p.late_lookback_tiles_32;
     plan.marked = p.MarkedStatus(count);
     plan.starts_bytes = plan.passes * plan.radix * 4;
     // Marked: one area for every pass, each pass's tile counter after it;

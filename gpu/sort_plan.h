@@ -35,6 +35,9 @@ struct RadixPassPlan {
   // The first pass may leave a tile's keys of one digit in any order, where
   // the keys it reads are in none to keep (RawEnds::unordered).
   bool unordered_first = false;
+  // The ranked passes walk back over earlier tiles after ranking
+  // (radix_late_onesweep; RadixSortPolicy::late_lookback_tiles_32).
+  bool late_ranked = false;
   size_t tile = 0, tiles = 0, passes = 0, radix = 0;
   // One-launch: every pass's digit starts, and the look-back status words
   // with the passes' tile counters.

@@ -81,12 +81,19 @@ TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
               "radix_segments", "radix_decode", "scan_blocks"}) {
           want.push_back(absl::StrCat(".entry ", kernel));
         }
+        // The ranked pass with the late walk back: 32-bit keys only.
+        if (p.radix.LateRanked(bits, with_index)) {
+          want.push_back(".entry radix_late_onesweep");
+        } else {
+          EXPECT_FALSE(absl::StrContains(ptx, ".entry radix_late_onesweep"));
+        }
         for (const std::string& w : want) {
           EXPECT_TRUE(absl::StrContains(ptx, w)) << "no " << w << " in the PTX";
         }
       }
     }
   }
+  EXPECT_TRUE(p.radix.LateRanked(32, false));
 }
 
 // The other PTX ranking, through per-warp masks in local memory, which
@@ -97,6 +104,7 @@ TEST_F(NvidiaKernels, MasksRankingBuildsCompileToPtx) {
   p.radix.ranking = TileRanking::kWarpMasks;
   p.radix.ranking_64 = std::nullopt;
   p.radix.direct_place_32 = p.radix.direct_place_64 = false;
+  p.radix.late_lookback_tiles_32 = 0;  // needs direct placement
   ASSERT_TRUE(p.CheckFits(H100()).ok()) << p.CheckFits(H100());
   for (int bits : {32, 64}) {
     for (bool with_index : {false, true}) {

@@ -428,6 +428,47 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
   for (const StageTime& st : stages) EXPECT_NE(st.stage, "settle");
 }
 
+// One-launch passes that walk back over earlier tiles only after placing
+// their keys (the unranked first pass and radix_late_onesweep), here for
+// every pass from the first tile on, with and without picked digits: the
+// same answers as the reference, across single, partial and many tiles and
+// with runs of equal digits.
+TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
+  EnginePolicy base = Engine().policy();
+  std::string overrides =
+      "radix.pass=one-launch-early-counts,radix.direct_place_32=1,"
+      "radix.late_lookback_unordered_32=1,radix.late_lookback_tiles_32=1";
+  // Warp-level ranking where the device's policy ranks by work-item (its
+  // portable form, warp-emulated, on the CPU device).
+  if (base.radix.Ranking(32) == TileRanking::kWorkItemCounters ||
+      base.radix.Ranking(32) == TileRanking::kWarpMasks) {
+    absl::StrAppend(&overrides, ",radix.ranking=warp-emulated");
+  }
+  for (const char* picked : {"1", "0"}) {
+    EnginePolicy p = base;
+    const absl::Status s = ApplyPolicyOverrides(
+        absl::StrCat(overrides, ",radix.picked_digits=", picked), &p);
+    ASSERT_TRUE(s.ok()) << s;
+    const size_t tile = p.radix.Tile(32, false, size_t{1} << 20);
+    const RadixPassPlan plan = PlanRadixPasses(p.radix, 32, false, 3 * tile,
+                                               /*has_totals=*/true);
+    ASSERT_TRUE(plan.late_ranked && plan.unordered_first);
+    OpenClEngine::Options options = CpuDevice();
+    options.policy = p;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    for (size_t n : {tile - 1, tile + 1, 3 * tile + 17, 40 * tile + 5}) {
+      for (Shape shape :
+           {Shape::kRandom, Shape::kFewDistinct, Shape::kSorted}) {
+        CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 9),
+                  false, Extra::kNone,
+                  absl::StrCat("late look-back, picked ", picked, ", n=", n,
+                               " ", sortd::testing::ShapeName(shape)));
+      }
+    }
+  }
+}
+
 // Runs that meet radix_settle's tile edges (policy.radix.SettleTileKeys:
 // 2048 keys on NVIDIA, 512 on the CPU device): at every edge of a keys-only
 // sort by picked digits, one run of keys equal in the picked digits sits

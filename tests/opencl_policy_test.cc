@@ -262,6 +262,47 @@ TEST(Policy, OnlyKeysOnlyEarlyCountPassesPlaceTheFirstUnranked) {
   EXPECT_THAT(p.ToString(), HasSubstr("radix.unordered_first=0"));
 }
 
+// The late walk back: NVIDIA's policy builds it for 32-bit keys without an
+// index only (the unranked pass always, the ranked twin from 8192 tiles),
+// and a policy that cannot build the twin is refused.
+TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
+  DeviceInfo nvidia = Engine().info();
+  nvidia.vendor = "NVIDIA Corporation";
+  nvidia.is_gpu = true;
+  nvidia.local_mem_bytes = 48 * 1024;
+  nvidia.max_work_group = 1024;
+  nvidia.nv_compute_major = 9;
+  const EnginePolicy np = EnginePolicy::For(nvidia);
+  ASSERT_EQ(np.name, "nvidia-ptx");
+  const RadixSortPolicy& r = np.radix;
+  const std::string keys32 = RadixBuildOptions(r, 32, false, 32);
+  EXPECT_THAT(keys32, HasSubstr("-DLATE_UNORDERED=1"));
+  EXPECT_THAT(keys32, HasSubstr("-DLATE_RANKED=1"));
+  for (const std::string& other :
+       {RadixBuildOptions(r, 32, true, 16), RadixBuildOptions(r, 64, false, 16),
+        RadixBuildOptions(r, 64, true, 8)}) {
+    EXPECT_THAT(other, ::testing::Not(HasSubstr("-DLATE_"))) << other;
+  }
+  const size_t tile = r.Tile(32, false, size_t{1} << 26);
+  EXPECT_FALSE(PlanRadixPasses(r, 32, false, 8191 * tile, true).late_ranked);
+  EXPECT_TRUE(PlanRadixPasses(r, 32, false, 8192 * tile, true).late_ranked);
+  EXPECT_FALSE(PlanRadixPasses(r, 32, true, 8192 * tile, true).late_ranked);
+  EXPECT_FALSE(PlanRadixPasses(r, 64, false, 8192 * tile, true).late_ranked);
+  EnginePolicy masks = np;
+  ASSERT_TRUE(
+      ApplyPolicyOverrides(
+          "radix.ranking=warp-masks,radix.ranking_64=warp-ballots", &masks)
+          .ok());
+  EXPECT_FALSE(masks.radix.LateRanked(32, false));
+  EXPECT_THAT(masks.CheckFits(nvidia).message(),
+              HasSubstr("radix.late_lookback_tiles_32 needs"));
+  ASSERT_TRUE(
+      ApplyPolicyOverrides(
+          "radix.late_lookback_tiles_32=0,radix.direct_place_32=0", &masks)
+          .ok());
+  EXPECT_TRUE(masks.CheckFits(nvidia).ok()) << masks.CheckFits(nvidia);
+}
+
 // The Intel policy goes to Intel GPUs with sub-group ranking's extensions,
 // and to nothing else: not to an Intel GPU without them, not to another
 // vendor's GPU or to a CPU device (PoCL reports "GenuineIntel" and the

@@ -48,6 +48,11 @@
 //                when only counting digits
 //   STATUS_PREFETCH (default 0) 1: a one-launch tile asks for its status
 //                lines in L2 as it starts (PTX; NVIDIA only)
+//   LATE_UNORDERED (default 0) 1: radix_unordered_onesweep's tiles walk
+//                back over earlier tiles only once their keys are placed
+//   LATE_RANKED  (default 0) 1: keys-only builds with direct placement
+//                also build radix_late_onesweep, radix_onesweep with its
+//                walk back after the ranking
 // Keys are kept in "ordered" form while sorting: unsigned bits whose order
 // is the requested order (see to_ordered), so every pass is the same
 // unsigned, stable, ascending digit sort.
@@ -405,19 +410,33 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
   }
 }
 
-// One pass in one launch (radix_onesweep.clt), and its twin for a first
-// pass whose keys are in no order to keep.
+// One pass in one launch (radix_onesweep.clt); its twin for a first pass
+// whose keys are in no order to keep; and, where LATE_RANKED asks for it,
+// the one pass again with the look-back after the ranking.
 #define ONESWEEP_NAME radix_onesweep
 #define ONESWEEP_UNORDERED 0
+#define ONESWEEP_LATE 0
 #include "radix_onesweep.clt"
 #undef ONESWEEP_NAME
 #undef ONESWEEP_UNORDERED
+#undef ONESWEEP_LATE
 #if UNORDERED_PASS
 #define ONESWEEP_NAME radix_unordered_onesweep
 #define ONESWEEP_UNORDERED 1
+#define ONESWEEP_LATE LATE_UNORDERED
 #include "radix_onesweep.clt"
 #undef ONESWEEP_NAME
 #undef ONESWEEP_UNORDERED
+#undef ONESWEEP_LATE
+#endif
+#if LATE_RANKED_PASS
+#define ONESWEEP_NAME radix_late_onesweep
+#define ONESWEEP_UNORDERED 0
+#define ONESWEEP_LATE 1
+#include "radix_onesweep.clt"
+#undef ONESWEEP_NAME
+#undef ONESWEEP_UNORDERED
+#undef ONESWEEP_LATE
 #endif
 
 #if WARP_LEVEL
