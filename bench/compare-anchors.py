@@ -226,36 +226,49 @@ def cupy_keys(cp, dtype, n, rs):
     return bits.astype(cp.uint32).view(CUPY_TYPES[dtype])
 
 
-def measure_cupy(a, out, cp):
+def for_each_cub_input(a, cp, measure):
+    """Calls measure(log2n, reps, dtype, keys, work) for each size and key
+    type: random keys and a buffer of their size to sort them in, both freed
+    before the next. Stops at the first nonzero return, and returns it."""
     rs = cp.random.RandomState(a.seed)
-    timer = CupyTimer(cp, a.warmup)
     for log2n in a.sizes:
-        n = 1 << log2n
-        reps = reps_for(a, log2n)
         for dtype in a.types:
-            keys = cupy_keys(cp, dtype, n, rs)
+            keys = cupy_keys(cp, dtype, 1 << log2n, rs)
             work = cp.empty_like(keys)
-            r = timer(lambda: work.sort(), reps,
-                      prepare=lambda: cp.copyto(work, keys))
-            out.emit(impl="cub", op="sort_keys", dtype=dtype, n=n, segments=1,
-                     gkeys_per_s=n / r["ms"] / 1e6, **r,
-                     timed="ndarray.sort() in place; input copied in before "
-                     "the window")
-            # The sort's answer must be right for the figure to mean
-            # anything: check the last repetition's output once.
-            ok = bool(cp.all(work[1:] >= work[:-1])) if n > 1 else True
-            if not ok:
-                print("compare-anchors: CuPy's sort left %s 2^%d unsorted"
-                      % (dtype, log2n), file=sys.stderr)
-                return 1
-            r = timer(lambda: cp.sort(keys), reps)
-            out.emit(impl="cub_with_copy", op="sort_keys", dtype=dtype, n=n,
-                     segments=1, gkeys_per_s=n / r["ms"] / 1e6, **r,
-                     timed="cupy.sort(a): a device copy of the input, then "
-                     "the same sort")
+            rc = measure(log2n, reps_for(a, log2n), dtype, keys, work)
             del keys, work
             cp.get_default_memory_pool().free_all_blocks()
+            if rc:
+                return rc
     return 0
+
+
+def measure_cupy(a, out, cp):
+    timer = CupyTimer(cp, a.warmup)
+
+    def measure(log2n, reps, dtype, keys, work):
+        n = 1 << log2n
+        r = timer(lambda: work.sort(), reps,
+                  prepare=lambda: cp.copyto(work, keys))
+        out.emit(impl="cub", op="sort_keys", dtype=dtype, n=n, segments=1,
+                 gkeys_per_s=n / r["ms"] / 1e6, **r,
+                 timed="ndarray.sort() in place; input copied in before "
+                 "the window")
+        # The sort's answer must be right for the figure to mean
+        # anything: check the last repetition's output once.
+        ok = bool(cp.all(work[1:] >= work[:-1])) if n > 1 else True
+        if not ok:
+            print("compare-anchors: CuPy's sort left %s 2^%d unsorted"
+                  % (dtype, log2n), file=sys.stderr)
+            return 1
+        r = timer(lambda: cp.sort(keys), reps)
+        out.emit(impl="cub_with_copy", op="sort_keys", dtype=dtype, n=n,
+                 segments=1, gkeys_per_s=n / r["ms"] / 1e6, **r,
+                 timed="cupy.sort(a): a device copy of the input, then "
+                 "the same sort")
+        return 0
+
+    return for_each_cub_input(a, cp, measure)
 
 
 def kernel_name(name):
@@ -267,39 +280,35 @@ def kernel_name(name):
 
 def measure_cub_kernels(a, out, cp, torch):
     from torch.profiler import profile, ProfilerActivity
-    rs = cp.random.RandomState(a.seed)
-    for log2n in a.sizes:
-        n = 1 << log2n
-        reps = reps_for(a, log2n)
-        for dtype in a.types:
-            keys = cupy_keys(cp, dtype, n, rs)
-            work = cp.empty_like(keys)
-            for _ in range(a.warmup):
+
+    def measure(log2n, reps, dtype, keys, work):
+        for _ in range(a.warmup):
+            cp.copyto(work, keys)
+            work.sort()
+        cp.cuda.Device().synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
                 cp.copyto(work, keys)
                 work.sort()
             cp.cuda.Device().synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(reps):
-                    cp.copyto(work, keys)
-                    work.sort()
-                cp.cuda.Device().synchronize()
-            calls = {}
-            for e in prof.events():
-                if e.device_type == torch.autograd.DeviceType.CUDA:
-                    calls.setdefault(kernel_name(e.name), []).append(
-                        e.time_range.elapsed_us() / 1000)
-            for kernel, ms in calls.items():
-                if kernel.startswith("Memcpy"):
-                    continue  # the copy in, outside the sort
-                ms.sort()
-                out.emit(impl="cub", op="kernel", kernel=kernel, dtype=dtype,
-                         n=n, segments=1, calls=len(ms) / reps,
-                         ms=ms[len(ms) // 2], ms_per_sort=sum(ms) / reps,
-                         reps=reps,
-                         timed="ndarray.sort() in place, each CUDA activity "
-                         "of the sort from PyTorch's profiler")
-            del keys, work
-            cp.get_default_memory_pool().free_all_blocks()
+        calls = {}
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                calls.setdefault(kernel_name(e.name), []).append(
+                    e.time_range.elapsed_us() / 1000)
+        for kernel, ms in calls.items():
+            if kernel.startswith("Memcpy"):
+                continue  # the copy in, outside the sort
+            ms.sort()
+            out.emit(impl="cub", op="kernel", kernel=kernel, dtype=dtype,
+                     n=1 << log2n, segments=1, calls=len(ms) / reps,
+                     ms=ms[len(ms) // 2], ms_per_sort=sum(ms) / reps,
+                     reps=reps,
+                     timed="ndarray.sort() in place, each CUDA activity of "
+                     "the sort from PyTorch's profiler")
+        return 0
+
+    return for_each_cub_input(a, cp, measure)
 
 
 def measure_copy_cupy(a, out, cp):
