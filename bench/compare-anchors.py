@@ -46,9 +46,12 @@ Rows (impl / op):
                              activity records, so no events between them):
                              "kernel" (DeviceRadixSortHistogramKernel,
                              ...OnesweepKernel, Memset...), "calls" a sort,
-                             "ms" the median of one call, "ms_per_sort"
-                             all its calls in one sort. Where a sort's time
-                             goes, kernel by kernel, for sortd's "stages".
+                             "ms" all its calls in one sort (the mean over
+                             --reps sorts), "ms_call_median" the median
+                             call (CUB splits a pass over 2^28 keys and
+                             more into two launches of unequal size). Where
+                             a sort's time goes, kernel by kernel, for
+                             sortd's "stages".
   cuda / copy                device-to-device copy of --copy-log2 4-byte
                              words; gbytes_per_s counts read plus write, the
                              memory-bandwidth ceiling of a pass over keys.
@@ -302,7 +305,7 @@ def measure_cub_kernels(a, out, cp, torch):
             ms.sort()
             out.emit(impl="cub", op="kernel", kernel=kernel, dtype=dtype,
                      n=1 << log2n, segments=1, calls=len(ms) / reps,
-                     ms=ms[len(ms) // 2], ms_per_sort=sum(ms) / reps,
+                     ms=sum(ms) / reps, ms_call_median=ms[len(ms) // 2],
                      reps=reps,
                      timed="ndarray.sort() in place, each CUDA activity of "
                      "the sort from PyTorch's profiler")

@@ -411,13 +411,6 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   need(r.pass != RadixPass::kOneLaunchEarlyCounts ||
            (r.WarpLevel(32) && r.WarpLevel(64)),
        "radix.pass=one-launch-early-counts needs warp-level ranking");
-  need(!r.late_lookback_unordered_32 ||
-           r.pass == RadixPass::kOneLaunchEarlyCounts,
-       "radix.late_lookback_unordered_32 needs "
-       "radix.pass=one-launch-early-counts");
-  need(r.late_lookback_tiles_32 == 0 || r.LateRanked(32, false),
-       "radix.late_lookback_tiles_32 needs radix.pass=one-launch-early-counts "
-       "and radix.direct_place_32=1 with a ranking other than warp-masks");
 }
 
 // What the builds for `bits`-wide keys need.

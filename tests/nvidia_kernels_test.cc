@@ -104,7 +104,6 @@ TEST_F(NvidiaKernels, MasksRankingBuildsCompileToPtx) {
   p.radix.ranking = TileRanking::kWarpMasks;
   p.radix.ranking_64 = std::nullopt;
   p.radix.direct_place_32 = p.radix.direct_place_64 = false;
-  p.radix.late_lookback_tiles_32 = 0;  // needs direct placement
   ASSERT_TRUE(p.CheckFits(H100()).ok()) << p.CheckFits(H100());
   for (int bits : {32, 64}) {
     for (bool with_index : {false, true}) {

@@ -430,29 +430,35 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
 
 // One-launch passes that walk back over earlier tiles only after placing
 // their keys (the unranked first pass and radix_late_onesweep), here for
-// every pass from the first tile on, with and without picked digits: the
-// same answers as the reference, across single, partial and many tiles and
-// with runs of equal digits.
+// every pass from the first tile on (and every size by radix), with and
+// without picked digits, with statuses zeroed before every pass and with
+// marked ones: the same answers as the reference, across partial and many
+// tiles and with runs of equal digits.
 TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
   EnginePolicy base = Engine().policy();
   std::string overrides =
       "radix.pass=one-launch-early-counts,radix.direct_place_32=1,"
-      "radix.late_lookback_unordered_32=1,radix.late_lookback_tiles_32=1";
+      "radix.late_lookback_unordered_32=1,radix.late_lookback_tiles_32=1,"
+      "bitonic.max_keys=0,bitonic.max_keys_64=0,bitonic.max_keys_32_keys=0";
   // Warp-level ranking where the device's policy ranks by work-item (its
   // portable form, warp-emulated, on the CPU device).
   if (base.radix.Ranking(32) == TileRanking::kWorkItemCounters ||
       base.radix.Ranking(32) == TileRanking::kWarpMasks) {
     absl::StrAppend(&overrides, ",radix.ranking=warp-emulated");
   }
-  for (const char* picked : {"1", "0"}) {
+  for (auto [picked, marked] : {std::pair{"1", "0"}, std::pair{"0", "0"},
+                                std::pair{"1", "536870912"}}) {
     EnginePolicy p = base;
     const absl::Status s = ApplyPolicyOverrides(
-        absl::StrCat(overrides, ",radix.picked_digits=", picked), &p);
+        absl::StrCat(overrides, ",radix.picked_digits=", picked,
+                     ",radix.marked_status_max=", marked),
+        &p);
     ASSERT_TRUE(s.ok()) << s;
     const size_t tile = p.radix.Tile(32, false, size_t{1} << 20);
     const RadixPassPlan plan = PlanRadixPasses(p.radix, 32, false, 3 * tile,
                                                /*has_totals=*/true);
     ASSERT_TRUE(plan.late_ranked && plan.unordered_first);
+    ASSERT_EQ(plan.marked, std::string(marked) != "0");
     OpenClEngine::Options options = CpuDevice();
     options.policy = p;
     auto engine = OpenClEngine::Create(options);
@@ -460,10 +466,11 @@ TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
     for (size_t n : {tile - 1, tile + 1, 3 * tile + 17, 40 * tile + 5}) {
       for (Shape shape :
            {Shape::kRandom, Shape::kFewDistinct, Shape::kSorted}) {
-        CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 9),
-                  false, Extra::kNone,
-                  absl::StrCat("late look-back, picked ", picked, ", n=", n,
-                               " ", sortd::testing::ShapeName(shape)));
+        CheckSort(
+            **engine, sortd::testing::Generate<uint32_t>(shape, n, 9), false,
+            Extra::kNone,
+            absl::StrCat("late look-back, picked ", picked, ", marked ", marked,
+                         ", n=", n, " ", sortd::testing::ShapeName(shape)));
       }
     }
   }

@@ -264,7 +264,7 @@ TEST(Policy, OnlyKeysOnlyEarlyCountPassesPlaceTheFirstUnranked) {
 
 // The late walk back: NVIDIA's policy builds it for 32-bit keys without an
 // index only (the unranked pass always, the ranked twin from 8192 tiles),
-// and a policy that cannot build the twin is refused.
+// and nowhere the passes have no late form.
 TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
   DeviceInfo nvidia = Engine().info();
   nvidia.vendor = "NVIDIA Corporation";
@@ -288,19 +288,25 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
   EXPECT_TRUE(PlanRadixPasses(r, 32, false, 8192 * tile, true).late_ranked);
   EXPECT_FALSE(PlanRadixPasses(r, 32, true, 8192 * tile, true).late_ranked);
   EXPECT_FALSE(PlanRadixPasses(r, 64, false, 8192 * tile, true).late_ranked);
-  EnginePolicy masks = np;
-  ASSERT_TRUE(
-      ApplyPolicyOverrides(
-          "radix.ranking=warp-masks,radix.ranking_64=warp-ballots", &masks)
-          .ok());
-  EXPECT_FALSE(masks.radix.LateRanked(32, false));
-  EXPECT_THAT(masks.CheckFits(nvidia).message(),
-              HasSubstr("radix.late_lookback_tiles_32 needs"));
-  ASSERT_TRUE(
-      ApplyPolicyOverrides(
-          "radix.late_lookback_tiles_32=0,radix.direct_place_32=0", &masks)
-          .ok());
-  EXPECT_TRUE(masks.CheckFits(nvidia).ok()) << masks.CheckFits(nvidia);
+  // Where the passes have no late form the knobs do nothing: a policy
+  // with other passes or the masks ranking still fits.
+  for (const char* other :
+       {"radix.pass=three-launch,radix.status_prefetch=0,"
+        "radix.direct_place_32=0,radix.direct_place_64=0",
+        "radix.ranking=warp-masks,radix.ranking_64=warp-ballots,"
+        "radix.direct_place_32=0"}) {
+    EnginePolicy q = np;
+    ASSERT_TRUE(ApplyPolicyOverrides(other, &q).ok()) << other;
+    EXPECT_EQ(q.radix.late_lookback_tiles_32, 8192u);
+    EXPECT_FALSE(q.radix.LateRanked(32, false)) << other;
+    // The unranked first pass, which ranks nothing, keeps its late walk
+    // under the masks ranking; three launches have neither.
+    EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
+                ::testing::Not(HasSubstr(q.radix.OneLaunch() ? "-DLATE_RANKED"
+                                                             : "-DLATE_")))
+        << other;
+    EXPECT_TRUE(q.CheckFits(nvidia).ok()) << q.CheckFits(nvidia);
+  }
 }
 
 // The Intel policy goes to Intel GPUs with sub-group ranking's extensions,
