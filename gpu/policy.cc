@@ -400,8 +400,6 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
        "radix.segment_group_max is at most 2^30 keys");
   need(!r.status_prefetch || ptx,
        "radix.status_prefetch needs an NVIDIA GPU that runs PTX");
-  need(!r.status_prefetch || r.OneLaunch(),
-       "radix.status_prefetch needs one-launch passes");
   need(r.small_items >= 0, "radix.small_items is not negative");
   need(r.picked_margin_bits_32 >= -16 && r.picked_margin_bits_32 <= 32 &&
            r.picked_margin_bits_64 >= -16 && r.picked_margin_bits_64 <= 64,
@@ -440,13 +438,6 @@ void CheckKeyWidth(const EnginePolicy& p, const DeviceInfo& device, int bits,
        absl::StrCat("subgroup ranking with radix.subgroup_ops=",
                     SubgroupOpsName(r.subgroup_ops), " needs the device's ",
                     SubgroupOpsExtensions(r.subgroup_ops), of));
-  need(!r.DirectPlace(bits) || (r.pass == RadixPass::kOneLaunchEarlyCounts &&
-                                (rank == TileRanking::kWarpBallots ||
-                                 rank == TileRanking::kWarpEmulated ||
-                                 rank == TileRanking::kSubgroup)),
-       "radix.direct_place needs one-launch-early-counts passes and "
-       "warp-ballots, warp-emulated or subgroup ranking" +
-           of);
   for (bool with_index : {true, false}) {
     const std::string what =
         absl::StrCat(bits, "-bit keys", with_index ? " with an index" : "");

@@ -100,11 +100,13 @@ struct RadixSortPolicy {
   int warp_size = 32;
   // kSubgroup ranking's built-ins.
   SubgroupOps subgroup_ops = SubgroupOps::kKhrBallot;
-  // With kOneLaunchEarlyCounts and kWarpBallots or kWarpEmulated ranking:
-  // keys are written to their places in local memory as they are ranked
-  // (the early counts kept per warp give each warp's start within each
-  // digit before the ranking), which holds no ranks in registers. Per key
-  // width.
+  // With kOneLaunchEarlyCounts and kWarpBallots, kWarpEmulated or
+  // kSubgroup ranking: keys are written to their places in local memory as
+  // they are ranked (the early counts kept per warp give each warp's start
+  // within each digit before the ranking), which holds no ranks in
+  // registers. Per key width. With other passes or rankings the knob does
+  // nothing (DirectPlace), so that overriding those, e.g. radix.pass=
+  // three-launch alone, leaves a policy that still fits.
   bool direct_place_32 = false;
   bool direct_place_64 = false;
   // The digit-counting (and encoding) kernel runs at most this many
@@ -144,7 +146,8 @@ struct RadixSortPolicy {
   // Longer arrays get a fill before every pass. 0: off.
   size_t marked_status_max = 0;
   // One-launch passes: each tile has its own status lines brought to L2 as
-  // it starts (PTX: NVIDIA only).
+  // it starts (PTX: NVIDIA only). Three-launch passes have no statuses: the
+  // knob does nothing there.
   bool status_prefetch = false;
   // One-launch passes with early counts over 32-bit keys without an index:
   // a tile publishes its digit counts as soon as it has counted them, but
@@ -162,8 +165,7 @@ struct RadixSortPolicy {
   // ranked pass with the late walk (radix_late_onesweep).
   bool LateRanked(int key_bits, bool with_index) const {
     return late_lookback_tiles_32 > 0 && key_bits == 32 && !with_index &&
-           pass == RadixPass::kOneLaunchEarlyCounts && DirectPlace(32) &&
-           Ranking(32) != TileRanking::kWarpMasks;
+           DirectPlace(32);
   }
   // Sorts of at least this many keys read their digit totals back, while
   // the first pass runs, and skip later passes whose digit every key
@@ -222,8 +224,15 @@ struct RadixSortPolicy {
   bool WarpLevel(int key_bits) const {
     return Ranking(key_bits) != TileRanking::kWorkItemCounters;
   }
+  // Whether the builds for `key_bits`-wide keys place keys as they rank
+  // them: the knob, where the passes and the ranking have that form.
   bool DirectPlace(int key_bits) const {
-    return key_bits == 64 ? direct_place_64 : direct_place_32;
+    const TileRanking rank = Ranking(key_bits);
+    return (key_bits == 64 ? direct_place_64 : direct_place_32) &&
+           pass == RadixPass::kOneLaunchEarlyCounts &&
+           (rank == TileRanking::kWarpBallots ||
+            rank == TileRanking::kWarpEmulated ||
+            rank == TileRanking::kSubgroup);
   }
   int LocalBits() const { return local_bits > 0 ? local_bits : radix_bits; }
   bool OneLaunch() const { return pass != RadixPass::kThreeLaunch; }

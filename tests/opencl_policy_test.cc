@@ -75,13 +75,20 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
               HasSubstr("local_bits applies only to work-item ranking"));
   p.radix.local_bits = 0;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
-  // Direct placement needs early counts and ballots or their twin.
+  // Direct placement takes early counts and ballots or their twin;
+  // elsewhere the knob does nothing, and the policy still fits.
   p.radix.pass = RadixPass::kOneLaunchEarlyCounts;
   p.radix.direct_place_32 = p.radix.direct_place_64 = true;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
+  EXPECT_TRUE(p.radix.DirectPlace(32));
+  EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
+              HasSubstr("-DDIRECT_PLACE=1"));
   p.radix.pass = RadixPass::kOneLaunch;
-  EXPECT_THAT(p.CheckFits(other).message(),
-              HasSubstr("direct_place needs one-launch-early-counts"));
+  EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
+  EXPECT_FALSE(p.radix.DirectPlace(32));
+  EXPECT_FALSE(p.radix.DirectPlace(64));
+  EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
+              ::testing::Not(HasSubstr("-DDIRECT_PLACE")));
   // Early counts need warp-level ranking for both key widths.
   p.radix.direct_place_32 = p.radix.direct_place_64 = false;
   p.radix.pass = RadixPass::kOneLaunchEarlyCounts;
@@ -291,10 +298,8 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
   // Where the passes have no late form the knobs do nothing: a policy
   // with other passes or the masks ranking still fits.
   for (const char* other :
-       {"radix.pass=three-launch,radix.status_prefetch=0,"
-        "radix.direct_place_32=0,radix.direct_place_64=0",
-        "radix.ranking=warp-masks,radix.ranking_64=warp-ballots,"
-        "radix.direct_place_32=0"}) {
+       {"radix.pass=three-launch",
+        "radix.ranking=warp-masks,radix.ranking_64=warp-ballots"}) {
     EnginePolicy q = np;
     ASSERT_TRUE(ApplyPolicyOverrides(other, &q).ok()) << other;
     EXPECT_EQ(q.radix.late_lookback_tiles_32, 8192u);
@@ -306,6 +311,14 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
                                                              : "-DLATE_")))
         << other;
     EXPECT_TRUE(q.CheckFits(nvidia).ok()) << q.CheckFits(nvidia);
+    EXPECT_FALSE(q.radix.DirectPlace(32)) << other;
+    EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
+                ::testing::Not(HasSubstr("-DDIRECT_PLACE")))
+        << other;
+    if (!q.radix.OneLaunch()) {
+      EXPECT_THAT(RadixBuildOptions(q.radix, 64, true, 8),
+                  ::testing::Not(HasSubstr("-DSTATUS_PREFETCH")));
+    }
   }
 }
 
@@ -327,6 +340,12 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
   EXPECT_FALSE(p.radix.status_prefetch);  // PTX
   EXPECT_EQ(p.transpose.sub_group_size, 32);
   EXPECT_EQ(p.radix.subgroup_ops, SubgroupOps::kKhrBallot);
+  // The documented fallback for a device that might not keep every
+  // started work-group resident: three launches a pass, no look-back.
+  EnginePolicy three = p;
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &three).ok());
+  EXPECT_TRUE(three.CheckFits(IntelGpu()).ok()) << three.CheckFits(IntelGpu());
+  EXPECT_FALSE(three.radix.DirectPlace(32));
   // Which built-ins follow the extensions.
   DeviceInfo intel_only = IntelGpu();
   intel_only.extensions = "cl_intel_subgroups cl_intel_required_subgroup_size";
