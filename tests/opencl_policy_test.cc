@@ -75,8 +75,8 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
               HasSubstr("local_bits applies only to work-item ranking"));
   p.radix.local_bits = 0;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
-  // Direct placement takes early counts and ballots or their twin;
-  // elsewhere the knob does nothing, and the policy still fits.
+  // Direct placement takes early counts and ballots, sub-groups or their
+  // twin; elsewhere the knob does nothing, and the policy still fits.
   p.radix.pass = RadixPass::kOneLaunchEarlyCounts;
   p.radix.direct_place_32 = p.radix.direct_place_64 = true;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
@@ -312,6 +312,9 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
         << other;
     EXPECT_TRUE(q.CheckFits(nvidia).ok()) << q.CheckFits(nvidia);
     EXPECT_FALSE(q.radix.DirectPlace(32)) << other;
+    // 64-bit keys keep ballots (and direct placement) under the masks
+    // override; three launches have none.
+    EXPECT_EQ(q.radix.DirectPlace(64), q.radix.OneLaunch()) << other;
     EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
                 ::testing::Not(HasSubstr("-DDIRECT_PLACE")))
         << other;
@@ -346,6 +349,9 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
   ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &three).ok());
   EXPECT_TRUE(three.CheckFits(IntelGpu()).ok()) << three.CheckFits(IntelGpu());
   EXPECT_FALSE(three.radix.DirectPlace(32));
+  EXPECT_FALSE(three.radix.DirectPlace(64));
+  EXPECT_THAT(RadixBuildOptions(three.radix, 64, false, 16),
+              ::testing::Not(HasSubstr("-DDIRECT_PLACE")));
   // Which built-ins follow the extensions.
   DeviceInfo intel_only = IntelGpu();
   intel_only.extensions = "cl_intel_subgroups cl_intel_required_subgroup_size";
