@@ -116,6 +116,11 @@ def parse_args(argv):
     ap.add_argument("--cub-kernels", action="store_true",
                     help="also time CUB's in-place sort kernel by kernel "
                     "(needs CuPy and PyTorch)")
+    ap.add_argument("--hold-mib", type=int, default=0,
+                    help="allocate and fill this many MiB of device memory "
+                    "before measuring and hold it to the end: another "
+                    "allocation history (rows then carry hold_mib; see "
+                    "bench/device-placement.sh)")
     ap.add_argument("--json", metavar="FILE",
                     help="also append every line to FILE")
     a = ap.parse_args(argv)
@@ -205,9 +210,10 @@ class TorchTimer(Timer):
 class Out:
     def __init__(self, path):
         self.file = open(path, "a") if path else None
+        self.extra = {}  # fields every line carries
 
     def emit(self, **row):
-        line = json.dumps(row)
+        line = json.dumps({**row, **self.extra})
         print(line, flush=True)
         if self.file:
             self.file.write(line + "\n")
@@ -419,6 +425,16 @@ def main(argv=None):
         print("compare-anchors: %s (install it, or pass --no-cupy / "
               "--no-torch)" % e, file=sys.stderr)
         return 2
+    hold = None
+    if a.hold_mib > 0:
+        if cp is not None:
+            hold = cp.zeros(a.hold_mib << 20, dtype=cp.uint8)
+            cp.cuda.Device().synchronize()
+        else:
+            hold = torch.zeros(a.hold_mib << 20, dtype=torch.uint8,
+                               device="cuda")
+            torch.cuda.synchronize()
+        out.extra["hold_mib"] = a.hold_mib
     info = {"impl": "device", "op": "info",
             "unix_time": int(time.time()), "argv": sys.argv[1:]}
     if cp is not None:
@@ -444,7 +460,10 @@ def main(argv=None):
     if torch is not None:
         measure_torch(a, out, torch)
     if a.cub_kernels:
-        measure_cub_kernels(a, out, cp, torch)
+        rc = measure_cub_kernels(a, out, cp, torch)
+        if rc:
+            return rc
+    del hold  # held to here
     return 0
 
 

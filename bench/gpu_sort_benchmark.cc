@@ -39,6 +39,12 @@
 //                      in "keys")
 //                      [--kernel_cache_dir=DIR] (keeps the built kernels,
 //                      on NVIDIA their PTX, for inspection)
+//                      [--hold_mib=N] (before the engine starts, allocates
+//                      and fills N MiB of device memory in a context of
+//                      its own and holds it to the end: another allocation
+//                      history, so that other physical pages back the
+//                      engine's buffers; lines carry "hold_mib"; see
+//                      bench/device-placement.sh)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,6 +58,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gpu/cl.h"
+#include "gpu/device.h"
 #include "gpu/opencl_engine.h"
 
 namespace {
@@ -93,6 +101,7 @@ std::vector<uint64_t> RandomWords(size_t n, uint64_t seed) {
 
 bool g_print_reps = false;
 std::string g_keys = "random";  // --keys
+long g_hold_mib = 0;            // --hold_mib
 size_t g_clusters = 4;          // --keys=clustered:K
 
 // Integer keys of --keys' shape in place of the random words' first n
@@ -295,6 +304,7 @@ void Run(OpenClEngine& engine, const Case& c, int log2n, int reps,
     extra += "],\"rep_stages\":" + rep_stages + "}]";
   }
   extra += Verified(c, words.data(), out.data(), perm, vout, n);
+  if (g_hold_mib > 0) extra += absl::StrCat(",\"hold_mib\":", g_hold_mib);
   std::string stages_json;
   for (auto& [name, v] : stage_ms) {
     if (!stages_json.empty()) stages_json += ",";
@@ -446,6 +456,7 @@ int main(int argc, char** argv) {
     if (a == "--print_reps") g_print_reps = true;
     if (a.rfind("--pool_bytes=", 0) == 0) pool_bytes = std::stol(a.substr(13));
     if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
+    if (a.rfind("--hold_mib=", 0) == 0) g_hold_mib = std::stol(a.substr(11));
     if (a.rfind("--keys=", 0) == 0) {
       g_keys = a.substr(7);
       if (g_keys.rfind("clustered:", 0) == 0 &&
@@ -476,6 +487,36 @@ int main(int argc, char** argv) {
   OpenClEngine::Options options;
   options.kind = device == "gpu" ? sortd::gpu::DeviceKind::kGpu
                                  : sortd::gpu::DeviceKind::kCpu;
+  // --hold_mib: memory taken before the engine's, held to the end.
+  cl::Context hold_context;
+  cl::Buffer hold;
+  if (g_hold_mib > 0) {
+    absl::StatusOr<sortd::gpu::Device> d = sortd::gpu::FindDevice(options.kind);
+    if (!d.ok()) {
+      std::fprintf(stderr, "gpu_sort_benchmark: --hold_mib: %s\n",
+                   d.status().ToString().c_str());
+      return 1;
+    }
+    cl_int err = CL_SUCCESS;
+    hold_context = cl::Context(d->device, nullptr, nullptr, nullptr, &err);
+    const size_t bytes = static_cast<size_t>(g_hold_mib) << 20;
+    if (err == CL_SUCCESS) {
+      hold = cl::Buffer(hold_context, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+    }
+    if (err == CL_SUCCESS) {
+      cl::CommandQueue q(hold_context, d->device, cl::QueueProperties::None,
+                         &err);
+      if (err == CL_SUCCESS)
+        err = q.enqueueFillBuffer(hold, cl_uint{0}, 0, bytes);
+      if (err == CL_SUCCESS) err = q.finish();
+    }
+    if (err != CL_SUCCESS) {
+      std::fprintf(stderr,
+                   "gpu_sort_benchmark: --hold_mib=%ld: OpenCL error %d\n",
+                   g_hold_mib, err);
+      return 1;
+    }
+  }
   options.cache_dir = kernel_cache_dir;
   options.pool_bytes = static_cast<size_t>(pool_bytes);
   auto engine = OpenClEngine::Create(options);
@@ -524,7 +565,7 @@ int main(int argc, char** argv) {
   }
   for (int lg : sizes) {
     // --trim_pool: each size starts with no idle device buffers (a
-    // diagnostic of allocation history: see docs/PERFORMANCE.md).
+    // diagnostic of allocation history: decision 006).
     if (trim_pool) (*engine)->TrimPool();
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Summary of bench/device-placement.sh's output: for each case, sortd's
+span and CUB's in-place time over the allocation histories (one process
+each), as medians, ranges, the ratio of the medians (CUB / sortd: above 1,
+sortd is faster) and how many of sortd's histories beat CUB's median.
+
+  placement-summary.py placement.jsonl
+"""
+import json
+import statistics
+import sys
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    runs = {}  # (dtype, n) -> impl -> [ms]
+    with open(argv[1]) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            if r.get("op") != "sort_keys" or "error" in r:
+                continue
+            if r["impl"] == "sortd":
+                ms = r["span_ms"]
+            elif r["impl"] == "cub":
+                ms = r["ms"]
+            else:
+                continue
+            runs.setdefault((r["dtype"], r["n"]), {}).setdefault(
+                r["impl"], []).append(ms)
+    print("%-12s %9s %17s %9s %17s %7s %s" % (
+        "case", "sortd", "(range)", "cub", "(range)", "ratio",
+        "sortd at or under cub's median"))
+    for (dtype, n), by in sorted(runs.items()):
+        s, c = by.get("sortd", []), by.get("cub", [])
+        if not s or not c:
+            continue
+        ms, mc = statistics.median(s), statistics.median(c)
+        print("%-12s %9.3f %17s %9.3f %17s %6.2fx %d of %d" % (
+            "%s 2^%d" % (dtype, n.bit_length() - 1), ms,
+            "(%.3f-%.3f)" % (min(s), max(s)), mc,
+            "(%.3f-%.3f)" % (min(c), max(c)), mc / ms,
+            sum(x <= mc for x in s), len(s)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
