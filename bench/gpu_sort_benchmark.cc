@@ -57,6 +57,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gpu/cl.h"
 #include "gpu/device.h"
@@ -429,6 +430,13 @@ bool WarnFallbacks(const OpenClEngine& engine) {
     if (!f->empty()) {
       std::fprintf(stderr, "gpu_sort_benchmark: WARNING: %s\n", f->c_str());
     }
+  }
+  if (const std::vector<std::string> idle = engine.policy().radix.IdleKnobs();
+      !idle.empty()) {
+    std::fprintf(stderr,
+                 "gpu_sort_benchmark: these policy knobs do nothing under its "
+                 "pass form and ranking: %s\n",
+                 absl::StrJoin(idle, " ").c_str());
   }
   return !engine.policy_fallback().empty();
 }

@@ -4,10 +4,12 @@
 #include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/log.h"
 
@@ -151,6 +153,14 @@ absl::StatusOr<DeviceSlot> BringUp(const Part& part, const EngineSetup& setup) {
   LogLine("OpenCL device %s (path %s)\nsortd: policy %s\n",
           (*engine)->info().ToString().c_str(), PathName((*engine)->path()),
           (*engine)->policy().ToString().c_str());
+  if (const std::vector<std::string> idle =
+          (*engine)->policy().radix.IdleKnobs();
+      !idle.empty()) {
+    LogLine(
+        "these policy knobs do nothing under its pass form and "
+        "ranking: %s\n",
+        absl::StrJoin(idle, " ").c_str());
+  }
   const SortJob u32{.key_type = KeyType::kU32};
   LogLine(
       "device memory: %zu bytes per lane; u32 sorts of more than %zu keys "

@@ -325,6 +325,64 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
   }
 }
 
+// The knobs an override left on but idle are named (the startup log and
+// the benchmark print them); the device's own policies leave none idle.
+TEST(Policy, IdleKnobsAreNamed) {
+  DeviceInfo nvidia = Engine().info();
+  nvidia.vendor = "NVIDIA Corporation";
+  nvidia.is_gpu = true;
+  nvidia.local_mem_bytes = 48 * 1024;
+  nvidia.max_work_group = 1024;
+  nvidia.nv_compute_major = 9;
+  const EnginePolicy np = EnginePolicy::For(nvidia);
+  EXPECT_THAT(np.radix.IdleKnobs(), ::testing::IsEmpty());
+  for (const std::string& name : EnginePolicy::Names()) {
+    absl::StatusOr<EnginePolicy> named = EnginePolicy::Named(name, nvidia);
+    ASSERT_TRUE(named.ok()) << name;
+    EXPECT_THAT(named->radix.IdleKnobs(), ::testing::IsEmpty()) << name;
+  }
+
+  EnginePolicy three = np;
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &three).ok());
+  EXPECT_THAT(three.radix.IdleKnobs(),
+              ::testing::UnorderedElementsAre(
+                  "radix.direct_place_32=1", "radix.direct_place_64=1",
+                  "radix.status_prefetch=1",
+                  absl::StrCat("radix.marked_status_max=",
+                               RadixSortPolicy::kMarkedStatusLimit),
+                  "radix.late_lookback_unordered_32=1",
+                  "radix.late_lookback_tiles_32=8192"));
+  // The masks ranking has no direct placement for 32-bit keys, so no
+  // ranked late walk; the unranked first pass keeps its own.
+  EnginePolicy masks = np;
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.ranking=warp-masks,"
+                                   "radix.ranking_64=warp-ballots",
+                                   &masks)
+                  .ok());
+  EXPECT_THAT(
+      masks.radix.IdleKnobs(),
+      ::testing::UnorderedElementsAre("radix.direct_place_32=1",
+                                      "radix.late_lookback_tiles_32=8192"));
+
+  // Status prefetch is PTX, refused off NVIDIA only where it would act.
+  DeviceInfo other = nvidia;
+  other.vendor = "Another Vendor";
+  other.nv_compute_major = 0;
+  EnginePolicy portable = EnginePolicy::For(other);
+  ASSERT_TRUE(portable.CheckFits(other).ok()) << portable.CheckFits(other);
+  EnginePolicy prefetch = portable;
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=one-launch,"
+                                   "radix.status_prefetch=1",
+                                   &prefetch)
+                  .ok());
+  EXPECT_THAT(prefetch.CheckFits(other).message(),
+              HasSubstr("radix.status_prefetch needs"));
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &prefetch).ok());
+  EXPECT_TRUE(prefetch.CheckFits(other).ok()) << prefetch.CheckFits(other);
+  EXPECT_THAT(prefetch.radix.IdleKnobs(),
+              ::testing::Contains("radix.status_prefetch=1"));
+}
+
 // The Intel policy goes to Intel GPUs with sub-group ranking's extensions,
 // and to nothing else: not to an Intel GPU without them, not to another
 // vendor's GPU or to a CPU device (PoCL reports "GenuineIntel" and the
