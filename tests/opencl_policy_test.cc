@@ -269,16 +269,23 @@ TEST(Policy, OnlyKeysOnlyEarlyCountPassesPlaceTheFirstUnranked) {
   EXPECT_THAT(p.ToString(), HasSubstr("radix.unordered_first=0"));
 }
 
-// The late walk back: NVIDIA's policy builds it for 32-bit keys without an
-// index only (the unranked pass always, the ranked twin from 8192 tiles),
-// and nowhere the passes have no late form.
-TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
+// This machine's device described as an H100 (NVIDIA, sm_90, 48 KiB of
+// local memory): what NVIDIA's policy is chosen and fitted for.
+DeviceInfo HopperInfo() {
   DeviceInfo nvidia = Engine().info();
   nvidia.vendor = "NVIDIA Corporation";
   nvidia.is_gpu = true;
   nvidia.local_mem_bytes = 48 * 1024;
   nvidia.max_work_group = 1024;
   nvidia.nv_compute_major = 9;
+  return nvidia;
+}
+
+// The late walk back: NVIDIA's policy builds it for 32-bit keys without an
+// index only (the unranked pass always, the ranked twin from 8192 tiles),
+// and nowhere the passes have no late form.
+TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
+  const DeviceInfo nvidia = HopperInfo();
   const EnginePolicy np = EnginePolicy::For(nvidia);
   ASSERT_EQ(np.name, "nvidia-ptx");
   const RadixSortPolicy& r = np.radix;
@@ -328,12 +335,7 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
 // The knobs an override left on but idle are named (the startup log and
 // the benchmark print them); the device's own policies leave none idle.
 TEST(Policy, IdleKnobsAreNamed) {
-  DeviceInfo nvidia = Engine().info();
-  nvidia.vendor = "NVIDIA Corporation";
-  nvidia.is_gpu = true;
-  nvidia.local_mem_bytes = 48 * 1024;
-  nvidia.max_work_group = 1024;
-  nvidia.nv_compute_major = 9;
+  const DeviceInfo nvidia = HopperInfo();
   const EnginePolicy np = EnginePolicy::For(nvidia);
   EXPECT_THAT(np.radix.IdleKnobs(), ::testing::IsEmpty());
   for (const std::string& name : EnginePolicy::Names()) {
