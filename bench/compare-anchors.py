@@ -133,6 +133,8 @@ def parse_args(argv):
                  "16,24,28")
     if not 0 <= a.copy_log2 <= 32:
         ap.error("--copy-log2 takes 0 to 32")
+    if a.hold_mib < 0:
+        ap.error("--hold-mib takes 0 or more MiB")
     a.types = [t for t in a.types.split(",") if t]
     a.argsort_types = [t for t in a.argsort_types.split(",") if t]
     for t in a.types:

@@ -2,18 +2,18 @@
 # sortd's kernels and CUB in place, each timed in one fresh process per
 # allocation history, on a GPU host (needs .device/ as CONTRIBUTING.md
 # describes). Which physical pages back a large array moves sortd's radix
-# passes by up to 12% on the H100 (decision 006), and the pages follow what
+# passes by up to 14% on the H100 (decision 006), and the pages follow what
 # the process allocated before; a figure from one process is one draw.
 # Each history here is a different amount of device memory allocated and
 # filled before the sort's own (--hold_mib / --hold-mib), the same list for
 # both, so the two are compared over the same kind of draws.
 #   HOLDS (MiB, "0 64 256 512 768 1024 1536 2048 3072 4096"),
-#   SIZES (28), CASES (u32)
+#   SIZES (28), CASES (u32; u32 and u64 are the cases both measure)
 # Writes $OUT/placement.jsonl and prints, per case, the medians over the
 # histories, their ranges and the ratio of the medians
 # (bench/placement-summary.py).
 set -uo pipefail
-source .device/setup.sh
+source .device/setup.sh || exit 1
 OUT=${OUT:-/tmp/sortd-out}
 mkdir -p "$OUT"
 SIZES=${SIZES:-28}

@@ -434,8 +434,8 @@ bool WarnFallbacks(const OpenClEngine& engine) {
   if (const std::vector<std::string> idle = engine.policy().radix.IdleKnobs();
       !idle.empty()) {
     std::fprintf(stderr,
-                 "gpu_sort_benchmark: these policy knobs do nothing under its "
-                 "pass form and ranking: %s\n",
+                 "gpu_sort_benchmark: WARNING: policy knobs set without "
+                 "effect under the policy's pass form and ranking: %s\n",
                  absl::StrJoin(idle, " ").c_str());
   }
   return !engine.policy_fallback().empty();
@@ -464,7 +464,13 @@ int main(int argc, char** argv) {
     if (a == "--print_reps") g_print_reps = true;
     if (a.rfind("--pool_bytes=", 0) == 0) pool_bytes = std::stol(a.substr(13));
     if (a.rfind("--cases=", 0) == 0) case_names = a.substr(8);
-    if (a.rfind("--hold_mib=", 0) == 0) g_hold_mib = std::stol(a.substr(11));
+    if (a.rfind("--hold_mib=", 0) == 0 &&
+        (!absl::SimpleAtoi(a.substr(11), &g_hold_mib) || g_hold_mib < 0)) {
+      std::fprintf(stderr,
+                   "gpu_sort_benchmark: --hold_mib takes a whole number of "
+                   "MiB, 0 or more\n");
+      return 2;
+    }
     if (a.rfind("--keys=", 0) == 0) {
       g_keys = a.substr(7);
       if (g_keys.rfind("clustered:", 0) == 0 &&
@@ -499,7 +505,8 @@ int main(int argc, char** argv) {
   cl::Context hold_context;
   cl::Buffer hold;
   if (g_hold_mib > 0) {
-    absl::StatusOr<sortd::gpu::Device> d = sortd::gpu::FindDevice(options.kind);
+    absl::StatusOr<sortd::gpu::Device> d =
+        sortd::gpu::FindDevice(options.kind, options.device_index);
     if (!d.ok()) {
       std::fprintf(stderr, "gpu_sort_benchmark: --hold_mib: %s\n",
                    d.status().ToString().c_str());
@@ -547,9 +554,10 @@ int main(int argc, char** argv) {
   const bool fallback = WarnFallbacks(**engine);
   std::printf(
       "{\"impl\":\"sortd\",\"op\":\"info\",\"name\":\"%s\",\"policy\":\"%s\","
-      "\"policy_fallback\":%s}\n",
+      "\"policy_fallback\":%s%s}\n",
       (*engine)->info().ToString().c_str(),
-      (*engine)->policy().ToString().c_str(), fallback ? "true" : "false");
+      (*engine)->policy().ToString().c_str(), fallback ? "true" : "false",
+      g_hold_mib > 0 ? absl::StrCat(",\"hold_mib\":", g_hold_mib).c_str() : "");
   const std::pair<const char*, Case> all_cases[] = {
       {"u32", {"sort_keys", KeyType::kU32}},
       {"u64", {"sort_keys", KeyType::kU64}},
@@ -573,7 +581,7 @@ int main(int argc, char** argv) {
   }
   for (int lg : sizes) {
     // --trim_pool: each size starts with no idle device buffers (a
-    // diagnostic of allocation history: decision 006).
+    // diagnostic of allocation history).
     if (trim_pool) (*engine)->TrimPool();
     for (const Case& c : cases) Run(**engine, c, lg, reps);
   }

@@ -2,7 +2,9 @@
 """Summary of bench/device-placement.sh's output: for each case, sortd's
 span and CUB's in-place time over the allocation histories (one process
 each), as medians, ranges, the ratio of the medians (CUB / sortd: above 1,
-sortd is faster) and how many of sortd's histories beat CUB's median.
+sortd is faster), how many of sortd's histories are at or under CUB's
+median, and how many histories each side has lines for (a process that
+failed, or a sortd line not verified, leaves its history out).
 
   placement-summary.py placement.jsonl
 """
@@ -22,7 +24,8 @@ def main(argv):
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            if r.get("op") != "sort_keys" or "error" in r:
+            if (r.get("op") != "sort_keys" or "error" in r
+                    or r.get("verified") is False):
                 continue
             if r["impl"] == "sortd":
                 ms = r["span_ms"]
@@ -34,17 +37,17 @@ def main(argv):
                 r["impl"], []).append(ms)
     print("%-12s %9s %17s %9s %17s %7s %s" % (
         "case", "sortd", "(range)", "cub", "(range)", "ratio",
-        "sortd at or under cub's median"))
+        "sortd at or under cub's median (histories: sortd / cub)"))
     for (dtype, n), by in sorted(runs.items()):
         s, c = by.get("sortd", []), by.get("cub", [])
         if not s or not c:
             continue
         ms, mc = statistics.median(s), statistics.median(c)
-        print("%-12s %9.3f %17s %9.3f %17s %6.2fx %d of %d" % (
+        print("%-12s %9.3f %17s %9.3f %17s %6.2fx %d of %d (%d / %d)" % (
             "%s 2^%d" % (dtype, n.bit_length() - 1), ms,
             "(%.3f-%.3f)" % (min(s), max(s)), mc,
             "(%.3f-%.3f)" % (min(c), max(c)), mc / ms,
-            sum(x <= mc for x in s), len(s)))
+            sum(x <= mc for x in s), len(s), len(s), len(c)))
     return 0
 
 

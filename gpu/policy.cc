@@ -734,6 +734,8 @@ std::vector<std::string> RadixSortPolicy::IdleKnobs() const {
        "late_lookback_unordered_32=1");
   note(late_lookback_tiles_32 > 0, LateRanked(32, false),
        absl::StrCat("late_lookback_tiles_32=", late_lookback_tiles_32));
+  note(segment_radix_above > 0, WarpLevel(32) || WarpLevel(64),
+       absl::StrCat("segment_radix_above=", segment_radix_above));
   return idle;
 }
 

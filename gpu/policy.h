@@ -237,10 +237,10 @@ struct RadixSortPolicy {
   int LocalBits() const { return local_bits > 0 ? local_bits : radix_bits; }
   bool OneLaunch() const { return pass != RadixPass::kThreeLaunch; }
   // The knobs that are on but do nothing under this pass form and ranking
-  // (see each knob), as key=value: what a startup log or a benchmark
-  // names beside the policy, so that an override that changed nothing is
-  // seen. Of the knobs off by default only: unordered_first, on by
-  // default wherever passes take early counts, is not named.
+  // (see each knob), as key=value, for the startup log and the benchmark
+  // to name beside the policy. Only knobs that are off in the default
+  // policy and turn a form on are named; knobs with values in every
+  // policy (unordered_first, lookback, warp_size, subgroup_ops) are not.
   std::vector<std::string> IdleKnobs() const;
   // Local memory of the scatter kernel, the largest user.
   size_t ScatterLocalBytes(int key_bits, bool with_index) const;

@@ -157,9 +157,9 @@ absl::StatusOr<DeviceSlot> BringUp(const Part& part, const EngineSetup& setup) {
           (*engine)->policy().radix.IdleKnobs();
       !idle.empty()) {
     LogLine(
-        "these policy knobs do nothing under its pass form and "
-        "ranking: %s\n",
-        absl::StrJoin(idle, " ").c_str());
+        "WARNING: %s: policy knobs set without effect under the policy's "
+        "pass form and ranking: %s\n",
+        (*engine)->info().name.c_str(), absl::StrJoin(idle, " ").c_str());
   }
   const SortJob u32{.key_type = KeyType::kU32};
   LogLine(

@@ -366,6 +366,15 @@ TEST(Policy, IdleKnobsAreNamed) {
       ::testing::UnorderedElementsAre("radix.direct_place_32=1",
                                       "radix.late_lookback_tiles_32=8192"));
 
+  // Work-item ranking has no work-group segment sort either.
+  EnginePolicy counters = three;
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.ranking=work-item", &counters).ok());
+  EXPECT_THAT(counters.radix.IdleKnobs(),
+              ::testing::Contains("radix.segment_radix_above=2048"));
+  EXPECT_THAT(three.radix.IdleKnobs(),
+              ::testing::Not(::testing::Contains(
+                  ::testing::HasSubstr("segment_radix_above"))));
+
   // Status prefetch is PTX, refused off NVIDIA only where it would act.
   DeviceInfo other = nvidia;
   other.vendor = "Another Vendor";
