@@ -398,7 +398,7 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   need(r.count_unroll >= 1 && r.count_unroll <= 4, "radix.count_unroll is 1-4");
   need(r.segment_group_max <= (size_t{1} << 30),
        "radix.segment_group_max is at most 2^30 keys");
-  need(!r.status_prefetch || !r.OneLaunch() || ptx,
+  need(!r.StatusPrefetch() || ptx,
        "radix.status_prefetch needs an NVIDIA GPU that runs PTX");
   need(r.small_items >= 0, "radix.small_items is not negative");
   need(r.picked_margin_bits_32 >= -16 && r.picked_margin_bits_32 <= 32 &&
@@ -724,13 +724,12 @@ std::vector<std::string> RadixSortPolicy::IdleKnobs() const {
   auto note = [&](bool set, bool acts, const std::string& knob) {
     if (set && !acts) idle.push_back(absl::StrCat("radix.", knob));
   };
-  const bool early = pass == RadixPass::kOneLaunchEarlyCounts;
   note(direct_place_32, DirectPlace(32), "direct_place_32=1");
   note(direct_place_64, DirectPlace(64), "direct_place_64=1");
-  note(status_prefetch, OneLaunch(), "status_prefetch=1");
+  note(status_prefetch, StatusPrefetch(), "status_prefetch=1");
   note(marked_status_max > 0, OneLaunch(),
        absl::StrCat("marked_status_max=", marked_status_max));
-  note(late_lookback_unordered_32, unordered_first && early,
+  note(late_lookback_unordered_32, UnorderedFirst(/*with_index=*/false),
        "late_lookback_unordered_32=1");
   note(late_lookback_tiles_32 > 0, LateRanked(32, false),
        absl::StrCat("late_lookback_tiles_32=", late_lookback_tiles_32));
@@ -755,7 +754,7 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
   if (r.count_unroll > 1) {
     absl::StrAppend(&out, " -DCOUNT_UNROLL=", r.count_unroll);
   }
-  if (r.status_prefetch && r.OneLaunch()) {
+  if (r.StatusPrefetch()) {
     absl::StrAppend(&out, " -DSTATUS_PREFETCH=1");
   }
   if (key_bits == 32 && r.late_lookback_unordered_32 &&

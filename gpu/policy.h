@@ -236,6 +236,9 @@ struct RadixSortPolicy {
   }
   int LocalBits() const { return local_bits > 0 ? local_bits : radix_bits; }
   bool OneLaunch() const { return pass != RadixPass::kThreeLaunch; }
+  // Whether the passes prefetch their status lines: the knob, where the
+  // passes have statuses (one launch).
+  bool StatusPrefetch() const { return status_prefetch && OneLaunch(); }
   // The knobs that are on but do nothing under this pass form and ranking
   // (see each knob), as key=value, for the startup log and the benchmark
   // to name beside the policy. Only knobs that are off in the default
