@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -99,10 +101,11 @@ void InsertionSort(U* keys, uint32_t* idx, size_t n) {
 }
 
 // LSD radix sort of keys (and their indices when kWithIndex) between two
-// buffer pairs. Returns true when the result ended up in the second pair.
+// buffer pairs, by their lowest `bits` bits (the others every key shares).
+// Returns true when the result ended up in the second pair.
 template <typename U, bool kWithIndex>
 bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
-               size_t blocks) {
+               size_t blocks, int bits = static_cast<int>(sizeof(U) * 8)) {
   using Counts = std::array<uint32_t, kBuckets>;
   std::vector<Counts> counts(blocks);
   const size_t block_len = (n + blocks - 1) / blocks;
@@ -112,8 +115,7 @@ bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
   uint32_t* idst = idx_b;
   bool in_b = false;
 
-  for (int shift = 0; shift < static_cast<int>(sizeof(U) * 8);
-       shift += kDigitBits) {
+  for (int shift = 0; shift < bits; shift += kDigitBits) {
     auto block_range = [&](size_t b) {
       return std::pair{b * block_len, std::min(n, (b + 1) * block_len)};
     };
@@ -274,8 +276,219 @@ void SerialSort(const SortJob& job) {
   if constexpr (kWithIndex) GatherPayload(job, isrc, 0, n);
 }
 
+// From this many keys in a bucket, 12-bit digits.
+constexpr size_t kWidestDigitsFrom = size_t{1} << 15;
+
+size_t Blocks(size_t n, int threads) {
+  return std::clamp<size_t>(n / kMinBlock, 1, static_cast<size_t>(threads) * 4);
+}
+
+// Key and index arrays of a sort, indexed by output place; `idx` null for
+// keys only.
+template <typename U>
+struct Halves {
+  U* keys;
+  uint32_t* idx;
+  U* Keys(size_t lo) const { return keys + lo; }
+  uint32_t* Idx(size_t lo) const { return idx != nullptr ? idx + lo : nullptr; }
+};
+
+// Sorts the `m` keys (ordered bits, and their input indices when
+// kWithIndex) at places [lo, lo + m) of `src`, which differ only in their
+// lowest `bits` bits, with `dst` as scratch, on the calling thread; stores
+// them raw at output places [lo, lo + m) with their payload. Every pass's
+// digit counts come from one read; passes whose digit every key shares are
+// skipped.
+// LSD passes of kWidth-bit digits over the `m` keys at src (with dst as
+// scratch) by their lowest `bits` bits; every pass's digit counts from one
+// read, passes whose digit every key shares skipped. Returns the array the
+// keys (and indices) ended in.
+template <typename U, int kWidth, bool kWithIndex>
+std::pair<U*, uint32_t*> LsdInCache(U* src, uint32_t* isrc, U* dst,
+                                    uint32_t* idst, size_t m, int bits) {
+  constexpr int kMaxPasses =
+      (static_cast<int>(sizeof(U)) * 8 + kWidth - 1) / kWidth;
+  constexpr size_t kDigits = size_t{1} << kWidth;
+  constexpr U kMask = static_cast<U>(kDigits - 1);
+  const int passes = (bits + kWidth - 1) / kWidth;
+  std::vector<uint32_t> counts(passes * kDigits, 0);
+  for (size_t i = 0; i < m; ++i) {
+    const U k = src[i];
+    for (int p = 0; p < kMaxPasses; ++p) {
+      if (p < passes) ++counts[p * kDigits + ((k >> (p * kWidth)) & kMask)];
+    }
+  }
+  for (int p = 0; p < passes; ++p) {
+    uint32_t* place = counts.data() + p * kDigits;
+    const int shift = p * kWidth;
+    if (place[(src[0] >> shift) & kMask] == m) continue;
+    uint32_t running = 0;
+    for (size_t d = 0; d < kDigits; ++d) {
+      const uint32_t here = place[d];
+      place[d] = running;
+      running += here;
+    }
+    for (size_t i = 0; i < m; ++i) {
+      const uint32_t at = place[(src[i] >> shift) & kMask]++;
+      dst[at] = src[i];
+      if constexpr (kWithIndex) idst[at] = isrc[i];
+    }
+    std::swap(src, dst);
+    std::swap(isrc, idst);
+  }
+  return {src, isrc};
+}
+
+// Sorts the `m` keys (ordered bits, and their input indices when
+// kWithIndex) at places [lo, lo + m) of `src`, which differ only in their
+// lowest `bits` bits, with `dst` as scratch, on the calling thread; stores
+// them raw at output places [lo, lo + m) with their payload.
+template <KeyType T, bool kWithIndex>
+void SortBucket(const SortJob& job, size_t lo, size_t m, int bits,
+                Halves<KeyBits<T>> src_halves, Halves<KeyBits<T>> dst_halves) {
+  using U = KeyBits<T>;
+  U* src = src_halves.Keys(lo);
+  uint32_t* isrc = src_halves.Idx(lo);
+  U* dst = dst_halves.Keys(lo);
+  uint32_t* idst = dst_halves.Idx(lo);
+  if (m > kInsertionUpTo && bits > 0) {
+    // Wider digits where they save a pass and the keys outnumber the counts.
+    auto passes = [&](int width) { return (bits + width - 1) / width; };
+    int width = 8;
+    if (m >= kWideDigitsFrom && passes(11) < passes(width)) width = 11;
+    if (m >= kWidestDigitsFrom && passes(12) < passes(width)) width = 12;
+    std::tie(src, isrc) =
+        width == 12
+            ? LsdInCache<U, 12, kWithIndex>(src, isrc, dst, idst, m, bits)
+        : width == 11
+            ? LsdInCache<U, 11, kWithIndex>(src, isrc, dst, idst, m, bits)
+            : LsdInCache<U, 8, kWithIndex>(src, isrc, dst, idst, m, bits);
+  } else if (m > 1 && bits > 0) {
+    InsertionSort(src, isrc, m);
+  }
+  const bool descending = job.order == Order::kDescending;
+  for (size_t i = 0; i < m; ++i) {
+    Store<U>(job.keys_out, lo + i, RawBits<T>(src[i], descending));
+  }
+  // isrc - lo: each output place's input index, by output place.
+  if constexpr (kWithIndex) GatherPayload(job, isrc - lo, lo, lo + m);
+}
+
+// How the sort in blocks splits large arrays (CpuSorter::Options).
+struct Split {
+  int threads;
+  size_t msd_from_bytes;
+  size_t bucket_keys;
+};
+
+// Sorts places [lo, lo + m) of `src` as SortBucket does, where `m` may be
+// beyond the caches (over split.bucket_keys): one stable pass in blocks over
+// the digit just below `bits` into `dst` (none where every key has the same
+// digit there), then each of its buckets the same way, side by side.
+template <KeyType T, bool kWithIndex>
+void SortRange(const SortJob& job, const Split& split, size_t lo, size_t m,
+               int bits, Halves<KeyBits<T>> src, Halves<KeyBits<T>> dst) {
+  using U = KeyBits<T>;
+  using Counts = std::array<uint32_t, kBuckets>;
+  const int threads = split.threads;
+  if (m <= split.bucket_keys) {
+    SortBucket<T, kWithIndex>(job, lo, m, bits, src, dst);
+    return;
+  }
+  if (bits == 0) {  // every key the same: the input order stands
+    const bool descending = job.order == Order::kDescending;
+    ParallelFor(m, kElementGrain, [&](size_t l, size_t h) {
+      for (size_t i = lo + l; i < lo + h; ++i) {
+        Store<U>(job.keys_out, i, RawBits<T>(src.keys[i], descending));
+      }
+      if constexpr (kWithIndex) GatherPayload(job, src.idx, lo + l, lo + h);
+    });
+    return;
+  }
+  const int shift = std::max(0, bits - kDigitBits);
+  const size_t blocks = Blocks(m, threads);
+  const size_t block_len = (m + blocks - 1) / blocks;
+  auto block_range = [&](size_t blk) {
+    return std::pair{lo + blk * block_len,
+                     lo + std::min(m, (blk + 1) * block_len)};
+  };
+  std::vector<Counts> counts(blocks);
+  ForEachBlock(blocks, [&](size_t blk) {
+    Counts& c = counts[blk];
+    c.fill(0);
+    auto [from, to] = block_range(blk);
+    for (size_t i = from; i < to; ++i) {
+      ++c[(src.keys[i] >> shift) & (kBuckets - 1)];
+    }
+  });
+  // Digit-major prefix over (digit, block), as in RadixSort: stable.
+  std::array<size_t, kBuckets + 1> starts{};
+  uint32_t running = static_cast<uint32_t>(lo);
+  for (size_t d = 0; d < kBuckets; ++d) {
+    starts[d] = running;
+    for (size_t blk = 0; blk < blocks; ++blk) {
+      const uint32_t c = counts[blk][d];
+      counts[blk][d] = running;
+      running += c;
+    }
+    if (running - starts[d] == m) {  // one digit: nothing moves
+      SortRange<T, kWithIndex>(job, split, lo, m, shift, src, dst);
+      return;
+    }
+  }
+  starts[kBuckets] = lo + m;
+  ForEachBlock(blocks, [&](size_t blk) {
+    Counts place = counts[blk];
+    auto [from, to] = block_range(blk);
+    for (size_t i = from; i < to; ++i) {
+      const uint32_t at = place[(src.keys[i] >> shift) & (kBuckets - 1)]++;
+      dst.keys[at] = src.keys[i];
+      if constexpr (kWithIndex) dst.idx[at] = src.idx[i];
+    }
+  });
+  tbb::parallel_for(size_t{0}, kBuckets, [&](size_t d) {
+    SortRange<T, kWithIndex>(job, split, starts[d], starts[d + 1] - starts[d],
+                             shift, dst, src);
+  });
+}
+
+// The sort in blocks from split.msd_from_bytes: the keys put in ordered
+// form (and indexed) block by block while finding the highest bit in which
+// any two differ, then SortRange over the bits up to it.
+template <KeyType T, bool kWithIndex>
+void MsdThenLsd(const SortJob& job, const Split& split) {
+  const int threads = split.threads;
+  using U = KeyBits<T>;
+  const size_t n = job.count;
+  const bool descending = job.order == Order::kDescending;
+  SortBuffers<U> b(n, kWithIndex);
+  const size_t blocks = Blocks(n, threads);
+  const size_t block_len = (n + blocks - 1) / blocks;
+  const U first = OrderedBits<T>(Load<U>(job.keys, 0), descending);
+  std::vector<U> differ(blocks, 0);
+  ForEachBlock(blocks, [&](size_t blk) {
+    const size_t lo = blk * block_len;
+    const size_t hi = std::min(n, lo + block_len);
+    U d = 0;
+    for (size_t i = lo; i < hi; ++i) {
+      const U k = OrderedBits<T>(Load<U>(job.keys, i), descending);
+      b.keys_a[i] = k;
+      d |= k ^ first;
+    }
+    if constexpr (kWithIndex) {
+      for (size_t i = lo; i < hi; ++i) b.idx_a[i] = static_cast<uint32_t>(i);
+    }
+    differ[blk] = d;
+  });
+  U diff = 0;
+  for (U d : differ) diff |= d;
+  SortRange<T, kWithIndex>(job, split, 0, n, std::bit_width(diff),
+                           {b.keys_a, b.idx_a}, {b.keys_b, b.idx_b});
+}
+
 template <KeyType T>
-void SortTyped(const SortJob& job, int threads, bool serial) {
+void SortTyped(const SortJob& job, const Split& split, bool serial) {
+  const int threads = split.threads;
   using U = KeyBits<T>;
   const size_t n = job.count;
   const bool descending = job.order == Order::kDescending;
@@ -288,6 +501,12 @@ void SortTyped(const SortJob& job, int threads, bool serial) {
     } else {
       wide ? SerialSort<T, 11, false>(job) : SerialSort<T, 8, false>(job);
     }
+    return;
+  }
+
+  if (n * sizeof(U) >= split.msd_from_bytes) {
+    with_index ? MsdThenLsd<T, true>(job, split)
+               : MsdThenLsd<T, false>(job, split);
     return;
   }
 
@@ -310,8 +529,7 @@ void SortTyped(const SortJob& job, int threads, bool serial) {
   if (n <= kInsertionUpTo) {
     InsertionSort(keys_a, idx_a, n);
   } else {
-    const size_t blocks =
-        std::clamp<size_t>(n / kMinBlock, 1, static_cast<size_t>(threads) * 4);
+    const size_t blocks = Blocks(n, threads);
     in_b = with_index
                ? RadixSort<U, true>(keys_a, idx_a, keys_b, idx_b, n, blocks)
                : RadixSort<U, false>(keys_a, idx_a, keys_b, idx_b, n, blocks);
@@ -332,6 +550,8 @@ void SortTyped(const SortJob& job, int threads, bool serial) {
 CpuSorter::CpuSorter(const Options& options)
     : threads_(options.threads > 0 ? options.threads
                                    : tbb::info::default_concurrency()),
+      msd_from_bytes_(options.msd_from_bytes),
+      bucket_keys_(std::max<size_t>(options.bucket_keys, 1)),
       arena_(threads_) {}
 
 std::string CpuSorter::device_name() const {
@@ -364,8 +584,13 @@ absl::Status CpuSorter::Sort(const SortJob& job) {
   };
   const bool serial = SortsWhole(job.count, running, threads_);
   auto sort = [&] {
-    DispatchKeyType(job.key_type,
-                    [&]<KeyType T>() { SortTyped<T>(job, threads_, serial); });
+    DispatchKeyType(job.key_type, [&]<KeyType T>() {
+      SortTyped<T>(job,
+                   {.threads = threads_,
+                    .msd_from_bytes = msd_from_bytes_,
+                    .bucket_keys = bucket_keys_},
+                   serial);
+    });
   };
   // A sort run whole runs on the calling thread alone: it never waits for a
   // slot in the arena, which a large sort may hold for seconds. A bulk sort's

@@ -1,12 +1,14 @@
-// CpuSorter: sortd's CPU path, a stable parallel LSD radix sort on oneTBB.
+// CpuSorter: sortd's CPU path, a stable parallel radix sort on oneTBB.
 //
 // Keys are mapped to order-preserving unsigned bits (core/keys.h), sorted
 // 8 bits a pass with per-block digit counts, a digit-major prefix sum and a
 // stable per-block scatter; a pass whose digit is the same for every key is
-// skipped. Payloads and permutations ride along as uint32 input indices and
-// are gathered once at the end. All parallel work runs in the sorter's own
-// task arena, so `threads` bounds the cores one request can take. Sorts of
-// one block run whole on the caller's thread without oneTBB (11 bits a
+// skipped. Large arrays are first split by their highest digits into
+// buckets that fit the caches, each then sorted on its own
+// (Options::msd_from_bytes). Payloads and permutations ride along as uint32
+// input indices and are gathered once at the end. All parallel work runs in the
+// sorter's own task arena, so `threads` bounds the cores one request can take.
+// Sorts of one block run whole on the caller's thread without oneTBB (11 bits a
 // pass from 4K keys), and so do sorts of up to a million keys while as
 // many sorts of a block or more run at once as half the threads (with up
 // to three threads: always); callers' threads are not the arena's, so
@@ -33,6 +35,13 @@ class CpuSorter final : public Sorter {
     // Worker threads for one sort and across concurrent sorts; 0 means one
     // per hardware thread.
     int threads = 0;
+    // Sorts in blocks of at least this many bytes of keys start with passes
+    // over their highest digits (most significant first) until each bucket
+    // holds at most `bucket_keys` keys, then sort each bucket by its lower
+    // bits in cache, buckets side by side; smaller ones take LSD passes
+    // over the whole array (decision 002).
+    size_t msd_from_bytes = size_t{1} << 20;
+    size_t bucket_keys = size_t{1} << 17;
   };
 
   explicit CpuSorter(const Options& options);
@@ -50,6 +59,8 @@ class CpuSorter final : public Sorter {
 
  private:
   int threads_;
+  size_t msd_from_bytes_;
+  size_t bucket_keys_;
   tbb::task_arena arena_;
   std::atomic<int> running_{0};
 };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -64,8 +65,9 @@ void CheckCase(CpuSorter& sorter, const Case& c,
 class CpuSorterTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CpuSorterTest, MatchesStableReferenceOnEveryShapeAndBoundaryLength) {
-  // Four threads, one sort at a time: from 32K keys in blocks; millions of
-  // keys keep every block busy.
+  // Four threads, one sort at a time: from 32K keys in blocks, from 1 MiB of
+  // keys split by their highest digits first; millions of keys keep every
+  // block busy.
   CpuSorter sorter({.threads = 4});
   CheckCase(sorter, GetParam(), testing::BoundaryLengths(),
             {size_t{1} << 20, size_t{3'000'017}}, 1);
@@ -79,6 +81,47 @@ TEST_P(CpuSorterTest, OnOneThreadMatchesStableReferenceUpToAMillion) {
   CheckCase(sorter, GetParam(),
             {size_t{1} << 15, size_t{65'537}, size_t{262'147}},
             {(size_t{1} << 20) - 1}, 3);
+}
+
+// Large sorts split by their highest digits first, here from 1 MiB of keys:
+// into buckets of at most 1024 keys (random keys take two levels of
+// buckets, a skewed input whose one bucket holds 90% of the keys more) and
+// into buckets of up to 2^20 (the whole array one bucket: 11- and 12-bit
+// digits); every shape, and keys that differ only in their low bits (the
+// first digit found below the top), in both orders, with and without
+// payload.
+TEST_P(CpuSorterTest, LargeSortsOfEveryShapeAndSkewMatchTheReference) {
+  const auto [type, desc, extra] = GetParam();
+  for (size_t bucket : {size_t{1024}, size_t{1} << 20}) {
+    CpuSorter sorter({.threads = 4,
+                      .msd_from_bytes = size_t{1} << 20,
+                      .bucket_keys = bucket});
+    const std::string with = " buckets " + std::to_string(bucket);
+    DispatchKeyType(type, [&]<KeyType T>() {
+      using K = KeyOf<T>;
+      const size_t n = 300'007;
+      for (Shape shape : testing::kAllShapes) {
+        CheckSort(sorter, testing::Generate<K>(shape, n, 21), desc, extra,
+                  std::string(testing::ShapeName(shape)) + with);
+      }
+      std::vector<K> narrow = testing::Generate<K>(Shape::kRandom, n, 22);
+      const std::vector<K> bits = testing::Generate<K>(Shape::kRandom, n, 23);
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t r = 0;
+        std::memcpy(&r, &bits[i], sizeof(K));
+        narrow[i] = static_cast<K>(r % 3000);
+      }
+      CheckSort(sorter, narrow, desc, extra, "keys under 3000" + with);
+      if (bucket > 1024) return;
+      const size_t big = size_t{1} << 20;
+      std::vector<K> skewed = testing::Generate<K>(Shape::kRandom, big, 24);
+      for (size_t i = 0; i < big; ++i) {
+        if (i % 10 != 0) skewed[i] = static_cast<K>(5000 + i % 997);
+      }
+      CheckSort(sorter, skewed, desc, extra,
+                "90% in one bucket, n=2^20" + with);
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, CpuSorterTest, AllCases(), CaseName);
