@@ -101,11 +101,10 @@ void InsertionSort(U* keys, uint32_t* idx, size_t n) {
 }
 
 // LSD radix sort of keys (and their indices when kWithIndex) between two
-// buffer pairs, by their lowest `bits` bits (the others every key shares).
-// Returns true when the result ended up in the second pair.
+// buffer pairs. Returns true when the result ended up in the second pair.
 template <typename U, bool kWithIndex>
 bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
-               size_t blocks, int bits = static_cast<int>(sizeof(U) * 8)) {
+               size_t blocks) {
   using Counts = std::array<uint32_t, kBuckets>;
   std::vector<Counts> counts(blocks);
   const size_t block_len = (n + blocks - 1) / blocks;
@@ -115,7 +114,8 @@ bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
   uint32_t* idst = idx_b;
   bool in_b = false;
 
-  for (int shift = 0; shift < bits; shift += kDigitBits) {
+  for (int shift = 0; shift < static_cast<int>(sizeof(U) * 8);
+       shift += kDigitBits) {
     auto block_range = [&](size_t b) {
       return std::pair{b * block_len, std::min(n, (b + 1) * block_len)};
     };
@@ -293,12 +293,6 @@ struct Halves {
   uint32_t* Idx(size_t lo) const { return idx != nullptr ? idx + lo : nullptr; }
 };
 
-// Sorts the `m` keys (ordered bits, and their input indices when
-// kWithIndex) at places [lo, lo + m) of `src`, which differ only in their
-// lowest `bits` bits, with `dst` as scratch, on the calling thread; stores
-// them raw at output places [lo, lo + m) with their payload. Every pass's
-// digit counts come from one read; passes whose digit every key shares are
-// skipped.
 // LSD passes of kWidth-bit digits over the `m` keys at src (with dst as
 // scratch) by their lowest `bits` bits; every pass's digit counts from one
 // read, passes whose digit every key shares skipped. Returns the array the
@@ -504,7 +498,9 @@ void SortTyped(const SortJob& job, const Split& split, bool serial) {
     return;
   }
 
-  if (n * sizeof(U) >= split.msd_from_bytes) {
+  // (Arrays no larger than a bucket, or sorted by insertion, are not split.)
+  if (n > kInsertionUpTo && n > split.bucket_keys &&
+      n * sizeof(U) >= split.msd_from_bytes) {
     with_index ? MsdThenLsd<T, true>(job, split)
                : MsdThenLsd<T, false>(job, split);
     return;

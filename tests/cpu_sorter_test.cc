@@ -112,6 +112,21 @@ TEST_P(CpuSorterTest, LargeSortsOfEveryShapeAndSkewMatchTheReference) {
         narrow[i] = static_cast<K>(r % 3000);
       }
       CheckSort(sorter, narrow, desc, extra, "keys under 3000" + with);
+      // Keys below 2^24 (2^48 for 8-byte keys): two (four) 12-bit passes
+      // in one bucket.
+      std::vector<K> wide = testing::Generate<K>(Shape::kRandom, n, 25);
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t r = 0;
+        std::memcpy(&r, &bits[i], sizeof(K));
+        wide[i] = static_cast<K>(r % (uint64_t{1} << (sizeof(K) * 6)));
+      }
+      CheckSort(sorter, wide, desc, extra, "keys under 2^24 or 2^48" + with);
+      // Two values that differ in their top bits, alternating: each ends in
+      // a bucket of one value, sorted in place of the split's output.
+      std::vector<K> two = testing::Generate<K>(Shape::kRandom, n, 26);
+      const K a = two[0], b = two[1];
+      for (size_t i = 0; i < n; ++i) two[i] = i % 2 ? a : b;
+      CheckSort(sorter, two, desc, extra, "two values" + with);
       if (bucket > 1024) return;
       const size_t big = size_t{1} << 20;
       std::vector<K> skewed = testing::Generate<K>(Shape::kRandom, big, 24);
