@@ -8,9 +8,12 @@
 # filled before the sort's own (--hold_mib / --hold-mib), the same list for
 # both, so the two are compared over the same kind of draws.
 #   HOLDS (MiB, "0 64 256 512 768 1024 1536 2048 3072 4096"),
-#   SIZES (28), CASES (u32; u32 and u64 are the cases both measure)
-# Writes $OUT/placement.jsonl and prints, per case, the medians over the
-# histories, their ranges and the ratio of the medians
+#   SIZES (28), CASES (u32; u32 and u64 are the cases both measure),
+#   AB (optional, as bench/device-ab.sh takes it: "label|flags;..."):
+#     sortd runs once per variant in each history, its lines labelled,
+#     so that variants are compared over the same histories
+# Writes $OUT/placement.jsonl and prints, per case (and variant), the
+# medians over the histories, their ranges and the ratio of the medians
 # (bench/placement-summary.py).
 set -uo pipefail
 source .device/setup.sh || exit 1
@@ -18,9 +21,16 @@ OUT=${OUT:-/tmp/sortd-out}
 mkdir -p "$OUT"
 SIZES=${SIZES:-28}
 CASES=${CASES:-u32}
+IFS=';' read -ra CFGS <<< "${AB:-}"
+[ ${#CFGS[@]} -eq 0 ] && CFGS=("|")
 for hold in ${HOLDS:-0 64 256 512 768 1024 1536 2048 3072 4096}; do
-  gpu_sort_benchmark --device=gpu --sizes="$SIZES" --cases="$CASES" \
-    --reps=7 --quick --hold_mib="$hold"
+  for cfg in "${CFGS[@]}"; do
+    IFS='|' read -r label flags <<< "$cfg"
+    # shellcheck disable=SC2086
+    gpu_sort_benchmark --device=gpu --sizes="$SIZES" --cases="$CASES" \
+      --reps=7 --quick --hold_mib="$hold" $flags |
+      if [ -n "$label" ]; then sed "s/^{/{\"label\":\"$label\",/"; else cat; fi
+  done
   python3 bench/compare-anchors.py --sizes "$SIZES" --types "$CASES" \
     --no-torch --segments "" --copy-log2 0 --hold-mib "$hold"
 done > "$OUT/placement.jsonl"

@@ -121,6 +121,9 @@ struct Lane {
   RadixKernels radix[2][2];  // [key_bits == 64][with_index]
   // Built with the policy's small_items, for short arrays.
   RadixKernels radix_small[2][2];
+  // Built with streaming key loads, for long arrays of 32-bit keys without
+  // an index (RadixSortPolicy::stream_keys_32_min).
+  RadixKernels radix_stream;
   BitonicKernels bitonic[2][2];
   TypedKernel<Buf, Buf, U32> transpose;  // in, out, matrices
 };

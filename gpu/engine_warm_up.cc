@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/transpose.h"
 #include "gpu/opencl_engine.h"
@@ -120,6 +121,21 @@ absl::Status OpenClEngine::WarmUp() {
   if (policy_.radix.small_items > 0 && above_small > large &&
       SortFootprint(widest, above_small) <= core_.run_budget) {
     sizes.push_back(above_small);
+  }
+  // With a build of streaming loads for long arrays of 32-bit keys
+  // (stream_keys_32_min), one size more, which the warm-up alone sends to
+  // that build (its limit lowered until the warm-up ends), so that both
+  // long-array builds are verified without sorting arrays that long.
+  const size_t stream_min = policy_.radix.stream_keys_32_min;
+  const absl::Cleanup restore_stream = [this, stream_min] {
+    policy_.radix.stream_keys_32_min = stream_min;
+  };
+  const size_t stream_size =
+      std::max({large, above_small, policy_.radix.small_max}) + 7;
+  if (stream_min > stream_size &&
+      SortFootprint(widest, stream_size) <= core_.run_budget) {
+    sizes.push_back(stream_size);
+    policy_.radix.stream_keys_32_min = stream_size;
   }
   // A segment longer than one work-group sorts (segment_group_max): the
   // whole array sorted as one, by key then by segment.

@@ -217,6 +217,14 @@ absl::Status OpenClEngine::Init() {
           SORTD_RETURN_IF_ERROR(CheckSubGroups(*small, bits));
         }
       }
+      absl::StatusOr<cl::Program> stream = absl::NotFoundError("unused");
+      if (r.stream_keys_32_min > 0 && !wide && !with_index) {
+        stream = cache_->Get(
+            "radix_sort",
+            RadixBuildOptions(r, bits, with_index, r.Items(bits, with_index),
+                              /*stream_keys=*/true));
+        if (!stream.ok()) return stream.status();
+      }
       auto bitonic =
           cache_->Get("bitonic_sort",
                       BitonicBuildOptions(policy_.bitonic, bits, with_index));
@@ -232,6 +240,11 @@ absl::Status OpenClEngine::Init() {
           SORTD_RETURN_IF_ERROR(
               RadixKernelsOf(*small, lane->radix_small[wide][with_index],
                              r.WarpLevel(bits), unordered_pass, late_ranked));
+        }
+        if (stream.ok()) {
+          SORTD_RETURN_IF_ERROR(RadixKernelsOf(*stream, lane->radix_stream,
+                                               r.WarpLevel(bits),
+                                               unordered_pass, late_ranked));
         }
         SORTD_RETURN_IF_ERROR(
             BitonicKernelsOf(*bitonic, lane->bitonic[wide][with_index]));

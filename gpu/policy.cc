@@ -105,7 +105,29 @@ EnginePolicy CpuPolicy() {
   return p;
 }
 
-EnginePolicy NvidiaPtxPolicy() {
+// What one NVIDIA model (by the device name's `model`) sets over the
+// nvidia-ptx entry, from measurements on that model alone.
+struct NvidiaModelTuning {
+  const char* model;
+  size_t stream_keys_32_min;
+};
+constexpr NvidiaModelTuning kNvidiaModels[] = {
+    // Streaming key loads from 2^26 32-bit keys: on the H100 the passes'
+    // span at 2^28 moves by up to 12% with where the key arrays land
+    // (decision 006), and loads that leave L1 and L2 first take most of
+    // that away. Against plain loads over the same nine allocation
+    // histories, one run, medians (ranges) of span ms: 2^26 1.369
+    // (1.363-1.407) -> 1.339 (1.336-1.345), 2^27 2.890 (2.809-3.018) ->
+    // 2.679 (2.661-2.797), 2^28 5.268 (5.099-5.676) -> 5.117 (5.054-5.293),
+    // every history under CUB in place (1.440-1.444, 5.517-5.539); from
+    // 2^24 they were slower, 0.406 -> 0.424 and 0.719 -> 0.762 at 2^25.
+    // Not the H200, whose spans placement does not move: there they were
+    // slower at every size, 1.259 -> 1.294 at 2^26, 4.610 -> 4.905 at
+    // 2^28 (decision 004, "Cache hints on the keys").
+    {"H100 80GB HBM3", size_t{1} << 26},
+};
+
+EnginePolicy NvidiaPtxPolicy(const DeviceInfo& device) {
   EnginePolicy p;
   p.name = "nvidia-ptx";
   // The H100's tuning, measured in same-call A/Bs of kernel time
@@ -201,6 +223,11 @@ EnginePolicy NvidiaPtxPolicy() {
   p.bitonic.max_keys_64 = size_t{1} << 12;
   p.bitonic.max_keys_32_keys = size_t{1} << 14;
   p.transpose = {.matrices_per_group = 64};
+  for (const NvidiaModelTuning& m : kNvidiaModels) {
+    if (absl::StrContains(device.name, m.model)) {
+      p.radix.stream_keys_32_min = m.stream_keys_32_min;
+    }
+  }
   return p;
 }
 
@@ -311,7 +338,7 @@ EnginePolicy EnginePolicy::For(const DeviceInfo& device) {
   if (!device.is_gpu) {
     p = CpuPolicy();
   } else if (NvidiaPtxRuns(device)) {
-    p = NvidiaPtxPolicy();
+    p = NvidiaPtxPolicy(device);
   } else if (IntelSubgroupsRun(device)) {
     p = IntelSubgroupPolicy(device);
   }
@@ -331,7 +358,7 @@ absl::StatusOr<EnginePolicy> EnginePolicy::Named(absl::string_view name,
                                                  const DeviceInfo& device) {
   EnginePolicy p;
   if (name == "nvidia-ptx") {
-    p = NvidiaPtxPolicy();
+    p = NvidiaPtxPolicy(device);
   } else if (name == "intel-subgroups") {
     p = IntelSubgroupPolicy(device);
   } else if (name == "cpu") {
@@ -400,6 +427,8 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
        "radix.segment_group_max is at most 2^30 keys");
   need(!r.StatusPrefetch() || ptx,
        "radix.status_prefetch needs an NVIDIA GPU that runs PTX");
+  need(r.stream_keys_32_min == 0 || ptx,
+       "radix.stream_keys_32_min needs an NVIDIA GPU that runs PTX");
   need(r.small_items >= 0, "radix.small_items is not negative");
   need(r.picked_margin_bits_32 >= -16 && r.picked_margin_bits_32 <= 32 &&
            r.picked_margin_bits_64 >= -16 && r.picked_margin_bits_64 <= 64,
@@ -633,6 +662,7 @@ const std::vector<Knob>& Knobs() {
       Flag("radix.late_lookback_unordered_32", &R::late_lookback_unordered_32),
       Number("radix.late_lookback_tiles_32", &E::radix,
              &R::late_lookback_tiles_32),
+      Number("radix.stream_keys_32_min", &E::radix, &R::stream_keys_32_min),
       Number("radix.skip_check_min", &E::radix, &R::skip_check_min),
       Flag("radix.picked_digits", &R::picked_digits),
       Flag("radix.unordered_first", &R::unordered_first),
@@ -739,7 +769,7 @@ std::vector<std::string> RadixSortPolicy::IdleKnobs() const {
 }
 
 std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
-                              bool with_index, int items) {
+                              bool with_index, int items, bool stream_keys) {
   const TileRanking rank = r.Ranking(key_bits);
   std::string out = absl::StrCat(
       "-DKEY_BITS=", key_bits, " -DRADIX_BITS=", r.radix_bits,
@@ -770,6 +800,7 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
   if (rank == TileRanking::kSubgroup) {
     absl::StrAppend(&out, " -DSUBGROUP_OPS=", SubgroupOpsCode(r.subgroup_ops));
   }
+  if (stream_keys) absl::StrAppend(&out, " -DSTREAM_KEYS=1");
   return out;
 }
 

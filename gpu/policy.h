@@ -167,6 +167,14 @@ struct RadixSortPolicy {
     return late_lookback_tiles_32 > 0 && key_bits == 32 && !with_index &&
            DirectPlace(32);
   }
+  // Sorts of 32-bit keys without an index of at least this many keys (and
+  // above small_max) run a third build of the kernels, whose passes read
+  // their keys with a streaming cache hint (PTX: NVIDIA only). 0: never.
+  size_t stream_keys_32_min = 0;
+  bool StreamKeys(int key_bits, bool with_index, size_t count) const {
+    return stream_keys_32_min > 0 && key_bits == 32 && !with_index &&
+           count >= stream_keys_32_min && !Small(count);
+  }
   // Sorts of at least this many keys read their digit totals back, while
   // the first pass runs, and skip later passes whose digit every key
   // shares; shorter ones run every pass, as the read's round trip to the
@@ -339,8 +347,10 @@ struct EnginePolicy {
 absl::Status ApplyPolicyOverrides(absl::string_view spec, EnginePolicy* policy);
 
 // The -D options of each program (and their variant), from the policy.
+// `stream_keys`: the build of RadixSortPolicy::stream_keys_32_min.
 std::string RadixBuildOptions(const RadixSortPolicy& radix, int key_bits,
-                              bool with_index, int items);
+                              bool with_index, int items,
+                              bool stream_keys = false);
 std::string BitonicBuildOptions(const BitonicPolicy& bitonic, int key_bits,
                                 bool with_index);
 // `subgroup`: "" (portable kernel), "SUBGROUP_KHR" or "SUBGROUP_INTEL".

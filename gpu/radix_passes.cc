@@ -9,8 +9,10 @@
 namespace sortd::gpu {
 namespace {
 
-// The kernels of `plan`'s build: the short-array one below small_max.
+// The kernels of `plan`'s build: the short-array one below small_max, the
+// streaming-load one for long arrays of 32-bit keys.
 RadixKernels& KernelsFor(Run& run, const RadixPassPlan& plan) {
+  if (plan.stream) return run.lane().radix_stream;
   const int wide = plan.key_bits == 64 ? 1 : 0;
   const int index = plan.with_index ? 1 : 0;
   return plan.small ? run.lane().radix_small[wide][index]

@@ -22,6 +22,7 @@ RadixPassPlan PlanRadixPasses(const RadixSortPolicy& p, int key_bits,
   plan.key_bits = key_bits;
   plan.with_index = with_index;
   plan.small = p.Small(count);
+  plan.stream = p.StreamKeys(key_bits, with_index, count);
   plan.tile = static_cast<size_t>(p.Tile(key_bits, with_index, count));
   plan.tiles = DivUp(count, plan.tile);
   plan.radix = size_t{1} << p.radix_bits;

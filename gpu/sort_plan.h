@@ -32,6 +32,7 @@ struct RadixPassPlan {
   bool one_launch = false;  // one launch per pass (else three)
   bool marked = false;      // one-launch: marked look-back statuses
   bool small = false;       // the short-array build of the kernels
+  bool stream = false;      // the streaming-load build (stream_keys_32_min)
   // The first pass may leave a tile's keys of one digit in any order, where
   // the keys it reads are in none to keep (RawEnds::unordered).
   bool unordered_first = false;

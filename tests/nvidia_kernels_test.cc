@@ -94,6 +94,21 @@ TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
     }
   }
   EXPECT_TRUE(p.radix.LateRanked(32, false));
+  // The build of streaming key loads, for long arrays of 32-bit keys: the
+  // same kernels, every key load of the passes with the hint.
+  ASSERT_GT(p.radix.stream_keys_32_min, 0u);
+  const std::string plain = CompileToPtx(
+      "radix_sort",
+      RadixBuildOptions(p.radix, 32, false, p.radix.Items(32, false)));
+  const std::string stream = CompileToPtx(
+      "radix_sort",
+      RadixBuildOptions(p.radix, 32, false, p.radix.Items(32, false), true));
+  EXPECT_FALSE(absl::StrContains(plain, "ld.global.cs"));
+  for (const char* w :
+       {"ld.global.cs.u32", ".entry radix_onesweep",
+        ".entry radix_late_onesweep", ".entry radix_unordered_onesweep"}) {
+    EXPECT_TRUE(absl::StrContains(stream, w)) << "no " << w << " in the PTX";
+  }
 }
 
 // The other PTX ranking, through per-warp masks in local memory, which

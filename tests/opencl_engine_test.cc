@@ -476,6 +476,49 @@ TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
   }
 }
 
+// The build of streaming key loads (PTX) sorts what the plain build sorts,
+// on a device that runs PTX, its limit lowered so that short arrays take
+// it (the warm-up already sorted through it once); elsewhere the policy is
+// refused. The portable twin is the plain build every other test runs.
+TEST(OpenClEngine, StreamingKeyLoadsSortLikePlainLoads) {
+  EnginePolicy p = Engine().policy();
+  p.radix.stream_keys_32_min = p.radix.small_max + 1;
+  if (!NvidiaPtxRuns(Engine().info())) {
+    EXPECT_THAT(p.CheckFits(Engine().info()).message(),
+                HasSubstr("stream_keys_32_min needs an NVIDIA GPU"));
+    GTEST_SKIP() << "streaming key loads are PTX: not on "
+                 << Engine().info().name;
+  }
+  const size_t tile = p.radix.Tile(32, false, p.radix.stream_keys_32_min);
+  const size_t first = p.radix.stream_keys_32_min;
+  ASSERT_TRUE(PlanRadixPasses(p.radix, 32, false, first, true).stream);
+  ASSERT_FALSE(PlanRadixPasses(p.radix, 32, false, first - 1, true).stream);
+  ASSERT_FALSE(PlanRadixPasses(p.radix, 32, true, first, true).stream);
+  ASSERT_FALSE(PlanRadixPasses(p.radix, 64, false, first, true).stream);
+  for (const char* picked : {"1", "0"}) {
+    EnginePolicy q = p;
+    ASSERT_TRUE(
+        ApplyPolicyOverrides(absl::StrCat("radix.picked_digits=", picked), &q)
+            .ok());
+    OpenClEngine::Options options = CpuDevice();
+    options.policy = q;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    for (size_t n : {first, first + tile + 1, 3 * first + 17}) {
+      for (Shape shape :
+           {Shape::kRandom, Shape::kFewDistinct, Shape::kReversed}) {
+        const std::string what =
+            absl::StrCat("streaming loads, picked ", picked, ", n=", n, " ",
+                         sortd::testing::ShapeName(shape));
+        CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 21),
+                  false, Extra::kNone, "u32 " + what);
+        CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 22), true,
+                  Extra::kNone, "f32 desc " + what);
+      }
+    }
+  }
+}
+
 // Runs that meet radix_settle's tile edges (policy.radix.SettleTileKeys:
 // 2048 keys on NVIDIA, 512 on the CPU device): at every edge of a keys-only
 // sort by picked digits, one run of keys equal in the picked digits sits

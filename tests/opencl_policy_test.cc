@@ -189,6 +189,31 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   EXPECT_TRUE(np.radix.MarkedStatus((size_t{1} << 29) - 1));
   EXPECT_TRUE(np.radix.status_prefetch);
   EXPECT_EQ(np.radix.count_unroll, 2);
+  // Streaming key loads only where the model's name says they were
+  // measured to pay (the H100 80GB HBM3), from 2^26 32-bit keys only.
+  EXPECT_EQ(np.radix.stream_keys_32_min, 0u);
+  DeviceInfo h100 = nvidia;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  DeviceInfo h200 = nvidia;
+  h200.name = "NVIDIA H200";
+  const EnginePolicy hp = EnginePolicy::For(h100);
+  EXPECT_EQ(hp.radix.stream_keys_32_min, size_t{1} << 26);
+  EXPECT_EQ(EnginePolicy::For(h200).radix.stream_keys_32_min, 0u);
+  EXPECT_EQ(EnginePolicy::Named("nvidia-ptx", h100)->radix.stream_keys_32_min,
+            size_t{1} << 26);
+  EXPECT_TRUE(hp.radix.StreamKeys(32, false, size_t{1} << 26));
+  EXPECT_FALSE(hp.radix.StreamKeys(32, false, (size_t{1} << 26) - 1));
+  EXPECT_FALSE(hp.radix.StreamKeys(32, true, size_t{1} << 28));
+  EXPECT_FALSE(hp.radix.StreamKeys(64, false, size_t{1} << 28));
+  EXPECT_THAT(RadixBuildOptions(hp.radix, 32, false, 32, true),
+              HasSubstr("-DSTREAM_KEYS=1"));
+  EXPECT_THAT(RadixBuildOptions(hp.radix, 32, false, 32),
+              Not(HasSubstr("STREAM_KEYS")));
+  EXPECT_TRUE(hp.CheckFits(h100).ok()) << hp.ToString();
+  DeviceInfo h100_elsewhere = h100;
+  h100_elsewhere.vendor = "Another Vendor";
+  EXPECT_THAT(hp.CheckFits(h100_elsewhere).message(),
+              HasSubstr("radix.stream_keys_32_min needs an NVIDIA GPU"));
   // An NVIDIA GPU older than sm_70 cannot build the PTX: it gets the
   // portable policy, and a PTX policy does not fit it.
   DeviceInfo old_nvidia = nvidia;

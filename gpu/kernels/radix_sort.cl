@@ -53,6 +53,8 @@
 //   LATE_RANKED  (default 0) 1: keys-only builds with direct placement
 //                also build radix_late_onesweep, radix_onesweep with its
 //                walk back after the ranking
+//   STREAM_KEYS  (default 0) 1: 32-bit keys are read with a streaming cache
+//                hint (PTX ld.global.cs; NVIDIA only)
 // Keys are kept in "ordered" form while sorting: unsigned bits whose order
 // is the requested order (see to_ordered), so every pass is the same
 // unsigned, stable, ascending digit sort.
