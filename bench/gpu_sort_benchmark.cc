@@ -45,9 +45,12 @@
 //                      history, so that other physical pages back the
 //                      engine's buffers; lines carry "hold_mib"; see
 //                      bench/device-placement.sh)
+//   SORTD_KERNEL_EXTRA_OPTIONS and SORTD_KERNEL_BUILD_LOG as sortd reads
+//   them (CONTRIBUTING.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -534,6 +537,14 @@ int main(int argc, char** argv) {
   }
   options.cache_dir = kernel_cache_dir;
   options.pool_bytes = static_cast<size_t>(pool_bytes);
+  // The kernel build diagnostics sortd takes (CONTRIBUTING.md), so that a
+  // kernel experiment is timed here as it would run there.
+  if (const char* extra = std::getenv("SORTD_KERNEL_EXTRA_OPTIONS")) {
+    options.kernel_diagnostics.extra_options = extra;
+  }
+  if (const char* log = std::getenv("SORTD_KERNEL_BUILD_LOG")) {
+    options.kernel_diagnostics.print_build_log = std::string(log) == "1";
+  }
   auto engine = OpenClEngine::Create(options);
   if (engine.ok() && !policy_spec.empty()) {
     // Another shape on the same device (policy experiments).
