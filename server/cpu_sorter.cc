@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -21,6 +23,122 @@
 #include "oneapi/tbb/parallel_for.h"
 
 namespace sortd {
+
+// Scratch blocks handed to one sort at a time and kept, within a byte
+// budget, for the next (CpuSorter's comment says why).
+class CpuScratchPool {
+ public:
+  struct Block {
+    std::byte* data = nullptr;
+    size_t capacity = 0;
+  };
+
+  CpuScratchPool(size_t min_bytes, size_t max_idle_bytes)
+      : min_bytes_(min_bytes), max_idle_bytes_(max_idle_bytes) {}
+  // Every block is idle by now: sorts hold the sorter while they run.
+  ~CpuScratchPool() { Trim(); }
+
+  CpuScratchPool(const CpuScratchPool&) = delete;
+  CpuScratchPool& operator=(const CpuScratchPool&) = delete;
+
+  size_t min_bytes() const { return min_bytes_; }
+
+  // A block of at least `bytes` uninitialised bytes, the caller's alone
+  // until it gives it back with Return. Throws std::bad_alloc.
+  Block Take(size_t bytes) {
+    const size_t capacity = Capacity(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // The smallest idle block that holds `bytes` and is at most twice as
+      // large as a new one would be: a larger one would be held up by a
+      // sort that needs little of it while a larger sort allocates anew.
+      auto best = idle_.end();
+      for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+        if (it->capacity >= bytes && it->capacity <= 2 * capacity &&
+            (best == idle_.end() || it->capacity < best->capacity)) {
+          best = it;
+        }
+      }
+      if (best != idle_.end()) {
+        const Block block = *best;
+        idle_.erase(best);
+        idle_bytes_ -= block.capacity;
+        in_use_bytes_ += block.capacity;
+        ++reused_;
+        return block;
+      }
+    }
+    const Block block{
+        static_cast<std::byte*>(::operator new(capacity, kAlignment)),
+        capacity};
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use_bytes_ += capacity;
+    ++allocated_;
+    return block;
+  }
+
+  // Takes back a block from Take; it waits for the next sort, or is freed
+  // if it does not fit the budget (the blocks idle longest make room).
+  void Return(const Block& block) {
+    std::vector<Block> to_free;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_use_bytes_ -= block.capacity;
+      if (block.capacity > max_idle_bytes_) {
+        to_free.push_back(block);
+      } else {
+        auto kept = idle_.begin();
+        while (idle_bytes_ + block.capacity > max_idle_bytes_) {
+          idle_bytes_ -= kept->capacity;
+          to_free.push_back(*kept++);
+        }
+        idle_.erase(idle_.begin(), kept);
+        idle_.push_back(block);
+        idle_bytes_ += block.capacity;
+      }
+    }
+    for (const Block& b : to_free) Free(b);
+  }
+
+  void Trim() {
+    std::vector<Block> to_free;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      to_free.swap(idle_);
+      idle_bytes_ = 0;
+    }
+    for (const Block& b : to_free) Free(b);
+  }
+
+  CpuSorter::ScratchStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {idle_bytes_, in_use_bytes_, reused_, allocated_};
+  }
+
+ private:
+  // Cache-line aligned, so that the scratch's halves start on lines.
+  static constexpr std::align_val_t kAlignment{64};
+
+  // New blocks are whole megabytes from 1 MiB, powers of two below (at
+  // least 4 KiB), so that sorts of nearby sizes share them.
+  static size_t Capacity(size_t bytes) {
+    constexpr size_t kMiB = size_t{1} << 20;
+    if (bytes >= kMiB) return (bytes + kMiB - 1) / kMiB * kMiB;
+    return std::max<size_t>(std::bit_ceil(bytes), 4096);
+  }
+
+  static void Free(const Block& block) {
+    ::operator delete(block.data, block.capacity, kAlignment);
+  }
+
+  const size_t min_bytes_;
+  const size_t max_idle_bytes_;
+  mutable std::mutex mu_;
+  std::vector<Block> idle_;  // the longest idle first
+  size_t idle_bytes_ = 0, in_use_bytes_ = 0;
+  uint64_t reused_ = 0, allocated_ = 0;
+};
+
 namespace {
 
 // Sorts of at least this many keys are bulk work: they run at a lower CPU
@@ -158,20 +276,54 @@ bool RadixSort(U* keys_a, uint32_t* idx_a, U* keys_b, uint32_t* idx_b, size_t n,
   return in_b;
 }
 
+// The uninitialised scratch of one sort: a block of `pool` from
+// pool.min_bytes(), given back when the sort ends; smaller from the
+// allocator, without the pool's lock.
+class Scratch {
+ public:
+  Scratch(CpuScratchPool& pool, size_t bytes) {
+    if (bytes >= pool.min_bytes()) {
+      pool_ = &pool;
+      block_ = pool.Take(bytes);
+      data_ = block_.data;
+    } else {
+      small_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+      data_ = small_.get();
+    }
+  }
+  ~Scratch() {
+    if (pool_ != nullptr) pool_->Return(block_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  std::byte* data() const { return data_; }
+
+ private:
+  CpuScratchPool* pool_ = nullptr;
+  CpuScratchPool::Block block_;
+  std::unique_ptr<std::byte[]> small_;
+  std::byte* data_ = nullptr;
+};
+
 // Keys (as ordered bits) and, when asked for, their input indices, each in
-// two halves that the passes move between.
+// two halves that the passes move between, in one scratch block.
 template <typename U>
 struct SortBuffers {
-  SortBuffers(size_t n, bool with_index)
-      : keys(std::make_unique_for_overwrite<U[]>(2 * n)),
-        idx(with_index ? std::make_unique_for_overwrite<uint32_t[]>(2 * n)
-                       : nullptr),
-        keys_a(keys.get()),
+  SortBuffers(size_t n, bool with_index, CpuScratchPool& pool)
+      : scratch(pool, KeyBytes(n) +
+                          (with_index ? 2 * n * sizeof(uint32_t) : size_t{0})),
+        keys_a(reinterpret_cast<U*>(scratch.data())),
         keys_b(keys_a + n),
-        idx_a(idx.get()),
+        idx_a(with_index
+                  ? reinterpret_cast<uint32_t*>(scratch.data() + KeyBytes(n))
+                  : nullptr),
         idx_b(with_index ? idx_a + n : nullptr) {}
-  std::unique_ptr<U[]> keys;
-  std::unique_ptr<uint32_t[]> idx;
+  // Both halves of the keys, to a whole cache line.
+  static size_t KeyBytes(size_t n) {
+    return (2 * n * sizeof(U) + 63) / 64 * 64;
+  }
+  Scratch scratch;
   U *keys_a, *keys_b;
   uint32_t *idx_a, *idx_b;
 };
@@ -206,7 +358,7 @@ constexpr size_t kWideDigitsFrom = size_t{1} << 12;
 // straight into the output, its raw bits back. Stable: each pass scatters
 // in input order.
 template <KeyType T, int kBits, bool kWithIndex>
-void SerialSort(const SortJob& job) {
+void SerialSort(const SortJob& job, CpuScratchPool& pool) {
   using U = KeyBits<T>;
   constexpr int kPasses = (static_cast<int>(sizeof(U)) * 8 + kBits - 1) / kBits;
   constexpr size_t kDigits = size_t{1} << kBits;
@@ -214,7 +366,7 @@ void SerialSort(const SortJob& job) {
   const size_t n = job.count;
   const bool descending = job.order == Order::kDescending;
 
-  SortBuffers<U> buffers(n, kWithIndex);
+  SortBuffers<U> buffers(n, kWithIndex, pool);
   U* src = buffers.keys_a;
   U* dst = buffers.keys_b;
   uint32_t* isrc = buffers.idx_a;
@@ -450,12 +602,12 @@ void SortRange(const SortJob& job, const Split& split, size_t lo, size_t m,
 // form (and indexed) block by block while finding the highest bit in which
 // any two differ, then SortRange over the bits up to it.
 template <KeyType T, bool kWithIndex>
-void MsdThenLsd(const SortJob& job, const Split& split) {
+void MsdThenLsd(const SortJob& job, const Split& split, CpuScratchPool& pool) {
   const int threads = split.threads;
   using U = KeyBits<T>;
   const size_t n = job.count;
   const bool descending = job.order == Order::kDescending;
-  SortBuffers<U> b(n, kWithIndex);
+  SortBuffers<U> b(n, kWithIndex, pool);
   const size_t blocks = Blocks(n, threads);
   const size_t block_len = (n + blocks - 1) / blocks;
   const U first = OrderedBits<T>(Load<U>(job.keys, 0), descending);
@@ -481,7 +633,8 @@ void MsdThenLsd(const SortJob& job, const Split& split) {
 }
 
 template <KeyType T>
-void SortTyped(const SortJob& job, const Split& split, bool serial) {
+void SortTyped(const SortJob& job, const Split& split, bool serial,
+               CpuScratchPool& pool) {
   const int threads = split.threads;
   using U = KeyBits<T>;
   const size_t n = job.count;
@@ -491,9 +644,11 @@ void SortTyped(const SortJob& job, const Split& split, bool serial) {
   if (n > kInsertionUpTo && serial) {
     const bool wide = n >= kWideDigitsFrom;
     if (with_index) {
-      wide ? SerialSort<T, 11, true>(job) : SerialSort<T, 8, true>(job);
+      wide ? SerialSort<T, 11, true>(job, pool)
+           : SerialSort<T, 8, true>(job, pool);
     } else {
-      wide ? SerialSort<T, 11, false>(job) : SerialSort<T, 8, false>(job);
+      wide ? SerialSort<T, 11, false>(job, pool)
+           : SerialSort<T, 8, false>(job, pool);
     }
     return;
   }
@@ -501,12 +656,12 @@ void SortTyped(const SortJob& job, const Split& split, bool serial) {
   // (Arrays no larger than a bucket, or sorted by insertion, are not split.)
   if (n > kInsertionUpTo && n > split.bucket_keys &&
       n * sizeof(U) >= split.msd_from_bytes) {
-    with_index ? MsdThenLsd<T, true>(job, split)
-               : MsdThenLsd<T, false>(job, split);
+    with_index ? MsdThenLsd<T, true>(job, split, pool)
+               : MsdThenLsd<T, false>(job, split, pool);
     return;
   }
 
-  SortBuffers<U> buffers(n, with_index);
+  SortBuffers<U> buffers(n, with_index, pool);
   U* keys_a = buffers.keys_a;
   U* keys_b = buffers.keys_b;
   uint32_t* idx_a = buffers.idx_a;
@@ -548,7 +703,17 @@ CpuSorter::CpuSorter(const Options& options)
                                    : tbb::info::default_concurrency()),
       msd_from_bytes_(options.msd_from_bytes),
       bucket_keys_(std::max<size_t>(options.bucket_keys, 1)),
-      arena_(threads_) {}
+      arena_(threads_),
+      scratch_(std::make_unique<CpuScratchPool>(
+          options.scratch_min_bytes, options.scratch_max_idle_bytes)) {}
+
+CpuSorter::~CpuSorter() = default;
+
+void CpuSorter::Trim() { scratch_->Trim(); }
+
+CpuSorter::ScratchStats CpuSorter::scratch_stats() const {
+  return scratch_->stats();
+}
 
 std::string CpuSorter::device_name() const {
   return absl::StrCat("cpu (oneTBB, ", threads_, " threads)");
@@ -585,7 +750,7 @@ absl::Status CpuSorter::Sort(const SortJob& job) {
                    {.threads = threads_,
                     .msd_from_bytes = msd_from_bytes_,
                     .bucket_keys = bucket_keys_},
-                   serial);
+                   serial, *scratch_);
     });
   };
   // A sort run whole runs on the calling thread alone: it never waits for a

@@ -320,6 +320,7 @@ TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
       {"--max_batch_requests=0", "--max_batch_requests"},
       {"--max_request_bytes=0", "--max_request_bytes"},
       {"--device_pool_bytes=-1", "--device_pool_bytes"},
+      {"--cpu_scratch_bytes=-1", "--cpu_scratch_bytes"},
       {"--host_pool_min_bytes=0", "--host_pool_min_bytes"},
       // Policies are checked before any device is looked at: under
       // --device=auto a device refusing them would only be passed over.
