@@ -123,16 +123,17 @@ absl::Status OpenClEngine::WarmUp() {
     sizes.push_back(above_small);
   }
   // With a build of streaming loads for long arrays of 32-bit keys
-  // (stream_keys_32_min), one size more, which the warm-up alone sends to
-  // that build (its limit lowered until the warm-up ends), so that both
-  // long-array builds are verified without sorting arrays that long.
+  // (stream_keys_32_min), one size more, the only one the warm-up sends to
+  // that build (its limit set to that size until the warm-up ends, every
+  // other size then below it), so that both long-array builds are verified
+  // without sorting arrays that long, where the budget holds that size.
   const size_t stream_min = policy_.radix.stream_keys_32_min;
   const absl::Cleanup restore_stream = [this, stream_min] {
     policy_.radix.stream_keys_32_min = stream_min;
   };
   const size_t stream_size =
       std::max({large, above_small, policy_.radix.small_max}) + 7;
-  if (stream_min > stream_size &&
+  if (stream_min > 0 &&
       SortFootprint(widest, stream_size) <= core_.run_budget) {
     sizes.push_back(stream_size);
     policy_.radix.stream_keys_32_min = stream_size;

@@ -96,6 +96,8 @@ def memory_need(flags):
                               out: 36 B/key at worst) and pinned staging
       host_pool_bytes         idle host buffers kept for reuse (where sortd
                               has the flag)
+      cpu_scratch_bytes       idle CPU-path sort scratch kept for reuse
+                              (where sortd has the flag)
       1 GiB                   the process: code, gRPC, oneTBB, the OpenCL
                               runtime and compiled programs
     """
@@ -104,7 +106,8 @@ def memory_need(flags):
             96 * flags["max_queued_keys"] +
             flags["gpus"] * WORKERS_PER_GPU * flags["pipeline_depth"] *
             (36 * flags["max_batch_keys"] + 64 * mib) +
-            flags.get("host_pool_bytes", 0) + gib)
+            flags.get("host_pool_bytes", 0) +
+            flags.get("cpu_scratch_bytes", 0) + gib)
 
 
 def check_memory_limit(flagfile, helpfull, limit, gpus):
@@ -113,11 +116,12 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
     defaults = flag_defaults(helpfull)
     values = {}
     for name in ("max_stream_bytes", "max_request_bytes", "max_queued_keys",
-                 "max_batch_keys", "pipeline_depth", "host_pool_bytes"):
+                 "max_batch_keys", "pipeline_depth", "host_pool_bytes",
+                 "cpu_scratch_bytes"):
         m = re.search(r"^--%s=(\d+)$" % name, flagfile, re.M)
         text = m.group(1) if m else defaults.get(name)
-        if name == "host_pool_bytes" and text is None:
-            continue  # a sortd without a host buffer pool
+        if name in ("host_pool_bytes", "cpu_scratch_bytes") and text is None:
+            continue  # a sortd without that pool
         if not check(text is not None and text.isdigit(),
                      "no value or default for --%s" % name):
             return

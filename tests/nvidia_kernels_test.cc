@@ -95,7 +95,7 @@ TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
   }
   EXPECT_TRUE(p.radix.LateRanked(32, false));
   // The build of streaming key loads, for long arrays of 32-bit keys: the
-  // same kernels, every key load of the passes with the hint.
+  // same kernels, the passes' key loads with the hint.
   ASSERT_GT(p.radix.stream_keys_32_min, 0u);
   const std::string plain = CompileToPtx(
       "radix_sort",

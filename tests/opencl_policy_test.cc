@@ -173,6 +173,7 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   // The NVIDIA entry (8-bit passes, each ranked in one warp-level step,
   // one launch per pass) fits an H100's limits.
   DeviceInfo nvidia = Engine().info();
+  nvidia.name = "NVIDIA Test GPU";  // no model of kNvidiaModels
   nvidia.vendor = "NVIDIA Corporation";
   nvidia.is_gpu = true;
   nvidia.local_mem_bytes = 48 * 1024;
