@@ -127,8 +127,10 @@ class CpuScratchPool {
     return std::max<size_t>(std::bit_ceil(bytes), 4096);
   }
 
+  // The unsized form: clang builds (the fuzzers) have no sized
+  // deallocation unless asked for it.
   static void Free(const Block& block) {
-    ::operator delete(block.data, block.capacity, kAlignment);
+    ::operator delete(block.data, kAlignment);
   }
 
   const size_t min_bytes_;
