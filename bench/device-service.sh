@@ -15,7 +15,7 @@
 #      against iperf3's four-stream bandwidth
 #   5. --device=gpu against --device=cpu, 16M keys, 16 streams: keys/s
 #   6. 1K-key sorts at 64 streams: requests/s and p99 (nothing worse)
-#   7. one 16M-key u32 Sort at a time through shared memory (--shm_dir),
+#   7. one 16M-key u32 Sort at a time through shared memory (--shm_socket),
 #      against the engine's host-to-host time (new build only)
 #   8. a size sweep, 1K to 16M keys, 16 streams, Sort and Echo (new build
 #      only; bench/plot-e2e.py draws it with the TCP floor)
@@ -61,7 +61,7 @@ for b in "${builds[@]}"; do
   else D=.device/bin/sortd C=.device/bin/sortctl; fi
   for dev in gpu cpu; do
     SHM=()
-    [ $b != base ] && SHM=(--shm_dir=/dev/shm/sortd-bench)
+    [ $b != base ] && SHM=(--shm_socket=/tmp/sortd-bench/shm.sock)
     $D --device=$dev --listen=127.0.0.1:50051 --metrics_listen= \
       --kernel_cache_dir=/tmp/sortd-kernels "${SHM[@]}" \
       > /tmp/sortd-$b-$dev.log 2>&1 &
@@ -84,7 +84,7 @@ for b in "${builds[@]}"; do
       run small64 --op=sort --sizes=1k --concurrency=64 --duration=${SECS}s
       if [ $b != base ]; then
         run shm-sort --op=sort --sizes=16m --concurrency=1 --requests=15 \
-          --duration=0 --warmup=2s --shm_dir=/dev/shm/sortd-bench
+          --duration=0 --warmup=2s --shm_socket=/tmp/sortd-bench/shm.sock
         for n in 1k 4k 16k 64k 256k 1m 4m 16m; do
           for op in sort echo; do
             timeout 300 $C --timeout=120s bench --json --op=$op --sizes=$n \

@@ -214,7 +214,7 @@ struct WorkerRegion {
   std::vector<std::vector<uint64_t>> out_offsets;
 };
 
-absl::StatusOr<WorkerRegion> MakeRegion(Client& client, const BenchOptions& o,
+absl::StatusOr<WorkerRegion> MakeRegion(const BenchOptions& o,
                                         const std::vector<Inputs>& inputs) {
   WorkerRegion w;
   size_t bytes = 0;
@@ -223,7 +223,7 @@ absl::StatusOr<WorkerRegion> MakeRegion(Client& client, const BenchOptions& o,
       bytes += 2 * RequestKeys(r).size();
   }
   absl::StatusOr<std::unique_ptr<SharedRegion>> region =
-      SharedRegion::Create(client, o.shm_dir, std::max<size_t>(bytes, 1));
+      SharedRegion::Create(o.shm_socket, std::max<size_t>(bytes, 1));
   if (!region.ok()) return region.status();
   w.region = *std::move(region);
   size_t at = 0;
@@ -236,7 +236,7 @@ absl::StatusOr<WorkerRegion> MakeRegion(Client& client, const BenchOptions& o,
       v1::SortRequest named = r;
       SetKeys(o.key_type, "", &named);
       v1::SharedArrays* a = named.mutable_shared();
-      a->set_region(w.region->handle());
+      a->set_region(w.region->token());
       a->set_count(keys.size() / KeySize(o.key_type));
       a->set_keys_offset(at);
       a->set_keys_out_offset(at + keys.size());
@@ -525,16 +525,16 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
         "a bench is bounded: give --duration and/or --requests");
   }
   if (o.mix.empty()) return absl::InvalidArgumentError("no sizes");
-  if (!o.shm_dir.empty() && o.op == BenchOp::kTranspose) {
-    return absl::InvalidArgumentError("--shm_dir serves sorts and echoes");
+  if (!o.shm_socket.empty() && o.op == BenchOp::kTranspose) {
+    return absl::InvalidArgumentError("--shm_socket serves sorts and echoes");
   }
   std::vector<Inputs> inputs;
   for (size_t c = 0; c < o.mix.size(); ++c) {
     inputs.push_back(MakeInputs(o, o.mix[c].size, c));
   }
   std::vector<WorkerRegion> regions;
-  for (int w = 0; !o.shm_dir.empty() && w < o.concurrency; ++w) {
-    absl::StatusOr<WorkerRegion> region = MakeRegion(client, o, inputs);
+  for (int w = 0; !o.shm_socket.empty() && w < o.concurrency; ++w) {
+    absl::StatusOr<WorkerRegion> region = MakeRegion(o, inputs);
     if (!region.ok()) return region.status();
     regions.push_back(*std::move(region));
   }

@@ -97,11 +97,11 @@ struct BenchOptions {
   // Distinct random inputs per size (answers are never the same array).
   int variants = 4;
   uint64_t seed = 1;
-  // Non-empty: sorts (and echoes) go through a shared-memory region of this
-  // directory, the server's --shm_dir, one region per worker holding its
-  // inputs and answers (client/shared_memory.h); only handles and offsets
-  // cross the socket.
-  std::string shm_dir;
+  // Non-empty: sorts (and echoes) go through shared memory registered over
+  // this Unix socket, the server's --shm_socket, one region per worker
+  // holding its inputs and answers (client/shared_memory.h); only tokens
+  // and offsets cross the gRPC socket.
+  std::string shm_socket;
   // Sorts ask for their keys in compact form (SortOptions::compact_keys).
   bool compact_keys = false;
   // Waits after UNAVAILABLE / RESOURCE_EXHAUSTED; they end early when the

@@ -360,14 +360,6 @@ absl::StatusOr<v1::SortResponse> Client::Echo(const v1::SortRequest& request) {
   return response;
 }
 
-std::unique_ptr<
-    grpc::ClientReaderWriter<v1::SharedMemoryRequest, v1::SharedMemoryResponse>>
-Client::SharedMemoryStream(grpc::ClientContext* context) {
-  // No deadline: the stream lives as long as its regions.
-  context->set_wait_for_ready(options_.wait_for_ready);
-  return Next().stub->SharedMemory(context);
-}
-
 namespace {
 
 // One SortStream answer message appended to the whole answer: its keys

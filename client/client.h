@@ -195,12 +195,6 @@ class Client {
 
   const ClientOptions& options() const { return options_; }
 
-  // The SharedMemory stream (client/shared_memory.h registers regions
-  // through it); `context` must outlive it.
-  std::unique_ptr<grpc::ClientReaderWriter<v1::SharedMemoryRequest,
-                                           v1::SharedMemoryResponse>>
-  SharedMemoryStream(grpc::ClientContext* context);
-
   // grpc.health.v1 Check for `service` ("" is the whole server): OK when
   // SERVING, UNAVAILABLE with the reported status otherwise.
   absl::Status CheckHealth(const std::string& service = "");

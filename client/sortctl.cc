@@ -107,9 +107,10 @@ ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
           "bench: unmeasured calls before the measured part");
 ABSL_FLAG(int64_t, verify_every, 16,
           "bench with --verify: check every N-th answer of each worker");
-ABSL_FLAG(std::string, shm_dir, "",
-          "bench: send sorts through shared memory, one region per worker "
-          "in this directory (the server's --shm_dir; same host only)");
+ABSL_FLAG(std::string, shm_socket, "",
+          "bench: send sorts through shared memory, one region per worker, "
+          "registered over this Unix socket (the server's --shm_socket; "
+          "same host only)");
 ABSL_FLAG(bool, compact, false,
           "sort, bench: ask for the sorted keys in compact form (32-bit "
           "keys: about a third of the bytes back; the result is the same)");
@@ -548,7 +549,7 @@ absl::StatusOr<cli::BenchOptions> BenchOptionsFromFlags() {
   o.max_requests = static_cast<uint64_t>(absl::GetFlag(FLAGS_requests));
   o.warmup = absl::GetFlag(FLAGS_warmup);
   o.seed = absl::GetFlag(FLAGS_seed);
-  o.shm_dir = absl::GetFlag(FLAGS_shm_dir);
+  o.shm_socket = absl::GetFlag(FLAGS_shm_socket);
   o.compact_keys = absl::GetFlag(FLAGS_compact);
   if (absl::GetFlag(FLAGS_verify)) {
     o.verify_every = static_cast<uint64_t>(absl::GetFlag(FLAGS_verify_every));

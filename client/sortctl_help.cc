@@ -58,7 +58,7 @@ const std::vector<Command>& Commands() {
        "[--type T]\n    [--sizes 1k:70,64k:25,16m:5] [--concurrency N] "
        "[--duration 10s] [--requests N]\n    [--verify] [--json]",
        {"op", "type", "sizes", "concurrency", "duration", "requests", "warmup",
-        "seed", "verify", "verify_every", "compact", "shm_dir", "json"}},
+        "seed", "verify", "verify_every", "compact", "shm_socket", "json"}},
   };
   return commands;
 }

@@ -82,6 +82,13 @@ absl::Status SortServiceImpl::Draining() {
       "replica");
 }
 
+void SortServiceImpl::StartDrain() {
+  draining_.store(true);
+  parts_.Close(absl::UnavailableError(
+      "sortd is shutting down: it takes no more parts of arrays; send the "
+      "array again (to another replica)"));
+}
+
 std::string SortServiceImpl::NewInstanceId() {
   std::random_device rd;
   const uint64_t id = (uint64_t{rd()} << 32) ^ rd();
@@ -118,16 +125,6 @@ grpc::ServerUnaryReactor* SortServiceImpl::Refuse(const UnaryCall& call,
   return call.reactor;
 }
 
-absl::Status SortServiceImpl::RegionIntact(const UnaryCall& call) {
-  if (call.region == nullptr || !call.region->broken()) {
-    return absl::OkStatus();
-  }
-  return absl::DataLossError(
-      "the shared-memory region's file shrank, or its file system ran out of "
-      "memory, while this request used it: the answer is lost; register a "
-      "new region (and keep the file at its size)");
-}
-
 grpc::ServerUnaryReactor* SortServiceImpl::Submit(
     std::shared_ptr<UnaryCall> call, std::shared_ptr<Task> task,
     std::function<grpc::ByteBuffer(const TaskResult&)> finish) {
@@ -138,8 +135,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
   task->cancelled = [context] { return context->IsCancelled(); };
   task->done = [this, call,
                 finish = std::move(finish)](const TaskResult& result) {
-    absl::Status status =
-        result.status.ok() ? RegionIntact(*call) : result.status;
+    absl::Status status = result.status;
     grpc::ByteBuffer answer;
     if (status.ok()) {
       status = CatchOutOfMemory("this request's answer", [&] {
@@ -214,14 +210,15 @@ absl::Status FindRegion(RegionRegistry* regions, Call& call) {
   if (!call.sort.shared.has_value()) return absl::OkStatus();
   if (regions == nullptr || !regions->enabled()) {
     return absl::FailedPreconditionError(
-        "shared memory is off on this server (start sortd with --shm_dir)");
+        "shared memory is off on this server (start sortd with "
+        "--shm_socket)");
   }
   call.shared = *call.sort.shared;
   call.region = regions->Find(call.shared.region());
   if (call.region == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "shared.region '", call.shared.region(),
-        "' is not registered (never, or its SharedMemory stream has closed)"));
+    return absl::NotFoundError(
+        "shared.region names no registered region (never registered, or the "
+        "connection that registered it has closed)");
   }
   return absl::OkStatus();
 }
@@ -400,7 +397,6 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   result.device = "echo (no sort)";
   result.batch_requests = 1;
   result.compute = absl::Now() - call->received;
-  if (absl::Status s = RegionIntact(*call); !s.ok()) return Refuse(*call, s);
   v1::ServedBy by = ServedBy(result);
   by.set_route("echo");
   grpc::ByteBuffer answer;

@@ -19,7 +19,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string_view>
 
 #include "absl/time/time.h"
@@ -32,8 +31,6 @@
 #include "sortd/v1/sortd.grpc.pb.h"
 
 namespace sortd {
-
-class SharedMemoryReactor;
 
 // Counts the calls that gRPC has not finished with: from a reactor's
 // creation to its OnDone, which comes after the answer was handed to the
@@ -69,8 +66,7 @@ using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
     v1::SortService::WithRawCallbackMethod_Transpose<
         v1::SortService::WithRawCallbackMethod_SortStream<
             v1::SortService::WithRawCallbackMethod_Echo<
-                v1::SortService::WithCallbackMethod_SharedMemory<
-                    v1::SortService::Service>>>>>;
+                v1::SortService::Service>>>>;
 
 class SortServiceImpl final : public RawSortService {
  public:
@@ -83,8 +79,8 @@ class SortServiceImpl final : public RawSortService {
     // Where large request and answer arrays live (not owned; null: the
     // allocator).
     HostBufferPool* buffers = nullptr;
-    // Shared-memory regions of co-located clients (not owned; null: the
-    // SharedMemory RPC answers FAILED_PRECONDITION).
+    // Shared-memory regions of co-located clients (not owned; null: requests
+    // naming a region answer FAILED_PRECONDITION).
     RegionRegistry* regions = nullptr;
     // How long the parts of an array sent in parts (SortRequest.part) may
     // take to come together (--part_timeout).
@@ -110,11 +106,9 @@ class SortServiceImpl final : public RawSortService {
   // Requests run through `scheduler` from now on (not owned).
   void SetScheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
 
-  // Begins the drain: every new call is answered UNAVAILABLE; every
-  // SharedMemory stream ends, unregistering its regions, and so does every
-  // part of an array still waiting for the others (UNAVAILABLE): a drain
-  // does not wait for clients that keep them open. Calls already running
-  // go on.
+  // Begins the drain: every new call is answered UNAVAILABLE, and so is
+  // every part of an array still waiting for the others: a drain does not
+  // wait for clients that keep them open. Calls already running go on.
   void StartDrain();
 
   // Waits until gRPC has finished with every call (their answers handed
@@ -138,8 +132,6 @@ class SortServiceImpl final : public RawSortService {
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
-  grpc::ServerBidiReactor<v1::SharedMemoryRequest, v1::SharedMemoryResponse>*
-  SharedMemory(grpc::CallbackServerContext* context) override;
 
  private:
   struct UnaryCall;
@@ -178,7 +170,6 @@ class SortServiceImpl final : public RawSortService {
   void AnswerParts(PartGroup& group, const SortJob& job,
                    const TaskResult& result);
   // DATA_LOSS when the call's shared-memory region broke while it ran.
-  static absl::Status RegionIntact(const UnaryCall& call);
   // Metrics and the log line of a call's end.
   void RecordEnd(const UnaryCall& call, const absl::Status& status,
                  const TaskResult* result);
@@ -187,10 +178,6 @@ class SortServiceImpl final : public RawSortService {
   std::atomic<uint64_t> next_request_id_{0};
 
   friend class SortStreamReactor;
-  friend class SharedMemoryReactor;
-  void ForgetSharedMemory(SharedMemoryReactor* reactor);
-  std::mutex shm_mu_;
-  std::set<SharedMemoryReactor*> shm_streams_;
   // A unary call's reactor, counted in open_calls_.
   grpc::ServerUnaryReactor* NewUnaryReactor();
   static absl::Status Draining();

@@ -50,6 +50,7 @@
 #include "server/scheduler.h"
 #include "server/service.h"
 #include "server/shared_memory.h"
+#include "server/shm_socket.h"
 #include "server/tls.h"
 
 using sortd::LogLine;
@@ -156,16 +157,21 @@ ABSL_FLAG(int, max_batch_requests, 256,
 ABSL_FLAG(int64_t, max_queued_keys, int64_t{1} << 28,
           "Keys (32 per matrix) admitted and not yet answered, at most; "
           "beyond, new requests get RESOURCE_EXHAUSTED.");
-ABSL_FLAG(
-    std::string, shm_dir, "",
-    "Directory whose files co-located clients register as shared-"
-    "memory regions (the SharedMemory RPC): requests then name "
-    "offsets in a region instead of carrying arrays. Created (mode "
-    "2770) if missing; it must be sortd's and not writable by others, and a "
-    "registered file must be owned by sortd's user or by the "
-    "directory's group. Empty: shared memory is off.");
+ABSL_FLAG(std::string, shm_socket, "",
+          "Unix socket (SOCK_SEQPACKET) over which co-located clients "
+          "register shared-memory regions by sending a sealed memfd; "
+          "requests then name a region's token and offsets instead of "
+          "carrying arrays. Its directory is created (mode 2770) if missing "
+          "and must be sortd's (or root's) and not writable by others; the "
+          "socket is mode 0660. Empty: shared memory is off.");
 ABSL_FLAG(int64_t, shm_max_bytes, int64_t{16} << 30,
-          "Bytes all registered shared-memory regions may map together.");
+          "Resident bytes all registered shared-memory regions may hold "
+          "together.");
+ABSL_FLAG(int32_t, shm_max_connections, 256,
+          "Clients connected to --shm_socket at once, at most.");
+ABSL_FLAG(absl::Duration, shm_idle_timeout, absl::Seconds(10),
+          "A connection to --shm_socket that has registered no region this "
+          "long after it opened is closed.");
 ABSL_FLAG(int64_t, max_call_keys, 0,
           "Keys one call counts against --max_queued_keys at most (0: a "
           "quarter of it): a larger call (a long SortStream) is admitted as "
@@ -685,20 +691,30 @@ int Serve() {
            static_cast<size_t>(absl::GetFlag(FLAGS_host_pool_min_bytes)),
        .max_idle_bytes =
            static_cast<size_t>(absl::GetFlag(FLAGS_host_pool_bytes))});
+  const std::string shm_socket = absl::GetFlag(FLAGS_shm_socket);
   sortd::RegionRegistry regions(
-      {.dir = absl::GetFlag(FLAGS_shm_dir),
+      {.enabled = !shm_socket.empty(),
        .max_bytes = static_cast<size_t>(
            std::max<int64_t>(0, absl::GetFlag(FLAGS_shm_max_bytes)))});
-  if (absl::Status s = regions.PrepareDirectory(); !s.ok()) return Fail(s);
-  if (regions.enabled()) {
-    LogLine(
-        "shared memory: files of %s, at most %zu "
-        "bytes mapped\n",
-        absl::GetFlag(FLAGS_shm_dir).c_str(),
-        static_cast<size_t>(absl::GetFlag(FLAGS_shm_max_bytes)));
-  }
   sortd::SortServiceImpl service(
       metrics->get(), ServiceOptions(max_bytes, host_buffers, regions));
+  std::unique_ptr<sortd::ShmSocket> shm;
+  if (regions.enabled()) {
+    absl::StatusOr<std::unique_ptr<sortd::ShmSocket>> started_shm =
+        sortd::ShmSocket::Start(
+            {.path = shm_socket,
+             .max_connections = static_cast<size_t>(std::max<int32_t>(
+                 1, absl::GetFlag(FLAGS_shm_max_connections))),
+             .idle_timeout = absl::GetFlag(FLAGS_shm_idle_timeout)},
+            &regions);
+    if (!started_shm.ok()) return Fail(started_shm.status());
+    shm = *std::move(started_shm);
+    LogLine(
+        "shared memory: sealed memfds registered over %s, at most %zu "
+        "bytes\n",
+        shm_socket.c_str(),
+        static_cast<size_t>(absl::GetFlag(FLAGS_shm_max_bytes)));
+  }
 
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
@@ -752,6 +768,7 @@ int Serve() {
   LogLine("%s: draining\n", strsignal(WaitForStopSignal()));
   health->Shutdown();  // NOT_SERVING for all, and stays so
   Drain(service, scheduler, *server, port);
+  if (shm != nullptr) shm->Stop();  // no call uses a region any more
   const sortd::HostBufferPool::Stats pool = host_buffers.stats();
   const sortd::CpuSorter::ScratchStats scratch = cpu.scratch_stats();
   LogLine(

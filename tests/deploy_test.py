@@ -228,16 +228,16 @@ def check_rendered(repo, sortd, objs, expect):
           "sortd is not started with the ConfigMap's flagfile")
     cm = by_kind.get("ConfigMap", [{}])[0]
     flags = cm.get("data", {}).get("sortd.flags", "")
-    # Shared memory: --shm_dir inside a memory-backed emptyDir mounted in
-    # the container.
-    shm_dir = next((f.split("=", 1)[1] for f in flags.split()
-                    if f.startswith("--shm_dir=")), "")
-    shm_volumes = {v["name"] for v in spec["template"]["spec"].get(
-        "volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"}
-    check(shm_dir != "" and any(
-        shm_dir.startswith(path.rstrip("/") + "/") and name in shm_volumes
+    # Shared memory: --shm_socket inside a pod-local emptyDir mounted in
+    # the container (a sidecar mounts the same volume).
+    shm_socket = next((f.split("=", 1)[1] for f in flags.split()
+                       if f.startswith("--shm_socket=")), "")
+    pod_local = {v["name"] for v in spec["template"]["spec"].get(
+        "volumes", []) if "emptyDir" in v}
+    check(shm_socket != "" and any(
+        shm_socket.startswith(path.rstrip("/") + "/") and name in pod_local
         for path, name in mounts.items()),
-        "--shm_dir is not inside a memory-backed emptyDir mounted in sortd")
+        "--shm_socket is not inside a pod-local emptyDir mounted in sortd")
     names = flagfile_names(flags)
     check(names, "the flagfile holds no flags")
     helpfull = run([sortd, "--helpfull"])

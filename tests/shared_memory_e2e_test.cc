@@ -1,10 +1,15 @@
 // End to end: sorting through shared memory with the real sortd. A client
-// registers a file of the server's --shm_dir, writes its arrays there, and
-// gets them sorted without array bytes on the socket; every way of naming
-// memory the server must not touch is refused.
+// hands sortd a sealed memfd over the Unix socket of --shm_socket, writes
+// its arrays there, and gets them sorted without array bytes on the gRPC
+// socket; every descriptor that could let a client take pages away from
+// under the server, or charge the server for its memory, is refused, and
+// no client can name, stall or reach past its own regions.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,11 +17,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "client/client.h"
 #include "client/shared_memory.h"
+#include "tests/raw_grpc.h"
 #include "tests/reference.h"
 #include "tests/server_process.h"
 
@@ -24,9 +31,10 @@ namespace sortd {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using testing::ServerProcess;
 
-// A fresh directory only this user may write.
+// A fresh directory only this user may enter.
 std::string PrivateDir() {
   char dir[] = "/tmp/sortd_shm_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
@@ -34,13 +42,51 @@ std::string PrivateDir() {
   return dir;
 }
 
+// A memfd of `bytes` bytes with `seals` added, its pages allocated or not.
+int Memfd(size_t bytes, int seals, bool allocate = true) {
+  const int fd = memfd_create("test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  if (allocate && bytes > 0) {
+    EXPECT_EQ(posix_fallocate(fd, 0, static_cast<off_t>(bytes)), 0);
+  }
+  if (seals != 0) {
+    EXPECT_EQ(fcntl(fd, F_ADD_SEALS, seals), 0);
+  }
+  return fd;
+}
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+// Sends `text` with `fds` attached over `socket` and reads the answer.
+std::string Exchange(int socket, const std::string& text,
+                     const std::vector<int>& fds) {
+  iovec iov{.iov_base = const_cast<char*>(text.data()), .iov_len = text.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  if (!fds.empty()) {
+    message.msg_control = control;
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* h = CMSG_FIRSTHDR(&message);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
+  }
+  EXPECT_GE(sendmsg(socket, &message, MSG_NOSIGNAL), 0);
+  char answer[1024];
+  const ssize_t n = recv(socket, answer, sizeof answer, 0);
+  return n > 0 ? std::string(answer, static_cast<size_t>(n)) : "";
+}
+
 class SharedMemoryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new std::string(PrivateDir());
-    server_ =
-        new ServerProcess({"--device=cpu", "--cpu_threads=2",
-                           "--shm_dir=" + *dir_, "--shm_max_bytes=268435456"});
+    server_ = new ServerProcess(
+        {"--device=cpu", "--cpu_threads=2", "--shm_socket=" + Socket(),
+         "--shm_max_bytes=268435456", "--shm_idle_timeout=1s"});
     ASSERT_TRUE(server_->Start()) << server_->Output();
   }
   static void TearDownTestSuite() {
@@ -49,6 +95,7 @@ class SharedMemoryTest : public ::testing::Test {
     std::filesystem::remove_all(*dir_);
     delete dir_;
   }
+  static std::string Socket() { return *dir_ + "/sortd.sock"; }
   void SetUp() override {
     auto client = Client::Create(server_->address());
     ASSERT_TRUE(client.ok()) << client.status();
@@ -57,13 +104,13 @@ class SharedMemoryTest : public ::testing::Test {
 
   // A u32 sort of `n` keys with u64 values and the permutation, laid out
   // as [keys | values | keys out | values out | permutation].
-  static v1::SortRequest Layout(const SharedRegion& region, size_t n) {
+  static v1::SortRequest Layout(const std::string& token, size_t n) {
     v1::SortRequest r;
     r.set_u32_keys("");
     r.set_u64_values("");
     r.set_return_permutation(true);
     v1::SharedArrays* s = r.mutable_shared();
-    s->set_region(region.handle());
+    s->set_region(token);
     s->set_count(n);
     s->set_keys_offset(0);
     s->set_values_offset(n * 4);
@@ -71,6 +118,19 @@ class SharedMemoryTest : public ::testing::Test {
     s->set_values_out_offset(n * 16);
     s->set_permutation_offset(n * 24);
     return r;
+  }
+
+  // Waits (up to 10 s) until a sort naming `token` is NOT_FOUND.
+  bool BecomesUnknown(const std::string& token) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (client_->Sort(Layout(token, 10)).status().code() ==
+          absl::StatusCode::kNotFound) {
+        return true;
+      }
+    }
+    return false;
   }
 
   static ServerProcess* server_;
@@ -83,7 +143,7 @@ std::string* SharedMemoryTest::dir_ = nullptr;
 
 TEST_F(SharedMemoryTest, SortsInTheRegionWithoutArraysOnTheWire) {
   constexpr size_t n = 100'000;
-  auto region = SharedRegion::Create(*client_, *dir_, n * 28);
+  auto region = SharedRegion::Create(Socket(), n * 28);
   ASSERT_TRUE(region.ok()) << region.status();
   const std::vector<uint32_t> keys =
       testing::Generate<uint32_t>(testing::Shape::kFewDistinct, n, 9);
@@ -95,7 +155,7 @@ TEST_F(SharedMemoryTest, SortsInTheRegionWithoutArraysOnTheWire) {
 
   for (const char* method : {"Sort", "Echo"}) {
     SCOPED_TRACE(method);
-    const v1::SortRequest request = Layout(**region, n);
+    const v1::SortRequest request = Layout((*region)->token(), n);
     absl::StatusOr<v1::SortResponse> r = std::string(method) == "Sort"
                                              ? client_->Sort(request)
                                              : client_->Echo(request);
@@ -124,7 +184,7 @@ TEST_F(SharedMemoryTest, SortsInTheRegionWithoutArraysOnTheWire) {
 
 TEST_F(SharedMemoryTest, RangesOutsideTheRegionOrOverlappingAreRefused) {
   constexpr size_t n = 1000;
-  auto region = SharedRegion::Create(*client_, *dir_, n * 28);
+  auto region = SharedRegion::Create(Socket(), n * 28);
   ASSERT_TRUE(region.ok()) << region.status();
   struct Case {
     const char* name;
@@ -162,13 +222,10 @@ TEST_F(SharedMemoryTest, RangesOutsideTheRegionOrOverlappingAreRefused) {
          r.mutable_shared()->set_count(uint64_t{1} << 40);
        },
        absl::StatusCode::kResourceExhausted, "at most 2^32-1 keys"},
-      {"an unknown handle",
-       [](v1::SortRequest& r) { r.mutable_shared()->set_region("nope"); },
-       absl::StatusCode::kNotFound, "not registered"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    v1::SortRequest request = Layout(**region, n);
+    v1::SortRequest request = Layout((*region)->token(), n);
     c.edit(request);
     absl::StatusOr<v1::SortResponse> r = client_->Sort(request);
     EXPECT_EQ(r.status().code(), c.code) << r.status();
@@ -176,120 +233,175 @@ TEST_F(SharedMemoryTest, RangesOutsideTheRegionOrOverlappingAreRefused) {
   }
 }
 
-// A client that shrinks its file under the server cannot bring it down:
-// the request that touched the missing pages is DATA_LOSS, the server
-// serves on.
-TEST_F(SharedMemoryTest, AFileShrunkUnderTheServerLosesOnlyItsAnswer) {
-  constexpr size_t n = 1 << 16;
-  auto region = SharedRegion::Create(*client_, *dir_, n * 28);
-  ASSERT_TRUE(region.ok()) << region.status();
-  std::string file;
-  for (const auto& e : std::filesystem::directory_iterator(*dir_)) {
-    file = e.path();  // the only file in the directory
-  }
-  ASSERT_FALSE(file.empty());
-  ASSERT_EQ(truncate(file.c_str(), 0), 0);
-  absl::StatusOr<v1::SortResponse> r = client_->Sort(Layout(**region, n));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
-  EXPECT_THAT(r.status().message(), HasSubstr("shrank"));
-  // Another region still sorts.
-  auto fresh = SharedRegion::Create(*client_, *dir_, 4096);
-  ASSERT_TRUE(fresh.ok()) << fresh.status();
-  std::memset((*fresh)->data(), 0, 4096);
-  EXPECT_TRUE(client_->Sort(Layout(**fresh, 100)).ok());
-}
-
-TEST_F(SharedMemoryTest, AClosedRegionCanNoLongerBeNamed) {
-  std::string handle;
-  v1::SortRequest request;
-  {
-    auto region = SharedRegion::Create(*client_, *dir_, 4096);
-    ASSERT_TRUE(region.ok()) << region.status();
-    request = Layout(**region, 10);
-    ASSERT_TRUE(client_->Sort(request).ok());
-  }  // the stream closes: the server unmaps it
-  absl::StatusOr<v1::SortResponse> r = client_->Sort(request);
+// Tokens are capabilities: 128 random bits, and a guess (or a token that
+// has ended) is answered the same way, without saying what exists.
+TEST_F(SharedMemoryTest, TokensAreUnguessableAndRevealNothing) {
+  auto a = SharedRegion::Create(Socket(), 4096);
+  auto b = SharedRegion::Create(Socket(), 4096);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_THAT((*a)->token(), MatchesRegex("[0-9a-f]{32}"));
+  EXPECT_NE((*a)->token(), (*b)->token());
+  std::string guess = (*a)->token();
+  guess[31] = guess[31] == '0' ? '1' : '0';
+  absl::StatusOr<v1::SortResponse> r = client_->Sort(Layout(guess, 10));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::Not(HasSubstr(guess)));
+  const std::string ended = (*b)->token();
+  b->reset();
+  ASSERT_TRUE(BecomesUnknown(ended));
+  EXPECT_EQ(client_->Sort(Layout(ended, 10)).status().message(),
+            r.status().message());
+  std::memset((*a)->data(), 0, 4096);
+  EXPECT_TRUE(client_->Sort(Layout((*a)->token(), 100)).ok());
 }
 
-// Registers `file` (a name in the server's directory, or anything a
-// client might send) directly over the SharedMemory stream.
-grpc::Status Register(Client& client, const std::string& file, size_t bytes) {
-  grpc::ClientContext context;
-  auto stream = client.SharedMemoryStream(&context);
-  v1::SharedMemoryRequest request;
-  request.set_file(file);
-  request.set_bytes(bytes);
-  v1::SharedMemoryResponse response;
-  if (stream->Write(request) && stream->Read(&response)) {
-    stream->WritesDone();
-  }
-  return stream->Finish();
-}
-
-TEST_F(SharedMemoryTest, OnlyPlainFilesOfTheDirectoryAreMapped) {
-  const std::string dir = *dir_;
-  const std::string outside = PrivateDir() + "/secret";
-  {
-    const int fd = open(outside.c_str(), O_CREAT | O_RDWR, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(ftruncate(fd, 4096), 0);
+// Only a sealed memfd of allocated pages, open for writing, is mapped:
+// nothing the client keeps can shrink it under the server (SIGBUS), and
+// the server is never charged for pages the client did not allocate.
+TEST_F(SharedMemoryTest, OnlySealedAllocatedMemfdsAreMapped) {
+  const std::string outside = PrivateDir() + "/file";
+  const int plain = open(outside.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  ASSERT_GE(plain, 0);
+  ASSERT_EQ(ftruncate(plain, 4096), 0);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  const int read_only = [] {
+    const int fd = Memfd(4096, kSeals);
+    const int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(),
+                        O_RDONLY | O_CLOEXEC);
     close(fd);
-  }
-  ASSERT_EQ(symlink(outside.c_str(), (dir + "/link").c_str()), 0);
-  ASSERT_EQ(link(outside.c_str(), (dir + "/hard").c_str()), 0);
-  {
-    const int fd = open((dir + "/small").c_str(), O_CREAT | O_RDWR, 0600);
-    ASSERT_EQ(ftruncate(fd, 100), 0);
-    close(fd);
-  }
-  mkdir((dir + "/sub").c_str(), 0700);
+    return ro;
+  }();
   struct Case {
-    std::string file;
-    size_t bytes;
-    grpc::StatusCode code;
+    const char* name;
+    int fd;
     const char* says;
   };
   const Case cases[] = {
-      {"../" +
-           std::filesystem::path(outside).parent_path().filename().string() +
-           "/secret",
-       4096, grpc::StatusCode::INVALID_ARGUMENT, "directly inside"},
-      {outside, 4096, grpc::StatusCode::INVALID_ARGUMENT, "directly inside"},
-      {"link", 4096, grpc::StatusCode::NOT_FOUND, "symbolic links"},
-      {"hard", 4096, grpc::StatusCode::PERMISSION_DENIED, "links"},
-      {"sub", 4096, grpc::StatusCode::NOT_FOUND, "cannot open"},
-      {"small", 4096, grpc::StatusCode::INVALID_ARGUMENT, "holds 100 bytes"},
-      {"missing", 4096, grpc::StatusCode::NOT_FOUND, "cannot open"},
-      {"small", size_t{1} << 40, grpc::StatusCode::INVALID_ARGUMENT,
-       "holds 100 bytes"},
+      {"a file of a directory", plain, "not a memfd"},
+      {"a pipe", pipe_fds[0], "not a regular file"},
+      {"an unsealed memfd", Memfd(4096, 0), "not sealed"},
+      {"a memfd that may still shrink", Memfd(4096, F_SEAL_GROW | F_SEAL_SEAL),
+       "not sealed"},
+      {"a memfd whose seals may change",
+       Memfd(4096, F_SEAL_SHRINK | F_SEAL_GROW), "not sealed"},
+      {"a memfd sealed against writes", Memfd(4096, kSeals | F_SEAL_WRITE),
+       "sealed against writes"},
+      {"a sparse memfd", Memfd(size_t{64} << 20, kSeals, false),
+       "not yet allocated"},
+      {"an empty memfd", Memfd(0, kSeals), "empty"},
+      {"a read-only descriptor", read_only, "reading and writing"},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.file);
-    const grpc::Status s = Register(*client_, c.file, c.bytes);
-    EXPECT_EQ(s.error_code(), c.code) << s.error_message();
-    EXPECT_THAT(s.error_message(), HasSubstr(c.says));
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<int> socket = ConnectShmSocket(Socket());
+    ASSERT_TRUE(socket.ok()) << socket.status();
+    auto r = RegisterMemfd(*socket, c.fd);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(c.says));
+    close(*socket);
+    close(c.fd);
   }
-  // Beyond --shm_max_bytes (256 MiB here).
-  auto big = SharedRegion::Create(*client_, dir, size_t{300} << 20);
-  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted)
-      << big.status();
+  close(pipe_fds[1]);
   std::filesystem::remove_all(std::filesystem::path(outside).parent_path());
+  // And a registered region cannot be shrunk by its client.
+  const int fd = Memfd(1 << 20, kSeals);
+  absl::StatusOr<int> socket = ConnectShmSocket(Socket());
+  ASSERT_TRUE(socket.ok());
+  auto r = RegisterMemfd(*socket, fd);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(ftruncate(fd, 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_TRUE(client_->Echo(Layout(r->first, 1000)).ok());
+  close(fd);
+  close(*socket);
 }
 
-TEST(SharedMemoryOff, WithoutADirectoryNothingIsMapped) {
+// Messages that are not one registration with one descriptor are refused,
+// and every descriptor they carried is closed; the connection serves on.
+TEST_F(SharedMemoryTest, MalformedRegistrationsAreRefused) {
+  absl::StatusOr<int> socket = ConnectShmSocket(Socket());
+  ASSERT_TRUE(socket.ok());
+  const int a = Memfd(4096, kSeals), b = Memfd(4096, kSeals);
+  EXPECT_THAT(Exchange(*socket, "REGISTER 1\n", {}),
+              HasSubstr("exactly one file descriptor"));
+  EXPECT_THAT(Exchange(*socket, "REGISTER 1\n", {a, b}),
+              HasSubstr("exactly one file descriptor"));
+  EXPECT_THAT(Exchange(*socket, "OPEN /etc/passwd\n", {a}),
+              HasSubstr("expected the message"));
+  EXPECT_THAT(Exchange(*socket, std::string(200, 'x'), {a}),
+              HasSubstr("expected the message"));
+  EXPECT_THAT(Exchange(*socket, "REGISTER 1\n", {a}),
+              MatchesRegex("OK [0-9a-f]{32} 4096\n"));
+  close(a);
+  close(b);
+  close(*socket);
+}
+
+// Registration runs on its own thread without blocking calls: connections
+// that never send anything hold up neither other registrations nor
+// sorts, and are closed after --shm_idle_timeout.
+TEST_F(SharedMemoryTest, SilentConnectionsHoldNothingUpAndAreClosed) {
+  std::vector<int> silent;
+  for (int i = 0; i < 8; ++i) {
+    absl::StatusOr<int> s = ConnectShmSocket(Socket());
+    ASSERT_TRUE(s.ok());
+    silent.push_back(*s);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto region = SharedRegion::Create(Socket(), 4096);
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  for (int s : silent) {
+    char byte;
+    // Closed by the server (idle for 1 s here): recv sees the end.
+    pollfd p{.fd = s, .events = POLLIN, .revents = 0};
+    ASSERT_EQ(poll(&p, 1, 10'000), 1);
+    EXPECT_EQ(recv(s, &byte, 1, 0), 0);
+    close(s);
+  }
+  // The region of a connection that registered one stays.
+  std::memset((*region)->data(), 0, 4096);
+  EXPECT_TRUE(client_->Sort(Layout((*region)->token(), 100)).ok());
+}
+
+TEST_F(SharedMemoryTest, RegionsAreBoundedByResidentBytes) {
+  // --shm_max_bytes is 256 MiB here.
+  auto big = SharedRegion::Create(Socket(), size_t{300} << 20);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted)
+      << big.status();
+  EXPECT_THAT(big.status().message(), HasSubstr("--shm_max_bytes"));
+  auto first = SharedRegion::Create(Socket(), size_t{200} << 20);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(SharedRegion::Create(Socket(), size_t{100} << 20).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  const std::string token = (*first)->token();
+  first->reset();  // its bytes come back once the server sees the close
+  ASSERT_TRUE(BecomesUnknown(token));
+  EXPECT_TRUE(SharedRegion::Create(Socket(), size_t{100} << 20).ok());
+}
+
+// The RPC that registered files by name is gone.
+TEST_F(SharedMemoryTest, RegistrationByNameIsGone) {
+  grpc::GenericStub stub(testing::Channel(*server_));
+  testing::UnaryResult r = testing::Unary(stub, "SharedMemory", "");
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+      << r.status.error_message();
+}
+
+TEST(SharedMemoryOff, WithoutASocketNothingIsMapped) {
   ServerProcess server({"--device=cpu"});
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Client::Create(server.address());
   ASSERT_TRUE(client.ok());
-  const grpc::Status s = Register(**client, "anything", 4096);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(), HasSubstr("--shm_dir"));
   v1::SortRequest request;
   request.set_u32_keys("");
   request.mutable_shared()->set_region("x");
-  EXPECT_EQ((*client)->Sort(request).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<v1::SortResponse> r = (*client)->Sort(request);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("--shm_socket"));
   EXPECT_EQ(server.Terminate(), 0);
 }
 
@@ -297,13 +409,46 @@ TEST(SharedMemoryOff, AMissingDirectoryIsMadeForSortdsGroupOnly) {
   const std::string parent = PrivateDir();
   chmod(parent.c_str(), 0777);  // like a Kubernetes emptyDir
   const std::string dir = parent + "/shm";
-  ServerProcess server({"--device=cpu", "--shm_dir=" + dir});
+  ServerProcess server({"--device=cpu", "--shm_socket=" + dir + "/s.sock"});
   ASSERT_TRUE(server.Start()) << server.Output();
   struct stat st {};
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0770u);
+  ASSERT_EQ(lstat((dir + "/s.sock").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
   EXPECT_EQ(server.Terminate(), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/s.sock"))
+      << "the socket outlived sortd";
   std::filesystem::remove_all(parent);
+}
+
+TEST(SharedMemoryOff, AnUnsafeSocketPathStopsStartup) {
+  const std::string dir = PrivateDir();
+  const std::string file = dir + "/not-a-socket";
+  close(open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  std::filesystem::create_directory_symlink(dir, dir + "-link");
+  const std::string writable = PrivateDir();
+  chmod(writable.c_str(), 0777);
+  struct Case {
+    std::string path;
+    const char* says;
+  };
+  const Case cases[] = {
+      {file, "not a socket"},
+      {dir + "-link/s.sock", "symbolic links are refused"},
+      {writable + "/s.sock", "writable by every user"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path);
+    ServerProcess server({"--device=cpu", "--shm_socket=" + c.path});
+    EXPECT_FALSE(server.Start());
+    EXPECT_THAT(server.Output(), HasSubstr(c.says));
+    EXPECT_NE(server.Terminate(), 0);
+  }
+  std::filesystem::remove(dir + "-link");
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(writable);
 }
 
 TEST(SharedMemoryOff, ADirectoryOfAnotherUserStopsStartup) {
@@ -312,7 +457,7 @@ TEST(SharedMemoryOff, ADirectoryOfAnotherUserStopsStartup) {
     std::filesystem::remove_all(dir);
     GTEST_SKIP() << "cannot give a directory to another user here";
   }
-  ServerProcess server({"--device=cpu", "--shm_dir=" + dir});
+  ServerProcess server({"--device=cpu", "--shm_socket=" + dir + "/s.sock"});
   EXPECT_FALSE(server.Start());
   EXPECT_THAT(server.Output(), HasSubstr("belongs to uid 65534"));
   EXPECT_NE(server.Terminate(), 0);
@@ -322,28 +467,16 @@ TEST(SharedMemoryOff, ADirectoryOfAnotherUserStopsStartup) {
 // A client that keeps its regions does not hold up a drain.
 TEST(SharedMemoryOff, OpenRegionsDoNotHoldUpShutdown) {
   const std::string dir = PrivateDir();
-  ServerProcess server(
-      {"--device=cpu", "--shm_dir=" + dir, "--drain_timeout=20s"});
+  ServerProcess server({"--device=cpu", "--shm_socket=" + dir + "/s.sock",
+                        "--drain_timeout=20s"});
   ASSERT_TRUE(server.Start()) << server.Output();
-  auto client = Client::Create(server.address());
-  ASSERT_TRUE(client.ok());
-  auto region = SharedRegion::Create(**client, dir, 4096);
+  auto region = SharedRegion::Create(dir + "/s.sock", 4096);
   ASSERT_TRUE(region.ok()) << region.status();
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15))
-      << "the drain waited for the open SharedMemory stream";
+      << "the drain waited for the open registration";
   region->reset();
-  std::filesystem::remove_all(dir);
-}
-
-TEST(SharedMemoryOff, ADirectoryOthersMayWriteStopsStartup) {
-  const std::string dir = PrivateDir();
-  chmod(dir.c_str(), 0777);
-  ServerProcess server({"--device=cpu", "--shm_dir=" + dir});
-  EXPECT_FALSE(server.Start());
-  EXPECT_THAT(server.Output(), HasSubstr("writable by every user"));
-  EXPECT_NE(server.Terminate(), 0);
   std::filesystem::remove_all(dir);
 }
 

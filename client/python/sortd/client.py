@@ -9,8 +9,6 @@
 """
 import itertools
 import os
-import queue
-import secrets
 import threading
 from dataclasses import dataclass
 from typing import Optional
@@ -84,15 +82,16 @@ class Client:
       --max_request_bytes.
     compact: ask for sorted 32-bit keys in compact form (about a third of
       the bytes back for evenly spread keys; the result is the same).
-    shm_dir: the server's --shm_dir, on the server's host: the arrays go
-      through shared memory, none through the socket.
+    shm_socket: the server's --shm_socket, on the server's host: the
+      arrays go through shared memory (sealed memfds this client registers
+      over that Unix socket), none through the gRPC socket.
     tls / root_certificates / private_key / certificate_chain /
       server_name: TLS, with a client certificate for mutual TLS.
     """
 
     def __init__(self, target, *, connections=4, timeout=300.0,
                  small_call_bytes=256 << 10, max_unary_bytes=256 << 20,
-                 stream_chunk_bytes=2 << 20, compact=False, shm_dir=None,
+                 stream_chunk_bytes=2 << 20, compact=False, shm_socket=None,
                  tls=False, root_certificates=None, private_key=None,
                  certificate_chain=None, server_name=None,
                  load_balancing=None, keepalive_seconds=30.0):
@@ -127,7 +126,8 @@ class Client:
         self._stubs = [sortd_pb2_grpc.SortServiceStub(c)
                        for c in self._channels]
         self._turn = itertools.count()
-        self._shm = _SharedMemory(self, shm_dir) if shm_dir else None
+        self._shm = (_SharedMemory(self, shm_socket) if shm_socket
+                     else None)
 
     def close(self):
         if self._shm is not None:
@@ -273,44 +273,64 @@ def _result(r, dtype, descending):
 
 
 class _SharedMemory:
-    """Regions in the server's --shm_dir: a file this client creates, sizes
-    and maps, registered over one SharedMemory stream that stays open while
-    the client lives (the server unmaps its regions when it closes). One
-    call at a time uses a region; regions grow to the largest call."""
+    """Regions registered with a sortd on this host: each a memfd this
+    client makes, allocates, seals (it can neither shrink nor grow) and
+    maps, handed to the server over its --shm_socket, a Unix socket. The
+    one connection stays open while the client lives; the server unmaps
+    its regions when it closes. One call at a time uses a region; regions
+    grow to the largest call."""
 
-    def __init__(self, client, directory):
+    def __init__(self, client, socket_path):
+        import socket  # pylint: disable=import-outside-toplevel
+
         self._client = client
-        self._dir = directory
         self._lock = threading.Lock()
         self._free = []
         self._all = []
-        self._requests = queue.Queue()
-        self._responses = client._stubs[0].SharedMemory(
-            iter(self._requests.get, None))
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._sock.settimeout(30.0)
+            self._sock.connect(socket_path)
+        except OSError as e:
+            self._sock.close()
+            raise Error(grpc.StatusCode.UNAVAILABLE,
+                        f"cannot connect to sortd's shared-memory socket "
+                        f"{socket_path}: {e} (is sortd running with "
+                        f"--shm_socket={socket_path}?)") from None
 
     def _register(self, nbytes):
+        import fcntl  # pylint: disable=import-outside-toplevel
         import mmap  # pylint: disable=import-outside-toplevel
+        import socket  # pylint: disable=import-outside-toplevel
 
-        name = f"sortd-py-{os.getpid()}-{secrets.token_hex(8)}"
-        path = os.path.join(self._dir, name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o660)
+        fd = os.memfd_create("sortd-region",
+                             os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
-            os.fchmod(fd, 0o660)  # whatever the umask: the server checks
+            # Every page allocated now, then sealed, so that neither side
+            # can lose a page the other maps.
+            os.ftruncate(fd, nbytes)
             os.posix_fallocate(fd, 0, nbytes)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                        | fcntl.F_SEAL_SEAL)
             mem = mmap.mmap(fd, nbytes)
+            socket.send_fds(self._sock, [b"REGISTER 1\n"], [fd])
+            answer = self._sock.recv(1024).decode(errors="replace")
         finally:
             os.close(fd)
-        self._requests.put(sortd_pb2.SharedMemoryRequest(file=name,
-                                                         bytes=nbytes))
-        try:
-            answer = next(self._responses)
-        except grpc.RpcError as e:
-            mem.close()
-            os.unlink(path)
-            raise Error(e.code(), e.details()) from None
-        region = (answer.region, mem, path, nbytes)
-        self._all.append(region)
-        return region
+        words = answer.rstrip("\n").split(" ", 2)
+        if len(words) == 3 and words[0] == "OK":
+            region = (words[1], mem, int(words[2]), nbytes)
+            self._all.append(region)
+            return region
+        mem.close()
+        if len(words) == 3 and words[0] == "ERROR" and words[1].isdigit():
+            code = next((c for c in grpc.StatusCode
+                         if c.value[0] == int(words[1])),
+                        grpc.StatusCode.UNKNOWN)
+            raise Error(code, f"sortd refused the region: {words[2]}")
+        raise Error(grpc.StatusCode.UNAVAILABLE,
+                    f"sortd's shared-memory socket answered {answer!r}")
 
     def _take(self, nbytes):
         with self._lock:
@@ -376,13 +396,9 @@ class _SharedMemory:
         return result
 
     def close(self):
-        self._requests.put(None)
-        for _, mem, path, _ in self._all:
+        self._sock.close()  # the server unregisters every region
+        for _, mem, _, _ in self._all:
             try:
                 mem.close()
             except BufferError:
-                pass
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
                 pass

@@ -5,11 +5,14 @@ import re
 import socket
 import subprocess
 import tempfile
+import time
 
+import grpc
 import numpy as np
 import pytest
 
 import sortd
+from sortd.v1 import sortd_pb2
 
 KEY_TYPES = [np.uint32, np.int32, np.float32, np.uint64, np.int64,
              np.float64]
@@ -70,10 +73,10 @@ def start_sortd(*args):
 
 @pytest.fixture(scope="module")
 def server():
-    shm = tempfile.mkdtemp(prefix="sortd-py-shm-")
+    shm = os.path.join(tempfile.mkdtemp(prefix="sortd-py-shm-"), "sortd.sock")
     proc, address = start_sortd("--cpu_threads=2",
                                 "--max_request_bytes=1048576",
-                                f"--shm_dir={shm}")
+                                f"--shm_socket={shm}")
     yield address, shm
     proc.terminate()
     assert proc.wait(timeout=60) == 0
@@ -144,7 +147,7 @@ def test_transposes_bit_matrices(client):
 
 def test_shared_memory_moves_no_array_through_the_socket(server):
     address, shm = server
-    with sortd.Client(address, shm_dir=shm) as c:
+    with sortd.Client(address, shm_socket=shm) as c:
         for dtype in (np.float64, np.int32):
             keys = generate(dtype, 30000, 2)
             values = np.arange(len(keys), dtype=np.uint32)
@@ -155,8 +158,30 @@ def test_shared_memory_moves_no_array_through_the_socket(server):
             np.testing.assert_array_equal(r.values, values[want])
             np.testing.assert_array_equal(r.permutation,
                                           want.astype(np.uint32))
-    # The client's regions are gone with it.
-    assert os.listdir(shm) == []
+        tokens = [region[0] for region in c._shm._all]
+    assert tokens
+    # The client's regions are gone with it: the server forgets them once
+    # it sees the connection close.
+    with sortd.Client(address) as other:
+        request = sortd_pb2.SortRequest(
+            u32_keys=b"", shared=sortd_pb2.SharedArrays(
+                region=tokens[0], count=1, keys_out_offset=64))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                other._stubs[0].Sort(request, timeout=10)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND:
+                    break
+            assert time.monotonic() < deadline, "the region outlived its client"
+
+
+def test_shared_memory_refusals_carry_the_servers_status(server):
+    address, shm = server
+    with pytest.raises(sortd.Error) as e:
+        sortd.Client(address, shm_socket=shm + ".missing")
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "--shm_socket" in e.value.details
 
 
 def test_errors_carry_the_status_and_the_servers_message(server):
