@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -66,6 +67,7 @@ struct Connection {
   absl::Time opened;
   uid_t uid = 0;
   pid_t pid = 0;
+  bool logged = false;  // a refusal: one log line per connection
 };
 
 std::string Reply(const absl::Status& status) {
@@ -149,7 +151,8 @@ ShmSocket::Counts ShmSocket::counts() const {
   return {.registered = registered_.load(),
           .refused = refused_.load(),
           .connections = connections_.load(),
-          .dropped = dropped_.load()};
+          .dropped = dropped_.load(),
+          .open = open_.load()};
 }
 
 void ShmSocket::Loop() {
@@ -211,9 +214,11 @@ void ShmSocket::Loop() {
     for (int fd : fds) close(fd);
     if (!registered.ok()) {
       ++refused_;
-      LogLine("shared memory: registration from pid %d uid %u refused: %s\n",
-              static_cast<int>(c.pid), static_cast<unsigned>(c.uid),
-              registered.status().ToString().c_str());
+      if (!std::exchange(c.logged, true)) {
+        LogLine("shared memory: registration from pid %d uid %u refused: %s\n",
+                static_cast<int>(c.pid), static_cast<unsigned>(c.uid),
+                registered.status().ToString().c_str());
+      }
       return answer(c, Reply(registered.status()));
     }
     c.tokens.push_back(registered->token);
@@ -224,6 +229,7 @@ void ShmSocket::Loop() {
 
   std::vector<pollfd> polled;
   while (!stopping_.load()) {
+    open_.store(connections.size());
     const absl::Time now = absl::Now();
     absl::Time next_deadline = absl::InfiniteFuture();
     for (size_t i = 0; i < connections.size();) {
@@ -291,6 +297,7 @@ void ShmSocket::Loop() {
     }
   }
   while (!connections.empty()) drop(connections.size() - 1);
+  open_.store(0);
 }
 
 }  // namespace sortd

@@ -47,7 +47,11 @@ class ShmSocket {
     absl::Duration idle_timeout = absl::Seconds(10);
   };
   struct Counts {
-    uint64_t registered = 0, refused = 0, connections = 0, dropped = 0;
+    // Registrations answered OK and refused; connections accepted, and
+    // closed by sortd (idle, over the limit, not reading); connections
+    // open now.
+    uint64_t registered = 0, refused = 0, connections = 0, dropped = 0,
+             open = 0;
   };
 
   // Prepares the socket's directory (made mode 02770 when missing; refused
@@ -76,7 +80,7 @@ class ShmSocket {
   const int wake_fd_;  // an eventfd: Stop() wakes the loop
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> registered_{0}, refused_{0}, connections_{0},
-      dropped_{0};
+      dropped_{0}, open_{0};
   std::thread thread_;
 };
 

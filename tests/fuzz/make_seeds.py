@@ -72,4 +72,28 @@ diffs = {
 for name, data in diffs.items():
     with open(os.path.join(HERE, "corpus", "sort_diff", name), "wb") as f:
         f.write(data)
-print("wrote", len(requests), "request seeds and", len(diffs), "sort_diff seeds")
+
+# shm_register: [flags: descriptor count in bits 0-1, newline 4, the rest
+# of the input as the message 8], then per descriptor [kind: 0 memfd,
+# 1 pipe, 2 file, 3 read-only memfd; size/16 u16; allocated/16 u16; seals:
+# shrink 1, grow 2, seal 4, write 8, future write 16], then the message.
+def descriptor(kind, size, allocated, seals):
+    return bytes([kind]) + struct.pack("<HH", size, allocated) + bytes([seals])
+
+
+registrations = {
+    "valid": bytes([1 | 4]) + descriptor(0, 256, 256, 7),
+    "unsealed": bytes([1 | 4]) + descriptor(0, 256, 256, 0),
+    "sparse": bytes([1 | 4]) + descriptor(0, 4096, 16, 7),
+    "two": bytes([2 | 4]) + descriptor(0, 256, 256, 7) * 2,
+    "pipe": bytes([1]) + descriptor(1, 0, 0, 0),
+    "file": bytes([1]) + descriptor(2, 256, 256, 0),
+    "readonly": bytes([1 | 4]) + descriptor(3, 256, 256, 7),
+    "text": bytes([1 | 8]) + descriptor(0, 256, 256, 7) + b"OPEN /etc/passwd",
+    "writeseal": bytes([1 | 4]) + descriptor(0, 256, 256, 15),
+}
+for name, data in registrations.items():
+    with open(os.path.join(HERE, "corpus", "shm_register", name), "wb") as f:
+        f.write(data)
+print("wrote", len(requests), "request seeds,", len(diffs), "sort_diff seeds and",
+      len(registrations), "shm_register seeds")
