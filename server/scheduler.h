@@ -81,7 +81,7 @@
 #include "server/device_pool.h"
 #include "server/router.h"
 #include "server/task.h"
-#include "server/work_queue.h"
+#include "server/fair_queue.h"
 
 namespace sortd {
 
@@ -135,6 +135,9 @@ class Scheduler {
     CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;
     bool spill = true;
     int cpu_workers = 2;
+    // CPU-path tasks of this many units or more run on at most
+    // cpu_workers - 1 workers at once (server/fair_queue.h).
+    size_t cpu_bulk_units = size_t{1} << 20;
     int pipeline_depth = 2;
     // Batches in flight per device while the next batch is full
     // (max_batch_units or max_batch_requests) or a solo task no longer
@@ -279,7 +282,7 @@ class Scheduler {
   std::vector<std::vector<std::thread>> runners_;  // by device
   std::mutex publish_mu_;
   uint64_t published_seq_ = 0;  // guarded by publish_mu_
-  WorkQueue cpu_queue_;
+  FairQueue cpu_queue_;
 };
 
 }  // namespace sortd
