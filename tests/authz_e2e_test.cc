@@ -127,7 +127,8 @@ TEST_F(AuthzTest, ClientsGetOnlyTheMethodGroupsThePolicyAllows) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(30));
-    grpc::ByteBuffer request, response;
+    grpc::Slice empty("");  // HealthCheckRequest{}: the whole server
+    grpc::ByteBuffer request(&empty, 1), response;
     std::promise<grpc::Status> done;
     stranger_stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", {},
                             &request, &response,
