@@ -20,6 +20,11 @@
 // Sorts longer than the devices' fused segment (for their key width) run
 // alone: in a batch they would cost launches of their own.
 //
+// Clients (Task::client, server/peer.h) share the queues in fair shares
+// of work: the CPU path's (server/fair_queue.h, where bulk tasks also
+// leave a worker to small ones) and, within each batching class and the
+// solo queue, the devices' (FairTasks in server/batcher.h).
+//
 // A request larger than a device's memory budget runs alone in device-sized
 // runs: sorts are merged on the CPU (server/runs.h), transposes are cut
 // between matrices.
