@@ -1,7 +1,7 @@
 // End to end, the real sortd over mutual TLS with --authz_policy: a client
-// allowed only the sort methods sorts and is refused SharedMemory; a client
-// the policy does not name is refused every method; sortd serves on; a
-// policy it cannot use stops it at start.
+// allowed only the sort methods sorts and is refused requests that name a
+// shared-memory region; a client the policy does not name is refused every
+// method; sortd serves on; a policy it cannot use stops it at start.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "grpcpp/generic/generic_stub.h"
-#include "sortd/v1/sortd.grpc.pb.h"
+#include "sortd/v1/sortd.pb.h"
 #include "tests/raw_grpc.h"
 #include "tests/server_process.h"
 #include "tests/test_certs.h"
@@ -28,12 +28,13 @@ using testing::TestCertificates;
 using testing::U32Bytes;
 using testing::Unary;
 
-constexpr size_t kSorter = 0, kStranger = 1;
+constexpr size_t kSorter = 0, kStranger = 1, kColocated = 2;
 
 class AuthzTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(certs_.Make({"sorter", "stranger"})) << certs_.error();
+    ASSERT_TRUE(certs_.Make({"sorter", "stranger", "colocated job"}))
+        << certs_.error();
   }
   std::string WritePolicy(const std::string& text) {
     const std::string path = certs_.Path("policy");
@@ -41,24 +42,22 @@ class AuthzTest : public ::testing::Test {
     return path;
   }
   std::vector<std::string> Flags(const std::vector<std::string>& more) {
-    std::vector<std::string> flags = {"--device=cpu",
-                                      "--shm_dir=" + certs_.Path("shm")};
+    std::vector<std::string> flags = {
+        "--device=cpu", "--shm_socket=" + certs_.Path("shm/sortd.sock")};
     for (const std::string& f : certs_.ServerFlags()) flags.push_back(f);
     for (const std::string& f : more) flags.push_back(f);
     return flags;
   }
-  // Opens a SharedMemory stream, half-closes it and returns its status.
-  static grpc::Status SharedMemory(const std::shared_ptr<grpc::Channel>& ch) {
-    auto stub = v1::SortService::NewStub(ch);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(30));
-    auto stream = stub->SharedMemory(&context);
-    stream->WritesDone();
-    v1::SharedMemoryResponse response;
-    while (stream->Read(&response)) {
-    }
-    return stream->Finish();
+  // A Sort whose arrays are in a shared-memory region (a token never
+  // issued): its status.
+  static grpc::Status SharedSort(grpc::GenericStub& stub) {
+    v1::SortRequest m;
+    m.set_u32_keys("");
+    v1::SharedArrays* shared = m.mutable_shared();
+    shared->set_region("00000000000000000000000000000000");
+    shared->set_count(3);
+    shared->set_keys_out_offset(64);
+    return Unary(stub, "Sort", m.SerializeAsString()).status;
   }
   static grpc::Status Stream(grpc::GenericStub& stub) {
     v1::SortRequest m;
@@ -82,9 +81,10 @@ class AuthzTest : public ::testing::Test {
 
 TEST_F(AuthzTest, ClientsGetOnlyTheMethodGroupsThePolicyAllows) {
   const std::string policy = WritePolicy(
-      "# sort for the sorter; shared memory for no one listed here\n"
+      "# sort for both; shared memory for the colocated job only\n"
       "[sort]\n"
       "sorter\n"
+      "colocated job\n"
       "[shared_memory]\n"
       "colocated job\n");
   ServerProcess server(Flags({"--authz_policy=" + policy}));
@@ -100,17 +100,23 @@ TEST_F(AuthzTest, ClientsGetOnlyTheMethodGroupsThePolicyAllows) {
   EXPECT_TRUE(sorted);
   s = Stream(sorter_stub);
   EXPECT_TRUE(s.ok()) << s.error_message();
-  s = SharedMemory(sorter);
+  s = SharedSort(sorter_stub);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(s.error_message(), HasSubstr("shared_memory"));
+  EXPECT_THAT(s.error_message(), HasSubstr("method group 'shared_memory'"));
   EXPECT_THAT(s.error_message(), Not(HasSubstr("colocated")));
+  // The same request from a client allowed shared memory reaches the
+  // region lookup: its token was never issued.
+  auto colocated = certs_.Channel(server.address(), kColocated);
+  grpc::GenericStub colocated_stub(colocated);
+  s = SharedSort(colocated_stub);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
 
   // Not listed: every method of both groups refused, naming the group.
   auto stranger = certs_.Channel(server.address(), kStranger);
   grpc::GenericStub stranger_stub(stranger);
   s = Sort(stranger_stub, &sorted);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(s.error_message(), HasSubstr("sort methods"));
+  EXPECT_THAT(s.error_message(), HasSubstr("method group 'sort'"));
   EXPECT_THAT(s.error_message(), Not(HasSubstr("sorter")));
   for (const char* method : {"Transpose", "Echo"}) {
     s = Unary(stranger_stub, method, "").status;
@@ -118,9 +124,8 @@ TEST_F(AuthzTest, ClientsGetOnlyTheMethodGroupsThePolicyAllows) {
   }
   s = Stream(stranger_stub);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  s = SharedMemory(stranger);
+  s = SharedSort(stranger_stub);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(s.error_message(), HasSubstr("shared_memory"));
 
   // Health stays open to every certificate the handshake admitted.
   {
