@@ -257,8 +257,7 @@ void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
     queue = QueueLocked();
   }
   Publish(queue);
-  cpu_queue_.Submit(task->client, task->units,
-                    [this, task] { RunCpu(task); });
+  cpu_queue_.Submit(task->client, task->units, [this, task] { RunCpu(task); });
 }
 
 void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {

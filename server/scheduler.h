@@ -84,9 +84,9 @@
 #include "server/batch_codec.h"
 #include "server/batcher.h"
 #include "server/device_pool.h"
+#include "server/fair_queue.h"
 #include "server/router.h"
 #include "server/task.h"
-#include "server/fair_queue.h"
 
 namespace sortd {
 
