@@ -4,9 +4,66 @@
 
 namespace sortd {
 
+void FairTasks::Add(std::shared_ptr<Task> task) {
+  auto it = flows_.find(task->client);
+  if (it == flows_.end()) it = flows_.emplace(task->client, Flow{}).first;
+  Flow& flow = it->second;
+  const uint64_t start = std::max(virtual_time_, flow.finish);
+  flow.finish = start + task->units + kRequestUnits;
+  flow.tasks.push_back(
+      {.start = start, .seq = seq_++, .task = std::move(task)});
+  ++size_;
+  if (flow.tasks.size() == 1) AddHead(flow);
+}
+
+void FairTasks::AddHead(Flow& flow) {
+  const Entry& e = flow.tasks.front();
+  heads_.insert({e.start, e.seq, &flow});
+  head_times_.insert(e.task->enqueued);
+}
+
+const std::shared_ptr<Task>& FairTasks::front() const {
+  return std::get<2>(*heads_.begin())->tasks.front().task;
+}
+
+std::shared_ptr<Task> FairTasks::PopFront() {
+  Flow& flow = *std::get<2>(*heads_.begin());
+  heads_.erase(heads_.begin());
+  Entry e = std::move(flow.tasks.front());
+  flow.tasks.pop_front();
+  head_times_.erase(head_times_.find(e.task->enqueued));
+  --size_;
+  virtual_time_ = std::max(virtual_time_, e.start);
+  if (!flow.tasks.empty()) AddHead(flow);
+  if (size_ == 0 || flows_.size() >= forget_at_) Forget();
+  return std::move(e.task);
+}
+
+void FairTasks::Forget() {
+  if (size_ == 0) {
+    // Nothing waits: no client is owed anything.
+    flows_.clear();
+    virtual_time_ = 0;
+    forget_at_ = 64;
+    return;
+  }
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    if (it->second.tasks.empty() && it->second.finish <= virtual_time_) {
+      it = flows_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  forget_at_ = std::max<size_t>(64, 2 * flows_.size());
+}
+
+void FairTasks::TakeAll(Batch* out) {
+  while (!empty()) out->push_back(PopFront());
+}
+
 void ClassBatcher::Add(std::shared_ptr<Task> task) {
   units_ += task->units;
-  tasks_.push_back(std::move(task));
+  tasks_.Add(std::move(task));
 }
 
 bool ClassBatcher::Ready(absl::Time now, absl::Duration max_delay,
@@ -19,16 +76,14 @@ void ClassBatcher::Take(size_t max_requests, size_t max_units, Batch* batch) {
   while (!tasks_.empty() && taken < max_requests &&
          (taken == 0 || units + tasks_.front()->units <= max_units)) {
     units += tasks_.front()->units;
-    batch->push_back(std::move(tasks_.front()));
-    tasks_.pop_front();
+    batch->push_back(tasks_.PopFront());
     ++taken;
   }
   units_ -= units;
 }
 
 void ClassBatcher::TakeAll(Batch* out) {
-  for (auto& t : tasks_) out->push_back(std::move(t));
-  tasks_.clear();
+  tasks_.TakeAll(out);
   units_ = 0;
 }
 
@@ -47,7 +102,7 @@ void Batchers::Add(std::shared_ptr<Task> task, bool solo) {
   units_ += task->units;
   ++requests_;
   if (solo) {
-    solo_.push_back(std::move(task));
+    solo_.Add(std::move(task));
   } else {
     const ClassKey key = ClassOf(*task);
     classes_[key].Add(std::move(task));
@@ -61,7 +116,7 @@ Batchers::Classes::iterator Batchers::OldestReady(absl::Time now,
   // then classes_.end()) or a class whose batch may close.
   auto best = classes_.end();
   absl::Time best_time =
-      solo_.empty() ? absl::InfiniteFuture() : solo_.front()->enqueued;
+      solo_.empty() ? absl::InfiniteFuture() : solo_.oldest();
   for (auto it = classes_.begin(); it != classes_.end(); ++it) {
     const size_t max_units = limits_.max_units[std::get<0>(it->first)];
     if (!close_all && !it->second.Ready(now, limits_.max_delay,
@@ -115,8 +170,7 @@ bool Batchers::TakeFull(absl::Time now, bool close_all, Batch* batch) {
 void Batchers::TakeSolo(Batch* batch) {
   units_ -= solo_.front()->units;
   --requests_;
-  batch->push_back(std::move(solo_.front()));
-  solo_.pop_front();
+  batch->push_back(solo_.PopFront());
 }
 
 void Batchers::TakeFrom(Classes::iterator it, Batch* batch) {
@@ -134,8 +188,7 @@ Batch Batchers::TakeAll() {
   Batch all;
   for (auto& [key, queue] : classes_) queue.TakeAll(&all);
   classes_.clear();
-  for (auto& t : solo_) all.push_back(std::move(t));
-  solo_.clear();
+  solo_.TakeAll(&all);
   units_ = 0;
   requests_ = 0;
   return all;

@@ -4,7 +4,8 @@
 // and orders are normalised to ordered unsigned bits while packing);
 // transposes batch with transposes. A class's batch closes when it holds
 // max_requests tasks or its op's max_units units, or when its oldest task
-// has waited max_delay; the oldest ready queue goes first.
+// has waited max_delay; the oldest ready queue goes first. Within a class
+// and the solo queue, clients share in fair shares (FairTasks).
 //
 // Not thread-safe: the scheduler calls it under its lock. Times are the
 // caller's (the scheduler's clock), so tests drive it with fake ones.
@@ -20,9 +21,12 @@
 #define SORTD_SERVER_BATCHER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <tuple>
 
 #include "absl/time/time.h"
@@ -30,12 +34,54 @@
 
 namespace sortd {
 
-// One class's queue, oldest first.
+// Device-bound tasks in fair shares between their clients (Task::client),
+// as on the CPU path (server/fair_queue.h): each client's tasks go in the
+// order they came; between clients, the next is the one whose start tag
+// (start-time fair queueing, a task costing its units plus
+// kRequestUnits) is smallest, so that one client's backlog does not keep
+// another's tasks out of the next batch or the next solo run. With one
+// client it is first in, first out.
+class FairTasks {
+ public:
+  static constexpr size_t kRequestUnits = 4096;
+
+  void Add(std::shared_ptr<Task> task);
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  // The task that goes next.
+  const std::shared_ptr<Task>& front() const;
+  std::shared_ptr<Task> PopFront();
+  // When the longest-waiting of the clients' next tasks was queued.
+  absl::Time oldest() const { return *head_times_.begin(); }
+  // Every task, moved into `out`.
+  void TakeAll(Batch* out);
+
+ private:
+  struct Entry {
+    uint64_t start = 0, seq = 0;
+    std::shared_ptr<Task> task;
+  };
+  struct Flow {
+    std::deque<Entry> tasks;
+    uint64_t finish = 0;  // of its last task queued
+  };
+  using Head = std::tuple<uint64_t, uint64_t, Flow*>;  // start, seq, flow
+  void AddHead(Flow& flow);
+  void Forget();
+
+  std::map<std::string, Flow, std::less<>> flows_;
+  std::set<Head> heads_;
+  std::multiset<absl::Time> head_times_;
+  uint64_t virtual_time_ = 0, seq_ = 0;
+  size_t size_ = 0, forget_at_ = 64;
+};
+
+// One class's queue, in fair shares between clients.
 class ClassBatcher {
  public:
   void Add(std::shared_ptr<Task> task);
   bool empty() const { return tasks_.empty(); }
-  absl::Time oldest() const { return tasks_.front()->enqueued; }
+  absl::Time oldest() const { return tasks_.oldest(); }
   // Whether it holds a whole batch: max_requests tasks or max_units units.
   bool Full(size_t max_requests, size_t max_units) const {
     return tasks_.size() >= max_requests || units_ >= max_units;
@@ -43,14 +89,14 @@ class ClassBatcher {
   // Whether a batch may close at `now`: full, or its oldest task is due.
   bool Ready(absl::Time now, absl::Duration max_delay, size_t max_requests,
              size_t max_units) const;
-  // The oldest tasks that fit `max_requests` and `max_units` (at least
-  // one), moved into `batch`.
+  // The next tasks (FairTasks' order) that fit `max_requests` and
+  // `max_units` (at least one), moved into `batch`.
   void Take(size_t max_requests, size_t max_units, Batch* batch);
   // Every task, moved into `out`.
   void TakeAll(Batch* out);
 
  private:
-  std::deque<std::shared_ptr<Task>> tasks_;
+  FairTasks tasks_;
   size_t units_ = 0;
 };
 
@@ -98,7 +144,7 @@ class Batchers {
   // Takes a batch from `it` (erased once empty) into `batch`.
   void TakeFrom(Classes::iterator it, Batch* batch);
   Classes classes_;
-  std::deque<std::shared_ptr<Task>> solo_;
+  FairTasks solo_;
   size_t units_ = 0, requests_ = 0;
 };
 

@@ -72,7 +72,8 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
              .reinit_backoff = options_.reinit_backoff,
              .max_reinit_backoff = options_.max_reinit_backoff}),
       batchers_(BatchLimits(options_, pool_)),
-      cpu_queue_(std::max(1, options_.cpu_workers)) {
+      cpu_queue_({.threads = std::max(1, options_.cpu_workers),
+                  .shares = {.bulk_units = options_.cpu_bulk_units}}) {
   router_ = {.sort = options_.sort,
              .transpose = options_.transpose,
              .cpu_sort = options_.cpu_sort,
@@ -256,7 +257,7 @@ void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
     queue = QueueLocked();
   }
   Publish(queue);
-  cpu_queue_.Submit([this, task] { RunCpu(task); });
+  cpu_queue_.Submit(task->client, task->units, [this, task] { RunCpu(task); });
 }
 
 void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {

@@ -20,6 +20,11 @@
 // Sorts longer than the devices' fused segment (for their key width) run
 // alone: in a batch they would cost launches of their own.
 //
+// Clients (Task::client, server/peer.h) share the queues in fair shares
+// of work: the CPU path's (server/fair_queue.h, where bulk tasks also
+// leave a worker to small ones) and, within each batching class and the
+// solo queue, the devices' (FairTasks in server/batcher.h).
+//
 // A request larger than a device's memory budget runs alone in device-sized
 // runs: sorts are merged on the CPU (server/runs.h), transposes are cut
 // between matrices.
@@ -79,9 +84,9 @@
 #include "server/batch_codec.h"
 #include "server/batcher.h"
 #include "server/device_pool.h"
+#include "server/fair_queue.h"
 #include "server/router.h"
 #include "server/task.h"
-#include "server/work_queue.h"
 
 namespace sortd {
 
@@ -135,6 +140,9 @@ class Scheduler {
     CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;
     bool spill = true;
     int cpu_workers = 2;
+    // CPU-path tasks of this many units or more run on at most
+    // cpu_workers - 1 workers at once (server/fair_queue.h).
+    size_t cpu_bulk_units = size_t{1} << 20;
     int pipeline_depth = 2;
     // Batches in flight per device while the next batch is full
     // (max_batch_units or max_batch_requests) or a solo task no longer
@@ -279,7 +287,7 @@ class Scheduler {
   std::vector<std::vector<std::thread>> runners_;  // by device
   std::mutex publish_mu_;
   uint64_t published_seq_ = 0;  // guarded by publish_mu_
-  WorkQueue cpu_queue_;
+  FairQueue cpu_queue_;
 };
 
 }  // namespace sortd

@@ -131,6 +131,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
   grpc::ServerUnaryReactor* reactor = call->reactor;
   grpc::CallbackServerContext* context = call->context;
   call->units = task->units;
+  task->client = call->peer.client;
   task->deadline = absl::FromChrono(context->deadline());
   task->cancelled = [context] { return context->IsCancelled(); };
   task->done = [this, call,
@@ -188,6 +189,11 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
     *read = Draining();
     return call;
   }
+  call->peer = PeerOf(*context);
+  if (absl::Status s = Authorize(call->peer, MethodGroup::kSort); !s.ok()) {
+    *read = s;
+    return call;
+  }
   absl::StatusOr<wire::Received> bytes = CatchOutOfMemory("this request", [&] {
     return wire::Received::From(*request, options_.buffers);
   });
@@ -204,10 +210,16 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
 
 namespace {
 
-// Resolves SortRequest.shared: the region it names, held by the call.
+// Resolves SortRequest.shared: the region it names, held by the call. The
+// client needs the shared_memory method group (--authz_policy) first.
 template <typename Call>
-absl::Status FindRegion(RegionRegistry* regions, Call& call) {
+absl::Status FindRegion(const SortServiceImpl& service, RegionRegistry* regions,
+                        Call& call) {
   if (!call.sort.shared.has_value()) return absl::OkStatus();
+  if (absl::Status s = service.Authorize(call.peer, MethodGroup::kSharedMemory);
+      !s.ok()) {
+    return s;
+  }
   if (regions == nullptr || !regions->enabled()) {
     return absl::FailedPreconditionError(
         "shared memory is off on this server (start sortd with "
@@ -287,7 +299,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
   if (!parsed.ok()) return Refuse(*call, parsed.status());
   call->sort = *parsed;
 
-  if (absl::Status s = FindRegion(options_.regions, *call); !s.ok()) {
+  if (absl::Status s = FindRegion(*this, options_.regions, *call); !s.ok()) {
     return Refuse(*call, s);
   }
   if (call->sort.part.has_value()) return SortPart(std::move(call));
@@ -369,7 +381,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
                              "`part` is for Sort: Echo answers each call "
                              "with its own arrays"));
   }
-  if (absl::Status s = FindRegion(options_.regions, *call); !s.ok()) {
+  if (absl::Status s = FindRegion(*this, options_.regions, *call); !s.ok()) {
     return Refuse(*call, s);
   }
   // What Sort does, less the sort: the same parsing, validation, output

@@ -23,8 +23,10 @@
 
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "server/authz.h"
 #include "server/metrics.h"
 #include "server/parts.h"
+#include "server/peer.h"
 #include "server/request.h"
 #include "server/scheduler.h"
 #include "server/shared_memory.h"
@@ -105,6 +107,14 @@ class SortServiceImpl final : public RawSortService {
 
   // Requests run through `scheduler` from now on (not owned).
   void SetScheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
+
+  // Calls are checked against `policy` (not owned; null: every client the
+  // TLS handshake admitted may call every method). Set before serving.
+  void SetAuthzPolicy(const AuthzPolicy* policy) { authz_ = policy; }
+  // OK, or PERMISSION_DENIED when the policy denies `peer` the group.
+  absl::Status Authorize(const Peer& peer, MethodGroup group) const {
+    return authz_ == nullptr ? absl::OkStatus() : authz_->Check(group, peer);
+  }
 
   // Begins the drain: every new call is answered UNAVAILABLE, and so is
   // every part of an array still waiting for the others: a drain does not
@@ -188,6 +198,7 @@ class SortServiceImpl final : public RawSortService {
 
   Metrics* metrics_;
   Options options_;
+  const AuthzPolicy* authz_ = nullptr;
   PartAssembler parts_;
   const std::string instance_;
   std::atomic<Scheduler*> scheduler_{nullptr};

@@ -11,6 +11,23 @@
 
 namespace sortd {
 
+// A bidirectional stream that answers `status` at once, counted in `calls`.
+template <typename Request, typename Response>
+class RefusedStream final : public grpc::ServerBidiReactor<Request, Response> {
+ public:
+  RefusedStream(OpenCalls* calls, const grpc::Status& status) : calls_(calls) {
+    calls_->Opened();
+    this->Finish(status);
+  }
+  void OnDone() override {
+    calls_->Closed();
+    delete this;
+  }
+
+ private:
+  OpenCalls* calls_;
+};
+
 // served_by of an answer.
 v1::ServedBy ServedBy(const TaskResult& result);
 // The answer while the engine is not ready.
@@ -22,6 +39,7 @@ struct SortServiceImpl::UnaryCall {
   const char* method = "";
   uint64_t id = 0;  // the request=N of its log lines
   grpc::CallbackServerContext* context = nullptr;
+  Peer peer;  // who called
   grpc::ServerUnaryReactor* reactor = nullptr;
   grpc::ByteBuffer* response = nullptr;
   absl::Time received;

@@ -71,6 +71,7 @@ void SortServiceImpl::SortWhole(std::vector<PartAssembler::Part> parts) {
   auto task = std::make_shared<Task>();
   task->op = Op::kSort;
   task->units = group->count;
+  task->client = group->Call(0).peer.client;
   task->deadline = absl::InfiniteFuture();
   for (size_t i = 0; i < group->parts.size(); ++i) {
     task->deadline = std::min(

@@ -165,6 +165,7 @@ class SortStreamReactor final
     auto task = std::make_shared<Task>();
     task->op = Op::kSort;
     task->units = count_;
+    task->client = PeerOf(*context_).client;
     task->deadline = absl::FromChrono(context_->deadline());
     grpc::CallbackServerContext* context = context_;
     task->cancelled = [context] { return context->IsCancelled(); };
@@ -288,6 +289,11 @@ class SortStreamReactor final
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 SortServiceImpl::SortStream(grpc::CallbackServerContext* context) {
+  if (absl::Status s = Authorize(PeerOf(*context), MethodGroup::kSort);
+      !s.ok()) {
+    return new RefusedStream<grpc::ByteBuffer, grpc::ByteBuffer>(
+        &open_calls_, ToGrpcStatus(s));
+  }
   return new SortStreamReactor(this, context);
 }
 

@@ -38,6 +38,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/authz_flags.h"
 #include "server/calibrate.h"
 #include "server/connections.h"
 #include "server/cpu_sorter.h"
@@ -698,6 +699,10 @@ int Serve() {
            std::max<int64_t>(0, absl::GetFlag(FLAGS_shm_max_bytes)))});
   sortd::SortServiceImpl service(
       metrics->get(), ServiceOptions(max_bytes, host_buffers, regions));
+  auto authz =
+      sortd::AuthzPolicyFromFlags(!absl::GetFlag(FLAGS_tls_client_ca).empty());
+  if (!authz.ok()) return Fail(authz.status());
+  service.SetAuthzPolicy(authz->get());
   std::unique_ptr<sortd::ShmSocket> shm;
   if (regions.enabled()) {
     absl::StatusOr<std::unique_ptr<sortd::ShmSocket>> started_shm =

@@ -51,6 +51,8 @@ struct Task {
   // Units the task will hold (keys, or 32 rows per matrix), known before
   // prepare() for admission control.
   size_t units = 0;
+  // Who sent it (server/peer.h): the queues serve clients in fair shares.
+  std::string client;
 
   SortJob sort;
   TransposeJob transpose;

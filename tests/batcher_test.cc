@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace sortd {
 namespace {
@@ -211,6 +213,64 @@ TEST(Batchers, DrainingClosesEveryBatchAndTakeAllEmptiesTheQueues) {
   EXPECT_EQ(q.units(), 0u);
   Batch none;
   EXPECT_FALSE(q.TakeReady(kT0 + absl::Hours(1), true, &none, &wake));
+}
+
+}  // namespace
+}  // namespace sortd
+
+namespace sortd {
+namespace {
+
+std::shared_ptr<Task> ClientTask(const std::string& client, size_t keys,
+                                 absl::Time enqueued) {
+  auto t = SortTask(keys, enqueued);
+  t->client = client;
+  return t;
+}
+
+TEST(Batchers, AClientsBacklogDoesNotKeepAnotherOutOfTheNextBatch) {
+  Batchers q(Limits());
+  for (int i = 0; i < 12; ++i) q.Add(ClientTask("a", 10, kT0), false);
+  q.Add(ClientTask("b", 10, kT0 + absl::Microseconds(1)), false);
+  absl::Time wake = absl::InfiniteFuture();
+  Batch first;
+  ASSERT_TRUE(q.TakeReady(kT0, false, &first, &wake));  // full: 4 requests
+  ASSERT_EQ(first.size(), 4u);
+  int from_b = 0;
+  for (const auto& t : first) from_b += t->client == "b";
+  EXPECT_EQ(from_b, 1) << "b's one task waited behind a's backlog";
+  EXPECT_EQ(q.requests(), 9u);
+}
+
+TEST(Batchers, SoloTasksOfClientsAlternate) {
+  Batchers q(Limits());
+  for (int i = 0; i < 3; ++i) {
+    q.Add(ClientTask("a", 1 << 20, kT0 + absl::Microseconds(i)), true);
+  }
+  q.Add(ClientTask("b", 1 << 20, kT0 + absl::Microseconds(5)), true);
+  std::vector<std::string> order;
+  absl::Time wake = absl::InfiniteFuture();
+  Batch batch;
+  while (q.TakeReady(kT0 + absl::Seconds(1), false, &batch, &wake)) {
+    ASSERT_EQ(batch.size(), 1u);
+    order.push_back(batch[0]->client);
+    batch.clear();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "a", "a"}));
+}
+
+TEST(FairTasks, OneClientIsFirstInFirstOutAndOldestIsItsHead) {
+  FairTasks tasks;
+  for (int i = 0; i < 5; ++i) {
+    tasks.Add(ClientTask("a", 10 * (i + 1), kT0 + absl::Microseconds(i)));
+  }
+  EXPECT_EQ(tasks.oldest(), kT0);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_FALSE(tasks.empty());
+    EXPECT_EQ(tasks.oldest(), kT0 + absl::Microseconds(i));
+    EXPECT_EQ(tasks.PopFront()->units, 10u * (i + 1));
+  }
+  EXPECT_TRUE(tasks.empty());
 }
 
 }  // namespace

@@ -315,6 +315,23 @@ def check_rendered(repo, sortd, objs, expect):
         check(sorted(admitted, key=str) == [50051, 9464],
               "the NetworkPolicy admits %s, not exactly 50051 and 9464" %
               admitted)
+        # Each port only from its own pods: gRPC from pods labelled as
+        # clients, metrics from Prometheus; no rule open to every source.
+        sources = {50051: {"sortd-client": "true"},
+                   9464: {"app.kubernetes.io/name": "prometheus"}}
+        for rule in np.get("ingress", []):
+            ports = [p.get("port") for p in rule.get("ports", [])]
+            peers = rule.get("from", [])
+            if not check(len(ports) == 1 and ports[0] in sources,
+                         "a NetworkPolicy rule admits ports %s, not one of "
+                         "50051 and 9464" % ports):
+                continue
+            want = sources[ports[0]]
+            check(peers and all(
+                      peer.get("podSelector", {}).get("matchLabels") == want
+                      and not peer.get("ipBlock") for peer in peers),
+                  "port %d is admitted from %s, not only from pods "
+                  "labelled %s" % (ports[0], peers or "anywhere", want))
     # The kernel cache: emptyDir, or a claim that outlives the pod.
     cache = volumes.get(mounts.get("/var/cache/sortd"), {})
     check(expect["cache"] in cache,
