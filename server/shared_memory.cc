@@ -18,9 +18,6 @@ namespace sortd {
 namespace {
 
 constexpr int kRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-#ifndef F_SEAL_FUTURE_WRITE
-#define F_SEAL_FUTURE_WRITE 0x0010
-#endif
 constexpr int kRefusedSeals = F_SEAL_WRITE | F_SEAL_FUTURE_WRITE;
 
 // 128 bits from the kernel's random source, as 32 hex digits.
