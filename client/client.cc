@@ -1,5 +1,7 @@
 #include "client/client.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -11,7 +13,10 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace sortd {
@@ -28,6 +33,65 @@ absl::StatusOr<std::string> ReadPem(const std::string& path) {
   return text.str();
 }
 
+// The default service config: the load-balancing policy (gRPC prefers a
+// service config's to the channel argument's), and, with `max_attempts`
+// above 1, a retry policy for calls refused for want of capacity or while
+// a server is unreachable or draining. gRPC waits the server's retry
+// pushback where the answer carries one.
+std::string DefaultServiceConfig(const std::string& policy, int max_attempts) {
+  std::string config =
+      absl::StrCat(R"({"loadBalancingConfig": [{")", policy, R"(": {}}])");
+  if (max_attempts > 1) {
+    absl::StrAppend(
+        &config,
+        R"(, "methodConfig": [{"name": [{"service": "sortd.v1.SortService"},)",
+        R"( {"service": "grpc.health.v1.Health"}], "retryPolicy": {)",
+        R"("maxAttempts": )", std::min(max_attempts, 5),
+        R"(, "initialBackoff": "0.1s", "maxBackoff": "2s",)",
+        R"( "backoffMultiplier": 2, "retryableStatusCodes":)",
+        R"( ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]}}])");
+  }
+  return config + "}";
+}
+
+// Whether `target` names one address (an IP literal, localhost or a Unix
+// socket), so that every call of a channel reaches the same server.
+bool OneAddress(absl::string_view target) {
+  if (absl::ConsumePrefix(&target, "unix:") ||
+      absl::ConsumePrefix(&target, "unix-abstract:")) {
+    return true;
+  }
+  if (absl::ConsumePrefix(&target, "ipv4:") ||
+      absl::ConsumePrefix(&target, "ipv6:")) {
+    return !absl::StrContains(target, ',');
+  }
+  if (absl::ConsumePrefix(&target, "dns:")) {
+    // dns:[//authority/]host[:port]
+    if (absl::ConsumePrefix(&target, "//")) {
+      const size_t slash = target.find('/');
+      if (slash == absl::string_view::npos) return false;
+      target.remove_prefix(slash + 1);
+    }
+  } else if (absl::StrContains(target, "://") ||
+             absl::StrContains(target, ":///")) {
+    return false;  // another resolver (xds, ...)
+  }
+  // host[:port], [v6]:port
+  std::string host;
+  if (absl::ConsumePrefix(&target, "[")) {
+    host = std::string(target.substr(0, target.find(']')));
+  } else {
+    const size_t colon = target.rfind(':');
+    host = std::string(target.substr(0, colon));
+    if (absl::StrContains(host, ':')) host = std::string(target);  // bare v6
+  }
+  if (host == "localhost") return true;
+  in6_addr v6;
+  in_addr v4;
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 ||
+         inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(
@@ -38,9 +102,20 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
   // enforces the request limit itself.
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  if (!options.load_balancing.empty()) {
-    args.SetLoadBalancingPolicyName(options.load_balancing);
+  if (options.max_attempts < 1 || options.max_attempts > 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_attempts=", options.max_attempts, ": expected 1 to 5"));
   }
+  const std::string policy = options.load_balancing.empty()
+                                 ? std::string("round_robin")
+                                 : options.load_balancing;
+  if (!std::all_of(policy.begin(), policy.end(),
+                   [](char c) { return absl::ascii_isalnum(c) || c == '_'; })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("load_balancing '", policy, "' is not a policy name"));
+  }
+  args.SetServiceConfigJSON(DefaultServiceConfig(policy, options.max_attempts));
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, options.max_attempts > 1 ? 1 : 0);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
   if (options.tls || !options.tls_ca.empty() || !options.tls_cert.empty()) {
@@ -79,7 +154,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     }
     channels.push_back(std::move(channel));
   }
-  return std::unique_ptr<Client>(new Client(std::move(channels), options));
+  auto client =
+      std::unique_ptr<Client>(new Client(std::move(channels), options));
+  client->one_server_ = options.load_balancing == "pick_first" ||
+                        (options.load_balancing.empty() && OneAddress(target));
+  return client;
 }
 
 Client::Client(std::vector<std::shared_ptr<grpc::Channel>> channels,
@@ -266,13 +345,14 @@ absl::Status Client::SortRaw(const char* method,
 
 std::vector<size_t> Client::SplitOver(size_t bytes) {
   constexpr size_t kPartBytes = size_t{8} << 20;
-  // With client-side load balancing a connection's calls go to several
-  // servers in turn: parts could not be kept together. While other sorts
+  // With client-side load balancing over several addresses a
+  // connection's calls go to several servers in turn: parts could not be
+  // kept together. While other sorts
   // are in flight the connections are busy already, and splitting costs
   // the server a join copy for nothing (16 concurrent 16M-key sorts on an
   // H100 host: 49 req/s split, 63 whole).
   if (options_.split_bytes == 0 || bytes < options_.split_bytes ||
-      pool_.size() < 2 || !options_.load_balancing.empty() ||
+      pool_.size() < 2 || !one_server_ ||
       sorts_in_flight_.load(std::memory_order_relaxed) > 1) {
     return {};
   }

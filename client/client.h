@@ -11,7 +11,7 @@
 //   if (sorted.ok()) use(sorted->keys, sorted->served_by.path());
 //
 // Targets follow gRPC's naming: "host:port", or "dns:///name:port" to reach
-// every address behind a name with ClientOptions::load_balancing.
+// every address behind a name (round_robin by default: ClientOptions).
 #ifndef SORTD_CLIENT_CLIENT_H_
 #define SORTD_CLIENT_CLIENT_H_
 
@@ -41,9 +41,20 @@ struct ClientOptions {
   // Wait for the server to become reachable instead of failing at once
   // while it is not (still bounded by the timeout).
   bool wait_for_ready = false;
-  // gRPC load-balancing policy, e.g. "round_robin" with a dns:/// target
-  // that resolves to many replicas. Empty: gRPC's default (pick_first).
+  // gRPC load-balancing policy. Empty: round_robin, from the client's
+  // default service config (calls spread over every address the target
+  // resolves to, e.g. a dns:/// name of many replicas; one address: that
+  // server alone).
   std::string load_balancing;
+  // Attempts per call (2 to 5; 1: no retries): a call answered UNAVAILABLE
+  // (server unreachable, starting or draining) or RESOURCE_EXHAUSTED
+  // (overloaded) is tried again after an exponential back-off from 100 ms,
+  // or after the delay the server's answer asks for (sortd's retry
+  // pushback); sortd marks a refusal that a retry cannot cure (a request
+  // beyond a size limit) as not to be retried. gRPC retries only calls
+  // whose request it still holds (up to 256 KiB each by default); larger
+  // ones fail at once.
+  int max_attempts = 4;
 
   // TLS: set tls_ca to the PEM file of the CA that signed the server's
   // certificate (empty with `tls` true: the system's roots). For mutual TLS
@@ -78,7 +89,9 @@ struct ClientOptions {
   // host can. Only a sort with no other sort of this client in flight is
   // split. Parts go only over connections that reached the same sortd
   // process (so behind an L4 balancer, e.g. a Kubernetes Service, they
-  // stay together); never with `load_balancing` set, shared memory or
+  // stay together); never where calls may be spread over several
+  // servers (`load_balancing` other than pick_first, or round_robin over
+  // a target that is not one literal address), shared memory or
   // SortStream. 0: never.
   size_t split_bytes = size_t{16} << 20;
 };
@@ -260,6 +273,9 @@ class Client {
   std::mutex instances_mu_;
   std::vector<std::string> instances_;  // per connection; "": not known
   ClientOptions options_;
+  // Whether every call reaches the same server (one literal address, or
+  // pick_first): only then is a sort split into parts.
+  bool one_server_ = false;
 };
 
 // Key field numbers of requests and responses (sortd.proto).

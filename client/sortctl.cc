@@ -59,8 +59,9 @@ ABSL_FLAG(std::string, tls_server_name, "",
           "TLS: the name to check in sortd's certificate, when the target "
           "address is not one it names");
 ABSL_FLAG(std::string, lb, "",
-          "gRPC load-balancing policy, e.g. round_robin with a dns:/// target "
-          "that names many replicas (a Kubernetes headless Service)");
+          "gRPC load-balancing policy; empty: round_robin, over every "
+          "address of the target (a dns:/// name of many replicas, e.g. a "
+          "Kubernetes headless Service); pick_first: one server");
 ABSL_FLAG(std::string, type, "u32", "sort: key type, u32|i32|f32|u64|i64|f64");
 ABSL_FLAG(bool, desc, false, "sort: descending order (still stable)");
 ABSL_FLAG(std::string, values, "",

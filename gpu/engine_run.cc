@@ -31,6 +31,13 @@ bool IsTransfer(const std::string& stage) {
 }  // namespace
 
 Run::~Run() {
+  // A run that ended early (an error, or host memory running out, thrown
+  // through it) may have commands in flight that read its buffers and
+  // WriteCopy's sources: they finish before either goes.
+  if (!finished_) {
+    (void)queue_.finish();
+    if (side_used_) (void)lane_.side_queue.finish();
+  }
   // Last acquired, first released (see the class comment).
   while (!buffers_.empty()) buffers_.pop_back();
 }
@@ -202,6 +209,7 @@ void Run::DeviceTimes(StageTimes* stages, double* kernel_span) {
 
 absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
   const absl::Time finishing = absl::Now();
+  finished_ = true;
   cl_int err = queue_.finish();
   if (side_used_) {
     if (const cl_int side = lane_.side_queue.finish(); err == CL_SUCCESS) {

@@ -275,6 +275,7 @@ class Run {
   const EngineCore::RunKind kind_;
   const absl::Time started_;
   bool side_used_ = false;  // ReadLater enqueued on the side queue
+  bool finished_ = false;   // Finish waited for the queues
   size_t bytes_ = 0;        // device memory acquired, by pool size class
   std::vector<std::pair<const char*, cl::Event>> events_;
   std::vector<PooledBuffer> buffers_;

@@ -1,5 +1,6 @@
 #include "gpu/faults.h"
 
+#include <new>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -17,7 +18,7 @@ absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec) {
         "--inject_faults: '", item, "' ", why,
         "; expected a comma-separated list of enqueue=N, sticky, "
         "stage=upload|download|copy|kernel|<stage>, device_lost=N, oom=N, "
-        "build=1"));
+        "host_oom=N, build=1"));
   };
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     item = absl::StripAsciiWhitespace(item);
@@ -49,6 +50,8 @@ absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec) {
       parsed.device_lost = n;
     } else if (name == "oom") {
       parsed.oom = n;
+    } else if (name == "host_oom") {
+      parsed.host_oom = n;
     } else if (name == "build") {
       if (n != 1) return bad(item, "takes only 1");
       parsed.build = true;
@@ -84,9 +87,12 @@ absl::Status FaultInjector::OnEnqueue(absl::string_view what, bool kernel) {
 }
 
 absl::Status FaultInjector::OnAllocate(absl::string_view what) {
-  if (!armed_ || spec_.oom == 0 || ++allocations_ != spec_.oom) {
+  if (!armed_ || (spec_.oom == 0 && spec_.host_oom == 0)) {
     return absl::OkStatus();
   }
+  const long n = ++allocations_;
+  if (n == spec_.host_oom) throw std::bad_alloc();
+  if (n != spec_.oom) return absl::OkStatus();
   return ClStatus(CL_MEM_OBJECT_ALLOCATION_FAILURE,
                   absl::StrCat("allocating ", what,
                                " (injected: out of device memory at "

@@ -32,16 +32,19 @@ struct FaultSpec {
   long device_lost = 0;
   // The N-th device allocation after start-up fails as out of memory.
   long oom = 0;
+  // The N-th device allocation after start-up throws std::bad_alloc, as
+  // host memory running out during a run would (same count as `oom`).
+  long host_oom = 0;
   // Creating the engine fails as a program build failure.
   bool build = false;
 
   bool any() const {
-    return enqueue > 0 || device_lost > 0 || oom > 0 || build;
+    return enqueue > 0 || device_lost > 0 || oom > 0 || host_oom > 0 || build;
   }
 };
 
 // Parses sortd's --inject_faults spec: a comma-separated list of enqueue=N,
-// sticky, stage=NAME, device_lost=N, oom=N, build=1 (e.g.
+// sticky, stage=NAME, device_lost=N, oom=N, host_oom=N, build=1 (e.g.
 // "enqueue=2,stage=upload,sticky"). Empty: no faults. INVALID_ARGUMENT names
 // the bad item; `spec` is replaced only on success.
 absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec);
@@ -55,7 +58,8 @@ class FaultInjector {
   // Before an enqueue of kind `what` (upload, download, copy, or a kernel
   // stage's name with `kernel`): the injected failure, or OK.
   absl::Status OnEnqueue(absl::string_view what, bool kernel = false);
-  // Before a device allocation of `what`.
+  // Before a device allocation of `what` (throws std::bad_alloc for
+  // host_oom).
   absl::Status OnAllocate(absl::string_view what);
   // After a run's queue finished: whether it is to look lost.
   bool DeviceLostAtFinish();

@@ -7,10 +7,14 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
+#include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -68,9 +72,18 @@ class CpuScratchPool {
         return block;
       }
     }
-    const Block block{
-        static_cast<std::byte*>(::operator new(capacity, kAlignment)),
-        capacity};
+    Block block{nullptr, capacity};
+    try {
+      block.data =
+          static_cast<std::byte*>(::operator new(capacity, kAlignment));
+    } catch (const std::bad_alloc&) {
+      // Idle blocks too small or too large for this sort may be what
+      // stands in the way: freed, the allocation is tried once more.
+      if (stats().idle_bytes == 0) throw;
+      Trim();
+      block.data =
+          static_cast<std::byte*>(::operator new(capacity, kAlignment));
+    }
     std::lock_guard<std::mutex> lock(mu_);
     in_use_bytes_ += capacity;
     ++allocated_;
@@ -761,18 +774,59 @@ absl::Status CpuSorter::Sort(const SortJob& job) {
   // which also copy for the OpenCL engine, keep theirs. On 2 cores, 1K-key
   // sorts from two clients during a 32M-key sort: over 1.5 times as many
   // answered, p99 as when idle.
-  if (serial) {
-    sort();
-  } else if (job.count < kBulkFrom) {
-    arena_.execute(sort);
-  } else {
-    std::thread bulk([&] {
-      LowerPriority();
+  //
+  // Scratch that cannot be allocated (std::bad_alloc, thrown here or from
+  // oneTBB's workers, which oneTBB passes on to the caller) answers
+  // RESOURCE_EXHAUSTED; the sort's blocks go back to the pool as it
+  // unwinds.
+  try {
+    if (serial) {
+      sort();
+    } else if (job.count < kBulkFrom) {
       arena_.execute(sort);
-    });
-    bulk.join();
+    } else {
+      RunBulk(sort);
+    }
+  } catch (const std::bad_alloc&) {
+    return ScratchExhausted(job);
+  } catch (const std::length_error&) {
+    return ScratchExhausted(job);
   }
   return absl::OkStatus();
+}
+
+template <typename F>
+void CpuSorter::RunBulk(F& sort) {
+  // An exception must not leave the bulk thread (it would end the
+  // process): it is carried over and rethrown here.
+  std::exception_ptr failed;
+  std::optional<std::thread> bulk;
+  try {
+    bulk.emplace([&] {
+      try {
+        LowerPriority();
+        arena_.execute(sort);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    });
+  } catch (const std::system_error&) {
+    // No thread to be had: the sort runs on the caller, at its priority.
+    arena_.execute(sort);
+    return;
+  }
+  bulk->join();
+  if (failed) std::rethrow_exception(failed);
+}
+
+absl::Status CpuSorter::ScratchExhausted(const SortJob& job) {
+  const bool with_index =
+      job.value_type != ValueType::kNone || job.permutation_out != nullptr;
+  const size_t bytes =
+      job.count * (2 * KeySize(job.key_type) + (with_index ? 8 : 0));
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the server has no host memory for this sort's scratch (", bytes,
+      " bytes for ", job.count, " keys on the CPU path) now; retry later"));
 }
 
 absl::Status CpuSorter::Transpose(const TransposeJob& job) {

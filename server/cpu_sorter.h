@@ -78,6 +78,7 @@ class CpuSorter final : public Sorter {
   std::string device_name() const override;
   int threads() const { return threads_; }
 
+  // RESOURCE_EXHAUSTED where the sort's scratch cannot be allocated.
   absl::Status Sort(const SortJob& job) override;
   // Whether a sort of `count` keys runs whole on its caller, with
   // `running` sorts of a block or more (itself included) under way on a
@@ -91,6 +92,13 @@ class CpuSorter final : public Sorter {
   ScratchStats scratch_stats() const;
 
  private:
+  // Runs `sort` in the arena from a thread of its own at a lower priority,
+  // rethrowing here what it threw.
+  template <typename F>
+  void RunBulk(F& sort);
+  // RESOURCE_EXHAUSTED: no memory for `job`'s scratch.
+  static absl::Status ScratchExhausted(const SortJob& job);
+
   int threads_;
   size_t msd_from_bytes_;
   size_t bucket_keys_;

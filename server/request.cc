@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/compact_keys.h"
+#include "server/no_retry.h"
 #include "tbb/parallel_for.h"
 
 namespace sortd {
@@ -22,9 +23,9 @@ const std::byte* Bytes(std::string_view s) {
 // other routes, and gives the same answer.
 absl::Status CheckLimit(size_t bytes, const RequestLimits& limits) {
   if (bytes <= limits.max_request_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(
+  return NotRetryable(absl::ResourceExhaustedError(
       absl::StrCat("request is ", bytes, " bytes; this server accepts at most ",
-                   limits.max_request_bytes, " bytes (--max_request_bytes)"));
+                   limits.max_request_bytes, " bytes (--max_request_bytes)")));
 }
 
 }  // namespace
@@ -100,8 +101,8 @@ absl::StatusOr<SortJob> ParseSort(const wire::SortRequest& request,
   }
 
   if (job.count > std::numeric_limits<uint32_t>::max()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "request holds ", job.count, " keys; at most 2^32-1 are supported"));
+    return NotRetryable(absl::ResourceExhaustedError(absl::StrCat(
+        "request holds ", job.count, " keys; at most 2^32-1 are supported")));
   }
   return job;
 }
@@ -201,16 +202,16 @@ absl::Status PlaceInRegion(const v1::SharedArrays& shared, bool permutation,
         "empty: the arrays are in the region");
   }
   if (shared.count() > std::numeric_limits<uint32_t>::max()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "shared.count is ", shared.count(), "; at most 2^32-1 keys"));
+    return NotRetryable(absl::ResourceExhaustedError(absl::StrCat(
+        "shared.count is ", shared.count(), "; at most 2^32-1 keys")));
   }
   const size_t n = shared.count();
   const size_t ks = KeySize(job.key_type), vs = ValueSize(job.value_type);
   if (n * (ks + vs) > limits.max_stream_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return NotRetryable(absl::ResourceExhaustedError(absl::StrCat(
         "shared.count ", n, " makes ", n * (ks + vs),
         " bytes of keys and values; this server sorts at most ",
-        limits.max_stream_bytes, " in one call (--max_stream_bytes)"));
+        limits.max_stream_bytes, " in one call (--max_stream_bytes)")));
   }
   struct Range {
     const char* name;

@@ -6,12 +6,14 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
 #include "absl/time/clock.h"
 #include "core/keys.h"
 #include "oneapi/tbb/parallel_for.h"
+#include "server/out_of_memory.h"
 
 namespace sortd {
 namespace {
@@ -249,9 +251,12 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
         if (!status.ok()) return;
       }
       StageTimes stages;
-      absl::Status s =
-          SortRun(engine, job, bounds[r], bounds[r + 1], keys, values, perm,
-                  job.stages != nullptr ? &stages : nullptr);
+      // Nothing may leave a worker thread: host memory running out in a
+      // run is its failure.
+      absl::Status s = CatchOutOfMemory("a device run of this sort", [&] {
+        return SortRun(engine, job, bounds[r], bounds[r + 1], keys, values,
+                       perm, job.stages != nullptr ? &stages : nullptr);
+      });
       std::lock_guard<std::mutex> lock(mu);
       if (!s.ok() && status.ok()) status = s;
       if (job.stages != nullptr) AddStages(stages, job.stages);
@@ -260,7 +265,14 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
   const size_t threads =
       std::min<size_t>(k, static_cast<size_t>(std::max(1, concurrent_runs)));
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  pool.reserve(threads);
+  for (size_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: fewer runs at once
+    }
+  }
   worker();
   for (std::thread& t : pool) t.join();
   if (!status.ok()) return status;

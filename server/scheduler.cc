@@ -278,15 +278,17 @@ void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {
   } else if (!expired.ok()) {
     result.status = expired;
   } else {
-    if (task->op == Op::kSort) {
-      SortJob job = task->sort;
-      job.stages = nullptr;
-      result.status = cpu_->Sort(job);
-    } else {
+    // Scratch that cannot be had answers RESOURCE_EXHAUSTED.
+    result.status = CatchOutOfMemory("this request's sort", [&] {
+      if (task->op == Op::kSort) {
+        SortJob job = task->sort;
+        job.stages = nullptr;
+        return cpu_->Sort(job);
+      }
       TransposeJob job = task->transpose;
       job.stages = nullptr;
-      result.status = cpu_->Transpose(job);
-    }
+      return cpu_->Transpose(job);
+    });
     result.path = ExecutionPath::kCpu;
     result.device = cpu_->device_name();
     result.queue_wait = start - task->enqueued;
@@ -453,8 +455,11 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
   for (const auto& t : live) units += t->units;
   StageTimes stages;
   int device_runs = 1;
-  absl::Status status =
-      RunOnEngine(*dev.engine, live, &stages, pack, &device_runs);
+  // Host memory running out in a run (its merge or packing buffers) is a
+  // failure like any other: the CPU path tries.
+  absl::Status status = CatchOutOfMemory("this batch's device run", [&] {
+    return RunOnEngine(*dev.engine, live, &stages, pack, &device_runs);
+  });
   const absl::Duration compute = Now() - start;
   if (!status.ok()) {
     FailOver(device_index, live, status);

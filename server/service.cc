@@ -121,7 +121,7 @@ void SortServiceImpl::RecordEnd(const UnaryCall& call,
 grpc::ServerUnaryReactor* SortServiceImpl::Refuse(const UnaryCall& call,
                                                   const absl::Status& status) {
   RecordEnd(call, status, nullptr);
-  call.reactor->Finish(ToGrpcStatus(status));
+  call.reactor->Finish(FinishStatus(*call.context, status));
   return call.reactor;
 }
 
@@ -150,7 +150,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
     } else {
       RecordEnd(*call, status, nullptr);
     }
-    call->reactor->Finish(ToGrpcStatus(status));
+    call->reactor->Finish(FinishStatus(*call->context, status));
   };
   Scheduler* scheduler = scheduler_.load();
   if (scheduler == nullptr) {

@@ -259,7 +259,7 @@ class SortStreamReactor final
           result_.device_runs, seconds * 1e3, ok ? "" : ": ",
           std::string(status.message()).c_str());
     }
-    Finish(ToGrpcStatus(status));
+    Finish(FinishStatus(*context_, status));
   }
 
   SortServiceImpl* service_;

@@ -43,6 +43,7 @@
 #include "server/connections.h"
 #include "server/cpu_sorter.h"
 #include "server/engines.h"
+#include "server/grpc_limits.h"
 #include "server/host_buffers.h"
 #include "server/log.h"
 #include "server/memory.h"
@@ -137,9 +138,6 @@ ABSL_FLAG(bool, host_pool_pinned, true,
 ABSL_FLAG(bool, echo, true,
           "Serve the Echo RPC: the request's arrays back unsorted through "
           "the same path as Sort, the baseline of end-to-end benchmarks.");
-ABSL_FLAG(int, max_concurrent_streams, 256,
-          "Concurrent calls one client connection may have open (HTTP/2 "
-          "streams); more wait in the client until one finishes.");
 ABSL_FLAG(int, cpu_threads, 0,
           "Threads of the oneTBB CPU path (0: one per hardware thread).");
 ABSL_FLAG(int, request_threads, 0,
@@ -271,7 +269,9 @@ ABSL_FLAG(std::string, inject_faults, "",
           "start-up fails), sticky (and every later one), "
           "stage=upload|download|copy|kernel|<stage> (count only those "
           "enqueues), device_lost=N (the N-th device run finds the device "
-          "lost), oom=N (the N-th device allocation fails), build=1 (the "
+          "lost), oom=N (the N-th device allocation fails), host_oom=N (the "
+          "N-th device allocation throws std::bad_alloc, as host memory "
+          "running out in a run would), build=1 (the "
           "programs fail to build). Failed device work is answered by the CPU "
           "path. Logged loudly at startup and exported as "
           "sortd_fault_injection_enabled 1. Never in production.");
@@ -319,10 +319,6 @@ absl::Status CheckFlags() {
         "--stream_chunk_bytes 16 to 2^30, --device_memory_bytes, "
         "--device_pool_bytes, --host_pool_bytes and --cpu_scratch_bytes not "
         "negative");
-  }
-  if (absl::GetFlag(FLAGS_max_concurrent_streams) < 1) {
-    return absl::InvalidArgumentError(
-        "--max_concurrent_streams must be positive");
   }
   if (absl::GetFlag(FLAGS_max_batch_delay) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_batch_delay must not be negative");
@@ -534,6 +530,11 @@ sortd::EngineSetup EngineSetupFromFlags(
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     sortd::SortServiceImpl& service, const std::string& listen, int max_bytes,
     int* port) {
+  sortd::GrpcLimits limits;
+  if (absl::Status s = sortd::GrpcLimitsFromFlags(max_bytes, &limits);
+      !s.ok()) {
+    return s;
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -544,8 +545,8 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   builder.AddListeningPort(listen, *credentials, port);
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(-1);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             absl::GetFlag(FLAGS_max_concurrent_streams));
+  sortd::ApplyGrpcLimits(limits, builder);
+  LogLine("%s\n", sortd::DescribeGrpcLimits(limits).c_str());
   builder.RegisterService(&service);
   // Reflection v1 beside gRPC's v1alpha; it lives as long as the process.
   static sortd::ReflectionV1 reflection(

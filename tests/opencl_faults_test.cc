@@ -128,9 +128,13 @@ TEST(FaultInjection, SpecParsesIntoOptions) {
   EXPECT_TRUE(o.stage.empty());
   EXPECT_EQ(o.oom, 7);
   EXPECT_TRUE(o.any());
-  for (const char* bad :
-       {"enqueue", "enqueue=0", "enqueue=x", "enqueue=-1", "sticky=1",
-        "stage=", "build=2", "lost=1", "sticky", "stage=upload"}) {
+  ASSERT_TRUE(ParseFaultSpec("host_oom=2", &o).ok());
+  EXPECT_EQ(o.host_oom, 2);
+  EXPECT_EQ(o.oom, 0);
+  EXPECT_TRUE(o.any());
+  for (const char* bad : {"enqueue", "enqueue=0", "enqueue=x", "enqueue=-1",
+                          "sticky=1", "stage=", "build=2", "lost=1", "sticky",
+                          "stage=upload", "host_oom=0"}) {
     FaultSpec b;
     const absl::Status s = ParseFaultSpec(bad, &b);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;

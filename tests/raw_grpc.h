@@ -40,8 +40,9 @@ inline std::shared_ptr<grpc::Channel> Channel(const ServerProcess& server) {
 struct UnaryResult {
   grpc::Status status;
   std::string response;
-  // The answer's initial metadata, as text.
+  // The answer's initial and trailing metadata, as text.
   std::multimap<std::string, std::string> initial_metadata;
+  std::multimap<std::string, std::string> trailing_metadata;
 };
 
 // One unary call with a raw request and, optionally, request metadata.
@@ -64,6 +65,10 @@ inline UnaryResult Unary(
   for (const auto& [key, value] : context.GetServerInitialMetadata()) {
     r.initial_metadata.emplace(std::string(key.data(), key.size()),
                                std::string(value.data(), value.size()));
+  }
+  for (const auto& [key, value] : context.GetServerTrailingMetadata()) {
+    r.trailing_metadata.emplace(std::string(key.data(), key.size()),
+                                std::string(value.data(), value.size()));
   }
   return r;
 }

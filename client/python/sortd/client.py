@@ -109,9 +109,20 @@ class Client:
             ("grpc.keepalive_permit_without_calls", 0),
             # A connection of its own per channel, not one shared by all.
             ("grpc.use_local_subchannel_pool", 1),
+            # load_balancing (default round_robin) over the target's
+            # addresses; calls refused while the server is unreachable or
+            # draining (UNAVAILABLE) or overloaded (RESOURCE_EXHAUSTED) are
+            # tried again with back-off, or after the server's pushback.
+            ("grpc.enable_retries", 1),
+            ("grpc.service_config",
+             '{"loadBalancingConfig": [{"%s": {}}],'
+             % (load_balancing or "round_robin") +
+             ' "methodConfig": [{"name": [{"service": "sortd.v1.SortService"},'
+             ' {"service": "grpc.health.v1.Health"}], "retryPolicy": {'
+             '"maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "2s",'
+             ' "backoffMultiplier": 2, "retryableStatusCodes":'
+             ' ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]}}]}'),
         ]
-        if load_balancing:
-            options.append(("grpc.lb_policy_name", load_balancing))
         if server_name:
             options.append(("grpc.ssl_target_name_override", server_name))
         if tls or root_certificates or certificate_chain:
