@@ -1,33 +1,59 @@
 #include "server/admission.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace sortd {
 
-absl::StatusOr<size_t> Admission::Admit(size_t units) {
-  const size_t charge = std::min(units, limits_.max_call_units);
-  std::lock_guard<std::mutex> lock(mu_);
-  absl::Status refused;
-  if (closed_) {
-    refused = absl::UnavailableError(
+absl::Status Admission::CheckLocked(size_t charged, size_t more,
+                                    bool fresh) const {
+  if (fresh && closed_) {
+    return absl::UnavailableError(
         "sortd is shutting down and takes no new requests; retry on "
         "another replica");
-  } else if (requests_ + 1 > limits_.max_requests) {
-    refused = absl::ResourceExhaustedError(absl::StrCat(
+  }
+  if (fresh && requests_ + 1 > limits_.max_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
         "sortd is overloaded: ", requests_,
         " requests are queued or running, the limit is ", limits_.max_requests,
-        " (--max_queued_requests); retry with back-off"));
-  } else if (requests_ > 0 && units_ + charge > limits_.max_units) {
-    refused = absl::ResourceExhaustedError(
-        absl::StrCat("sortd is overloaded: ", units_,
-                     " keys are queued or running and this request counts "
-                     "for ",
-                     charge, ", the limit is ", limits_.max_units,
-                     " (--max_queued_keys); retry with back-off"));
+        " (", limits_.requests_flag, "); retry with back-off"));
   }
+  if (limits_.strict && charged + more > limits_.max_call_units) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this call would hold ", charged + more, " ", limits_.unit,
+                     ", more than one call may hold, ", limits_.max_call_units,
+                     " (", limits_.call_flag, "); send less in one call"));
+  }
+  if (units_ + more <= limits_.max_units) return absl::OkStatus();
+  if (limits_.strict) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sortd is overloaded: requests hold ", units_, " ", limits_.unit,
+        " and this one needs ", more, " more, the limit is ", limits_.max_units,
+        " (", limits_.units_flag, "); retry with back-off"));
+  }
+  // Not strict: a lone request goes ahead whatever its size.
+  if (requests_ > (fresh ? 0 : 1)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("sortd is overloaded: ", units_, " ", limits_.unit,
+                     " are queued or running and this request counts for ",
+                     more, ", the limit is ", limits_.max_units, " (",
+                     limits_.units_flag, "); retry with back-off"));
+  }
+  return absl::OkStatus();
+}
+
+void Admission::ChangedLocked() {
+  if (limits_.on_change) limits_.on_change(units_);
+}
+
+absl::StatusOr<size_t> Admission::Admit(size_t units) {
+  const size_t charge =
+      limits_.strict ? units : std::min(units, limits_.max_call_units);
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Status refused = CheckLocked(0, charge, /*fresh=*/true);
   if (!refused.ok()) {
     ++counts_.refused;
     return refused;
@@ -35,7 +61,35 @@ absl::StatusOr<size_t> Admission::Admit(size_t units) {
   units_ += charge;
   ++requests_;
   ++counts_.admitted;
+  ChangedLocked();
   return charge;
+}
+
+absl::Status Admission::Grow(size_t charged, size_t more, bool fresh) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Status refused = CheckLocked(charged, more, fresh);
+  if (!refused.ok()) {
+    if (fresh) ++counts_.refused;
+    return refused;
+  }
+  units_ += more;
+  if (fresh) {
+    ++requests_;
+    ++counts_.admitted;
+  }
+  ChangedLocked();
+  return absl::OkStatus();
+}
+
+void Admission::Shrink(size_t units, bool last) {
+  std::lock_guard<std::mutex> lock(mu_);
+  units_ -= units;
+  if (last) {
+    --requests_;
+    ++counts_.released;
+    idle_.notify_all();
+  }
+  ChangedLocked();
 }
 
 void Admission::Release(size_t charged) {
@@ -45,7 +99,41 @@ void Admission::Release(size_t charged) {
   units_ -= charged;
   --requests_;
   ++counts_.released;
+  ChangedLocked();
   idle_.notify_all();
+}
+
+Admission::Hold& Admission::Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    budget_ = std::exchange(other.budget_, nullptr);
+    charged_ = std::exchange(other.charged_, 0);
+    admitted_ = std::exchange(other.admitted_, false);
+  }
+  return *this;
+}
+
+absl::Status Admission::Hold::Grow(size_t units) {
+  if (budget_ == nullptr) return absl::OkStatus();
+  if (absl::Status s = budget_->Grow(charged_, units, !admitted_); !s.ok()) {
+    return s;
+  }
+  admitted_ = true;
+  charged_ += units;
+  return absl::OkStatus();
+}
+
+void Admission::Hold::Shrink(size_t units) {
+  units = std::min(units, charged_);
+  if (budget_ == nullptr || !admitted_ || units == 0) return;
+  charged_ -= units;
+  budget_->Shrink(units, /*last=*/false);
+}
+
+void Admission::Hold::Reset() {
+  if (budget_ == nullptr || !admitted_) return;
+  budget_->Shrink(std::exchange(charged_, 0), /*last=*/true);
+  admitted_ = false;
 }
 
 void Admission::Close() {
@@ -68,6 +156,11 @@ bool Admission::WaitIdle(absl::Time deadline,
 void Admission::WaitIdle() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [this] { return requests_ == 0; });
+}
+
+size_t Admission::units() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return units_;
 }
 
 size_t Admission::requests() const {

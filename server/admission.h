@@ -1,8 +1,14 @@
-// Admission: the bound on the work a server holds at once. Every request is
-// admitted (and charged units of the budget) before any work on it, and
-// released once answered; a request past the bounds is refused with
+// Admission: a budget of units that calls are charged before they hold
+// them, and released once answered; a call past the bounds is refused with
 // RESOURCE_EXHAUSTED and a message that says which bound and how to react.
 // Thread-safe.
+//
+// sortd keeps two: the scheduler's, in keys of queued work (a bound on
+// queue depth, where a long call counts as a share of it), and the
+// service's, in bytes of memory held for requests (--max_held_bytes),
+// where every call is charged all it holds, as it comes to hold it
+// (Hold::Grow), and a call that would hold more than one call may is
+// refused up front.
 //
 //   Admission admission({.max_units = 1 << 28, .max_requests = 4096,
 //                        .max_call_units = 1 << 26});
@@ -10,6 +16,10 @@
 //   if (!charged.ok()) return charged.status();   // refused
 //   ...                                           // work, answer
 //   admission.Release(*charged);
+//
+//   Admission::Hold hold(&bytes);                 // a call's bytes
+//   if (absl::Status s = hold.Grow(n); !s.ok()) return s;   // refused
+//   ... hold n more bytes ...                     // released with `hold`
 #ifndef SORTD_SERVER_ADMISSION_H_
 #define SORTD_SERVER_ADMISSION_H_
 
@@ -18,7 +28,9 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -33,16 +45,61 @@ class Admission {
     // Units one request counts at most, so that one huge call (a long
     // SortStream) cannot hold the whole budget while it runs.
     size_t max_call_units = size_t{1} << 26;
+    // A call of more than max_call_units: false, it is charged
+    // max_call_units, and a lone call is admitted whatever its size (a
+    // budget of queued work, where the cap is a share of the queue); true,
+    // it is refused up front and nothing is admitted beyond max_units (a
+    // budget of memory, which charging a call less than it holds would let
+    // it pass).
+    bool strict = false;
+    // For the messages: the unit, and the flags that set max_units,
+    // max_call_units and max_requests.
+    std::string unit = "keys";
+    std::string units_flag = "--max_queued_keys";
+    std::string call_flag = "--max_call_keys";
+    std::string requests_flag = "--max_queued_requests";
+    // Called with the units charged after every change, under the budget's
+    // lock (cheap, and never calling back into it): a gauge.
+    std::function<void(size_t)> on_change = nullptr;
   };
   struct Counts {
     uint64_t admitted = 0, refused = 0, released = 0;
   };
 
+  // One call's charge, grown as the call comes to hold more and released
+  // (all of it) when destroyed. Counts as one request from its first
+  // Grow. Not thread-safe: one call's thread at a time.
+  class Hold {
+   public:
+    Hold() = default;
+    explicit Hold(Admission* budget) : budget_(budget) {}
+    ~Hold() { Reset(); }
+    Hold(Hold&& other) noexcept { *this = std::move(other); }
+    Hold& operator=(Hold&& other) noexcept;
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+    // Charges `units` more, or says why not (then the charge is as it
+    // was). Without a budget, always OK.
+    absl::Status Grow(size_t units);
+    // Gives back `units` of the charge (at most what it holds).
+    void Shrink(size_t units);
+    // Gives back the whole charge.
+    void Reset();
+    size_t charged() const { return charged_; }
+
+   private:
+    Admission* budget_ = nullptr;
+    size_t charged_ = 0;
+    bool admitted_ = false;
+  };
+
   explicit Admission(const Limits& limits) : limits_(limits) {}
 
-  // The units a request of `units` is charged, or why it is refused. A lone
-  // request is always admitted (unless closed): its size is bounded by the
-  // server's request limit, and refusing it would refuse it forever.
+  // The units a request of `units` is charged, or why it is refused. Not
+  // strict: a lone request is always admitted (unless closed), its size
+  // bounded by the server's request limit, as refusing it would refuse it
+  // forever; strict: a request of more than max_call_units is refused.
   absl::StatusOr<size_t> Admit(size_t units);
   // Gives back what Admit charged. Nothing of this object is touched after
   // the last release has woken WaitIdle.
@@ -58,9 +115,20 @@ class Admission {
   void WaitIdle();
 
   size_t requests() const;
+  // Units charged now, over every request.
+  size_t units() const;
   Counts counts() const;
+  const Limits& limits() const { return limits_; }
 
  private:
+  // Why `more` units for a request already charged `charged` (0: a new
+  // one) are refused, or OK; with the lock held.
+  absl::Status CheckLocked(size_t charged, size_t more, bool fresh) const;
+  void ChangedLocked();
+  // Hold's steps.
+  absl::Status Grow(size_t charged, size_t more, bool fresh);
+  void Shrink(size_t units, bool last);
+
   const Limits limits_;
   mutable std::mutex mu_;
   std::condition_variable idle_;

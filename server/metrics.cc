@@ -142,6 +142,21 @@ constexpr Doc kQueuedRequests{"sortd_queued_requests",
 constexpr Doc kInflightRequests{
     "sortd_inflight_requests",
     "Requests admitted and not yet answered (queued or running)"};
+constexpr Doc kHeldBytes{
+    "sortd_held_bytes",
+    "Memory admitted for requests, in bytes: what every call holds and will "
+    "hold (received messages, stream arrays, waiting parts, answers, CPU "
+    "scratch), charged before it is held; at most sortd_max_held_bytes"};
+constexpr Doc kMaxHeldBytes{
+    "sortd_max_held_bytes",
+    "The bound on sortd_held_bytes (--max_held_bytes): beyond it new calls "
+    "and stream messages get RESOURCE_EXHAUSTED"};
+constexpr Doc kWaitingParts{
+    "sortd_waiting_parts",
+    "Parts of arrays sent as several Sort calls (SortRequest.part) waiting "
+    "for the others"};
+constexpr Doc kWaitingPartBytes{"sortd_waiting_part_bytes",
+                                "Message bytes of those waiting parts"};
 constexpr Doc kHeapTrims{
     "sortd_heap_trims_total",
     "Times sortd gave free heap memory back to the system after going idle "
@@ -208,6 +223,10 @@ Metrics::Metrics()
       queued_keys_(Gauges(*registry_, kQueuedKeys).Add({})),
       queued_requests_(Gauges(*registry_, kQueuedRequests).Add({})),
       inflight_requests_(Gauges(*registry_, kInflightRequests).Add({})),
+      held_bytes_(Gauges(*registry_, kHeldBytes).Add({})),
+      max_held_bytes_(Gauges(*registry_, kMaxHeldBytes).Add({})),
+      waiting_parts_(Gauges(*registry_, kWaitingParts).Add({})),
+      waiting_part_bytes_(Gauges(*registry_, kWaitingPartBytes).Add({})),
       heap_trims_(Counters(*registry_, kHeapTrims).Add({})),
       heap_trimmed_bytes_(Counters(*registry_, kHeapTrimmedBytes).Add({})),
       fault_injection_(Gauges(*registry_, kFaultInjection).Add({})) {
@@ -404,6 +423,15 @@ void Metrics::OnQueue(size_t queued_units, size_t queued_requests,
   queued_keys_.Set(static_cast<double>(queued_units));
   queued_requests_.Set(static_cast<double>(queued_requests));
   inflight_requests_.Set(static_cast<double>(inflight_requests));
+}
+
+void Metrics::SetHeldBytes(double bytes) { held_bytes_.Set(bytes); }
+
+void Metrics::SetHeldBytesLimit(double bytes) { max_held_bytes_.Set(bytes); }
+
+void Metrics::SetWaitingParts(double parts, double bytes) {
+  waiting_parts_.Set(parts);
+  waiting_part_bytes_.Set(bytes);
 }
 
 void Metrics::OnDeviceLateness(Op op, double factor) {

@@ -73,6 +73,12 @@ class Metrics final : public SchedulerListener {
   // standard process_* metrics, read at each scrape).
   void RecordMemory(bool trimmed, double released_bytes);
 
+  // Bytes admitted for requests now (sortd_held_bytes), and their bound.
+  void SetHeldBytes(double bytes);
+  void SetHeldBytesLimit(double bytes);
+  // Parts of arrays waiting for their others, and their message bytes.
+  void SetWaitingParts(double parts, double bytes);
+
   // SchedulerListener.
   void OnRoute(Op op, Route route) override;
   void OnBatch(Op op, const std::string& device, size_t requests,
@@ -142,6 +148,10 @@ class Metrics final : public SchedulerListener {
   prometheus::Gauge& queued_keys_;
   prometheus::Gauge& queued_requests_;
   prometheus::Gauge& inflight_requests_;
+  prometheus::Gauge& held_bytes_;
+  prometheus::Gauge& max_held_bytes_;
+  prometheus::Gauge& waiting_parts_;
+  prometheus::Gauge& waiting_part_bytes_;
   prometheus::Counter& heap_trims_;
   prometheus::Counter& heap_trimmed_bytes_;
   prometheus::Gauge& fault_injection_;

@@ -10,10 +10,6 @@
 namespace sortd {
 namespace {
 
-size_t PartBytes(const SortJob& job) {
-  return job.count * (KeySize(job.key_type) + ValueSize(job.value_type));
-}
-
 void FailParts(std::vector<PartAssembler::Part>& parts,
                const absl::Status& status) {
   for (PartAssembler::Part& p : parts) p.fail(status);
@@ -40,43 +36,72 @@ size_t PartAssembler::waiting_groups() const {
   return groups_.size();
 }
 
-std::vector<PartAssembler::Part> PartAssembler::Drop(const std::string& name) {
+std::string PartAssembler::PeerScope(const std::string& peer) {
+  // "ipv4:10.0.0.7:41234", "ipv6:[::1]:41234": the port goes; other kinds
+  // ("unix:/path") name no port.
+  if (peer.rfind("ipv4:", 0) == 0 || peer.rfind("ipv6:", 0) == 0) {
+    const size_t colon = peer.rfind(':');
+    if (colon > 4) return peer.substr(0, colon);
+  }
+  return peer;
+}
+
+void PartAssembler::ChangedLocked() {
+  if (options_.on_change) options_.on_change(waiting_parts_, waiting_bytes_);
+}
+
+std::vector<PartAssembler::Part> PartAssembler::Drop(const Key& key) {
   std::vector<Part> parts;
-  auto it = groups_.find(name);
+  auto it = groups_.find(key);
   if (it == groups_.end()) return parts;
   parts = std::move(it->second.parts);
   waiting_bytes_ -= it->second.bytes;
+  waiting_parts_ -= it->second.waiting;
   groups_.erase(it);
+  ChangedLocked();
   return parts;
 }
 
+namespace {
+
+bool NamesAGroup(const v1::Part& spec) {
+  return spec.group().size() >= PartAssembler::kMinGroupBytes &&
+         spec.group().size() <= PartAssembler::kMaxGroupBytes;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
-    const v1::Part& spec, Part part) {
-  if (spec.group().empty() || spec.group().size() > kMaxGroupBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("part.group holds ", spec.group().size(),
-                     " bytes; name the array with 1 to ", kMaxGroupBytes));
+    const std::string& scope, const v1::Part& spec, Part part) {
+  if (!NamesAGroup(spec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "part.group holds ", spec.group().size(),
+        " bytes; name the array with ", kMinGroupBytes, " to ", kMaxGroupBytes,
+        " random bytes (128 bits at least: the name is what keeps other "
+        "clients out of the array)"));
   }
   if (spec.count() == 0 || spec.count() > kMaxParts) {
-    return Refuse(spec, absl::InvalidArgumentError(absl::StrCat(
-                            "part.count is ", spec.count(),
-                            "; an array has 1 to ", kMaxParts, " parts")));
+    return Refuse(scope, spec,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "part.count is ", spec.count(), "; an array has 1 to ",
+                      kMaxParts, " parts")));
   }
   if (spec.index() >= spec.count()) {
-    return Refuse(spec,
+    return Refuse(scope, spec,
                   absl::InvalidArgumentError(absl::StrCat(
                       "part.index is ", spec.index(), " of part.count ",
                       spec.count(), " parts (0 to ", spec.count() - 1, ")")));
   }
   part.index = spec.index();
-  const size_t bytes = PartBytes(part.job);
+  const size_t bytes = part.bytes;
+  const Key key(scope, spec.group());
 
   std::vector<Part> failed, whole;
   absl::Status refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return closed_;
-    auto [it, fresh] = groups_.try_emplace(spec.group());
+    auto [it, fresh] = groups_.try_emplace(key);
     Group& g = it->second;
     if (fresh) {
       g.count = spec.count();
@@ -104,18 +129,21 @@ absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
       // (The last part of a group does not wait: it is not counted.)
       refused = absl::ResourceExhaustedError(absl::StrCat(
           "parts of arrays waiting for their other parts hold ", waiting_bytes_,
-          " bytes; this one's ", bytes, " would pass the bound of ",
+          " bytes of messages; this one's ", bytes, " would pass the bound of ",
           options_.max_waiting_bytes, " (--max_stream_bytes); retry"));
     }
     if (!refused.ok()) {
-      failed = Drop(spec.group());
+      failed = Drop(key);
     } else if (g.parts.size() + 1 == g.count) {
       g.parts.push_back(std::move(part));
-      whole = Drop(spec.group());
+      whole = Drop(key);
     } else {
       g.parts.push_back(std::move(part));
       g.bytes += bytes;
+      ++g.waiting;
       waiting_bytes_ += bytes;
+      ++waiting_parts_;
+      ChangedLocked();
     }
   }
   if (!refused.ok()) {
@@ -130,15 +158,14 @@ absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
   return whole;
 }
 
-absl::Status PartAssembler::Refuse(const v1::Part& spec,
+absl::Status PartAssembler::Refuse(const std::string& scope,
+                                   const v1::Part& spec,
                                    const absl::Status& refused) {
-  if (spec.group().empty() || spec.group().size() > kMaxGroupBytes) {
-    return refused;  // names no group
-  }
+  if (!NamesAGroup(spec)) return refused;  // names no group
   std::vector<Part> failed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    failed = Drop(spec.group());
+    failed = Drop(Key(scope, spec.group()));
   }
   FailParts(failed, absl::Status(refused.code(),
                                  absl::StrCat("another part of the array "
@@ -156,6 +183,8 @@ void PartAssembler::FailAll(const absl::Status& status) {
     }
     groups_.clear();
     waiting_bytes_ = 0;
+    waiting_parts_ = 0;
+    ChangedLocked();
   }
   FailParts(failed, status);
 }
@@ -189,10 +218,12 @@ void PartAssembler::Expire() {
                        absl::FormatDuration(options_.timeout),
                        " of the first (--part_timeout)");
       waiting_bytes_ -= it->second.bytes;
+      waiting_parts_ -= it->second.waiting;
       expired.emplace_back(std::move(it->second.parts), what);
       it = groups_.erase(it);
     }
     if (!expired.empty()) {
+      ChangedLocked();
       lock.unlock();
       for (auto& [parts, what] : expired) {
         FailParts(parts, absl::DeadlineExceededError(what));

@@ -8,11 +8,19 @@
 // ends the others through their `fail`. A group not whole within `timeout`
 // of its first part fails with DEADLINE_EXCEEDED, from a thread of its own.
 // The bytes of waiting parts are bounded: a part beyond the bound is
-// refused (RESOURCE_EXHAUSTED) and fails its group.
+// refused (RESOURCE_EXHAUSTED) and fails its group; a part counts the
+// bytes of its whole message (what it holds while it waits), whatever its
+// arrays.
+//
+// Groups are scoped: a group is named by its `scope` (the address of the
+// client's host, which every connection of one client shares) and its
+// name, 16 to 64 bytes the client draws at random (128 bits at least), so
+// that a client on another host never joins an array it did not send (it
+// gets a group of its own), and one on the same host must learn the name.
 //
 //   PartAssembler parts({.timeout = absl::Seconds(10)});
 //   absl::StatusOr<std::vector<PartAssembler::Part>> whole =
-//       parts.Add(request.part(), std::move(part));
+//       parts.Add(scope, request.part(), std::move(part));
 //   if (!whole.ok()) ... fail this call ...
 //   else if (!whole->empty()) ... sort the group ...
 //   // else: the call waits; its `fail` or the group's sort ends it.
@@ -27,6 +35,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,15 +47,19 @@ namespace sortd {
 
 class PartAssembler {
  public:
-  // Most parts in one group, and longest group name, accepted.
+  // Most parts in one group, and shortest and longest group name, accepted.
   static constexpr uint32_t kMaxParts = 64;
+  static constexpr size_t kMinGroupBytes = 16;
   static constexpr size_t kMaxGroupBytes = 64;
 
   struct Options {
     // How long a group may take to become whole, from its first part.
     absl::Duration timeout = absl::Seconds(10);
-    // Array bytes that waiting parts may hold, all groups together.
+    // Message bytes that waiting parts may hold, all groups together.
     size_t max_waiting_bytes = size_t{4} << 30;
+    // Called with the parts waiting and their bytes after every change,
+    // under the assembler's lock (cheap, never calling back into it).
+    std::function<void(size_t, size_t)> on_change = nullptr;
   };
 
   // What every part of a group must agree on.
@@ -63,6 +76,8 @@ class PartAssembler {
     uint32_t index = 0;
     Terms terms;
     SortJob job;  // this part's arrays (the inputs)
+    // What the part holds while it waits: its request message's bytes.
+    size_t bytes = 0;
     // Ends the part's call with an error; called at most once, never with
     // the assembler's lock held.
     std::function<void(const absl::Status&)> fail;
@@ -74,15 +89,21 @@ class PartAssembler {
   PartAssembler(const PartAssembler&) = delete;
   PartAssembler& operator=(const PartAssembler&) = delete;
 
-  // Adds `part` of the group `spec` names. Returns the group's parts, in
-  // index order, when this one completes it; an empty vector when it
-  // waits; an error (for this part, whose `fail` is not called) when it
-  // is refused, which also fails the rest of its group.
-  absl::StatusOr<std::vector<Part>> Add(const v1::Part& spec, Part part);
-  // A part of the group `spec` names refused before it could be added (its
-  // request did not validate): the group's waiting parts fail with it.
-  // Returns `refused`, for that part's own call.
-  absl::Status Refuse(const v1::Part& spec, const absl::Status& refused);
+  // Adds `part` of the group `spec` names in `scope`. Returns the group's
+  // parts, in index order, when this one completes it; an empty vector
+  // when it waits; an error (for this part, whose `fail` is not called)
+  // when it is refused, which also fails the rest of its group.
+  absl::StatusOr<std::vector<Part>> Add(const std::string& scope,
+                                        const v1::Part& spec, Part part);
+  // A part of the group `spec` names in `scope` refused before it could be
+  // added (its request did not validate): the group's waiting parts fail
+  // with it. Returns `refused`, for that part's own call.
+  absl::Status Refuse(const std::string& scope, const v1::Part& spec,
+                      const absl::Status& refused);
+
+  // The scope of a call from `peer` (grpc::ServerContext::peer()): its
+  // address without the port, "ipv4:10.0.0.7" for "ipv4:10.0.0.7:41234".
+  static std::string PeerScope(const std::string& peer);
 
   // Fails every waiting part with `status`.
   void FailAll(const absl::Status& status);
@@ -97,19 +118,23 @@ class PartAssembler {
   struct Group {
     uint32_t count = 0;
     absl::Time expires;
-    size_t bytes = 0;
+    size_t bytes = 0;         // of the parts waiting
+    size_t waiting = 0;       // parts counted in waiting_parts_
     std::vector<Part> parts;  // as they came
   };
 
-  // Removes `name`'s group and hands back its parts to be failed.
-  std::vector<Part> Drop(const std::string& name);
+  using Key = std::pair<std::string, std::string>;  // scope, name
+
+  // Removes `key`'s group and hands back its parts to be failed.
+  std::vector<Part> Drop(const Key& key);
   void Expire();
+  void ChangedLocked();
 
   const Options options_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::map<std::string, Group> groups_;
-  size_t waiting_bytes_ = 0;
+  std::map<Key, Group> groups_;
+  size_t waiting_bytes_ = 0, waiting_parts_ = 0;
   bool stopping_ = false;
   absl::Status closed_;  // set by Close
   std::thread reaper_;

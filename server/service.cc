@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/compact_keys.h"
+#include "server/held_bytes.h"
 #include "server/log.h"
 #include "server/out_of_memory.h"
 #include "server/service_internal.h"
@@ -58,22 +59,62 @@ namespace {
 
 class CountedUnaryReactor final : public grpc::ServerUnaryReactor {
  public:
-  explicit CountedUnaryReactor(OpenCalls* calls) : calls_(calls) {
+  CountedUnaryReactor(OpenCalls* calls, Admission* budget)
+      : calls_(calls), hold(budget) {
     calls_->Opened();
   }
   void OnDone() override {
+    hold.Reset();  // the answer is sent: its bytes are gone
     calls_->Closed();
     delete this;
   }
 
  private:
   OpenCalls* calls_;
+
+ public:
+  Admission::Hold hold;
 };
 
 }  // namespace
 
-grpc::ServerUnaryReactor* SortServiceImpl::NewUnaryReactor() {
-  return new CountedUnaryReactor(&open_calls_);
+SortServiceImpl::SortServiceImpl(Metrics* metrics, const Options& options)
+    : metrics_(metrics),
+      options_(options),
+      held_({.max_units = options.max_held_bytes,
+             .max_requests = SIZE_MAX,
+             .max_call_units = options.max_call_bytes,
+             .strict = true,
+             .unit = "bytes",
+             .units_flag = "--max_held_bytes",
+             .call_flag = "--max_call_bytes",
+             .on_change =
+                 [metrics](size_t bytes) {
+                   if (metrics != nullptr) {
+                     metrics->SetHeldBytes(static_cast<double>(bytes));
+                   }
+                 }}),
+      parts_({.timeout = options.part_timeout,
+              .max_waiting_bytes = options.limits.max_stream_bytes,
+              .on_change =
+                  [metrics](size_t parts, size_t bytes) {
+                    if (metrics != nullptr) {
+                      metrics->SetWaitingParts(static_cast<double>(parts),
+                                               static_cast<double>(bytes));
+                    }
+                  }}),
+      stream_watch_(NewStreamIdleWatch(options.stream_idle_timeout)),
+      instance_(NewInstanceId()) {
+  if (metrics_ != nullptr) {
+    metrics_->SetHeldBytesLimit(static_cast<double>(options.max_held_bytes));
+  }
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::NewUnaryReactor(
+    Admission::Hold** hold) {
+  auto* reactor = new CountedUnaryReactor(&open_calls_, &held_);
+  if (hold != nullptr) *hold = &reactor->hold;
+  return reactor;
 }
 
 absl::Status SortServiceImpl::Draining() {
@@ -170,7 +211,7 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
   auto call = std::make_shared<UnaryCall>();
   call->method = method;
   call->context = context;
-  call->reactor = NewUnaryReactor();
+  call->reactor = NewUnaryReactor(&call->hold);
   call->response = response;
   call->received = absl::Now();
   call->id = NextRequestId();
@@ -194,6 +235,14 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
     *read = s;
     return call;
   }
+  // gRPC's copy of the request and sortd's (joined from its slices), both
+  // admitted before sortd copies a byte; refused, gRPC's copy goes at once.
+  const size_t message_bytes = request->Length();
+  if (absl::Status s = call->hold->Grow(2 * message_bytes); !s.ok()) {
+    const_cast<grpc::ByteBuffer*>(request)->Clear();
+    *read = s;
+    return call;
+  }
   absl::StatusOr<wire::Received> bytes = CatchOutOfMemory("this request", [&] {
     return wire::Received::From(*request, options_.buffers);
   });
@@ -202,6 +251,7 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
     // gRPC's own copy of the request is not read again: free it now rather
     // than when the call ends, so a request in flight holds its bytes once.
     const_cast<grpc::ByteBuffer*>(request)->Clear();
+    call->hold->Shrink(message_bytes);
   } else {
     *read = bytes.status();
   }
@@ -236,6 +286,14 @@ absl::Status FindRegion(const SortServiceImpl& service, RegionRegistry* regions,
 }
 
 }  // namespace
+
+size_t SortServiceImpl::SortWorkBytes(const UnaryCall& call, size_t keys) {
+  if (!call.sort.key_type.has_value()) return 0;  // refused once validated
+  return sortd::SortWorkBytes(*call.sort.key_type, call.sort.value_type,
+                              call.sort.return_permutation,
+                              call.sort.key_coding == v1::KEY_CODING_COMPACT,
+                              keys, call.region != nullptr);
+}
 
 absl::Status SortServiceImpl::PlaceSort(UnaryCall& call, SortJob& job) {
   if (call.region != nullptr &&
@@ -309,6 +367,10 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
                     ? SharedRequestUnits(call->sort, call->shared.count(),
                                          call->region->size())
                     : SortRequestUnits(call->sort);
+  if (absl::Status s = call->hold->Grow(SortWorkBytes(*call, task->units));
+      !s.ok()) {
+    return Refuse(*call, s);
+  }
   UnaryCall* c = call.get();
   Task* t = task.get();
   task->prepare = [this, c, t] { return PlaceSort(*c, t->sort); };
@@ -335,6 +397,11 @@ grpc::ServerUnaryReactor* SortServiceImpl::Transpose(
   if (!parsed.ok()) return Refuse(*call, parsed.status());
   call->transpose = *parsed;
 
+  // The answer's matrices, as many bytes as the request's.
+  if (absl::Status s = call->hold->Grow(call->transpose.matrices.size());
+      !s.ok()) {
+    return Refuse(*call, s);
+  }
   auto task = std::make_shared<Task>();
   task->op = Op::kTranspose;
   task->units = TransposeRequestUnits(call->transpose);
@@ -386,6 +453,14 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
   }
   // What Sort does, less the sort: the same parsing, validation, output
   // placement and response encoding, with the arrays copied as they came.
+  const size_t units =
+      call->region != nullptr
+          ? SharedRequestUnits(call->sort, call->shared.count(),
+                               call->region->size())
+          : SortRequestUnits(call->sort);
+  if (absl::Status s = call->hold->Grow(SortWorkBytes(*call, units)); !s.ok()) {
+    return Refuse(*call, s);
+  }
   SortJob placed;
   if (absl::Status s = CatchOutOfMemory(
           "this request's arrays", [&] { return PlaceSort(*call, placed); });

@@ -23,6 +23,7 @@
 
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "server/admission.h"
 #include "server/authz.h"
 #include "server/metrics.h"
 #include "server/parts.h"
@@ -33,6 +34,9 @@
 #include "sortd/v1/sortd.grpc.pb.h"
 
 namespace sortd {
+
+class SortStreamReactor;
+class StreamIdleWatch;
 
 // Counts the calls that gRPC has not finished with: from a reactor's
 // creation to its OnDone, which comes after the answer was handed to the
@@ -87,14 +91,20 @@ class SortServiceImpl final : public RawSortService {
     // How long the parts of an array sent in parts (SortRequest.part) may
     // take to come together (--part_timeout).
     absl::Duration part_timeout = absl::Seconds(10);
+    // The memory every call together may hold, and one call, in bytes
+    // (--max_held_bytes, --max_call_bytes; server/held_bytes.h says what
+    // a call is charged). A call is charged before it holds; one that
+    // would pass either bound is refused RESOURCE_EXHAUSTED.
+    size_t max_held_bytes = size_t{16} << 30;
+    size_t max_call_bytes = size_t{8} << 30;
+    // A SortStream on which no message comes for this long, while sortd
+    // waits for one, is ended DEADLINE_EXCEEDED (--stream_idle_timeout;
+    // zero or infinite: never).
+    absl::Duration stream_idle_timeout = absl::Seconds(30);
   };
 
-  SortServiceImpl(Metrics* metrics, const Options& options)
-      : metrics_(metrics),
-        options_(options),
-        parts_({.timeout = options.part_timeout,
-                .max_waiting_bytes = options.limits.max_stream_bytes}),
-        instance_(NewInstanceId()) {}
+  SortServiceImpl(Metrics* metrics, const Options& options);
+  ~SortServiceImpl() override;
 
   // Initial metadata naming this process (random, new at each start), on
   // the answer to a unary call whose request metadata holds
@@ -161,6 +171,9 @@ class SortServiceImpl final : public RawSortService {
   // Answers a call that never reached the scheduler.
   grpc::ServerUnaryReactor* Refuse(const UnaryCall& call,
                                    const absl::Status& status);
+  // What a parsed sort of `keys` keys holds beyond its request
+  // (server/held_bytes.h).
+  static size_t SortWorkBytes(const UnaryCall& call, size_t keys);
   // Points a parsed sort at its arrays: into the request's bytes and freshly
   // allocated outputs, or into a shared-memory region.
   absl::Status PlaceSort(UnaryCall& call, SortJob& job);
@@ -188,8 +201,14 @@ class SortServiceImpl final : public RawSortService {
   std::atomic<uint64_t> next_request_id_{0};
 
   friend class SortStreamReactor;
-  // A unary call's reactor, counted in open_calls_.
-  grpc::ServerUnaryReactor* NewUnaryReactor();
+  friend class StreamIdleWatch;
+  // (In sort_stream.cc, where the watch is defined.)
+  static std::shared_ptr<StreamIdleWatch> NewStreamIdleWatch(
+      absl::Duration timeout);
+  // A unary call's reactor, counted in open_calls_; `hold`, when given,
+  // is set to its charge against held_, released when gRPC is done with
+  // the call (its answer sent).
+  grpc::ServerUnaryReactor* NewUnaryReactor(Admission::Hold** hold = nullptr);
   static absl::Status Draining();
   OpenCalls open_calls_;
   std::atomic<bool> draining_{false};
@@ -199,7 +218,11 @@ class SortServiceImpl final : public RawSortService {
   Metrics* metrics_;
   Options options_;
   const AuthzPolicy* authz_ = nullptr;
+  // The bytes every call holds (Options::max_held_bytes).
+  Admission held_;
   PartAssembler parts_;
+  std::shared_ptr<StreamIdleWatch>
+      stream_watch_;  // shared: its type is sort_stream.cc's
   const std::string instance_;
   std::atomic<Scheduler*> scheduler_{nullptr};
 };

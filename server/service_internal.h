@@ -41,6 +41,10 @@ struct SortServiceImpl::UnaryCall {
   grpc::CallbackServerContext* context = nullptr;
   Peer peer;  // who called
   grpc::ServerUnaryReactor* reactor = nullptr;
+  // The call's charge against the service's memory budget, the reactor's
+  // (released when gRPC is done with the call): grown only before the
+  // call is answered.
+  Admission::Hold* hold = nullptr;
   grpc::ByteBuffer* response = nullptr;
   absl::Time received;
   // Keys of a sort, rows of a transpose (32 a matrix); 0 until read.

@@ -37,11 +37,21 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPart(
                              "`part` and `shared` do not go together: a "
                              "region holds its whole array"));
   }
+  // Groups are the client host's own (PartAssembler::PeerScope): parts of
+  // one array come over several connections of one client.
+  const std::string scope = PartAssembler::PeerScope(call->context->peer());
   absl::StatusOr<SortJob> job =
       ParseSort(call->sort, options_.limits, call->bytes.data().size());
   if (!job.ok()) {
     // The array cannot be whole: its parts already waiting fail with it.
-    return Refuse(*call, parts_.Refuse(*call->sort.part, job.status()));
+    return Refuse(*call, parts_.Refuse(scope, *call->sort.part, job.status()));
+  }
+  // What sorting its share of the array will hold, charged now: the part
+  // holds its message while it waits (charged as it came), and the group
+  // is sorted as soon as the last part comes.
+  if (absl::Status s = call->hold->Grow(SortWorkBytes(*call, job->count));
+      !s.ok()) {
+    return Refuse(*call, parts_.Refuse(scope, *call->sort.part, s));
   }
   PartAssembler::Part part;
   part.terms = {.key_type = job->key_type,
@@ -50,12 +60,13 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPart(
                 .permutation = call->sort.return_permutation,
                 .key_coding = call->sort.key_coding};
   part.job = *job;
+  part.bytes = call->bytes.data().size();
   call->units = job->count;
   UnaryCall* c = call.get();
   part.fail = [this, c](const absl::Status& s) { Refuse(*c, s); };
   part.call = call;
   absl::StatusOr<std::vector<PartAssembler::Part>> whole =
-      parts_.Add(*call->sort.part, std::move(part));
+      parts_.Add(scope, *call->sort.part, std::move(part));
   if (!whole.ok()) return Refuse(*call, whole.status());
   if (!whole->empty()) SortWhole(*std::move(whole));
   return c->reactor;

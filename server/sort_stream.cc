@@ -1,21 +1,57 @@
 // SortServiceImpl: the SortStream RPC.
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/compact_keys.h"
+#include "server/held_bytes.h"
 #include "server/log.h"
 #include "server/out_of_memory.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 #include "server/status.h"
 #include "server/wire.h"
+#include "tbb/parallel_for.h"
 
 namespace sortd {
+
+// Ends the SortStreams that wait for a client's next message longer than
+// the idle timeout, from a thread of its own. A stream is listed from its
+// creation until gRPC is done with it (OnDone); a stream the watch is
+// ending is kept alive by a reference of the watch's (Ref/Unref).
+class StreamIdleWatch {
+ public:
+  explicit StreamIdleWatch(absl::Duration timeout);
+  ~StreamIdleWatch();
+  StreamIdleWatch(const StreamIdleWatch&) = delete;
+  StreamIdleWatch& operator=(const StreamIdleWatch&) = delete;
+
+  bool on() const { return on_; }
+  absl::Duration timeout() const { return timeout_; }
+  void Add(SortStreamReactor* stream);
+  void Remove(SortStreamReactor* stream);
+
+ private:
+  void Loop();
+
+  const absl::Duration timeout_;
+  const bool on_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::set<SortStreamReactor*> streams_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 // One SortStream call: gathers the chunks, sorts the whole array through
 // the scheduler as one task, and streams the answer back in chunks. Lives
@@ -30,8 +66,11 @@ class SortStreamReactor final
         context_(context),
         limits_(service->options_.limits),
         received_(absl::Now()),
-        id_(service->NextRequestId()) {
+        id_(service->NextRequestId()),
+        hold_(&service->held_) {
     service_->open_calls_.Opened();
+    Touch();
+    service_->stream_watch_->Add(this);
     // Decided before the start line: a logged start is served.
     const bool refused = service_->draining_.load();
     if (service_->options_.log_requests) {
@@ -42,10 +81,15 @@ class SortStreamReactor final
       End(SortServiceImpl::Draining());
       return;
     }
-    StartRead(&chunk_);
+    std::lock_guard<std::mutex> lock(mu_);
+    Read();
   }
 
   void OnReadDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    reading_.store(false);
+    Touch();
+    if (ended_.load()) return;  // ended while it waited (the idle watch)
     if (!ok) {
       if (context_->IsCancelled()) {
         End(absl::CancelledError("the client cancelled the stream"));
@@ -54,16 +98,45 @@ class SortStreamReactor final
       }
       return;
     }
+    const size_t message_bytes = chunk_.Length();
     service_->metrics_->AddRequestBytes("SortStream",
-                                        static_cast<double>(chunk_.Length()));
-    absl::Status appended =
-        CatchOutOfMemory("this stream's arrays", [this] { return Append(); });
+                                        static_cast<double>(message_bytes));
+    absl::Status appended = CatchOutOfMemory(
+        "this stream's arrays", [&] { return Append(message_bytes); });
     chunk_.Clear();
     if (!appended.ok()) {
+      // The stream ends; what it holds goes with it (OnDone).
       End(appended);
       return;
     }
-    StartRead(&chunk_);
+    Read();
+  }
+
+  // Called by the idle watch (with a reference held, no lock of the
+  // watch's): ends the stream if it still waits for the client's next
+  // message and has waited the whole timeout.
+  void EndIfIdle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const absl::Duration idle = IdleFor();
+    const StreamIdleWatch& watch = *service_->stream_watch_;
+    if (ended_.load() || !reading_.load() || idle < watch.timeout()) return;
+    End(absl::DeadlineExceededError(absl::StrCat(
+        "no stream message came for ", absl::FormatDuration(idle),
+        " (--stream_idle_timeout=", absl::FormatDuration(watch.timeout()),
+        "); the stream is ended and "
+        "what it held released: send its messages without pausing, then "
+        "half-close")));
+  }
+  // How long the stream has waited for its client, while it waits.
+  bool waiting() const { return reading_.load() && !ended_.load(); }
+  absl::Duration IdleFor() const {
+    return absl::Now() - absl::FromUnixNanos(last_.load());
+  }
+  absl::Time last_activity() const { return absl::FromUnixNanos(last_.load()); }
+
+  void Ref() { refs_.fetch_add(1); }
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
   }
 
   void OnWriteDone(bool ok) override {
@@ -77,20 +150,56 @@ class SortStreamReactor final
   }
 
   void OnDone() override {
+    service_->stream_watch_->Remove(this);
+    // What it held goes now: gRPC is done with the call (Finish was
+    // called, so an EndIfIdle under way touches none of it).
+    messages_held_.clear();
+    pieces_.clear();
+    joined_keys_ = wire::OutputArray();
+    joined_values_ = wire::OutputArray();
+    out_ = SortOutputs();
+    response_.Clear();
+    hold_.Reset();
     service_->open_calls_.Closed();
-    delete this;
+    Unref();
   }
 
  private:
-  absl::Status Append() {
+  // One message's arrays, in its received bytes.
+  struct Piece {
+    const std::byte* keys = nullptr;
+    const std::byte* values = nullptr;
+    size_t count = 0;
+  };
+
+  void Touch() { last_.store(absl::ToUnixNanos(absl::Now())); }
+  // With mu_ held.
+  void Read() {
+    Touch();
+    reading_.store(true);
+    StartRead(&chunk_);
+  }
+
+  // Admits, parses and keeps one message of `message_bytes` (in chunk_).
+  absl::Status Append(size_t message_bytes) {
     const size_t number = messages_ + 1;
     auto failed = [number](const absl::Status& s) {
       return absl::Status(
           s.code(), absl::StrCat("stream message ", number, ": ", s.message()));
     };
-    absl::StatusOr<wire::Received> bytes =
+    // gRPC's copy and sortd's (joined from its slices), admitted before
+    // sortd copies a byte; gRPC's goes once read.
+    if (absl::Status s = hold_.Grow(2 * message_bytes); !s.ok()) {
+      return failed(s);
+    }
+    absl::StatusOr<wire::Received> received =
         wire::Received::From(chunk_, service_->options_.buffers);
-    if (!bytes.ok()) return failed(bytes.status());
+    chunk_.Clear();
+    hold_.Shrink(message_bytes);
+    if (!received.ok()) return failed(received.status());
+    // On the heap: a small message's bytes lie in the Received itself, and
+    // the arrays parsed from them must stay where they are.
+    auto bytes = std::make_unique<wire::Received>(*std::move(received));
     absl::StatusOr<wire::SortRequest> parsed =
         wire::ParseSortRequest(bytes->data());
     if (!parsed.ok()) return failed(parsed.status());
@@ -127,7 +236,6 @@ class SortStreamReactor final
           wire::ValueFieldName(value_type_),
           ": every message of a stream uses the same fields"));
     }
-    ++messages_;
     const size_t ks = KeySize(key_type_), vs = ValueSize(value_type_);
     if ((count_ + part->count) * (ks + vs) > limits_.max_stream_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -140,13 +248,62 @@ class SortStreamReactor final
           "the stream's array has grown past 2^32-1 keys, the most one sort "
           "takes");
     }
-    keys_.append(reinterpret_cast<const char*>(part->keys), part->count * ks);
-    if (vs > 0) {
-      values_.append(reinterpret_cast<const char*>(part->values),
-                     part->count * vs);
+    // What sorting these keys will hold: the whole array joined, its
+    // answer and the sort's scratch (server/held_bytes.h); with the first
+    // message, the answer chunk being encoded.
+    const bool compact = first_key_coding_ == v1::KEY_CODING_COMPACT;
+    size_t work = part->count * (ks + vs) +
+                  SortWorkBytes(key_type_, value_type_, permutation_, compact,
+                                part->count);
+    if (messages_ == 0) work += limits_.stream_chunk_bytes;
+    if (absl::Status s = hold_.Grow(work); !s.ok()) return failed(s);
+    ++messages_;
+    if (part->count > 0) {
+      pieces_.push_back({.keys = part->keys,
+                         .values = vs > 0 ? part->values : nullptr,
+                         .count = part->count});
+      messages_held_.push_back(std::move(bytes));
     }
     count_ += part->count;
     return absl::OkStatus();
+  }
+
+  // The messages' arrays as one (the only message's in place), in the
+  // bytes charged for them; the messages go once copied.
+  void Join(SortJob& job) {
+    const size_t ks = KeySize(key_type_), vs = ValueSize(value_type_);
+    if (pieces_.empty()) {  // no keys: nothing is read
+      static const std::byte kNone[8] = {};
+      job.keys = kNone;
+      job.values = vs > 0 ? kNone : nullptr;
+      return;
+    }
+    if (pieces_.size() == 1) {
+      job.keys = pieces_[0].keys;
+      job.values = pieces_[0].values;
+      return;
+    }
+    joined_keys_ = wire::OutputArray(count_ * ks, service_->options_.buffers);
+    if (vs > 0) {
+      joined_values_ =
+          wire::OutputArray(count_ * vs, service_->options_.buffers);
+    }
+    std::vector<size_t> first(pieces_.size());
+    for (size_t i = 1; i < pieces_.size(); ++i) {
+      first[i] = first[i - 1] + pieces_[i - 1].count;
+    }
+    tbb::parallel_for(size_t{0}, pieces_.size(), [&](size_t i) {
+      const Piece& p = pieces_[i];
+      std::memcpy(joined_keys_.data() + first[i] * ks, p.keys, p.count * ks);
+      if (vs > 0) {
+        std::memcpy(joined_values_.data() + first[i] * vs, p.values,
+                    p.count * vs);
+      }
+    });
+    pieces_.clear();
+    messages_held_.clear();
+    job.keys = joined_keys_.data();
+    job.values = vs > 0 ? joined_values_.data() : nullptr;
   }
 
   void Sort() {
@@ -175,11 +332,8 @@ class SortStreamReactor final
       job.key_type = key_type_;
       job.order = order_;
       job.count = count_;
-      job.keys = reinterpret_cast<const std::byte*>(keys_.data());
       job.value_type = value_type_;
-      job.values = value_type_ != ValueType::kNone
-                       ? reinterpret_cast<const std::byte*>(values_.data())
-                       : nullptr;
+      Join(job);
       out_ = AllocateSortOutputs(job, permutation_, service_->options_.buffers);
       job_ = job;
       return absl::OkStatus();
@@ -191,8 +345,10 @@ class SortStreamReactor final
       }
       result_ = result;
       // The input is no longer needed while the answer streams out.
-      std::string().swap(keys_);
-      std::string().swap(values_);
+      pieces_.clear();
+      messages_held_.clear();
+      joined_keys_ = wire::OutputArray();
+      joined_values_ = wire::OutputArray();
       WriteNext();
     };
     scheduler->Submit(std::move(task));
@@ -237,6 +393,7 @@ class SortStreamReactor final
 
   // Ends the call once, with metrics.
   void End(const absl::Status& status) {
+    if (ended_.exchange(true)) return;
     const bool ok = status.ok();
     const std::string path = ok ? PathName(result_.path) : "none";
     Metrics* metrics = service_->metrics_;
@@ -278,7 +435,21 @@ class SortStreamReactor final
   int64_t key_bytes_saved_ = 0;  // by the chunks sent so far
   bool permutation_ = false;
   size_t count_ = 0;
-  std::string keys_, values_;
+  // Charged to the service's budget before each byte is held; all of it
+  // released in OnDone.
+  Admission::Hold hold_;
+  // The messages received, and their arrays in them, until joined.
+  std::vector<std::unique_ptr<wire::Received>> messages_held_;
+  std::vector<Piece> pieces_;
+  wire::OutputArray joined_keys_, joined_values_;
+
+  // Reading: between StartRead and OnReadDone, held with mu_ (and by
+  // EndIfIdle). ended_: Finish called (once).
+  std::mutex mu_;
+  std::atomic<bool> reading_{false}, ended_{false};
+  std::atomic<int64_t> last_{0};  // the last read's start or end, Unix ns
+  // gRPC's reference (until OnDone) and the idle watch's, while it ends it.
+  std::atomic<int> refs_{1};
 
   SortJob job_;
   SortOutputs out_;
@@ -295,6 +466,76 @@ SortServiceImpl::SortStream(grpc::CallbackServerContext* context) {
         &open_calls_, ToGrpcStatus(s));
   }
   return new SortStreamReactor(this, context);
+}
+
+std::shared_ptr<StreamIdleWatch> SortServiceImpl::NewStreamIdleWatch(
+    absl::Duration timeout) {
+  return std::make_shared<StreamIdleWatch>(timeout);
+}
+
+SortServiceImpl::~SortServiceImpl() = default;
+
+StreamIdleWatch::StreamIdleWatch(absl::Duration timeout)
+    : timeout_(timeout),
+      on_(timeout > absl::ZeroDuration() &&
+          timeout != absl::InfiniteDuration()) {
+  if (on_) thread_ = std::thread([this] { Loop(); });
+}
+
+StreamIdleWatch::~StreamIdleWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StreamIdleWatch::Add(SortStreamReactor* stream) {
+  if (!on_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.insert(stream);
+  changed_.notify_all();
+}
+
+void StreamIdleWatch::Remove(SortStreamReactor* stream) {
+  if (!on_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.erase(stream);
+}
+
+void StreamIdleWatch::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    // Streams idle past the timeout, referenced so that they outlive
+    // their ending outside the lock; and the next time one may be.
+    std::vector<SortStreamReactor*> idle;
+    absl::Time next = absl::InfiniteFuture();
+    const absl::Time now = absl::Now();
+    for (SortStreamReactor* s : streams_) {
+      if (!s->waiting()) continue;
+      const absl::Time due = s->last_activity() + timeout_;
+      if (due <= now) {
+        s->Ref();
+        idle.push_back(s);
+      } else {
+        next = std::min(next, due);
+      }
+    }
+    if (!idle.empty()) {
+      lock.unlock();
+      for (SortStreamReactor* s : idle) {
+        s->EndIfIdle();
+        s->Unref();
+      }
+      lock.lock();
+      continue;
+    }
+    // A stream that is not waiting now may start to at any time: looked
+    // at again within a timeout at most.
+    next = std::min(next, now + timeout_);
+    changed_.wait_until(lock, absl::ToChronoTime(next));
+  }
 }
 
 }  // namespace sortd

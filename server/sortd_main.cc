@@ -88,10 +88,25 @@ ABSL_FLAG(int64_t, max_request_bytes, int64_t{256} << 20,
           "this value. At most 2147483647.");
 ABSL_FLAG(int64_t, max_stream_bytes, int64_t{4} << 30,
           "Largest array (keys plus values) one SortStream call may send, in "
-          "bytes. The server holds up to 7 times that while sorting it (u32 "
-          "keys with a permutation on the CPU path: the input, the sorted "
-          "keys, the permutation and the radix sort's scratch; "
-          "deploy/README.md derives a memory limit from it).");
+          "bytes. The stream is charged up to 9 times that against "
+          "--max_call_bytes and --max_held_bytes (u32 keys with a "
+          "permutation and compact keys: its messages, the array joined, "
+          "the answer and the radix sort's scratch; server/held_bytes.h).");
+ABSL_FLAG(int64_t, max_held_bytes, int64_t{16} << 30,
+          "Memory all calls together may hold, in bytes: their received "
+          "messages, stream arrays, waiting parts, answers and CPU-path "
+          "scratch, each charged before it is held; a call or stream message "
+          "beyond it gets RESOURCE_EXHAUSTED. The container's memory limit "
+          "is derived from it (deploy/README.md, \"Memory limit\").");
+ABSL_FLAG(int64_t, max_call_bytes, 0,
+          "Memory one call may hold, in bytes (0: half of --max_held_bytes); "
+          "a call that would hold more is refused RESOURCE_EXHAUSTED up "
+          "front, a stream at the message that passes it. A u32 sort with a "
+          "permutation holds 8 times its keys' bytes (server/held_bytes.h).");
+ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(30),
+          "A SortStream on which no message comes for this long, while "
+          "sortd waits for one, is ended DEADLINE_EXCEEDED and what it held "
+          "released (0: never).");
 ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{2} << 20,
           "Array bytes (keys, values and permutation together) per "
           "SortStream response message; the default stays under gRPC's "
@@ -155,7 +170,8 @@ ABSL_FLAG(int, max_batch_requests, 256,
           "A batch closes at this many requests.");
 ABSL_FLAG(int64_t, max_queued_keys, int64_t{1} << 28,
           "Keys (32 per matrix) admitted and not yet answered, at most; "
-          "beyond, new requests get RESOURCE_EXHAUSTED.");
+          "beyond, new requests get RESOURCE_EXHAUSTED. A bound on queued "
+          "work; memory is bounded by --max_held_bytes.");
 ABSL_FLAG(std::string, shm_socket, "",
           "Unix socket (SOCK_SEQPACKET) over which co-located clients "
           "register shared-memory regions by sending a sealed memfd; "
@@ -174,7 +190,9 @@ ABSL_FLAG(absl::Duration, shm_idle_timeout, absl::Seconds(10),
 ABSL_FLAG(int64_t, max_call_keys, 0,
           "Keys one call counts against --max_queued_keys at most (0: a "
           "quarter of it): a larger call (a long SortStream) is admitted as "
-          "if it held this many, so that it cannot starve other clients.");
+          "if it held this many, so that it cannot starve other clients. "
+          "A share of the queue, not a bound on memory: --max_held_bytes "
+          "charges every call all it holds.");
 ABSL_FLAG(int, max_queued_requests, 4096,
           "Requests admitted and not yet answered, at most; beyond, new "
           "requests get RESOURCE_EXHAUSTED.");
@@ -319,6 +337,15 @@ absl::Status CheckFlags() {
         "--stream_chunk_bytes 16 to 2^30, --device_memory_bytes, "
         "--device_pool_bytes, --host_pool_bytes and --cpu_scratch_bytes not "
         "negative");
+  }
+  if (absl::GetFlag(FLAGS_max_held_bytes) < 1 ||
+      absl::GetFlag(FLAGS_max_call_bytes) < 0 ||
+      absl::GetFlag(FLAGS_max_call_bytes) >
+          absl::GetFlag(FLAGS_max_held_bytes) ||
+      absl::GetFlag(FLAGS_stream_idle_timeout) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--max_held_bytes must be positive, --max_call_bytes 0 to "
+        "--max_held_bytes, --stream_idle_timeout not negative");
   }
   if (absl::GetFlag(FLAGS_max_batch_delay) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_batch_delay must not be negative");
@@ -616,6 +643,8 @@ void Drain(sortd::SortServiceImpl& service, sortd::Scheduler& scheduler,
 sortd::SortServiceImpl::Options ServiceOptions(
     int max_bytes, sortd::HostBufferPool& host_buffers,
     sortd::RegionRegistry& regions) {
+  const auto held = static_cast<size_t>(absl::GetFlag(FLAGS_max_held_bytes));
+  const auto call = static_cast<size_t>(absl::GetFlag(FLAGS_max_call_bytes));
   return {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes),
                      .max_stream_bytes = static_cast<size_t>(
                          absl::GetFlag(FLAGS_max_stream_bytes)),
@@ -626,7 +655,10 @@ sortd::SortServiceImpl::Options ServiceOptions(
           .buffers = absl::GetFlag(FLAGS_host_pool_bytes) > 0 ? &host_buffers
                                                               : nullptr,
           .regions = &regions,
-          .part_timeout = absl::GetFlag(FLAGS_part_timeout)};
+          .part_timeout = absl::GetFlag(FLAGS_part_timeout),
+          .max_held_bytes = held,
+          .max_call_bytes = call > 0 ? call : std::max<size_t>(1, held / 2),
+          .stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout)};
 }
 
 // Large request and answer arrays in page-locked memory of the first

@@ -1,10 +1,13 @@
 // Admission: the bounds on requests and units, the lone request always
-// admitted, one call's charge capped, release and the idle wait.
+// admitted, one call's charge capped, release and the idle wait; strict
+// (a budget of memory): every call charged all it holds, one over the call
+// cap refused up front, nothing admitted past the budget, holds that grow.
 #include "server/admission.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -62,6 +65,108 @@ TEST(Admission, WaitIdleReturnsOnceTheLastIsReleased) {
   EXPECT_EQ(a.requests(), 0u);
   EXPECT_TRUE(a.WaitIdle(t0, [&] { return t0; }));
   EXPECT_EQ(a.counts().released, 1u);
+}
+
+Admission::Limits Bytes(size_t max, size_t call) {
+  return {.max_units = max,
+          .max_requests = SIZE_MAX,
+          .max_call_units = call,
+          .strict = true,
+          .unit = "bytes",
+          .units_flag = "--max_held_bytes",
+          .call_flag = "--max_call_bytes"};
+}
+
+// What let several capped calls run beyond the budget: strict, a call is
+// charged what it holds, and one larger than the cap is refused up front,
+// even alone, rather than charged less.
+TEST(Admission, StrictChargesAllAndRefusesACallOverTheCapUpFront) {
+  Admission a(Bytes(100, 80));
+  absl::StatusOr<size_t> huge = a.Admit(81);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(huge.status().message().find("--max_call_bytes"),
+            std::string::npos);
+  EXPECT_EQ(a.units(), 0u);
+  absl::StatusOr<size_t> first = a.Admit(80);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(*first, 80u);
+  // 80 + 30 > 100, however small the second: refused, saying which bound.
+  absl::StatusOr<size_t> second = a.Admit(30);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(second.status().message().find("--max_held_bytes"),
+            std::string::npos);
+  ASSERT_TRUE(a.Admit(20).ok());
+  EXPECT_EQ(a.units(), 100u);
+  EXPECT_EQ(a.counts().refused, 2u);
+}
+
+// Many calls together never hold more than the budget, whatever each asks.
+TEST(Admission, StrictCallsTogetherNeverPassTheBudget) {
+  Admission a(Bytes(1000, 300));
+  std::vector<size_t> charged;
+  for (size_t want : {300, 299, 301, 250, 200, 150, 100, 50, 1}) {
+    absl::StatusOr<size_t> c = a.Admit(want);
+    if (c.ok()) charged.push_back(*c);
+    EXPECT_LE(a.units(), 1000u) << want;
+  }
+  size_t sum = 0;
+  for (size_t c : charged) sum += c;
+  EXPECT_EQ(sum, a.units());
+  EXPECT_EQ(a.units(), 1000u);  // 300 299 250 150 1
+  for (size_t c : charged) a.Release(c);
+  EXPECT_EQ(a.units(), 0u);
+  EXPECT_EQ(a.requests(), 0u);
+}
+
+TEST(Admission, AHoldGrowsUntilACapAndGivesEverythingBack) {
+  std::vector<size_t> seen;
+  Admission::Limits limits = Bytes(100, 60);
+  limits.on_change = [&](size_t units) { seen.push_back(units); };
+  Admission a(limits);
+  {
+    Admission::Hold stream(&a);
+    EXPECT_EQ(a.requests(), 0u);  // nothing until its first charge
+    ASSERT_TRUE(stream.Grow(40).ok());
+    EXPECT_EQ(a.requests(), 1u);
+    // Past the call's cap: refused, the charge as it was.
+    const absl::Status over = stream.Grow(21);
+    EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(over.message().find("would hold 61 bytes"), std::string::npos);
+    EXPECT_EQ(stream.charged(), 40u);
+    // Another call's: the budget's bound.
+    Admission::Hold other(&a);
+    ASSERT_TRUE(other.Grow(55).ok());
+    const absl::Status full = stream.Grow(10);
+    EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(full.message().find("--max_held_bytes"), std::string::npos);
+    stream.Shrink(15);  // a transient copy gone
+    EXPECT_EQ(a.units(), 80u);
+    ASSERT_TRUE(stream.Grow(20).ok());
+    EXPECT_EQ(a.units(), 100u);
+    // Moved, the charge goes with it, once.
+    Admission::Hold moved = std::move(stream);
+    EXPECT_EQ(stream.charged(), 0u);
+    EXPECT_EQ(moved.charged(), 45u);
+  }
+  EXPECT_EQ(a.units(), 0u);
+  EXPECT_EQ(a.requests(), 0u);
+  EXPECT_EQ(a.counts().released, 2u);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), 0u);
+  // Without a budget a hold charges nothing and refuses nothing.
+  Admission::Hold none;
+  EXPECT_TRUE(none.Grow(size_t{1} << 40).ok());
+}
+
+TEST(Admission, AClosedBudgetRefusesNewHoldsButLetsRunningOnesGrow) {
+  Admission a(Bytes(100, 100));
+  Admission::Hold running(&a);
+  ASSERT_TRUE(running.Grow(10).ok());
+  a.Close();
+  Admission::Hold fresh(&a);
+  EXPECT_EQ(fresh.Grow(1).code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(running.Grow(10).ok());
+  EXPECT_EQ(a.units(), 20u);
 }
 
 }  // namespace

@@ -80,17 +80,11 @@ WORKERS_PER_GPU = 2
 def memory_need(flags):
     """The most memory sortd holds at once under `flags` (name -> int), in
     bytes; deploy/README.md ("Memory limit") derives each term:
-      7 x max_stream_bytes    one SortStream of u32 keys with a permutation
-                              on the CPU path: input 4 B/key, output keys 4,
-                              permutation 4, radix scratch keys 8, indices 8
-      12 x max_request_bytes  one lone unary sort at the limit (10 x: raw
-                              and parsed request, response, its serialized
-                              copy, radix scratch) plus a stream's message
-                              being received and parsed (2 x)
-      96 x max_queued_keys    admitted work, per key at worst (u64 keys and
-                              values with a permutation): request raw 16,
-                              parsed 16, response 20, serialized 20, radix
-                              scratch 24
+      max_held_bytes          everything held for requests, each call
+                              charged its peak before it holds it
+                              (server/held_bytes.h)
+      2 x max_request_bytes   messages gRPC is still receiving, which sortd
+                              charges once whole
       workers x pipeline_depth x (36 x max_batch_keys + 64 MiB)
                               each device runner's packing buffer (in and
                               out: 36 B/key at worst) and pinned staging
@@ -102,22 +96,29 @@ def memory_need(flags):
                               runtime and compiled programs
     """
     gib, mib = 2**30, 2**20
-    return (7 * flags["max_stream_bytes"] + 12 * flags["max_request_bytes"] +
-            96 * flags["max_queued_keys"] +
+    return (flags["max_held_bytes"] + 2 * flags["max_request_bytes"] +
             flags["gpus"] * WORKERS_PER_GPU * flags["pipeline_depth"] *
             (36 * flags["max_batch_keys"] + 64 * mib) +
             flags.get("host_pool_bytes", 0) +
             flags.get("cpu_scratch_bytes", 0) + gib)
 
 
+# What one call holds at most per byte of its array (a u32 sort with a
+# permutation and compact keys: server/held_bytes.h), and a margin for an
+# answer chunk and the messages' own bytes.
+CALL_BYTES_PER_ARRAY_BYTE = 9
+CALL_MARGIN = 64 * 2**20
+
+
 def check_memory_limit(flagfile, helpfull, limit, gpus):
     """The container's memory limit covers memory_need() of the flagfile's
-    flags (sortd's defaults for those it does not set)."""
+    flags (sortd's defaults for those it does not set), and one call at
+    --max_stream_bytes or --max_request_bytes fits --max_call_bytes."""
     defaults = flag_defaults(helpfull)
     values = {}
-    for name in ("max_stream_bytes", "max_request_bytes", "max_queued_keys",
-                 "max_batch_keys", "pipeline_depth", "host_pool_bytes",
-                 "cpu_scratch_bytes"):
+    for name in ("max_held_bytes", "max_call_bytes", "max_stream_bytes",
+                 "max_request_bytes", "max_batch_keys", "pipeline_depth",
+                 "host_pool_bytes", "cpu_scratch_bytes"):
         m = re.search(r"^--%s=(\d+)$" % name, flagfile, re.M)
         text = m.group(1) if m else defaults.get(name)
         if name in ("host_pool_bytes", "cpu_scratch_bytes") and text is None:
@@ -128,6 +129,12 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
         values[name] = int(text)
     values["gpus"] = gpus
     need = memory_need(values)
+    call = values["max_call_bytes"] or values["max_held_bytes"] // 2
+    for name in ("max_stream_bytes", "max_request_bytes"):
+        check(call >= CALL_BYTES_PER_ARRAY_BYTE * values[name] + CALL_MARGIN,
+              "--max_call_bytes (%d) lets no call at --%s=%d be admitted: it "
+              "may hold %d x that (deploy/README.md, \"Memory limit\")" % (
+                  call, name, values[name], CALL_BYTES_PER_ARRAY_BYTE))
     try:
         have = quantity_bytes(limit)
     except ValueError as e:
@@ -136,8 +143,8 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
     check(have >= need,
           "container memory limit %s (%.2f GiB) is below what the flags let "
           "sortd hold, %.2f GiB (deploy/README.md, \"Memory limit\"; lower "
-          "--max_stream_bytes, --max_request_bytes or --max_queued_keys, or "
-          "raise the limit)" % (limit, have / 2**30, need / 2**30))
+          "--max_held_bytes or --max_request_bytes, or raise the limit)" % (
+              limit, have / 2**30, need / 2**30))
 
 
 # What `kubectl kustomize` renders, and what each must carry beyond the

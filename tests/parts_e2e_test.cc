@@ -45,14 +45,18 @@ class PartsTest : public testing::SharedServerTest<PartsTest> {
                : m.substr(at + key.size(), m.find('\n', at) - at - key.size());
   }
 
-  // A Sort call carrying part `index` of `count` of array `group`.
+  // A Sort call carrying part `index` of `count` of array `group` (a
+  // short name padded to the 16 bytes a name needs; an empty one kept).
   static std::string PartMessage(const std::string& keys,
                                  const std::string& group, uint32_t index,
                                  uint32_t count, bool permutation = true) {
     v1::SortRequest r;
     r.set_u32_keys(keys);
     r.set_return_permutation(permutation);
-    r.mutable_part()->set_group(group);
+    r.mutable_part()->set_group(group.empty() || group.size() >= 16
+                                    ? group
+                                    : group +
+                                          std::string(16 - group.size(), '.'));
     r.mutable_part()->set_index(index);
     r.mutable_part()->set_count(count);
     return r.SerializeAsString();
