@@ -661,6 +661,22 @@ sortd::SortServiceImpl::Options ServiceOptions(
           .stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout)};
 }
 
+// The memory budget, and what it lets one call send: a call holds up to 9
+// bytes per byte of its array (server/held_bytes.h).
+void LogMemoryBudget(const sortd::SortServiceImpl::Options& o) {
+  const size_t array = o.max_call_bytes / 9;
+  LogLine(
+      "memory: requests hold at most %zu bytes, one call at most %zu "
+      "(--max_held_bytes, --max_call_bytes): arrays of %zu bytes are "
+      "admitted in one call whatever their shape%s\n",
+      o.max_held_bytes, o.max_call_bytes, array,
+      array < o.limits.max_stream_bytes
+          ? "; larger streams, up to --max_stream_bytes, only in shapes "
+            "that hold less per byte (refused at the message that passes "
+            "--max_call_bytes)"
+          : "");
+}
+
 // Large request and answer arrays in page-locked memory of the first
 // device, whose transfers then skip their staging copy.
 void UsePinnedMemory(const std::vector<sortd::DeviceSlot>& engines,
@@ -730,8 +746,10 @@ int Serve() {
       {.enabled = !shm_socket.empty(),
        .max_bytes = static_cast<size_t>(
            std::max<int64_t>(0, absl::GetFlag(FLAGS_shm_max_bytes)))});
-  sortd::SortServiceImpl service(
-      metrics->get(), ServiceOptions(max_bytes, host_buffers, regions));
+  const sortd::SortServiceImpl::Options service_options =
+      ServiceOptions(max_bytes, host_buffers, regions);
+  LogMemoryBudget(service_options);
+  sortd::SortServiceImpl service(metrics->get(), service_options);
   auto authz =
       sortd::AuthzPolicyFromFlags(!absl::GetFlag(FLAGS_tls_client_ca).empty());
   if (!authz.ok()) return Fail(authz.status());
