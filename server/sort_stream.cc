@@ -113,13 +113,22 @@ class SortStreamReactor final
   }
 
   // Called by the idle watch (with a reference held, no lock of the
-  // watch's): ends the stream if it still waits for the client's next
-  // message and has waited the whole timeout.
+  // watch's): ends the stream if it still waits for the client, for its
+  // next message or to take an answer chunk, and has waited the whole
+  // timeout.
   void EndIfIdle() {
     std::lock_guard<std::mutex> lock(mu_);
     const absl::Duration idle = IdleFor();
     const StreamIdleWatch& watch = *service_->stream_watch_;
-    if (ended_.load() || !reading_.load() || idle < watch.timeout()) return;
+    if (ended_.load() || idle < watch.timeout()) return;
+    if (writing_.load()) {
+      // A write cannot be called off by Finish: the call is cancelled, and
+      // its write ends (OnWriteDone) saying why.
+      write_idle_.store(true);
+      context_->TryCancel();
+      return;
+    }
+    if (!reading_.load()) return;
     End(absl::DeadlineExceededError(absl::StrCat(
         "no stream message came for ", absl::FormatDuration(idle),
         " (--stream_idle_timeout=", absl::FormatDuration(watch.timeout()),
@@ -127,8 +136,12 @@ class SortStreamReactor final
         "what it held released: send its messages without pausing, then "
         "half-close")));
   }
-  // Whether it waits for the client's next message; since when.
-  bool waiting() const { return reading_.load() && !ended_.load(); }
+  // Whether it waits for the client (its next message, or its taking an
+  // answer chunk); since when.
+  bool waiting() const {
+    return (reading_.load() || writing_.load()) && !ended_.load() &&
+           !write_idle_.load();
+  }
   absl::Duration IdleFor() const {
     return absl::Now() - absl::FromUnixNanos(last_.load());
   }
@@ -140,8 +153,17 @@ class SortStreamReactor final
   }
 
   void OnWriteDone(bool ok) override {
+    writing_.store(false);
+    Touch();
     if (!ok) {
-      End(absl::CancelledError("the client went away while answers were sent"));
+      End(write_idle_.load()
+              ? absl::DeadlineExceededError(absl::StrCat(
+                    "the client took no answer chunk for ",
+                    absl::FormatDuration(service_->stream_watch_->timeout()),
+                    " (--stream_idle_timeout): the stream is cancelled and "
+                    "what it held released"))
+              : absl::CancelledError(
+                    "the client went away while answers were sent"));
     } else if (sent_ < count_) {
       WriteNext();
     } else {
@@ -388,6 +410,8 @@ class SortStreamReactor final
       End(encoded);
       return;
     }
+    Touch();
+    writing_.store(true);
     StartWrite(&response_);
   }
 
@@ -443,10 +467,13 @@ class SortStreamReactor final
   std::vector<Piece> pieces_;
   wire::OutputArray joined_keys_, joined_values_;
 
-  // Reading: between StartRead and OnReadDone, held with mu_ (and by
-  // EndIfIdle). ended_: Finish called (once).
+  // reading_: between StartRead and OnReadDone, set with mu_ held (and
+  // read by EndIfIdle under it). ended_: Finish called (once).
   std::mutex mu_;
   std::atomic<bool> reading_{false}, ended_{false};
+  // writing_: between StartWrite and OnWriteDone; write_idle_: the idle
+  // watch cancelled the call while a write waited.
+  std::atomic<bool> writing_{false}, write_idle_{false};
   std::atomic<int64_t> last_{0};  // the last read's start or end, Unix ns
   // gRPC's reference (until OnDone) and the idle watch's, while it ends it.
   std::atomic<int> refs_{1};

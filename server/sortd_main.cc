@@ -106,7 +106,8 @@ ABSL_FLAG(int64_t, max_call_bytes, 0,
 ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(30),
           "A SortStream on which no message comes for this long, while "
           "sortd waits for one, is ended DEADLINE_EXCEEDED (within a "
-          "quarter more) and what it held released (0: never).");
+          "quarter more) and what it held released; so is one whose client "
+          "takes no answer chunk for this long (cancelled). 0: never.");
 ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{2} << 20,
           "Array bytes (keys, values and permutation together) per "
           "SortStream response message; the default stays under gRPC's "

@@ -73,17 +73,32 @@ double WaitForMetricValue(const ServerProcess& server, const std::string& name,
   return v;
 }
 
+// Waits (60 s at most, scraping) until the metrics contain `text`.
+bool WaitForMetricText(const ServerProcess& server, const std::string& text) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (HttpGet(server.metrics_address(), "/metrics").find(text) !=
+        std::string::npos) {
+      return true;
+    }
+    std::this_thread::yield();
+  }
+  return false;
+}
+
 // A SortStream that sends the messages it is given and never half-closes
-// (unless told to): what a client that holds a stream open does.
+// (unless told to): what a client that holds a stream open does. With
+// `read_answers` false it never reads an answer either.
 class OpenStream final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit OpenStream(grpc::GenericStub& stub) {
+  explicit OpenStream(grpc::GenericStub& stub, bool read_answers = true) {
     context_.set_deadline(std::chrono::system_clock::now() +
                           std::chrono::seconds(120));
     stub.PrepareBidiStreamingCall(&context_, "/sortd.v1.SortService/SortStream",
                                   {}, this);
-    StartRead(&in_);
+    if (read_answers) StartRead(&in_);
     StartCall();
   }
 
@@ -100,6 +115,8 @@ class OpenStream final
     return write_ok_;
   }
   void Cancel() { context_.TryCancel(); }
+  // Half-closes: the array is complete.
+  void Close() { StartWritesDone(); }
 
   // The call's status once it ends, within `timeout`.
   std::optional<grpc::Status> Await(std::chrono::seconds timeout) {
@@ -241,6 +258,32 @@ TEST(HeldBytes, AnIdleStreamIsEndedAndReleased) {
       stub, {KeysMessage(1000, 4), KeysMessage(1000, 5)});
   EXPECT_TRUE(live->Await().ok());
   delete live;
+}
+
+// A client that sends its array and never reads the answer: once sortd's
+// writes have waited --stream_idle_timeout for the client, the call is
+// cancelled and the answer's bytes released.
+TEST(HeldBytes, AStreamWhoseAnswerIsNotReadIsCancelledAndReleased) {
+  ServerProcess server({"--device=cpu", "--cpu_threads=2",
+                        "--metrics_listen=127.0.0.1:0",
+                        "--stream_idle_timeout=1s"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  grpc::GenericStub stub(OwnChannel(server.address()));
+  OpenStream stream(stub, /*read_answers=*/false);
+  // 64 MiB of keys: far more answer than the connection's windows take.
+  for (uint64_t m = 0; m < 16; ++m) {
+    ASSERT_TRUE(stream.Send(KeysMessage(kMiB, 30 + m)));
+  }
+  stream.Close();
+  // The server's side: the call ends DEADLINE_EXCEEDED (the client, not
+  // reading, may not hear of it until it reads) and its bytes go.
+  const std::string ended =
+      "sortd_requests_total{code=\"DEADLINE_EXCEEDED\",method=\"SortStream\","
+      "path=\"none\"} 1";
+  EXPECT_TRUE(WaitForMetricText(server, ended)) << server.Output();
+  EXPECT_EQ(WaitForMetricValue(server, "sortd_held_bytes", 0), 0);
+  stream.Cancel();
+  EXPECT_TRUE(stream.Await(std::chrono::seconds(60)).has_value());
 }
 
 // A Sort call carrying part `index` of `count` of array `group`, with `n`
