@@ -36,16 +36,6 @@ size_t PartAssembler::waiting_groups() const {
   return groups_.size();
 }
 
-std::string PartAssembler::PeerScope(const std::string& peer) {
-  // "ipv4:10.0.0.7:41234", "ipv6:[::1]:41234": the port goes; other kinds
-  // ("unix:/path") name no port.
-  if (peer.rfind("ipv4:", 0) == 0 || peer.rfind("ipv6:", 0) == 0) {
-    const size_t colon = peer.rfind(':');
-    if (colon > 4) return peer.substr(0, colon);
-  }
-  return peer;
-}
-
 void PartAssembler::ChangedLocked() {
   if (options_.on_change) options_.on_change(waiting_parts_, waiting_bytes_);
 }

@@ -12,11 +12,13 @@
 // bytes of its whole message (what it holds while it waits), whatever its
 // arrays.
 //
-// Groups are scoped: a group is named by its `scope` (the address of the
-// client's host, which every connection of one client shares) and its
-// name, 16 to 64 bytes the client draws at random (128 bits at least), so
-// that a client on another host never joins an array it did not send (it
-// gets a group of its own), and one on the same host must learn the name.
+// Groups are scoped: a group is named by its `scope` (the client, as
+// Peer::client says: its verified certificate's identity under mutual
+// TLS, else its host's address, which every connection of one client
+// shares) and its name, 16 to 64 bytes the client draws at random (128
+// bits at least), so that another client never joins an array it did not
+// send (it gets a group of its own); one that shares the scope (the same
+// host, without TLS) must learn the name.
 //
 //   PartAssembler parts({.timeout = absl::Seconds(10)});
 //   absl::StatusOr<std::vector<PartAssembler::Part>> whole =
@@ -100,10 +102,6 @@ class PartAssembler {
   // with it. Returns `refused`, for that part's own call.
   absl::Status Refuse(const std::string& scope, const v1::Part& spec,
                       const absl::Status& refused);
-
-  // The scope of a call from `peer` (grpc::ServerContext::peer()): its
-  // address without the port, "ipv4:10.0.0.7" for "ipv4:10.0.0.7:41234".
-  static std::string PeerScope(const std::string& peer);
 
   // Fails every waiting part with `status`.
   void FailAll(const absl::Status& status);

@@ -37,9 +37,10 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPart(
                              "`part` and `shared` do not go together: a "
                              "region holds its whole array"));
   }
-  // Groups are the client host's own (PartAssembler::PeerScope): parts of
-  // one array come over several connections of one client.
-  const std::string scope = PartAssembler::PeerScope(call->context->peer());
+  // Groups are the client's own (its verified certificate's identity
+  // under mutual TLS, else its host: server/peer.h), not the
+  // connection's: parts of one array come over several connections.
+  const std::string& scope = call->peer.client;
   absl::StatusOr<SortJob> job =
       ParseSort(call->sort, options_.limits, call->bytes.data().size());
   if (!job.ok()) {

@@ -18,7 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Calls from one client host.
+// Calls from one client (Peer::client: a host without TLS).
 const std::string kScope = "ipv4:10.0.0.7";
 
 // A group name: short test names padded to the 16 bytes a name needs at
@@ -227,8 +227,8 @@ TEST(PartAssembler, WaitingPartsCountTheirMessageBytes) {
   EXPECT_EQ(bytes_seen, 0u);
 }
 
-// Groups are scoped by the client's host: the same name from another host
-// is another group, which never sees the first one's parts.
+// Groups are scoped by the client (Peer::client): the same name from
+// another client is another group, which never sees the first one's parts.
 TEST(PartAssembler, AGroupNameFromAnotherHostIsAnotherGroup) {
   Recorder r;  // outlives the assembler, which may fail parts as it goes
   PartAssembler parts({});
@@ -256,14 +256,6 @@ TEST(PartAssembler, NamesAreOfSixteenBytesAtLeast) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("16 to 64 random bytes"));
   EXPECT_EQ(parts.waiting_groups(), 0u);
-}
-
-TEST(PartAssembler, TheScopeIsThePeerWithoutItsPort) {
-  EXPECT_EQ(PartAssembler::PeerScope("ipv4:127.0.0.1:41234"), "ipv4:127.0.0.1");
-  EXPECT_EQ(PartAssembler::PeerScope("ipv6:[::1]:41234"), "ipv6:[::1]");
-  EXPECT_EQ(PartAssembler::PeerScope("ipv6:%5B::1%5D:41234"), "ipv6:%5B::1%5D");
-  EXPECT_EQ(PartAssembler::PeerScope("unix:/tmp/sortd.sock"),
-            "unix:/tmp/sortd.sock");
 }
 
 TEST(PartAssembler, AGroupNotWholeInTimeFailsWithWhatCame) {
