@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/held_bytes.h"
 
 namespace sortd {
 namespace {
@@ -167,6 +168,29 @@ TEST(Admission, AClosedBudgetRefusesNewHoldsButLetsRunningOnesGrow) {
   EXPECT_EQ(fresh.Grow(1).code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(running.Grow(10).ok());
   EXPECT_EQ(a.units(), 20u);
+}
+
+// What the service charges a sort beyond its request: the answer's
+// arrays, compact keys and the CPU path's radix scratch (two copies of the
+// keys as ordered bits, and of their 4-byte indices when values or a
+// permutation follow them); no arrays of its own for one in a region.
+TEST(HeldBytes, ASortIsChargedItsAnswerAndScratch) {
+  const size_t n = 1000;
+  // u32 with a permutation: 8 B of answer, 16 of scratch a key.
+  EXPECT_EQ(SortWorkBytes(KeyType::kU32, ValueType::kNone, true, false, n),
+            24 * n);
+  EXPECT_EQ(SortWorkBytes(KeyType::kU32, ValueType::kNone, true, true, n),
+            28 * n);
+  // Keys only: 4 B of answer, 8 of scratch.
+  EXPECT_EQ(SortWorkBytes(KeyType::kU32, ValueType::kNone, false, false, n),
+            12 * n);
+  // u64 keys, u64 values and a permutation: 20 B of answer, 24 of scratch.
+  EXPECT_EQ(SortWorkBytes(KeyType::kU64, ValueType::kU64, true, false, n),
+            44 * n);
+  // In a shared-memory region: the scratch alone.
+  EXPECT_EQ(SortWorkBytes(KeyType::kU32, ValueType::kNone, true, false, n,
+                          /*in_region=*/true),
+            16 * n);
 }
 
 }  // namespace
