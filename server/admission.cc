@@ -8,8 +8,8 @@
 
 namespace sortd {
 
-absl::Status Admission::CheckLocked(size_t charged, size_t more,
-                                    bool fresh) const {
+absl::Status Admission::CheckLocked(size_t charged, size_t more, bool fresh,
+                                    const std::string& client) const {
   if (fresh && closed_) {
     return absl::UnavailableError(
         "sortd is shutting down and takes no new requests; retry on "
@@ -26,6 +26,17 @@ absl::Status Admission::CheckLocked(size_t charged, size_t more,
         absl::StrCat("this call would hold ", charged + more, " ", limits_.unit,
                      ", more than one call may hold, ", limits_.max_call_units,
                      " (", limits_.call_flag, "); send less in one call"));
+  }
+  if (!client.empty() && limits_.max_client_units != SIZE_MAX) {
+    auto it = client_units_.find(client);
+    const size_t held = it == client_units_.end() ? 0 : it->second;
+    if (held + more > limits_.max_client_units) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this client's calls hold ", held, " ", limits_.unit,
+          " and this one needs ", more, " more; one client may hold ",
+          limits_.max_client_units, " (", limits_.client_flag,
+          "), so that others keep their share; retry with back-off"));
+    }
   }
   if (units_ + more <= limits_.max_units) return absl::OkStatus();
   if (limits_.strict) {
@@ -65,14 +76,16 @@ absl::StatusOr<size_t> Admission::Admit(size_t units) {
   return charge;
 }
 
-absl::Status Admission::Grow(size_t charged, size_t more, bool fresh) {
+absl::Status Admission::Grow(size_t charged, size_t more, bool fresh,
+                             const std::string& client) {
   std::lock_guard<std::mutex> lock(mu_);
-  const absl::Status refused = CheckLocked(charged, more, fresh);
+  const absl::Status refused = CheckLocked(charged, more, fresh, client);
   if (!refused.ok()) {
     if (fresh) ++counts_.refused;
     return refused;
   }
   units_ += more;
+  if (!client.empty()) client_units_[client] += more;
   if (fresh) {
     ++requests_;
     ++counts_.admitted;
@@ -81,9 +94,15 @@ absl::Status Admission::Grow(size_t charged, size_t more, bool fresh) {
   return absl::OkStatus();
 }
 
-void Admission::Shrink(size_t units, bool last) {
+void Admission::Shrink(size_t units, bool last, const std::string& client) {
   std::lock_guard<std::mutex> lock(mu_);
   units_ -= units;
+  if (!client.empty()) {
+    auto it = client_units_.find(client);
+    if (it != client_units_.end() && (it->second -= units) == 0) {
+      client_units_.erase(it);
+    }
+  }
   if (last) {
     --requests_;
     ++counts_.released;
@@ -109,13 +128,15 @@ Admission::Hold& Admission::Hold::operator=(Hold&& other) noexcept {
     budget_ = std::exchange(other.budget_, nullptr);
     charged_ = std::exchange(other.charged_, 0);
     admitted_ = std::exchange(other.admitted_, false);
+    client_ = std::move(other.client_);
   }
   return *this;
 }
 
 absl::Status Admission::Hold::Grow(size_t units) {
   if (budget_ == nullptr) return absl::OkStatus();
-  if (absl::Status s = budget_->Grow(charged_, units, !admitted_); !s.ok()) {
+  if (absl::Status s = budget_->Grow(charged_, units, !admitted_, client_);
+      !s.ok()) {
     return s;
   }
   admitted_ = true;
@@ -127,12 +148,12 @@ void Admission::Hold::Shrink(size_t units) {
   units = std::min(units, charged_);
   if (budget_ == nullptr || !admitted_ || units == 0) return;
   charged_ -= units;
-  budget_->Shrink(units, /*last=*/false);
+  budget_->Shrink(units, /*last=*/false, client_);
 }
 
 void Admission::Hold::Reset() {
   if (budget_ == nullptr || !admitted_) return;
-  budget_->Shrink(std::exchange(charged_, 0), /*last=*/true);
+  budget_->Shrink(std::exchange(charged_, 0), /*last=*/true, client_);
   admitted_ = false;
 }
 
@@ -161,6 +182,12 @@ void Admission::WaitIdle() {
 size_t Admission::units() const {
   std::lock_guard<std::mutex> lock(mu_);
   return units_;
+}
+
+size_t Admission::client_units(const std::string& client) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = client_units_.find(client);
+  return it == client_units_.end() ? 0 : it->second;
 }
 
 size_t Admission::requests() const {

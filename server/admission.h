@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -52,12 +53,16 @@ class Admission {
     // budget of memory, which charging a call less than it holds would let
     // it pass).
     bool strict = false;
+    // Units the calls of one client (Hold::SetClient) may hold together,
+    // so that one client cannot take the whole budget from the others.
+    size_t max_client_units = SIZE_MAX;
     // For the messages: the unit, and the flags that set max_units,
     // max_call_units and max_requests.
     std::string unit = "keys";
     std::string units_flag = "--max_queued_keys";
     std::string call_flag = "--max_call_keys";
     std::string requests_flag = "--max_queued_requests";
+    std::string client_flag = "";
     // Called with the units charged after every change, under the budget's
     // lock (cheap, and never calling back into it): a gauge.
     std::function<void(size_t)> on_change = nullptr;
@@ -79,6 +84,9 @@ class Admission {
     Hold(const Hold&) = delete;
     Hold& operator=(const Hold&) = delete;
 
+    // Counts this call's charge as `client`'s (a Peer's fair-share key),
+    // against Limits::max_client_units. Before the first Grow.
+    void SetClient(std::string client) { client_ = std::move(client); }
     // Charges `units` more, or says why not (then the charge is as it
     // was). Without a budget, always OK.
     absl::Status Grow(size_t units);
@@ -92,6 +100,7 @@ class Admission {
     Admission* budget_ = nullptr;
     size_t charged_ = 0;
     bool admitted_ = false;
+    std::string client_;  // empty: counted for no client
   };
 
   explicit Admission(const Limits& limits) : limits_(limits) {}
@@ -115,24 +124,28 @@ class Admission {
   void WaitIdle();
 
   size_t requests() const;
-  // Units charged now, over every request.
+  // Units charged now, over every request; of one client's.
   size_t units() const;
+  size_t client_units(const std::string& client) const;
   Counts counts() const;
   const Limits& limits() const { return limits_; }
 
  private:
   // Why `more` units for a request already charged `charged` (0: a new
   // one) are refused, or OK; with the lock held.
-  absl::Status CheckLocked(size_t charged, size_t more, bool fresh) const;
+  absl::Status CheckLocked(size_t charged, size_t more, bool fresh,
+                           const std::string& client = "") const;
   void ChangedLocked();
   // Hold's steps.
-  absl::Status Grow(size_t charged, size_t more, bool fresh);
-  void Shrink(size_t units, bool last);
+  absl::Status Grow(size_t charged, size_t more, bool fresh,
+                    const std::string& client);
+  void Shrink(size_t units, bool last, const std::string& client);
 
   const Limits limits_;
   mutable std::mutex mu_;
   std::condition_variable idle_;
   size_t units_ = 0, requests_ = 0;
+  std::map<std::string, size_t> client_units_;  // clients holding units
   bool closed_ = false;
   Counts counts_;
 };

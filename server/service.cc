@@ -85,9 +85,11 @@ SortServiceImpl::SortServiceImpl(Metrics* metrics, const Options& options)
              .max_requests = SIZE_MAX,
              .max_call_units = options.max_call_bytes,
              .strict = true,
+             .max_client_units = options.max_client_bytes,
              .unit = "bytes",
              .units_flag = "--max_held_bytes",
              .call_flag = "--max_call_bytes",
+             .client_flag = "--max_client_held_bytes",
              .on_change =
                  [metrics](size_t bytes) {
                    if (metrics != nullptr) {
@@ -235,6 +237,7 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
     *read = s;
     return call;
   }
+  call->hold->SetClient(call->peer.client);
   // gRPC's copy of the request and sortd's (joined from its slices), both
   // admitted before sortd copies a byte; refused, gRPC's copy goes at once.
   const size_t message_bytes = request->Length();

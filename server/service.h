@@ -97,6 +97,8 @@ class SortServiceImpl final : public RawSortService {
     // would pass either bound is refused RESOURCE_EXHAUSTED.
     size_t max_held_bytes = size_t{16} << 30;
     size_t max_call_bytes = size_t{8} << 30;
+    // What the calls of one client (Peer::client) may hold together.
+    size_t max_client_bytes = size_t{8} << 30;
     // A SortStream on which no message comes for this long, while sortd
     // waits for one, is ended DEADLINE_EXCEEDED (--stream_idle_timeout;
     // zero or infinite: never).

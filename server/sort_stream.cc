@@ -68,6 +68,7 @@ class SortStreamReactor final
         received_(absl::Now()),
         id_(service->NextRequestId()),
         hold_(&service->held_) {
+    hold_.SetClient(PeerOf(*context).client);
     service_->open_calls_.Opened();
     Touch();
     service_->stream_watch_->Add(this);

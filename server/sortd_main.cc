@@ -103,6 +103,12 @@ ABSL_FLAG(int64_t, max_call_bytes, 0,
           "a call that would hold more is refused RESOURCE_EXHAUSTED up "
           "front, a stream at the message that passes it. A u32 sort with a "
           "permutation holds 8 times its keys' bytes (server/held_bytes.h).");
+ABSL_FLAG(int64_t, max_client_held_bytes, 0,
+          "Memory the calls of one client may hold together, in bytes (0: "
+          "--max_call_bytes); a call beyond it gets RESOURCE_EXHAUSTED, so "
+          "that one client cannot take the whole --max_held_bytes from the "
+          "others. A client is its certificate's identity under mutual TLS, "
+          "else its host.");
 ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(30),
           "A SortStream on which no message comes for this long, while "
           "sortd waits for one, is ended DEADLINE_EXCEEDED (within a "
@@ -343,10 +349,14 @@ absl::Status CheckFlags() {
       absl::GetFlag(FLAGS_max_call_bytes) < 0 ||
       absl::GetFlag(FLAGS_max_call_bytes) >
           absl::GetFlag(FLAGS_max_held_bytes) ||
+      absl::GetFlag(FLAGS_max_client_held_bytes) < 0 ||
+      absl::GetFlag(FLAGS_max_client_held_bytes) >
+          absl::GetFlag(FLAGS_max_held_bytes) ||
       absl::GetFlag(FLAGS_stream_idle_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "--max_held_bytes must be positive, --max_call_bytes 0 to "
-        "--max_held_bytes, --stream_idle_timeout not negative");
+        "--max_held_bytes must be positive, --max_call_bytes and "
+        "--max_client_held_bytes 0 to --max_held_bytes, "
+        "--stream_idle_timeout not negative");
   }
   if (absl::GetFlag(FLAGS_max_batch_delay) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_batch_delay must not be negative");
@@ -645,7 +655,14 @@ sortd::SortServiceImpl::Options ServiceOptions(
     int max_bytes, sortd::HostBufferPool& host_buffers,
     sortd::RegionRegistry& regions) {
   const auto held = static_cast<size_t>(absl::GetFlag(FLAGS_max_held_bytes));
-  const auto call = static_cast<size_t>(absl::GetFlag(FLAGS_max_call_bytes));
+  const size_t call =
+      absl::GetFlag(FLAGS_max_call_bytes) > 0
+          ? static_cast<size_t>(absl::GetFlag(FLAGS_max_call_bytes))
+          : std::max<size_t>(1, held / 2);
+  const size_t client =
+      absl::GetFlag(FLAGS_max_client_held_bytes) > 0
+          ? static_cast<size_t>(absl::GetFlag(FLAGS_max_client_held_bytes))
+          : call;
   return {.limits = {.max_request_bytes = static_cast<size_t>(max_bytes),
                      .max_stream_bytes = static_cast<size_t>(
                          absl::GetFlag(FLAGS_max_stream_bytes)),
@@ -658,7 +675,8 @@ sortd::SortServiceImpl::Options ServiceOptions(
           .regions = &regions,
           .part_timeout = absl::GetFlag(FLAGS_part_timeout),
           .max_held_bytes = held,
-          .max_call_bytes = call > 0 ? call : std::max<size_t>(1, held / 2),
+          .max_call_bytes = call,
+          .max_client_bytes = client,
           .stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout)};
 }
 

@@ -4,6 +4,7 @@
 // cap refused up front, nothing admitted past the budget, holds that grow.
 #include "server/admission.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -117,6 +118,45 @@ TEST(Admission, StrictCallsTogetherNeverPassTheBudget) {
   for (size_t c : charged) a.Release(c);
   EXPECT_EQ(a.units(), 0u);
   EXPECT_EQ(a.requests(), 0u);
+}
+
+// One client's calls together hold at most max_client_units, so that
+// another client finds room in the budget; a call without a client is not
+// counted for any.
+TEST(Admission, OneClientCannotTakeTheWholeBudget) {
+  Admission::Limits limits = Bytes(1000, 400);
+  limits.max_client_units = 500;
+  limits.client_flag = "--max_client_held_bytes";
+  Admission a(limits);
+  std::vector<Admission::Hold> hostile;
+  for (int i = 0; i < 3; ++i) {
+    hostile.emplace_back(&a);
+    hostile.back().SetClient("x509:hostile");
+  }
+  EXPECT_TRUE(hostile[0].Grow(400).ok());
+  EXPECT_TRUE(hostile[1].Grow(100).ok());
+  absl::Status refused = hostile[2].Grow(1);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.message()),
+              ::testing::HasSubstr("--max_client_held_bytes"));
+  EXPECT_EQ(a.client_units("x509:hostile"), 500u);
+  Admission::Hold neighbour(&a);
+  neighbour.SetClient("x509:neighbour");
+  EXPECT_TRUE(neighbour.Grow(400).ok());
+  EXPECT_EQ(a.units(), 900u);
+  hostile[1].Shrink(60);
+  EXPECT_EQ(a.client_units("x509:hostile"), 440u);
+  EXPECT_TRUE(hostile[2].Grow(60).ok());
+  Admission::Hold anonymous(&a);
+  EXPECT_EQ(anonymous.Grow(101).code(), absl::StatusCode::kResourceExhausted)
+      << "the budget as a whole still binds";
+  EXPECT_TRUE(anonymous.Grow(100).ok());
+  anonymous.Reset();
+  hostile.clear();
+  neighbour.Reset();
+  EXPECT_EQ(a.client_units("x509:hostile"), 0u);
+  EXPECT_EQ(a.client_units("x509:neighbour"), 0u);
+  EXPECT_EQ(a.units(), 0u);
 }
 
 TEST(Admission, AHoldGrowsUntilACapAndGivesEverythingBack) {
