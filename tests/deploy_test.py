@@ -83,8 +83,9 @@ def memory_need(flags):
       max_held_bytes          everything held for requests, each call
                               charged its peak before it holds it
                               (server/held_bytes.h)
-      2 x max_request_bytes   messages gRPC is still receiving, which sortd
-                              charges once whole
+      grpc_memory_bytes       what gRPC buffers for all connections (its
+                              resource quota): messages still being
+                              received, which sortd charges once whole
       workers x pipeline_depth x (36 x max_batch_keys + 64 MiB)
                               each device runner's packing buffer (in and
                               out: 36 B/key at worst) and pinned staging
@@ -96,7 +97,7 @@ def memory_need(flags):
                               runtime and compiled programs
     """
     gib, mib = 2**30, 2**20
-    return (flags["max_held_bytes"] + 2 * flags["max_request_bytes"] +
+    return (flags["max_held_bytes"] + flags["grpc_memory_bytes"] +
             flags["gpus"] * WORKERS_PER_GPU * flags["pipeline_depth"] *
             (36 * flags["max_batch_keys"] + 64 * mib) +
             flags.get("host_pool_bytes", 0) +
@@ -117,8 +118,8 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
     defaults = flag_defaults(helpfull)
     values = {}
     for name in ("max_held_bytes", "max_call_bytes", "max_stream_bytes",
-                 "max_request_bytes", "max_batch_keys", "pipeline_depth",
-                 "host_pool_bytes", "cpu_scratch_bytes"):
+                 "max_request_bytes", "grpc_memory_bytes", "max_batch_keys",
+                 "pipeline_depth", "host_pool_bytes", "cpu_scratch_bytes"):
         m = re.search(r"^--%s=(\d+)$" % name, flagfile, re.M)
         text = m.group(1) if m else defaults.get(name)
         if name in ("host_pool_bytes", "cpu_scratch_bytes") and text is None:
@@ -128,6 +129,9 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
             return
         values[name] = int(text)
     values["gpus"] = gpus
+    check(values["grpc_memory_bytes"] > 0,
+          "--grpc_memory_bytes=0 leaves what gRPC buffers unbounded: no "
+          "memory limit holds (deploy/README.md, \"Memory limit\")")
     need = memory_need(values)
     call = values["max_call_bytes"] or values["max_held_bytes"] // 2
     for name in ("max_stream_bytes", "max_request_bytes"):
@@ -143,7 +147,7 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
     check(have >= need,
           "container memory limit %s (%.2f GiB) is below what the flags let "
           "sortd hold, %.2f GiB (deploy/README.md, \"Memory limit\"; lower "
-          "--max_held_bytes or --max_request_bytes, or raise the limit)" % (
+          "--max_held_bytes or --grpc_memory_bytes, or raise the limit)" % (
               limit, have / 2**30, need / 2**30))
 
 
