@@ -67,25 +67,38 @@ absl::StatusOr<int> ConnectShmSocket(const std::string& socket_path) {
   return fd;
 }
 
-absl::StatusOr<std::pair<std::string, size_t>> RegisterMemfd(
-    int socket, int fd, absl::Duration timeout) {
-  static constexpr char kRegister[] = "REGISTER 1\n";
-  iovec iov{.iov_base = const_cast<char*>(kRegister),
-            .iov_len = sizeof kRegister - 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+absl::Status SendWithDescriptors(int socket, absl::string_view text,
+                                 const std::vector<int>& fds) {
+  constexpr size_t kMaxFds = 8;
+  if (fds.size() > kMaxFds) {
+    return absl::InvalidArgumentError("at most 8 descriptors a message");
+  }
+  iovec iov{.iov_base = const_cast<char*>(text.data()), .iov_len = text.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
   msghdr message{};
   message.msg_iov = &iov;
   message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+  if (!fds.empty()) {
+    message.msg_control = control;
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+  }
   if (sendmsg(socket, &message, MSG_NOSIGNAL) < 0) {
     return absl::UnavailableError(
-        absl::StrCat("sending the memfd to sortd: ", Errno()));
+        absl::StrCat("sending to sortd's shared-memory socket: ", Errno()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<std::string, size_t>> RegisterMemfd(
+    int socket, int fd, absl::Duration timeout) {
+  if (absl::Status s = SendWithDescriptors(socket, "REGISTER 1\n", {fd});
+      !s.ok()) {
+    return s;
   }
   pollfd p{.fd = socket, .events = POLLIN, .revents = 0};
   const int ready =

@@ -24,8 +24,11 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace sortd {
@@ -62,6 +65,12 @@ class SharedRegion {
 // clients that make their own memfds (and for tests of what sortd refuses).
 absl::StatusOr<std::pair<std::string, size_t>> RegisterMemfd(
     int socket, int fd, absl::Duration timeout = absl::Seconds(10));
+
+// Sends the datagram `text` with `fds` attached (SCM_RIGHTS, at most 8)
+// over `socket`: a registration's raw message, for clients that speak the
+// protocol themselves and for tests of what sortd refuses.
+absl::Status SendWithDescriptors(int socket, absl::string_view text,
+                                 const std::vector<int>& fds);
 
 // A connection to sortd's --shm_socket (a descriptor the caller closes).
 absl::StatusOr<int> ConnectShmSocket(const std::string& socket_path);

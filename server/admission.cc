@@ -27,18 +27,8 @@ absl::Status Admission::CheckLocked(size_t charged, size_t more, bool fresh,
                      ", more than one call may hold, ", limits_.max_call_units,
                      " (", limits_.call_flag, "); send less in one call"));
   }
-  if (!client.empty() && limits_.max_client_units != SIZE_MAX) {
-    auto it = client_units_.find(client);
-    const size_t held = it == client_units_.end() ? 0 : it->second;
-    if (held + more > limits_.max_client_units) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "this client's calls hold ", held, " ", limits_.unit,
-          " and this one needs ", more, " more; one client may hold ",
-          limits_.max_client_units, " (", limits_.client_flag,
-          "), so that others keep their share; retry with back-off"));
-    }
-  }
-  if (units_ + more <= limits_.max_units) return absl::OkStatus();
+  if (units_ + more <= limits_.max_units)
+    return CheckClientLocked(more, client);
   if (limits_.strict) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "sortd is overloaded: requests hold ", units_, " ", limits_.unit,
@@ -52,6 +42,22 @@ absl::Status Admission::CheckLocked(size_t charged, size_t more, bool fresh,
                      " are queued or running and this request counts for ",
                      more, ", the limit is ", limits_.max_units, " (",
                      limits_.units_flag, "); retry with back-off"));
+  }
+  return CheckClientLocked(more, client);
+}
+
+absl::Status Admission::CheckClientLocked(size_t more,
+                                          const std::string& client) const {
+  if (!client.empty() && limits_.max_client_units != SIZE_MAX) {
+    auto it = client_units_.find(client);
+    const size_t held = it == client_units_.end() ? 0 : it->second;
+    if (held + more > limits_.max_client_units) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this client's calls hold ", held, " ", limits_.unit,
+          " and this one needs ", more, " more; one client may hold ",
+          limits_.max_client_units, " (", limits_.client_flag,
+          "), so that others keep their share; retry with back-off"));
+    }
   }
   return absl::OkStatus();
 }

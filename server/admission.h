@@ -135,6 +135,8 @@ class Admission {
   // one) are refused, or OK; with the lock held.
   absl::Status CheckLocked(size_t charged, size_t more, bool fresh,
                            const std::string& client = "") const;
+  // The same for `client`'s share (Limits::max_client_units).
+  absl::Status CheckClientLocked(size_t more, const std::string& client) const;
   void ChangedLocked();
   // Hold's steps.
   absl::Status Grow(size_t charged, size_t more, bool fresh,

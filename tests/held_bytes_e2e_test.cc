@@ -180,7 +180,9 @@ TEST(HeldBytes, StreamsThatNeverHalfCloseCannotHoldMoreThanTheBudget) {
   ServerProcess server(
       {"--device=cpu", "--cpu_threads=2", "--metrics_listen=127.0.0.1:0",
        "--max_request_bytes=16777216", "--max_held_bytes=67108864",
-       "--max_call_bytes=33554432"});
+       "--max_call_bytes=33554432",
+       // One client here: the bound under test is the budget of all.
+       "--max_client_held_bytes=67108864"});
   ASSERT_TRUE(server.Start()) << server.Output();
   const double bound = 64.0 * kMiB;
   EXPECT_EQ(Metric(server, "sortd_max_held_bytes"), bound);
@@ -323,7 +325,9 @@ TEST(HeldBytes, PaddedPartsAreChargedByTheirMessageBytes) {
   ServerProcess server(
       {"--device=cpu", "--cpu_threads=2", "--metrics_listen=127.0.0.1:0",
        "--max_request_bytes=33554432", "--max_held_bytes=67108864",
-       "--max_call_bytes=33554432", "--part_timeout=3s"});
+       "--max_call_bytes=33554432", "--part_timeout=3s",
+       // One client here: the bound under test is the budget of all.
+       "--max_client_held_bytes=67108864"});
   ASSERT_TRUE(server.Start()) << server.Output();
   const double bound = 64.0 * kMiB;
   const std::string group(16, 'G');
