@@ -48,6 +48,7 @@ namespace sortd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing::RssBytes;
 using testing::ServerProcess;
 
 // What sortd may hold for requests (its --max_held_bytes) and what its
@@ -55,17 +56,6 @@ using testing::ServerProcess;
 // and the CPU path's scratch for the sorts it runs.
 constexpr size_t kHeldBudget = size_t{512} << 20;
 constexpr size_t kOverhead = size_t{384} << 20;
-
-size_t RssBytes(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
-    }
-  }
-  return 0;
-}
 
 // Clients authenticate with mutual TLS: the well-behaved ones as one
 // client, the hostile ones as another (on one host, a certificate is what

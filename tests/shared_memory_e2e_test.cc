@@ -60,21 +60,7 @@ constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 // Sends `text` with `fds` attached over `socket` and reads the answer.
 std::string Exchange(int socket, const std::string& text,
                      const std::vector<int>& fds) {
-  iovec iov{.iov_base = const_cast<char*>(text.data()), .iov_len = text.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  if (!fds.empty()) {
-    message.msg_control = control;
-    message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* h = CMSG_FIRSTHDR(&message);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
-  }
-  EXPECT_GE(sendmsg(socket, &message, MSG_NOSIGNAL), 0);
+  EXPECT_TRUE(SendWithDescriptors(socket, text, fds).ok());
   char answer[1024];
   const ssize_t n = recv(socket, answer, sizeof answer, 0);
   return n > 0 ? std::string(answer, static_cast<size_t>(n)) : "";

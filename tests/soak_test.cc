@@ -34,19 +34,8 @@
 namespace sortd {
 namespace {
 
+using testing::RssBytes;
 using testing::ServerProcess;
-
-// Resident set of a process in bytes (0 if gone).
-size_t RssBytes(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
-    }
-  }
-  return 0;
-}
 
 struct Outcomes {
   std::mutex mu;

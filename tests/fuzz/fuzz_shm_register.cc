@@ -150,22 +150,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   absl::StatusOr<int> socket = sortd::ConnectShmSocket(server.path);
   if (!socket.ok()) Finding("connect", socket.status().ToString());
-  iovec iov{.iov_base = text.data(), .iov_len = text.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 3)] = {};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  if (!fds.empty()) {
-    message.msg_control = control;
-    message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* h = CMSG_FIRSTHDR(&message);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
-  }
-  if (sendmsg(*socket, &message, MSG_NOSIGNAL) < 0) {
-    Finding("send", std::strerror(errno));
+  if (absl::Status s = sortd::SendWithDescriptors(*socket, text, fds);
+      !s.ok()) {
+    Finding("send", s.ToString());
   }
   for (int fd : fds) close(fd);
   pollfd p{.fd = *socket, .events = POLLIN, .revents = 0};

@@ -92,8 +92,31 @@ registrations = {
     "text": bytes([1 | 8]) + descriptor(0, 256, 256, 7) + b"OPEN /etc/passwd",
     "writeseal": bytes([1 | 4]) + descriptor(0, 256, 256, 15),
 }
+os.makedirs(os.path.join(HERE, "corpus", "shm_register"), exist_ok=True)
 for name, data in registrations.items():
     with open(os.path.join(HERE, "corpus", "shm_register", name), "wb") as f:
         f.write(data)
-print("wrote", len(requests), "request seeds,", len(diffs), "sort_diff seeds and",
-      len(registrations), "shm_register seeds")
+
+# parts: 5 bytes an operation: [scope (bits 0-1), name (2-3: 3 is too
+# short), 14 fails every waiting part / 15 refuses (bits 4-7); index;
+# count; key type (bit 0); bytes / 8 KiB].
+def part(scope, name, index, count, u64=0, kib8=1):
+    return bytes([scope | name << 2, index, count, u64, kib8])
+
+
+part_seqs = {
+    "whole": part(0, 0, 1, 2) + part(0, 0, 0, 2),
+    "two_clients": part(0, 1, 0, 2) + part(1, 1, 1, 2) + part(0, 1, 1, 2),
+    "repeat": part(0, 0, 0, 3) + part(0, 0, 0, 3),
+    "terms": part(2, 2, 0, 2) + part(2, 2, 1, 2, u64=1),
+    "short_name": part(0, 3, 0, 2),
+    "big": part(0, 0, 0, 4, kib8=200) + part(0, 1, 0, 4, kib8=200),
+    "refuse": part(1, 0, 0, 2) + bytes([15 << 4 | 1, 1, 2, 0, 0]),
+    "fail_all": part(1, 0, 0, 2) + bytes([14 << 4, 0, 0, 0, 0]) + part(1, 0, 1, 2),
+}
+os.makedirs(os.path.join(HERE, "corpus", "parts"), exist_ok=True)
+for name, data in part_seqs.items():
+    with open(os.path.join(HERE, "corpus", "parts", name), "wb") as f:
+        f.write(data)
+print("wrote", len(requests), "request seeds,", len(diffs), "sort_diff seeds,",
+      len(registrations), "shm_register seeds and", len(part_seqs), "parts seeds")
