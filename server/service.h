@@ -194,7 +194,6 @@ class SortServiceImpl final : public RawSortService {
   absl::Status JoinParts(PartGroup& group, SortJob& job);
   void AnswerParts(PartGroup& group, const SortJob& job,
                    const TaskResult& result);
-  // DATA_LOSS when the call's shared-memory region broke while it ran.
   // Metrics and the log line of a call's end.
   void RecordEnd(const UnaryCall& call, const absl::Status& status,
                  const TaskResult* result);
