@@ -99,27 +99,49 @@ class OpenStream final
     stub.PrepareBidiStreamingCall(&context_, "/sortd.v1.SortService/SortStream",
                                   {}, this);
     if (read_answers) StartRead(&in_);
+    // Writes start from the test's thread, outside any reaction: gRPC may
+    // end the call (and free its call object) only once the hold is gone,
+    // so a write never reaches an ended call.
+    AddHold();
     StartCall();
   }
 
-  // Sends `message` and waits until gRPC took it (or the call ended);
-  // false when the call has ended.
+  // The reactor outlives its call: a test that stops early cancels it.
+  ~OpenStream() override {
+    Cancel();
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return done_; });
+  }
+
+  // Sends `message` and waits until gRPC took it; false once a write has
+  // failed (the call is ending) or the hold is gone.
   bool Send(const std::string& message) {
     std::unique_lock<std::mutex> l(mu_);
-    if (done_) return false;
+    if (!held_) return false;
     grpc::Slice slice(message);
     out_ = grpc::ByteBuffer(&slice, 1);
     writing_ = true;
     StartWrite(&out_);
     cv_.wait(l, [this] { return !writing_; });
+    if (!write_ok_) ReleaseLocked();
     return write_ok_;
   }
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() {
+    context_.TryCancel();
+    Release();
+  }
   // Half-closes: the array is complete.
-  void Close() { StartWritesDone(); }
+  void Close() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (held_) StartWritesDone();
+    }
+    Release();
+  }
 
-  // The call's status once it ends, within `timeout`.
+  // The call's status once it ends, within `timeout`. Sends no more.
   std::optional<grpc::Status> Await(std::chrono::seconds timeout) {
+    Release();
     std::unique_lock<std::mutex> l(mu_);
     if (!cv_.wait_for(l, timeout, [this] { return done_; })) return {};
     return status_;
@@ -138,16 +160,25 @@ class OpenStream final
     std::lock_guard<std::mutex> l(mu_);
     status_ = s;
     done_ = true;
-    writing_ = false;
     cv_.notify_all();
   }
 
  private:
+  void Release() {
+    std::lock_guard<std::mutex> l(mu_);
+    ReleaseLocked();
+  }
+  void ReleaseLocked() {
+    if (!held_) return;
+    held_ = false;
+    RemoveHold();
+  }
+
   grpc::ClientContext context_;
   grpc::ByteBuffer out_, in_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool writing_ = false, write_ok_ = false, done_ = false;
+  bool held_ = true, writing_ = false, write_ok_ = false, done_ = false;
   grpc::Status status_;
 };
 
