@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/metrics_scrape.h"
 #include "client/shared_memory.h"
 #include "client/sortctl_lib.h"
 #include "core/key_fields.h"
@@ -282,6 +283,8 @@ void MergeReport(BenchReport& local, BenchReport& r) {
   if (r.first_mismatch.empty()) r.first_mismatch = local.first_mismatch;
   r.started += local.started;
   r.ended += local.ended;
+  r.late_starts += local.late_starts;
+  r.max_start_lag = std::max(r.max_start_lag, local.max_start_lag);
   local = BenchReport();
 }
 
@@ -341,6 +344,28 @@ class BenchRun {
 
  private:
   void Worker(int id);
+  void OpenLoopWorker(int id);
+  // A size class drawn by the mix's weights.
+  size_t PickClass(std::mt19937_64& rng) const {
+    double w = std::uniform_real_distribution<double>(0, total_weight_)(rng);
+    size_t c = 0;
+    while (c + 1 < o_.mix.size() && w >= o_.mix[c].weight) {
+      w -= o_.mix[c].weight;
+      ++c;
+    }
+    return c;
+  }
+  // The servers' CPU seconds now (summed over server_metrics).
+  absl::StatusOr<double> ServerCpuSeconds() const {
+    double sum = 0;
+    for (const std::string& endpoint : o_.server_metrics) {
+      absl::StatusOr<double> v =
+          ScrapeSample(endpoint, "process_cpu_seconds_total");
+      if (!v.ok()) return v.status();
+      sum += *v;
+    }
+    return sum;
+  }
   CallResult Call(int id, size_t c, size_t variant, bool check,
                   v1::SortResponse& answer);
   // The run's end: by time, or once the request count is issued. Back-off
@@ -369,6 +394,12 @@ class BenchRun {
   const std::vector<WorkerRegion> regions_;
   double total_weight_ = 0;
   Shared shared_;
+  // Open loop: call k is due at run_start_ + k / rate; calls from
+  // first_measured_ on are measured, until measure_end_ or the count.
+  absl::Time run_start_;
+  absl::Time measure_end_ = absl::InfiniteFuture();
+  uint64_t first_measured_ = 0;
+  std::atomic<uint64_t> ticket_{0};
   std::atomic<uint64_t> issued_{0};
   std::atomic<bool> measuring_;
   std::atomic<int> active_;
@@ -420,7 +451,6 @@ CallResult BenchRun::Call(int id, size_t c, size_t variant, bool check,
 
 void BenchRun::Worker(int id) {
   std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(id));
-  std::uniform_real_distribution<double> pick(0, total_weight_);
   Backoff backoff(o_.backoff,
                   o_.seed * 2654435761u + static_cast<uint64_t>(id));
   BenchReport local;
@@ -434,12 +464,7 @@ void BenchRun::Worker(int id) {
       StopAll();  // wakes workers backing off: nothing is left to send
       break;
     }
-    double w = pick(rng);
-    size_t c = 0;
-    while (c + 1 < o_.mix.size() && w >= o_.mix[c].weight) {
-      w -= o_.mix[c].weight;
-      ++c;
-    }
+    const size_t c = PickClass(rng);
     const Inputs& in = inputs_[c];
     const size_t variant =
         rng() % std::max(in.sorts.size(), in.transposes.size());
@@ -470,22 +495,89 @@ void BenchRun::Worker(int id) {
   --active_;
 }
 
+void BenchRun::OpenLoopWorker(int id) {
+  std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(id));
+  BenchReport local;
+  uint64_t calls = 0;
+  absl::Time last_end = absl::InfinitePast();
+  v1::SortResponse answer;
+  while (!stop_.load()) {
+    const uint64_t k = ticket_.fetch_add(1);
+    const absl::Time due =
+        run_start_ + absl::Seconds(static_cast<double>(k) / o_.rate);
+    const bool measured = k >= first_measured_;
+    if (measured &&
+        ((o_.max_requests > 0 && k - first_measured_ >= o_.max_requests) ||
+         due >= measure_end_)) {
+      break;  // every later call is due later still
+    }
+    if (const absl::Duration wait = due - absl::Now();
+        wait > absl::ZeroDuration()) {
+      WaitUnlessStopped(wait);  // the schedule, not a synchronisation
+      if (stop_.load()) break;
+    }
+    const size_t c = PickClass(rng);
+    const Inputs& in = inputs_[c];
+    const size_t variant =
+        rng() % std::max(in.sorts.size(), in.transposes.size());
+    const bool check = o_.verify_every > 0 && ++calls % o_.verify_every == 0;
+    const absl::Time start = absl::Now();
+    if (measured) {
+      ++local.started;
+      const double lag = absl::ToDoubleSeconds(start - due);
+      if (lag > 1e-3) ++local.late_starts;
+      local.max_start_lag = std::max(local.max_start_lag, lag);
+    }
+    const CallResult result = Call(id, c, variant, check, answer);
+    const absl::Time finished = absl::Now();
+    if (!measured) continue;
+    last_end = std::max(last_end, finished);
+    // From when it was due: the time a caller on this schedule waited.
+    RecordCall(result, in.size, check, absl::ToDoubleSeconds(finished - due),
+               local);
+    if (local.ended % 64 == 0 || !result.status.ok()) Flush(local, last_end);
+  }
+  Flush(local, last_end);
+  --active_;
+}
+
 BenchReport BenchRun::Run(const BenchProgress& progress) {
+  const bool open_loop = o_.rate > 0;
+  run_start_ = absl::Now();
+  if (open_loop) {
+    first_measured_ = static_cast<uint64_t>(
+        std::ceil(absl::ToDoubleSeconds(o_.warmup) * o_.rate));
+    if (o_.duration > absl::ZeroDuration()) {
+      measure_end_ =
+          run_start_ +
+          absl::Seconds(static_cast<double>(first_measured_) / o_.rate) +
+          o_.duration;
+    }
+  }
   std::vector<std::thread> threads;
   for (int i = 0; i < o_.concurrency; ++i) {
-    threads.emplace_back([this, i] { Worker(i); });
+    threads.emplace_back(
+        [this, i, open_loop] { open_loop ? OpenLoopWorker(i) : Worker(i); });
   }
+  const absl::Time warm_end =
+      open_loop
+          ? run_start_ +
+                absl::Seconds(static_cast<double>(first_measured_) / o_.rate)
+          : run_start_ + o_.warmup;
   if (o_.warmup > absl::ZeroDuration()) {
-    absl::SleepFor(o_.warmup);  // a bench phase, not a synchronisation
+    absl::SleepFor(warm_end - absl::Now());  // a bench phase
   }
+  absl::StatusOr<double> cpu_before = ServerCpuSeconds();
   measuring_ = true;
-  const absl::Time start = absl::Now();
-  const absl::Time end = o_.duration > absl::ZeroDuration()
+  const absl::Time start = open_loop ? warm_end : absl::Now();
+  // Closed loop: the workers stop at the deadline. Open loop: each stops
+  // once its next call would be due past it (or past the count), and the
+  // calls in flight are answered.
+  const absl::Time end = o_.duration > absl::ZeroDuration() && !open_loop
                              ? start + o_.duration
                              : absl::InfiniteFuture();
-  // The workers stop at the deadline, or on their own once the count is
-  // issued; meanwhile the progress line is redrawn every quarter second.
-  // The measured time ends with the last answer, not with this loop.
+  // Meanwhile the progress line is redrawn every quarter second. The
+  // measured time ends with the last answer, not with this loop.
   for (;;) {
     const absl::Time now = absl::Now();
     if (now >= end || active_.load() == 0) break;
@@ -503,6 +595,15 @@ BenchReport BenchRun::Run(const BenchProgress& progress) {
   StopAll();
   for (std::thread& t : threads) t.join();
   BenchReport report = std::move(shared_.report);
+  if (!o_.server_metrics.empty()) {
+    absl::StatusOr<double> cpu_after = ServerCpuSeconds();
+    if (!cpu_before.ok() || !cpu_after.ok()) {
+      report.server_metrics_error = std::string(
+          (!cpu_before.ok() ? cpu_before : cpu_after).status().message());
+    } else {
+      report.server_cpu_seconds = std::max(0.0, *cpu_after - *cpu_before);
+    }
+  }
   report.seconds = shared_.last_end > start
                        ? absl::ToDoubleSeconds(shared_.last_end - start)
                        : 0;
@@ -525,6 +626,10 @@ absl::StatusOr<BenchReport> RunBench(Client& client, const BenchOptions& o,
         "a bench is bounded: give --duration and/or --requests");
   }
   if (o.mix.empty()) return absl::InvalidArgumentError("no sizes");
+  if (!(o.rate >= 0) || !std::isfinite(o.rate)) {
+    return absl::InvalidArgumentError(
+        "--rate: calls a second, 0 (closed loop) or more");
+  }
   if (!o.shm_socket.empty() && o.op == BenchOp::kTranspose) {
     return absl::InvalidArgumentError("--shm_socket serves sorts and echoes");
   }

@@ -10,6 +10,17 @@
 //   std::fputs(FormatReport(o, *r, /*json=*/false).c_str(), stdout);
 //   BenchVerdict v = JudgeBench(*r);  // exit status and why
 //
+// Closed loop (the default): each worker sends its next call once the last
+// is answered, so the load follows the server's speed. Open loop (`rate`):
+// calls are due at fixed times, `rate` a second, whatever the answers do;
+// each is timed from when it was due, so a server (or a client short of
+// workers) that falls behind shows in the latency rather than hiding it.
+//
+// With the addresses of sortd's metrics endpoints (`server_metrics`), the
+// report gives the CPU seconds the servers spent over the measured part,
+// per answered request: what a request costs the node, beside what it
+// costs the caller in time.
+//
 // A worker whose call failed with UNAVAILABLE (server down or unreachable)
 // or RESOURCE_EXHAUSTED (server overloaded) backs off before its next call,
 // so that a dead server is not hammered with calls that fail at once.
@@ -105,8 +116,16 @@ struct BenchOptions {
   // Sorts ask for their keys in compact form (SortOptions::compact_keys).
   bool compact_keys = false;
   // Waits after UNAVAILABLE / RESOURCE_EXHAUSTED; they end early when the
-  // run does.
+  // run does. (Closed loop only: an open loop keeps its schedule.)
   BackoffPolicy backoff;
+  // Calls a second, due at fixed times (open loop); 0: closed loop. The
+  // warm-up keeps the same schedule; `concurrency` bounds the calls in
+  // flight, and a call due while every worker is busy starts late.
+  double rate = 0;
+  // sortd metrics endpoints ("host:port" of --metrics_listen), every
+  // replica the target reaches: their process CPU seconds are read before
+  // and after the measured part.
+  std::vector<std::string> server_metrics;
 };
 
 // Results of one size class (or of all of them).
@@ -131,6 +150,14 @@ struct BenchReport {
   std::string first_mismatch;
   // Every call ended with an answer or a status: started == ended.
   uint64_t started = 0, ended = 0;
+  // Open loop: calls that started more than a millisecond after they were
+  // due (every worker was busy), and the latest start.
+  uint64_t late_starts = 0;
+  double max_start_lag = 0;  // seconds
+  // The servers' CPU seconds over the measured part (with server_metrics;
+  // -1 when not read, and then server_metrics_error says why).
+  double server_cpu_seconds = -1;
+  std::string server_metrics_error;
 };
 
 // Progress while running: seconds so far and the report so far (totals

@@ -61,6 +61,20 @@ std::string JsonReport(const BenchOptions& o, const BenchReport& r) {
     }
     absl::StrAppend(&out, "}");
   };
+  absl::StrAppendFormat(&out,
+                        ",\"loop\":\"%s\",\"rate\":%.3f,\"late_starts\":%u,"
+                        "\"max_start_lag_ms\":%.6f",
+                        o.rate > 0 ? "open" : "closed", o.rate, r.late_starts,
+                        r.max_start_lag * 1e3);
+  if (r.server_cpu_seconds >= 0) {
+    absl::StrAppendFormat(
+        &out, ",\"server_cpu_seconds\":%.6f,\"server_cpu_ms_per_request\":%.6f",
+        r.server_cpu_seconds,
+        a.ok > 0 ? r.server_cpu_seconds * 1e3 / static_cast<double>(a.ok) : 0);
+  } else if (!r.server_metrics_error.empty()) {
+    absl::StrAppend(
+        &out, ",\"server_metrics_error\":", JsonString(r.server_metrics_error));
+  }
   map("errors_by_code", r.errors_by_code);
   map("paths", r.paths);
   map("routes", r.routes);
@@ -114,6 +128,23 @@ std::string TextReport(const BenchOptions& o, const BenchReport& r) {
       &out, "  latency   p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
       a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
       a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3);
+  if (o.rate > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "  load      open loop, %scalls/s offered; %u started over 1 ms late "
+        "(latest by %.3f ms)%s\n",
+        rate(o.rate), r.late_starts, r.max_start_lag * 1e3,
+        r.late_starts > 0 ? ": latency counts from when a call was due" : "");
+  }
+  if (r.server_cpu_seconds >= 0) {
+    absl::StrAppendFormat(
+        &out, "  server    %.3f CPU-s over the run, %.3f CPU-ms a request\n",
+        r.server_cpu_seconds,
+        a.ok > 0 ? r.server_cpu_seconds * 1e3 / static_cast<double>(a.ok) : 0);
+  } else if (!r.server_metrics_error.empty()) {
+    absl::StrAppend(&out, "  server    CPU not read: ", r.server_metrics_error,
+                    "\n");
+  }
   absl::StrAppendFormat(&out, "  served    paths: %s; routes: %s\n",
                         share(r.paths), share(r.routes));
   absl::StrAppendFormat(&out,

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -98,6 +99,14 @@ ABSL_FLAG(std::string, sizes, "1k",
           "bench: request sizes in keys (matrices for transpose): one size "
           "(4096, 64k, 16m) or a weighted mix such as 1k:70,64k:25,16m:5");
 ABSL_FLAG(int, concurrency, 16, "bench: concurrent calls (one thread each)");
+ABSL_FLAG(double, rate, 0,
+          "bench: open loop, calls a second due at fixed times whatever the "
+          "answers do (latency from when each was due); 0: closed loop, each "
+          "worker calling again once answered");
+ABSL_FLAG(std::vector<std::string>, server_metrics, {},
+          "bench: sortd metrics endpoints (host:port of --metrics_listen, "
+          "comma-separated: every replica the target reaches); the report "
+          "gives their CPU seconds over the run and per request");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10),
           "bench: measured time (0 with --requests: until that many); at "
           "most 24h");
@@ -552,6 +561,13 @@ absl::StatusOr<cli::BenchOptions> BenchOptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.shm_socket = absl::GetFlag(FLAGS_shm_socket);
   o.compact_keys = absl::GetFlag(FLAGS_compact);
+  o.rate = absl::GetFlag(FLAGS_rate);
+  o.server_metrics = absl::GetFlag(FLAGS_server_metrics);
+  if (!(o.rate >= 0) || !std::isfinite(o.rate) || o.rate > 1e7) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bench: --rate: calls a second, 0 (closed loop) to 1e7, got ",
+        absl::GetFlag(FLAGS_rate)));
+  }
   if (absl::GetFlag(FLAGS_verify)) {
     o.verify_every = static_cast<uint64_t>(absl::GetFlag(FLAGS_verify_every));
   }

@@ -56,9 +56,11 @@ const std::vector<Command>& Commands() {
        "keeps calls in flight and reports throughput and latency",
        "sortctl [--target HOST:PORT] bench [--op sort|transpose|echo] "
        "[--type T]\n    [--sizes 1k:70,64k:25,16m:5] [--concurrency N] "
-       "[--duration 10s] [--requests N]\n    [--verify] [--json]",
+       "[--duration 10s] [--requests N]\n    [--rate CALLS_PER_S] "
+       "[--server_metrics HOST:PORT,...] [--verify] [--json]",
        {"op", "type", "sizes", "concurrency", "duration", "requests", "warmup",
-        "seed", "verify", "verify_every", "compact", "shm_socket", "json"}},
+        "rate", "server_metrics", "seed", "verify", "verify_every", "compact",
+        "shm_socket", "json"}},
   };
   return commands;
 }

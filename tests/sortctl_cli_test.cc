@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <future>
 #include <string>
 #include <vector>
@@ -63,6 +65,17 @@ int64_t JsonCount(const std::string& json, const std::string& name) {
   return n;
 }
 
+// The number after "name": in sortctl's JSON; NaN when absent.
+double JsonNumber(const std::string& json, const std::string& name) {
+  const std::string key = "\"" + name + "\":";
+  const size_t at = json.find(key);
+  if (at == std::string::npos) return std::nan("");
+  char* end = nullptr;
+  const char* begin = json.c_str() + at + key.size();
+  const double v = std::strtod(begin, &end);
+  return end == begin ? std::nan("") : v;
+}
+
 // Every usage error exits 2 with a message naming what was wrong, before
 // any call: the target is a dead port, so a call would have exited 1.
 TEST(SortctlCli, BadUsageExitsTwoAndNamesTheArgument) {
@@ -86,6 +99,8 @@ TEST(SortctlCli, BadUsageExitsTwoAndNamesTheArgument) {
       {"bench --concurrency=0", "--concurrency"},
       {"bench --requests=-1", "--requests"},
       {"bench --op=shuffle", "--op: 'shuffle'"},
+      {"bench --rate=-5", "--rate"},
+      {"bench --rate=fast", "'rate'"},
       {"frobnicate", "'frobnicate'"},
       {"", "expected a command"},
       {"health now", "'now'"},
@@ -216,6 +231,50 @@ TEST(SortctlCli, BenchExitsOneWhenMostCallsFail) {
   EXPECT_GT(errors, answered) << r.out;
   EXPECT_EQ(answered + errors, 16) << r.out;
   EXPECT_THAT(r.out, HasSubstr("\"RESOURCE_EXHAUSTED\":"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+// Open loop: calls are due at fixed times (--rate a second), however fast
+// the answers come, so a second at 50 calls a second issues exactly 50
+// calls and lasts the second (a closed loop of four workers sorting 4k keys
+// would issue hundreds); the report gives sortd's CPU seconds over the run,
+// read from its metrics endpoint, and says why when they cannot be read.
+TEST(SortctlCli, BenchOpenLoopKeepsItsScheduleAndReportsServerCpu) {
+  ServerProcess server({"--device=cpu", "--metrics_listen=127.0.0.1:0"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  const CommandResult r = Sortctl(
+      server.address(),
+      "bench --sizes=4k --rate=50 --duration=1s --warmup=0 --concurrency=4 "
+      "--verify --verify_every=5 --json --server_metrics=" +
+          server.metrics_address());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"loop\":\"open\""));
+  EXPECT_EQ(JsonCount(r.out, "started"), 50) << r.out;
+  EXPECT_EQ(JsonCount(r.out, "requests"), 50) << r.out;
+  EXPECT_EQ(JsonCount(r.out, "mismatches"), 0) << r.out;
+  // The last call is due 0.98 s in.
+  EXPECT_GE(JsonNumber(r.out, "seconds"), 0.97) << r.out;
+  EXPECT_GT(JsonNumber(r.out, "server_cpu_seconds"), 0) << r.out;
+  EXPECT_GT(JsonNumber(r.out, "server_cpu_ms_per_request"), 0) << r.out;
+  // The text report says the same for people.
+  const CommandResult text =
+      Sortctl(server.address(),
+              "bench --sizes=1k --rate=20 --duration=0.5s --warmup=0 "
+              "--server_metrics=" +
+                  server.metrics_address());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("open loop"));
+  EXPECT_THAT(text.out, HasSubstr("CPU-ms a request"));
+  // A metrics address that answers nothing: the bench still runs, and the
+  // report says why the CPU is missing.
+  const CommandResult dead =
+      Sortctl(server.address(),
+              "bench --sizes=1k --requests=5 --duration=0 "
+              "--warmup=0 --json --server_metrics=" +
+                  DeadTarget());
+  ASSERT_EQ(dead.exit_code, 0) << dead.err;
+  EXPECT_THAT(dead.out, HasSubstr("\"server_metrics_error\":"));
+  EXPECT_THAT(dead.out, Not(HasSubstr("server_cpu_seconds")));
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
