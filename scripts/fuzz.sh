@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_request fuzz_sort_diff fuzz_shm_register fuzz_parts)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_request fuzz_sort_diff fuzz_shm_register fuzz_parts fuzz_stream)
 B=build-fuzz
 if [ ! -f "$B/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -14,14 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/compact_keys.h"
-#include "server/held_bytes.h"
 #include "server/log.h"
 #include "server/out_of_memory.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 #include "server/status.h"
+#include "server/stream_assembler.h"
 #include "server/wire.h"
-#include "tbb/parallel_for.h"
 
 namespace sortd {
 
@@ -67,7 +64,8 @@ class SortStreamReactor final
         limits_(service->options_.limits),
         received_(absl::Now()),
         id_(service->NextRequestId()),
-        hold_(&service->held_) {
+        hold_(&service->held_),
+        stream_(limits_, service->options_.buffers, &hold_) {
     hold_.SetClient(PeerOf(*context).client);
     service_->open_calls_.Opened();
     Touch();
@@ -102,9 +100,7 @@ class SortStreamReactor final
     const size_t message_bytes = chunk_.Length();
     service_->metrics_->AddRequestBytes("SortStream",
                                         static_cast<double>(message_bytes));
-    absl::Status appended = CatchOutOfMemory(
-        "this stream's arrays", [&] { return Append(message_bytes); });
-    chunk_.Clear();
+    absl::Status appended = stream_.Append(chunk_);
     if (!appended.ok()) {
       // The stream ends; what it holds goes with it (OnDone).
       End(appended);
@@ -165,7 +161,7 @@ class SortStreamReactor final
                     "what it held released"))
               : absl::CancelledError(
                     "the client went away while answers were sent"));
-    } else if (sent_ < count_) {
+    } else if (sent_ < stream_.count()) {
       WriteNext();
     } else {
       End(absl::OkStatus());
@@ -176,10 +172,7 @@ class SortStreamReactor final
     service_->stream_watch_->Remove(this);
     // What it held goes now: gRPC is done with the call (Finish was
     // called, so an EndIfIdle under way touches none of it).
-    messages_held_.clear();
-    pieces_.clear();
-    joined_keys_ = wire::OutputArray();
-    joined_values_ = wire::OutputArray();
+    stream_.Release();
     out_ = SortOutputs();
     response_.Clear();
     hold_.Reset();
@@ -188,13 +181,6 @@ class SortStreamReactor final
   }
 
  private:
-  // One message's arrays, in its received bytes.
-  struct Piece {
-    const std::byte* keys = nullptr;
-    const std::byte* values = nullptr;
-    size_t count = 0;
-  };
-
   void Touch() { last_.store(absl::ToUnixNanos(absl::Now())); }
   // With mu_ held.
   void Read() {
@@ -203,134 +189,8 @@ class SortStreamReactor final
     StartRead(&chunk_);
   }
 
-  // Admits, parses and keeps one message of `message_bytes` (in chunk_).
-  absl::Status Append(size_t message_bytes) {
-    const size_t number = messages_ + 1;
-    auto failed = [number](const absl::Status& s) {
-      return absl::Status(
-          s.code(), absl::StrCat("stream message ", number, ": ", s.message()));
-    };
-    // gRPC's copy and sortd's (joined from its slices), admitted before
-    // sortd copies a byte; gRPC's goes once read.
-    if (absl::Status s = hold_.Grow(2 * message_bytes); !s.ok()) {
-      return failed(s);
-    }
-    absl::StatusOr<wire::Received> received =
-        wire::Received::From(chunk_, service_->options_.buffers);
-    chunk_.Clear();
-    hold_.Shrink(message_bytes);
-    if (!received.ok()) return failed(received.status());
-    // On the heap: a small message's bytes lie in the Received itself, and
-    // the arrays parsed from them must stay where they are.
-    auto bytes = std::make_unique<wire::Received>(*std::move(received));
-    absl::StatusOr<wire::SortRequest> parsed =
-        wire::ParseSortRequest(bytes->data());
-    if (!parsed.ok()) return failed(parsed.status());
-    if (parsed->shared.has_value()) {
-      return failed(absl::InvalidArgumentError(
-          "`shared` is for Sort and Echo: a stream carries its arrays"));
-    }
-    if (parsed->part.has_value()) {
-      return failed(absl::InvalidArgumentError(
-          "`part` is for Sort: a stream carries its whole array"));
-    }
-    // `order` and `return_permutation` are read from the first message and
-    // ignored in later ones (the contract, sortd.proto).
-    if (messages_ > 0) {
-      parsed->order = first_order_;
-      parsed->key_coding = first_key_coding_;
-    }
-    absl::StatusOr<SortJob> part =
-        ParseSort(*parsed, limits_, bytes->data().size());
-    if (!part.ok()) return failed(part.status());
-    if (messages_ == 0) {
-      key_type_ = part->key_type;
-      value_type_ = part->value_type;
-      order_ = part->order;
-      first_order_ = parsed->order;
-      first_key_coding_ = parsed->key_coding;
-      permutation_ = parsed->return_permutation;
-    } else if (part->key_type != key_type_ || part->value_type != value_type_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "stream message ", number, " sets ",
-          wire::KeyFieldName(part->key_type), " with ",
-          wire::ValueFieldName(part->value_type), "; the first message set ",
-          wire::KeyFieldName(key_type_), " with ",
-          wire::ValueFieldName(value_type_),
-          ": every message of a stream uses the same fields"));
-    }
-    const size_t ks = KeySize(key_type_), vs = ValueSize(value_type_);
-    if ((count_ + part->count) * (ks + vs) > limits_.max_stream_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the stream's array has grown past ", limits_.max_stream_bytes,
-          " bytes of keys and values, the most this server sorts in one "
-          "stream (--max_stream_bytes)"));
-    }
-    if (count_ + part->count > std::numeric_limits<uint32_t>::max()) {
-      return absl::ResourceExhaustedError(
-          "the stream's array has grown past 2^32-1 keys, the most one sort "
-          "takes");
-    }
-    // What sorting these keys will hold: the whole array joined, its
-    // answer and the sort's scratch (server/held_bytes.h); with the first
-    // message, the answer chunk being encoded.
-    const bool compact = first_key_coding_ == v1::KEY_CODING_COMPACT;
-    size_t work = part->count * (ks + vs) +
-                  SortWorkBytes(key_type_, value_type_, permutation_, compact,
-                                part->count);
-    if (messages_ == 0) work += limits_.stream_chunk_bytes;
-    if (absl::Status s = hold_.Grow(work); !s.ok()) return failed(s);
-    ++messages_;
-    if (part->count > 0) {
-      pieces_.push_back({.keys = part->keys,
-                         .values = vs > 0 ? part->values : nullptr,
-                         .count = part->count});
-      messages_held_.push_back(std::move(bytes));
-    }
-    count_ += part->count;
-    return absl::OkStatus();
-  }
-
-  // The messages' arrays as one (the only message's in place), in the
-  // bytes charged for them; the messages go once copied.
-  void Join(SortJob& job) {
-    const size_t ks = KeySize(key_type_), vs = ValueSize(value_type_);
-    if (pieces_.empty()) {  // no keys: nothing is read
-      static const std::byte kNone[8] = {};
-      job.keys = kNone;
-      job.values = vs > 0 ? kNone : nullptr;
-      return;
-    }
-    if (pieces_.size() == 1) {
-      job.keys = pieces_[0].keys;
-      job.values = pieces_[0].values;
-      return;
-    }
-    joined_keys_ = wire::OutputArray(count_ * ks, service_->options_.buffers);
-    if (vs > 0) {
-      joined_values_ =
-          wire::OutputArray(count_ * vs, service_->options_.buffers);
-    }
-    std::vector<size_t> first(pieces_.size());
-    for (size_t i = 1; i < pieces_.size(); ++i) {
-      first[i] = first[i - 1] + pieces_[i - 1].count;
-    }
-    tbb::parallel_for(size_t{0}, pieces_.size(), [&](size_t i) {
-      const Piece& p = pieces_[i];
-      std::memcpy(joined_keys_.data() + first[i] * ks, p.keys, p.count * ks);
-      if (vs > 0) {
-        std::memcpy(joined_values_.data() + first[i] * vs, p.values,
-                    p.count * vs);
-      }
-    });
-    pieces_.clear();
-    messages_held_.clear();
-    job.keys = joined_keys_.data();
-    job.values = vs > 0 ? joined_values_.data() : nullptr;
-  }
-
   void Sort() {
-    if (messages_ == 0) {
+    if (stream_.messages() == 0) {
       End(absl::InvalidArgumentError(
           "the stream ended before its first message; send at least one "
           "message with a key field set (an empty one sorts an empty "
@@ -344,7 +204,7 @@ class SortStreamReactor final
     }
     auto task = std::make_shared<Task>();
     task->op = Op::kSort;
-    task->units = count_;
+    task->units = stream_.count();
     task->client = PeerOf(*context_).client;
     task->deadline = absl::FromChrono(context_->deadline());
     grpc::CallbackServerContext* context = context_;
@@ -352,12 +212,13 @@ class SortStreamReactor final
     Task* raw = task.get();
     task->prepare = [this, raw] {
       SortJob& job = raw->sort;
-      job.key_type = key_type_;
-      job.order = order_;
-      job.count = count_;
-      job.value_type = value_type_;
-      Join(job);
-      out_ = AllocateSortOutputs(job, permutation_, service_->options_.buffers);
+      job.key_type = stream_.key_type();
+      job.order = stream_.order();
+      job.count = stream_.count();
+      job.value_type = stream_.value_type();
+      stream_.Join(job);
+      out_ = AllocateSortOutputs(job, stream_.permutation(),
+                                 service_->options_.buffers);
       job_ = job;
       return absl::OkStatus();
     };
@@ -368,10 +229,7 @@ class SortStreamReactor final
       }
       result_ = result;
       // The input is no longer needed while the answer streams out.
-      pieces_.clear();
-      messages_held_.clear();
-      joined_keys_ = wire::OutputArray();
-      joined_values_ = wire::OutputArray();
+      stream_.Release();
       WriteNext();
     };
     scheduler->Submit(std::move(task));
@@ -379,32 +237,34 @@ class SortStreamReactor final
 
   // Sends the next chunk; the last one carries served_by.
   void WriteNext() {
-    const size_t ks = KeySize(key_type_), vs = ValueSize(value_type_);
-    size_t per_chunk = std::max<size_t>(
-        1, limits_.stream_chunk_bytes / (ks + vs + (permutation_ ? 4 : 0)));
-    if (first_key_coding_ == v1::KEY_CODING_COMPACT) {
+    const size_t ks = KeySize(stream_.key_type()),
+                 vs = ValueSize(stream_.value_type());
+    size_t per_chunk =
+        std::max<size_t>(1, limits_.stream_chunk_bytes /
+                                (ks + vs + (stream_.permutation() ? 4 : 0)));
+    if (stream_.key_coding() == v1::KEY_CODING_COMPACT) {
       // Compact chunks cover whole blocks (SortOutputs::CompactSlices).
       per_chunk =
           std::max(compact::kBlockKeys,
                    per_chunk / compact::kBlockKeys * compact::kBlockKeys);
     }
-    const size_t at = sent_, n = std::min(per_chunk, count_ - sent_);
+    const size_t at = sent_, n = std::min(per_chunk, stream_.count() - sent_);
     sent_ += n;
     const absl::Status encoded = CatchOutOfMemory("this stream's answer", [&] {
       wire::SortArrays arrays =
-          first_key_coding_ == v1::KEY_CODING_COMPACT
+          stream_.key_coding() == v1::KEY_CODING_COMPACT
               ? out_.CompactSlices(job_, at, n, service_->options_.buffers)
               : out_.Slices(job_, at, n);
       v1::ServedBy by;
       by.set_key_bytes_saved(key_bytes_saved_);
       service_->RecordKeyBytesSaved("SortStream", job_, arrays, by);
       key_bytes_saved_ = by.key_bytes_saved();
-      if (sent_ == count_) {
+      if (sent_ == stream_.count()) {
         by = ServedBy(result_);
         by.set_key_bytes_saved(key_bytes_saved_);
       }
-      response_ =
-          wire::EncodeSortResponse(arrays, sent_ == count_ ? &by : nullptr);
+      response_ = wire::EncodeSortResponse(
+          arrays, sent_ == stream_.count() ? &by : nullptr);
       return absl::OkStatus();
     });
     if (!encoded.ok()) {
@@ -425,21 +285,21 @@ class SortStreamReactor final
     if (ok) {
       metrics->ObserveQueueWait("SortStream",
                                 absl::ToDoubleSeconds(result_.queue_wait));
-      metrics->AddKeysSorted(path, KeyTypeName(key_type_),
-                             static_cast<double>(count_));
+      metrics->AddKeysSorted(path, KeyTypeName(stream_.key_type()),
+                             static_cast<double>(stream_.count()));
     }
     const double seconds = absl::ToDoubleSeconds(absl::Now() - received_);
     metrics->RecordRequest("SortStream",
                            absl::StatusCodeToString(status.code()), path,
-                           count_, seconds);
+                           stream_.count(), seconds);
     if (service_->options_.log_requests) {
       LogLine(
           "end SortStream %s request=%llu path=%s keys=%zu messages=%zu "
           "runs=%d %.3f ms%s%s\n",
           absl::StatusCodeToString(status.code()).c_str(),
-          static_cast<unsigned long long>(id_), path.c_str(), count_, messages_,
-          result_.device_runs, seconds * 1e3, ok ? "" : ": ",
-          std::string(status.message()).c_str());
+          static_cast<unsigned long long>(id_), path.c_str(), stream_.count(),
+          stream_.messages(), result_.device_runs, seconds * 1e3,
+          ok ? "" : ": ", std::string(status.message()).c_str());
     }
     Finish(FinishStatus(*context_, status));
   }
@@ -451,22 +311,12 @@ class SortStreamReactor final
   const uint64_t id_;
 
   grpc::ByteBuffer chunk_;
-  size_t messages_ = 0;
-  KeyType key_type_ = KeyType::kU32;
-  ValueType value_type_ = ValueType::kNone;
-  Order order_ = Order::kAscending;
-  int32_t first_order_ = 0;
-  int32_t first_key_coding_ = 0;
   int64_t key_bytes_saved_ = 0;  // by the chunks sent so far
-  bool permutation_ = false;
-  size_t count_ = 0;
   // Charged to the service's budget before each byte is held; all of it
   // released in OnDone.
   Admission::Hold hold_;
-  // The messages received, and their arrays in them, until joined.
-  std::vector<std::unique_ptr<wire::Received>> messages_held_;
-  std::vector<Piece> pieces_;
-  wire::OutputArray joined_keys_, joined_values_;
+  // The messages received, until joined and sorted; charged to hold_.
+  StreamAssembler stream_;
 
   // reading_: between StartRead and OnReadDone, set with mu_ held (and
   // read by EndIfIdle under it). ended_: Finish called (once).

@@ -86,8 +86,8 @@ registrations = {
     "unsealed": bytes([1 | 4]) + descriptor(0, 256, 256, 0),
     "sparse": bytes([1 | 4]) + descriptor(0, 4096, 16, 7),
     "two": bytes([2 | 4]) + descriptor(0, 256, 256, 7) * 2,
-    "pipe": bytes([1]) + descriptor(1, 0, 0, 0),
-    "file": bytes([1]) + descriptor(2, 256, 256, 0),
+    "pipe": bytes([1, 0]) + descriptor(1, 0, 0, 0),
+    "file": bytes([1, 0]) + descriptor(2, 256, 256, 0),
     "readonly": bytes([1 | 4]) + descriptor(3, 256, 256, 7),
     "text": bytes([1 | 8]) + descriptor(0, 256, 256, 7) + b"OPEN /etc/passwd",
     "writeseal": bytes([1 | 4]) + descriptor(0, 256, 256, 15),
@@ -118,5 +118,65 @@ os.makedirs(os.path.join(HERE, "corpus", "parts"), exist_ok=True)
 for name, data in part_seqs.items():
     with open(os.path.join(HERE, "corpus", "parts", name), "wb") as f:
         f.write(data)
+# stream: [config: budget 1-4 MiB (bits 0-1), --max_stream_bytes of 16 KiB
+# (bit 2), answer chunk 2^(10 + bits 3-7 % 12)] [another call's charge in
+# 32 KiB (bits 0-5), one call may hold half the budget (bit 7)], then
+# messages. A message:
+# [op: kind (bits 0-2: 0 raw bytes, 1-4 a SortRequest, 5 with a byte
+# flipped, 6 cut short, 7 with a field added), another key type than the
+# stream's (bit 3), key type (bits 4-7 % 6)]; raw: [length u16] bytes;
+# else [terms: value type (% 3), descending (4), permutation (8), compact
+# keys (16)] [count u16] up to 64 bytes of keys and of values, then the
+# mutation's bytes; after each message [slices - 1: 3 hands it over as
+# contiguous bytes].
+def message(op, terms, keys, values=b"", n=None, mutation=b"", slices=0):
+    ks, vs = [4, 4, 4, 8, 8, 8][(op >> 4) % 6], [0, 4, 8][terms % 3]
+    n = len(keys) // ks if n is None else n
+    # The target takes up to 64 bytes of each array, then makes up the rest.
+    keys = (keys + bytes(64))[:min(n * ks, 64)]
+    values = (values + bytes(64))[:min(n * vs, 64)]
+    return (bytes([op, terms]) + struct.pack("<H", n) + keys + values
+            + mutation + bytes([slices]))
+
+
+def raw(data, slices=0):
+    return bytes([0]) + struct.pack("<H", len(data)) + data + bytes([slices])
+
+
+U32, F64, U64 = 0x00, 0x50, 0x30
+streams = {
+    "u32_three": bytes([0, 0]) + message(1 | U32, 0, pack("I", [5, 1, 4, 1]))
+    + message(2 | U32, 0, pack("I", [9, 2, 6]), slices=1)
+    + message(3 | U32, 0, b"", slices=2),
+    "f64_u64_values_desc_perm": bytes([1, 0])
+    + message(1 | F64, 2 | 4 | 8, pack("d", [nan, -0.0, 1.5, -inf]),
+              pack("Q", [1, 2, 3, 4]), slices=3)
+    + message(4 | F64, 2, pack("d", [0.0, inf]), pack("Q", [5, 6]), slices=1),
+    "compact_i32": bytes([2, 0])
+    + message(1 | 0x10, 1 | 16, pack("i", range(-16, 16)), pack("I", range(32)))
+    + message(2 | 0x10, 1, pack("i", range(16)), pack("I", range(16))),
+    "other_fields": bytes([0, 0]) + message(1 | U32, 0, pack("I", [1, 2]))
+    + message(1 | 8 | U64, 0, pack("Q", [1, 2])) + message(1, 0, b""),
+    "raw": bytes([0, 0]) + raw(field_bytes(1, pack("I", [3, 2, 1])))
+    + raw(b"\x0a\xff\xff\xff\xff\x0f" + b"x" * 8, slices=2),
+    "shared": bytes([0, 0]) + message(1 | U32, 0, pack("I", [1]))
+    + message(7 | U32, 0, pack("I", [2]), mutation=bytes([0])),
+    "part": bytes([0, 0]) + message(7 | U32, 0, pack("I", [3]), mutation=bytes([1])),
+    "broken": bytes([3, 0]) + message(1 | U32, 0, pack("I", [7, 7]))
+    + message(5 | U32, 0, pack("I", [1, 2]), mutation=bytes([2, 0, 0x40]))
+    + message(6 | U32, 0, pack("I", [1, 2]), mutation=bytes([5, 0])),
+    "max_stream_bytes": bytes([4, 0x80])
+    + b"".join(message(1 | U64, 2, b"", n=500, slices=i % 3) for i in range(6)),
+    "budget": bytes([0, 0])
+    + b"".join(message(1 | U64, 2 | 8, b"", n=2047) for _ in range(12)),
+    "neighbour": bytes([1, 40])
+    + b"".join(message(1 | U64, 2 | 8, b"", n=2047) for _ in range(12)),
+}
+os.makedirs(os.path.join(HERE, "corpus", "stream"), exist_ok=True)
+for name, data in streams.items():
+    with open(os.path.join(HERE, "corpus", "stream", name), "wb") as f:
+        f.write(data)
+
 print("wrote", len(requests), "request seeds,", len(diffs), "sort_diff seeds,",
-      len(registrations), "shm_register seeds and", len(part_seqs), "parts seeds")
+      len(registrations), "shm_register seeds,", len(part_seqs),
+      "parts seeds and", len(streams), "stream seeds")
