@@ -356,7 +356,7 @@ TEST(HeldBytes, PaddedPartsAreChargedByTheirMessageBytes) {
   ServerProcess server(
       {"--device=cpu", "--cpu_threads=2", "--metrics_listen=127.0.0.1:0",
        "--max_request_bytes=33554432", "--max_held_bytes=67108864",
-       "--max_call_bytes=33554432", "--part_timeout=3s",
+       "--max_call_bytes=33554432", "--part_timeout=8s",
        // One client here: the bound under test is the budget of all.
        "--max_client_held_bytes=67108864"});
   ASSERT_TRUE(server.Start()) << server.Output();

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# What one GPU node serves as a whole, client and server on the same host,
+# every figure beside its anchor from the same run. Needs, in .device/ (bin/
+# and a setup.sh that puts bin/ on PATH): this repository's sortd, sortctl
+# and gpu_sort_benchmark, and Debian's iperf3. Then, on the GPU host:
+#   bash bench/device-node.sh
+# Figures (P client processes, each a sortctl bench of C calls in flight):
+#   1. loopback: one iperf3 process, and 8 processes at once (a server and
+#      a client each: `-P` runs its streams on one thread)
+#   2. Echo of 16M u32 keys, P x C: bytes/s against the 8 iperf3 processes
+#   3. Sort of 16M u32 keys, same load, on the first GPU and on every GPU:
+#      bytes/s against Echo's
+#   4. Sort of 16M keys through shared memory, 16 calls, first GPU and every
+#      GPU; the engine's host-to-host time on each GPU alone as the anchor
+#   5. the mixed load 1k:70,64k:25,16m:5 at 64 calls on the first GPU:
+#      the 1k sorts' p99, and bytes/s; the same 1k sorts alone, open loop
+#   6. sortd's CPU seconds per request under each load (its metrics)
+# Results: $OUT/node.jsonl (one JSON object per line, tagged) and
+# $OUT/node-summary.txt (the ratios).
+set -uo pipefail
+source .device/setup.sh
+OUT=${OUT:-/tmp/sortd-out}
+mkdir -p "$OUT"
+J="$OUT/node.jsonl"
+: > "$J"
+SECS=${SECS:-6}
+P=${P:-4}
+C=${C:-8}
+GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
+  | tee "$OUT/node-summary.txt"
+echo "cores: $(nproc), GPUs: $GPUS, client processes: $P x $C calls" \
+  | tee -a "$OUT/node-summary.txt"
+tag() { sed "s/^{/{\"tag\":\"$1\",/" >> "$J"; }
+
+echo "== 1. iperf3 on loopback"
+for i in $(seq 0 7); do iperf3 -s -p $((5300 + i)) -D; done
+sleep 0.5
+iperf3 -c 127.0.0.1 -p 5300 -t 5 -J > /tmp/iperf-one.json
+for i in $(seq 0 7); do
+  iperf3 -c 127.0.0.1 -p $((5300 + i)) -t 5 -J > /tmp/iperf-$i.json &
+done
+wait
+pkill iperf3
+python3 - <<'PY' | tag iperf
+import json
+one = json.load(open("/tmp/iperf-one.json"))["end"]["sum_received"]["bits_per_second"] / 8
+eight = sum(json.load(open(f"/tmp/iperf-{i}.json"))["end"]["sum_received"]["bits_per_second"] / 8 for i in range(8))
+print(json.dumps({"one_process_bytes_per_s": one, "eight_processes_bytes_per_s": eight}))
+PY
+
+echo "== 4a. the engine alone on each GPU"
+for g in $(seq 0 $((GPUS - 1))); do
+  gpu_sort_benchmark --device=gpu:$g --sizes=24 --reps=7 2>/dev/null \
+    | grep '"u32"' | head -1 | tag "engine-gpu$g"
+done
+
+S=
+start_sortd() {  # start_sortd DEVICE [FLAGS...]
+  rm -rf /tmp/sortd-node && mkdir -p /tmp/sortd-node
+  sortd --device="$1" --listen=127.0.0.1:50051 \
+    --metrics_listen=127.0.0.1:9464 --kernel_cache_dir=/tmp/sortd-kernels \
+    --shm_socket=/tmp/sortd-node/shm.sock "${@:2}" > "/tmp/sortd-$1.log" 2>&1 &
+  S=$!
+  for _ in $(seq 1 240); do
+    sortctl --timeout=1s health > /dev/null 2>&1 && return
+    sleep 0.5
+  done
+  echo "sortd --device=$1 did not start" >&2
+}
+stop_sortd() { kill -TERM "$S"; wait "$S"; }
+# load TAG PROCESSES ARGS...: PROCESSES sortctl bench processes at once.
+load() {
+  local t=$1 p=$2
+  shift 2
+  for i in $(seq 1 "$p"); do
+    timeout 300 sortctl --timeout=120s bench --json --seed=$i \
+      --server_metrics=127.0.0.1:9464 "$@" > "/tmp/load-$t-$i.json" 2>/dev/null &
+  done
+  wait
+  for i in $(seq 1 "$p"); do
+    sed "s/^{/{\"process\":$i,/" "/tmp/load-$t-$i.json" | tag "$t"
+  done
+}
+
+echo "== 2. Echo, 16M keys, $P x $C"
+start_sortd gpu:0
+load echo16m "$P" --op=echo --sizes=16m --concurrency="$C" --duration=${SECS}s
+echo "== 3. Sort, 16M keys, $P x $C, first GPU"
+load sort16m-gpu0 "$P" --op=sort --sizes=16m --concurrency="$C" \
+  --duration=${SECS}s
+echo "== 4. shared memory, first GPU"
+load shm-gpu0 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
+  --shm_socket=/tmp/sortd-node/shm.sock
+echo "== 5. mixed load, first GPU"
+load small-alone 1 --op=sort --sizes=1k --rate=2000 --concurrency=64 \
+  --duration=${SECS}s
+load mixed-gpu0 1 --op=sort --sizes=1k:70,64k:25,16m:5 --concurrency=64 \
+  --duration=${SECS}s
+stop_sortd
+if [ "$GPUS" -gt 1 ]; then
+  echo "== 3. Sort, 16M keys, $P x $C, every GPU"
+  start_sortd gpu
+  load sort16m-all "$P" --op=sort --sizes=16m --concurrency="$C" \
+    --duration=${SECS}s
+  echo "== 4. shared memory, every GPU"
+  load shm-all 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
+    --shm_socket=/tmp/sortd-node/shm.sock
+  stop_sortd
+fi
+
+python3 - "$J" <<'PY' | tee -a "$OUT/node-summary.txt"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+def load(tag):
+    rs = [r for r in rows if r["tag"] == tag]
+    if not rs:
+        return None
+    req = sum(r["requests"] for r in rs)
+    cpu = statistics.median(r.get("server_cpu_seconds", float("nan")) for r in rs)
+    return {"bytes_per_s": sum(r["bytes_per_s"] for r in rs),
+            "requests_per_s": sum(r["requests_per_s"] for r in rs),
+            "errors": sum(r["errors"] for r in rs), "requests": req,
+            "cpu_ms_per_request": cpu * 1e3 / max(req, 1), "rows": rs}
+ip = next(r for r in rows if r["tag"] == "iperf")
+eight = ip["eight_processes_bytes_per_s"]
+print(f"1. loopback: iperf3 one process {ip['one_process_bytes_per_s']/1e9:.1f} GB/s, "
+      f"eight {eight/1e9:.1f} GB/s")
+echo = load("echo16m")
+def line(name, l, anchor=None, anchor_name=""):
+    if l is None:
+        return
+    ratio = f" = {l['bytes_per_s']/anchor:.2f}x {anchor_name}" if anchor else ""
+    print(f"   {name}: {l['bytes_per_s']/1e9:.2f} GB/s, {l['requests_per_s']:.1f} req/s, "
+          f"{l['errors']} errors, sortd {l['cpu_ms_per_request']:.1f} CPU-ms a request{ratio}")
+print("2. Echo 16M:"); line("echo", echo, eight, "eight iperf3 processes")
+print("3. Sort 16M:")
+line("first GPU", load("sort16m-gpu0"), echo["bytes_per_s"], "Echo")
+line("every GPU", load("sort16m-all"), echo["bytes_per_s"], "Echo")
+print("4. shared memory, 16M u32, 16 calls:")
+engines = [r for r in rows if r["tag"].startswith("engine-gpu")]
+for e in engines:
+    print(f"   engine host-to-host on {e['tag'][7:]}: {e['e2e_ms']:.2f} ms "
+          f"({2 * 64 * 2**20 / (e['e2e_ms'] / 1e3) / 1e9:.1f} GB/s both ways)")
+s0, sa = load("shm-gpu0"), load("shm-all")
+for name, s in (("first GPU", s0), ("every GPU", sa)):
+    if s is not None:
+        print(f"   {name}: {s['requests_per_s']:.1f} req/s = "
+              f"{s['requests_per_s'] * 2 * 64 * 2**20 / 1e9:.1f} GB/s both ways; "
+              f"sortd {s['cpu_ms_per_request']:.2f} CPU-ms a request")
+if s0 and sa:
+    print(f"   every GPU / first GPU: {sa['requests_per_s']/s0['requests_per_s']:.2f}x")
+m, a = load("mixed-gpu0"), load("small-alone")
+if m and a:
+    k = next(b for b in m["rows"][0]["by_size"] if b["size"] == 1024)
+    print(f"5. mixed 1k:70,64k:25,16m:5 at 64 calls, first GPU: 1k p50 {k['p50_ms']:.2f} ms, "
+          f"p99 {k['p99_ms']:.2f} ms (alone, open loop at 2000/s: p50 "
+          f"{a['rows'][0]['latency_ms']['p50']:.2f}, p99 {a['rows'][0]['latency_ms']['p99']:.2f} ms); "
+          f"{m['bytes_per_s']/1e9:.2f} GB/s")
+PY
