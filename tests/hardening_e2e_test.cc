@@ -377,7 +377,8 @@ TEST(Hardening, ConnectionsEndAtTheirAgeAndClientsReconnectWithoutFailures) {
 // doing anything), while one with a call open is kept; the idle client
 // reconnects on its next call.
 TEST(Hardening, IdleConnectionsAreClosedAndBusyOnesKept) {
-  ServerProcess server({"--device=cpu", "--grpc_max_connection_idle=300ms"});
+  ServerProcess server(
+      {"--device=cpu", "--log_requests", "--grpc_max_connection_idle=300ms"});
   ASSERT_TRUE(server.Start()) << server.Output();
   const std::string empty_sort("\x0a\x00", 2);
   auto channel = [&] {
@@ -398,6 +399,8 @@ TEST(Hardening, IdleConnectionsAreClosedAndBusyOnesKept) {
   bool ok;
   ASSERT_TRUE(cq.Next(&tag, &ok));
   ASSERT_TRUE(ok);
+  ASSERT_TRUE(server.WaitForLine("start SortStream", std::chrono::seconds(10)))
+      << server.Output();
   ASSERT_EQ(busy->GetState(false), GRPC_CHANNEL_READY);
 
   auto idle = channel();
@@ -571,7 +574,8 @@ TEST(Hardening, RequestsBeyondTheGrpcMemoryQuotaAreCutOffAndServingGoesOn) {
 // closed: UNAVAILABLE), no sooner; the client reconnects for its next
 // call.
 TEST(Hardening, ACallPastItsConnectionsAgeAndGraceIsCutOff) {
-  ServerProcess server({"--device=cpu", "--grpc_max_connection_age=300ms",
+  ServerProcess server({"--device=cpu", "--log_requests",
+                        "--grpc_max_connection_age=300ms",
                         "--grpc_max_connection_age_grace=700ms"});
   ASSERT_TRUE(server.Start()) << server.Output();
   auto channel = testing::Channel(server);
@@ -648,6 +652,14 @@ class FreezableRelay {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_until(lock, deadline, [this] { return server_closed_; });
   }
+  // Waits until the server has sent `count` pings of its own (HTTP/2 PING
+  // frames without ACK) through the relay, at most until `deadline`.
+  bool WaitForServerPings(int count,
+                          std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_until(lock, deadline,
+                          [&] { return server_pings_ >= count; });
+  }
 
  private:
   void Run() {
@@ -685,12 +697,34 @@ class FreezableRelay {
         }
         if (!frozen_) {
           (void)!write(i == 0 ? client_ : server_, buf, n);
+          if (i == 0) CountPings(buf, static_cast<size_t>(n));
         }
       }
     }
   }
 
+  // Follows the server's HTTP/2 frames (it sends no preface): each a
+  // 9-byte header (24-bit length, type, flags, stream) and its payload.
+  void CountPings(const char* data, size_t n) {
+    frames_.append(data, n);
+    size_t at = 0;
+    while (frames_.size() - at >= 9) {
+      const auto* h = reinterpret_cast<const unsigned char*>(&frames_[at]);
+      const size_t length = (size_t{h[0]} << 16) | (size_t{h[1]} << 8) | h[2];
+      if (frames_.size() - at < 9 + length) break;
+      if (h[3] == 6 && (h[4] & 1) == 0) {  // PING, not an ACK
+        std::lock_guard<std::mutex> lock(mu_);
+        ++server_pings_;
+        cv_.notify_all();
+      }
+      at += 9 + length;
+    }
+    frames_.erase(0, at);
+  }
+
   const int port_;
+  std::string frames_;    // the server's bytes not yet a whole frame
+  int server_pings_ = 0;  // guarded by mu_
   int listener_ = -1, client_ = -1, server_ = -1;
   std::string address_;
   std::atomic<bool> stop_{false}, frozen_{false};
@@ -700,13 +734,57 @@ class FreezableRelay {
   std::thread thread_;
 };
 
+// A SortStream call left open with nothing sent, whose client stays alive:
+// a thread of its own drives the connection (so that the client answers
+// the server's pings) until the call is cancelled, when destroyed.
+class LiveStream {
+ public:
+  explicit LiveStream(std::shared_ptr<grpc::Channel> channel)
+      : stub_(std::move(channel)) {
+    stream_ =
+        stub_.PrepareCall(&context_, "/sortd.v1.SortService/SortStream", &cq_);
+    stream_->StartCall(Tag(1));
+    stream_->Read(&answer_, Tag(2));
+    poller_ = std::thread([this] {
+      void* tag;
+      bool ok;
+      int pending = 3;  // the start, the read and the finish
+      while (pending > 0 && cq_.Next(&tag, &ok)) --pending;
+    });
+  }
+  ~LiveStream() {
+    context_.TryCancel();
+    stream_->Finish(&status_, Tag(3));
+    poller_.join();
+    cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+
+ private:
+  static void* Tag(intptr_t n) { return reinterpret_cast<void*>(n); }
+
+  grpc::GenericStub stub_;
+  grpc::ClientContext context_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream_;
+  grpc::ByteBuffer answer_;
+  grpc::Status status_;
+  std::thread poller_;
+};
+
 // A client that vanishes with a call open (its connection frozen: nothing
 // comes back, not even TCP's close) is dropped: sortd pings it after
 // --grpc_keepalive_time without activity, and when the ping goes
 // unanswered for --grpc_keepalive_timeout it closes the connection, ending
-// the call and releasing what it held; other clients are served.
+// the call and releasing what it held; other clients are served. While
+// the client lives it answers the pings and keeps its connection (two
+// pings go by before it vanishes).
 TEST(Hardening, ADeadPeerWithACallOpenIsDroppedByKeepalive) {
-  ServerProcess server({"--device=cpu", "--grpc_keepalive_time=200ms",
+  ServerProcess server({"--device=cpu", "--log_requests",
+                        "--grpc_keepalive_time=200ms",
                         "--grpc_keepalive_timeout=300ms"});
   ASSERT_TRUE(server.Start()) << server.Output();
   const int port =
@@ -717,19 +795,14 @@ TEST(Hardening, ADeadPeerWithACallOpenIsDroppedByKeepalive) {
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(
       relay.address(), grpc::InsecureChannelCredentials(), args);
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  grpc::CompletionQueue cq;
-  auto stream =
-      stub.PrepareCall(&context, "/sortd.v1.SortService/SortStream", &cq);
-  stream->StartCall(reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  ASSERT_TRUE(ok);
-  // The call reached sortd (the relay forwards until frozen).
-  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() +
-                                        std::chrono::seconds(10)));
+  LiveStream stream(channel);
+  // The call reached sortd (the relay forwards until frozen): sortd
+  // pings only connections with calls open.
+  ASSERT_TRUE(server.WaitForLine("start SortStream", std::chrono::seconds(10)))
+      << server.Output();
+  ASSERT_TRUE(relay.WaitForServerPings(
+      2, std::chrono::steady_clock::now() + std::chrono::seconds(10)))
+      << "sortd did not ping a connection with a call open";
   const auto t0 = std::chrono::steady_clock::now();
   relay.Freeze();
   EXPECT_TRUE(relay.WaitForServerClose(t0 + std::chrono::seconds(10)))
@@ -743,15 +816,6 @@ TEST(Hardening, ADeadPeerWithACallOpenIsDroppedByKeepalive) {
   auto sorted = client->Sort<uint32_t>(keys);
   ASSERT_TRUE(sorted.ok()) << sorted.status();
   EXPECT_EQ(sorted->keys, Sorted(keys));
-
-  context.TryCancel();
-  grpc::Status status;
-  stream->Finish(&status, reinterpret_cast<void*>(2));
-  while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void*>(2)) {
-  }
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
