@@ -205,7 +205,8 @@ ABSL_FLAG(int, max_queued_requests, 4096,
           "requests get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_client_queued_requests, 0,
           "Requests of one client admitted and not yet answered, at most (0: "
-          "half of --max_queued_requests); beyond, that client's new "
+          "half of --max_queued_requests, but at least 64 or all of a smaller "
+          "queue); beyond, that client's new "
           "requests get RESOURCE_EXHAUSTED, so that one client cannot fill "
           "the queue and have every other client refused. A client is its "
           "certificate's identity under mutual TLS, else its host.");
@@ -410,9 +411,13 @@ sortd::Scheduler::Options SchedulerOptions(int cpu_workers) {
                          ? static_cast<size_t>(call_keys)
                          : std::max<size_t>(1, o.max_queued_units / 4);
   const int client_requests = absl::GetFlag(FLAGS_max_client_queued_requests);
+  // Half of the queue, but not below 64 requests (all of a smaller
+  // queue): one client needs some depth to fill batches.
   o.max_client_queued_requests =
-      client_requests > 0 ? static_cast<size_t>(client_requests)
-                          : std::max<size_t>(1, o.max_queued_requests / 2);
+      client_requests > 0
+          ? static_cast<size_t>(client_requests)
+          : std::max(o.max_queued_requests / 2,
+                     std::min<size_t>(o.max_queued_requests, 64));
   const int64_t client_keys = absl::GetFlag(FLAGS_max_client_queued_keys);
   o.max_client_queued_units = client_keys > 0
                                   ? static_cast<size_t>(client_keys)
