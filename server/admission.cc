@@ -27,8 +27,9 @@ absl::Status Admission::CheckLocked(size_t charged, size_t more, bool fresh,
                      ", more than one call may hold, ", limits_.max_call_units,
                      " (", limits_.call_flag, "); send less in one call"));
   }
-  if (units_ + more <= limits_.max_units)
-    return CheckClientLocked(more, client);
+  if (units_ + more <= limits_.max_units) {
+    return CheckClientLocked(more, fresh, client);
+  }
   if (limits_.strict) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "sortd is overloaded: requests hold ", units_, " ", limits_.unit,
@@ -43,42 +44,89 @@ absl::Status Admission::CheckLocked(size_t charged, size_t more, bool fresh,
                      more, ", the limit is ", limits_.max_units, " (",
                      limits_.units_flag, "); retry with back-off"));
   }
-  return CheckClientLocked(more, client);
+  return CheckClientLocked(more, fresh, client);
 }
 
-absl::Status Admission::CheckClientLocked(size_t more,
+absl::Status Admission::CheckClientLocked(size_t more, bool fresh,
                                           const std::string& client) const {
-  if (!client.empty() && limits_.max_client_units != SIZE_MAX) {
-    auto it = client_units_.find(client);
-    const size_t held = it == client_units_.end() ? 0 : it->second;
-    if (held + more > limits_.max_client_units) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "this client's calls hold ", held, " ", limits_.unit,
-          " and this one needs ", more, " more; one client may hold ",
-          limits_.max_client_units, " (", limits_.client_flag,
-          "), so that others keep their share; retry with back-off"));
-    }
+  if (client.empty()) return absl::OkStatus();
+  auto it = clients_.find(client);
+  const ClientShare held = it == clients_.end() ? ClientShare{} : it->second;
+  if (fresh && held.requests + 1 > limits_.max_client_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this client has ", held.requests,
+        " requests queued or running; one client may have ",
+        limits_.max_client_requests, " (", limits_.client_requests_flag,
+        "), so that others keep their share of the queue; wait for its "
+        "calls' answers before sending more, or retry with back-off"));
   }
-  return absl::OkStatus();
+  if (held.units + more <= limits_.max_client_units) return absl::OkStatus();
+  // Not strict: a client's lone request goes ahead whatever its size, as
+  // the budget's does.
+  if (!limits_.strict && held.requests <= (fresh ? 0 : 1)) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("this client's calls hold ", held.units, " ", limits_.unit,
+                   " and this one needs ", more, " more; one client may hold ",
+                   limits_.max_client_units, " (", limits_.client_flag,
+                   "), so that others keep their share; retry with back-off"));
 }
 
 void Admission::ChangedLocked() {
   if (limits_.on_change) limits_.on_change(units_);
 }
 
-absl::StatusOr<size_t> Admission::Admit(size_t units) {
+void Admission::ChargeLocked(size_t more, bool fresh,
+                             const std::string& client) {
+  units_ += more;
+  if (fresh) {
+    ++requests_;
+    ++counts_.admitted;
+  }
+  if (!client.empty()) {
+    ClientShare& share = clients_[client];
+    share.units += more;
+    if (fresh) ++share.requests;
+  }
+  ChangedLocked();
+}
+
+void Admission::ReleaseLocked(size_t units, bool last,
+                              const std::string& client) {
+  units_ -= units;
+  if (last) {
+    --requests_;
+    ++counts_.released;
+  }
+  if (!client.empty()) {
+    auto it = clients_.find(client);
+    if (it != clients_.end()) {
+      it->second.units -= std::min(units, it->second.units);
+      if (last && it->second.requests > 0) --it->second.requests;
+      if (it->second.units == 0 && it->second.requests == 0) {
+        clients_.erase(it);
+      }
+    }
+  }
+  ChangedLocked();
+  // Notified under the lock: once WaitIdle sees nothing admitted its
+  // caller may destroy this object, which must not happen inside
+  // notify_all.
+  if (last) idle_.notify_all();
+}
+
+absl::StatusOr<size_t> Admission::Admit(size_t units,
+                                        const std::string& client) {
   const size_t charge =
       limits_.strict ? units : std::min(units, limits_.max_call_units);
   std::lock_guard<std::mutex> lock(mu_);
-  const absl::Status refused = CheckLocked(0, charge, /*fresh=*/true);
+  const absl::Status refused = CheckLocked(0, charge, /*fresh=*/true, client);
   if (!refused.ok()) {
     ++counts_.refused;
     return refused;
   }
-  units_ += charge;
-  ++requests_;
-  ++counts_.admitted;
-  ChangedLocked();
+  ChargeLocked(charge, /*fresh=*/true, client);
   return charge;
 }
 
@@ -90,42 +138,18 @@ absl::Status Admission::Grow(size_t charged, size_t more, bool fresh,
     if (fresh) ++counts_.refused;
     return refused;
   }
-  units_ += more;
-  if (!client.empty()) client_units_[client] += more;
-  if (fresh) {
-    ++requests_;
-    ++counts_.admitted;
-  }
-  ChangedLocked();
+  ChargeLocked(more, fresh, client);
   return absl::OkStatus();
 }
 
 void Admission::Shrink(size_t units, bool last, const std::string& client) {
   std::lock_guard<std::mutex> lock(mu_);
-  units_ -= units;
-  if (!client.empty()) {
-    auto it = client_units_.find(client);
-    if (it != client_units_.end() && (it->second -= units) == 0) {
-      client_units_.erase(it);
-    }
-  }
-  if (last) {
-    --requests_;
-    ++counts_.released;
-    idle_.notify_all();
-  }
-  ChangedLocked();
+  ReleaseLocked(units, last, client);
 }
 
-void Admission::Release(size_t charged) {
-  // Notified under the lock: once WaitIdle sees nothing admitted its caller
-  // may destroy this object, which must not happen inside notify_all.
+void Admission::Release(size_t charged, const std::string& client) {
   std::lock_guard<std::mutex> lock(mu_);
-  units_ -= charged;
-  --requests_;
-  ++counts_.released;
-  ChangedLocked();
-  idle_.notify_all();
+  ReleaseLocked(charged, /*last=*/true, client);
 }
 
 Admission::Hold& Admission::Hold::operator=(Hold&& other) noexcept {
@@ -192,8 +216,14 @@ size_t Admission::units() const {
 
 size_t Admission::client_units(const std::string& client) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = client_units_.find(client);
-  return it == client_units_.end() ? 0 : it->second;
+  auto it = clients_.find(client);
+  return it == clients_.end() ? 0 : it->second.units;
+}
+
+size_t Admission::client_requests(const std::string& client) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = clients_.find(client);
+  return it == clients_.end() ? 0 : it->second.requests;
 }
 
 size_t Admission::requests() const {

@@ -8,14 +8,18 @@
 // service's, in bytes of memory held for requests (--max_held_bytes),
 // where every call is charged all it holds, as it comes to hold it
 // (Hold::Grow), and a call that would hold more than one call may is
-// refused up front.
+// refused up front. Both also bound each client's share (its requests and
+// units together), so that one client cannot fill the whole budget and
+// have every other client refused; a refusal names the bound that binds,
+// the budget's before the client's share.
 //
 //   Admission admission({.max_units = 1 << 28, .max_requests = 4096,
-//                        .max_call_units = 1 << 26});
-//   absl::StatusOr<size_t> charged = admission.Admit(task_units);
+//                        .max_call_units = 1 << 26,
+//                        .max_client_requests = 2048});
+//   absl::StatusOr<size_t> charged = admission.Admit(task_units, client);
 //   if (!charged.ok()) return charged.status();   // refused
 //   ...                                           // work, answer
-//   admission.Release(*charged);
+//   admission.Release(*charged, client);
 //
 //   Admission::Hold hold(&bytes);                 // a call's bytes
 //   if (absl::Status s = hold.Grow(n); !s.ok()) return s;   // refused
@@ -53,16 +57,22 @@ class Admission {
     // budget of memory, which charging a call less than it holds would let
     // it pass).
     bool strict = false;
-    // Units the calls of one client (Hold::SetClient) may hold together,
-    // so that one client cannot take the whole budget from the others.
+    // Units, and requests, that the calls of one client (Admit's client,
+    // Hold::SetClient) may hold together, so that one client cannot take
+    // the whole budget from the others. Not strict, a client's lone
+    // request is admitted whatever its units, as the budget's lone request
+    // is.
     size_t max_client_units = SIZE_MAX;
+    size_t max_client_requests = SIZE_MAX;
     // For the messages: the unit, and the flags that set max_units,
-    // max_call_units and max_requests.
+    // max_call_units, max_requests, max_client_units and
+    // max_client_requests.
     std::string unit = "keys";
     std::string units_flag = "--max_queued_keys";
     std::string call_flag = "--max_call_keys";
     std::string requests_flag = "--max_queued_requests";
     std::string client_flag = "";
+    std::string client_requests_flag = "";
     // Called with the units charged after every change, under the budget's
     // lock (cheap, and never calling back into it): a gauge.
     std::function<void(size_t)> on_change = nullptr;
@@ -105,14 +115,15 @@ class Admission {
 
   explicit Admission(const Limits& limits) : limits_(limits) {}
 
-  // The units a request of `units` is charged, or why it is refused. Not
-  // strict: a lone request is always admitted (unless closed), its size
-  // bounded by the server's request limit, as refusing it would refuse it
-  // forever; strict: a request of more than max_call_units is refused.
-  absl::StatusOr<size_t> Admit(size_t units);
-  // Gives back what Admit charged. Nothing of this object is touched after
-  // the last release has woken WaitIdle.
-  void Release(size_t charged);
+  // The units a request of `units` from `client` (empty: counted for no
+  // client) is charged, or why it is refused. Not strict: a lone request
+  // is always admitted (unless closed), its size bounded by the server's
+  // request limit, as refusing it would refuse it forever; strict: a
+  // request of more than max_call_units is refused.
+  absl::StatusOr<size_t> Admit(size_t units, const std::string& client = "");
+  // Gives back what Admit charged for `client`. Nothing of this object is
+  // touched after the last release has woken WaitIdle.
+  void Release(size_t charged, const std::string& client = "");
 
   // Every later Admit is refused UNAVAILABLE (the server is shutting down).
   void Close();
@@ -127,6 +138,8 @@ class Admission {
   // Units charged now, over every request; of one client's.
   size_t units() const;
   size_t client_units(const std::string& client) const;
+  // Requests of one client admitted and not yet released.
+  size_t client_requests(const std::string& client) const;
   Counts counts() const;
   const Limits& limits() const { return limits_; }
 
@@ -135,19 +148,30 @@ class Admission {
   // one) are refused, or OK; with the lock held.
   absl::Status CheckLocked(size_t charged, size_t more, bool fresh,
                            const std::string& client = "") const;
-  // The same for `client`'s share (Limits::max_client_units).
-  absl::Status CheckClientLocked(size_t more, const std::string& client) const;
+  // The same for `client`'s share (Limits::max_client_requests and
+  // max_client_units).
+  absl::Status CheckClientLocked(size_t more, bool fresh,
+                                 const std::string& client) const;
   void ChangedLocked();
+  // Charges `more` units (and, `fresh`, one request) to the budget and
+  // `client`; gives back `units` (and, `last`, the request).
+  void ChargeLocked(size_t more, bool fresh, const std::string& client);
+  void ReleaseLocked(size_t units, bool last, const std::string& client);
   // Hold's steps.
   absl::Status Grow(size_t charged, size_t more, bool fresh,
                     const std::string& client);
   void Shrink(size_t units, bool last, const std::string& client);
 
+  struct ClientShare {
+    size_t units = 0, requests = 0;
+  };
+
   const Limits limits_;
   mutable std::mutex mu_;
   std::condition_variable idle_;
   size_t units_ = 0, requests_ = 0;
-  std::map<std::string, size_t> client_units_;  // clients holding units
+  // Clients with a request admitted or units held.
+  std::map<std::string, ClientShare> clients_;
   bool closed_ = false;
   Counts counts_;
 };

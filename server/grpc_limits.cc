@@ -44,12 +44,17 @@ ABSL_FLAG(absl::Duration, grpc_max_connection_age_grace, absl::Minutes(5),
           "deadline clients use. inf: calls always finish.");
 ABSL_FLAG(int64_t, grpc_memory_bytes, int64_t{2} << 30,
           "Bytes gRPC may buffer for all connections together (requests "
-          "being received before sortd admits them): beyond, it cancels "
-          "calls with RESOURCE_EXHAUSTED rather than take more. At least "
+          "being received before sortd admits them): beyond, it reclaims "
+          "rather than take more, resetting calls (the client sees "
+          "RESOURCE_EXHAUSTED) or closing connections with GOAWAY (their "
+          "calls fail UNAVAILABLE), whichever clients they belong to; both "
+          "are retried by clients' default service config. At least "
           "--max_request_bytes; 0: no limit.");
 ABSL_FLAG(int, grpc_max_threads, 32,
           "Threads gRPC may start for the synchronous services "
-          "(reflection); beyond, their calls get RESOURCE_EXHAUSTED.");
+          "(reflection), one of which keeps polling: at most one less "
+          "reflection streams are open at once, and beyond, a new one gets "
+          "RESOURCE_EXHAUSTED. The sorts (callback API) take none of them.");
 ABSL_FLAG(int, grpc_max_metadata_bytes, 8 << 10,
           "Largest metadata (header list) a call may send, in bytes; a "
           "larger one is refused (RESOURCE_EXHAUSTED).");

@@ -41,9 +41,12 @@ struct GrpcLimits {
   absl::Duration max_connection_age = absl::Minutes(30);
   absl::Duration max_connection_age_grace = absl::Minutes(5);
   // Bytes gRPC may hold for all connections (receive buffers of requests
-  // not yet handed to sortd); 0: no limit.
+  // not yet handed to sortd); 0: no limit. Past it gRPC resets streams
+  // (RESOURCE_EXHAUSTED) and closes connections (GOAWAY), not only those
+  // of the client that filled it.
   int64_t memory_bytes = int64_t{2} << 30;
-  // Threads gRPC may start for the synchronous services (reflection).
+  // Threads gRPC may start for the synchronous services (reflection); one
+  // stays polling, the others serve one stream each.
   int max_threads = 32;
   // Largest header list (metadata) of a call, in bytes.
   int max_metadata_bytes = 8 << 10;

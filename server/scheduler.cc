@@ -66,7 +66,11 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
       listener_(listener != nullptr ? listener : &null_listener_),
       admission_({.max_units = options_.max_queued_units,
                   .max_requests = options_.max_queued_requests,
-                  .max_call_units = options_.max_call_units}),
+                  .max_call_units = options_.max_call_units,
+                  .max_client_units = options_.max_client_queued_units,
+                  .max_client_requests = options_.max_client_queued_requests,
+                  .client_flag = "--max_client_queued_keys",
+                  .client_requests_flag = "--max_client_queued_requests"}),
       pool_(std::move(devices),
             {.pipeline_depth = options_.pipeline_depth,
              .reinit_backoff = options_.reinit_backoff,
@@ -148,7 +152,7 @@ void Scheduler::Publish(const QueueSnapshot& queue) {
 
 void Scheduler::Submit(std::shared_ptr<Task> task) {
   task->enqueued = Now();
-  absl::StatusOr<size_t> charged = admission_.Admit(task->units);
+  absl::StatusOr<size_t> charged = admission_.Admit(task->units, task->client);
   if (!charged.ok()) {
     TaskResult result;
     result.status = charged.status();
@@ -211,7 +215,9 @@ void Scheduler::SubmitAdmitted(const std::shared_ptr<Task>& task) {
 }
 
 void Scheduler::Unhold(Task& task) {
-  if (task.holds.fetch_sub(1) == 1) admission_.Release(task.charged);
+  if (task.holds.fetch_sub(1) == 1) {
+    admission_.Release(task.charged, task.client);
+  }
 }
 
 Route Scheduler::RouteLocked(const Task& task, RouteEstimate* estimate) const {

@@ -20,10 +20,12 @@
 // Sorts longer than the devices' fused segment (for their key width) run
 // alone: in a batch they would cost launches of their own.
 //
-// Clients (Task::client, server/peer.h) share the queues in fair shares
-// of work: the CPU path's (server/fair_queue.h, where bulk tasks also
-// leave a worker to small ones) and, within each batching class and the
-// solo queue, the devices' (FairTasks in server/batcher.h).
+// Clients (Task::client, server/peer.h) are admitted up to their share
+// of the queue (Options::max_client_queued_requests and _units), and
+// share the queues in fair shares of work: the CPU path's
+// (server/fair_queue.h, where bulk tasks also leave a worker to small
+// ones) and, within each batching class and the solo queue, the devices'
+// (FairTasks in server/batcher.h).
 //
 // A request larger than a device's memory budget runs alone in device-sized
 // runs: sorts are merged on the CPU (server/runs.h), transposes are cut
@@ -135,6 +137,13 @@ class Scheduler {
     // huge call (a long SortStream) cannot hold the whole budget and
     // starve every other client while it runs.
     size_t max_call_units = size_t{1} << 26;
+    // What the tasks of one client (Task::client) may count together
+    // against those bounds, so that one client cannot fill the queue and
+    // have every other client's calls refused. Half of each by default:
+    // one client alone still has a deep queue to batch from, and whatever
+    // it sends, the others keep the other half.
+    size_t max_client_queued_units = size_t{1} << 27;
+    size_t max_client_queued_requests = 2048;
     Thresholds sort, transpose;
     // Calibrated costs; spilling needs both of an operation's models.
     CostModel cpu_sort, gpu_sort, cpu_transpose, gpu_transpose;

@@ -203,6 +203,19 @@ ABSL_FLAG(int64_t, max_call_keys, 0,
 ABSL_FLAG(int, max_queued_requests, 4096,
           "Requests admitted and not yet answered, at most; beyond, new "
           "requests get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_client_queued_requests, 0,
+          "Requests of one client admitted and not yet answered, at most (0: "
+          "half of --max_queued_requests, but at least 64 or all of a smaller "
+          "queue); beyond, that client's new "
+          "requests get RESOURCE_EXHAUSTED, so that one client cannot fill "
+          "the queue and have every other client refused. A client is its "
+          "certificate's identity under mutual TLS, else its host.");
+ABSL_FLAG(int64_t, max_client_queued_keys, 0,
+          "Keys (32 per matrix) of one client's requests admitted and not "
+          "yet answered, at most (0: half of --max_queued_keys), each call "
+          "counting at most --max_call_keys; beyond, that client's new "
+          "requests get RESOURCE_EXHAUSTED (a client's lone request is "
+          "admitted whatever its size).");
 ABSL_FLAG(int64_t, cpu_max_keys, -1,
           "Sorts of at most this many keys run on the CPU path without "
           "batching (-1: calibrated at startup).");
@@ -331,6 +344,16 @@ absl::Status CheckFlags() {
         "be positive, --max_call_keys not negative, --full_pipeline_depth "
         "0 to 16");
   }
+  if (absl::GetFlag(FLAGS_max_client_queued_requests) < 0 ||
+      absl::GetFlag(FLAGS_max_client_queued_requests) >
+          absl::GetFlag(FLAGS_max_queued_requests) ||
+      absl::GetFlag(FLAGS_max_client_queued_keys) < 0 ||
+      absl::GetFlag(FLAGS_max_client_queued_keys) >
+          absl::GetFlag(FLAGS_max_queued_keys)) {
+    return absl::InvalidArgumentError(
+        "--max_client_queued_requests must be 0 to --max_queued_requests, "
+        "--max_client_queued_keys 0 to --max_queued_keys");
+  }
   if (absl::GetFlag(FLAGS_max_stream_bytes) < 1 ||
       absl::GetFlag(FLAGS_stream_chunk_bytes) < 16 ||
       absl::GetFlag(FLAGS_stream_chunk_bytes) > (int64_t{1} << 30) ||
@@ -387,6 +410,18 @@ sortd::Scheduler::Options SchedulerOptions(int cpu_workers) {
   o.max_call_units = call_keys > 0
                          ? static_cast<size_t>(call_keys)
                          : std::max<size_t>(1, o.max_queued_units / 4);
+  const int client_requests = absl::GetFlag(FLAGS_max_client_queued_requests);
+  // Half of the queue, but not below 64 requests (all of a smaller
+  // queue): one client needs some depth to fill batches.
+  o.max_client_queued_requests =
+      client_requests > 0
+          ? static_cast<size_t>(client_requests)
+          : std::max(o.max_queued_requests / 2,
+                     std::min<size_t>(o.max_queued_requests, 64));
+  const int64_t client_keys = absl::GetFlag(FLAGS_max_client_queued_keys);
+  o.max_client_queued_units = client_keys > 0
+                                  ? static_cast<size_t>(client_keys)
+                                  : std::max<size_t>(1, o.max_queued_units / 2);
   o.spill = absl::GetFlag(FLAGS_spill_to_cpu);
   o.cpu_workers = cpu_workers;
   o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);

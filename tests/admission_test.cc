@@ -1,5 +1,6 @@
 // Admission: the bounds on requests and units, the lone request always
-// admitted, one call's charge capped, release and the idle wait; strict
+// admitted, one call's charge capped, each client's share of the queue,
+// release and the idle wait; strict
 // (a budget of memory): every call charged all it holds, one over the call
 // cap refused up front, nothing admitted past the budget, holds that grow.
 #include "server/admission.h"
@@ -157,6 +158,82 @@ TEST(Admission, OneClientCannotTakeTheWholeBudget) {
   EXPECT_EQ(a.client_units("x509:hostile"), 0u);
   EXPECT_EQ(a.client_units("x509:neighbour"), 0u);
   EXPECT_EQ(a.units(), 0u);
+}
+
+// The queue's share per client: one client's requests beyond
+// max_client_requests are refused naming its flag while another client's
+// are admitted; the budget's own bound is checked first, so a refusal
+// names the bound that binds; a request without a client counts for none.
+Admission::Limits Queue(size_t max_requests, size_t client_requests) {
+  return {.max_units = 1000,
+          .max_requests = max_requests,
+          .max_call_units = 500,
+          .max_client_requests = client_requests,
+          .client_flag = "--max_client_queued_keys",
+          .client_requests_flag = "--max_client_queued_requests"};
+}
+
+TEST(Admission, OneClientCannotFillTheQueue) {
+  Admission a(Queue(/*max_requests=*/6, /*client_requests=*/3));
+  std::vector<size_t> hostile;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<size_t> c = a.Admit(1, "x509:hostile");
+    ASSERT_TRUE(c.ok()) << c.status();
+    hostile.push_back(*c);
+  }
+  absl::StatusOr<size_t> refused = a.Admit(1, "x509:hostile");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("--max_client_queued_requests"));
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("has 3 requests"));
+  EXPECT_EQ(a.client_requests("x509:hostile"), 3u);
+  // Another client, and calls without one, have the rest of the queue.
+  ASSERT_TRUE(a.Admit(1, "x509:neighbour").ok());
+  ASSERT_TRUE(a.Admit(1, "x509:neighbour").ok());
+  ASSERT_TRUE(a.Admit(1).ok());
+  EXPECT_EQ(a.requests(), 6u);
+  // The queue is full: the budget's bound binds, and says so, for every
+  // client alike.
+  absl::StatusOr<size_t> full = a.Admit(1, "x509:neighbour");
+  ASSERT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(full.status().message()),
+              ::testing::HasSubstr("--max_queued_requests"));
+  EXPECT_THAT(std::string(full.status().message()),
+              ::testing::Not(::testing::HasSubstr("--max_client")));
+  // Answered, a request makes room in its client's share.
+  a.Release(hostile.back(), "x509:hostile");
+  hostile.pop_back();
+  EXPECT_EQ(a.client_requests("x509:hostile"), 2u);
+  absl::StatusOr<size_t> again = a.Admit(1, "x509:hostile");
+  ASSERT_TRUE(again.ok()) << again.status();
+  a.Release(*again, "x509:hostile");
+  for (size_t c : hostile) a.Release(c, "x509:hostile");
+  EXPECT_EQ(a.client_requests("x509:hostile"), 0u);
+  EXPECT_EQ(a.client_units("x509:hostile"), 0u);
+  EXPECT_EQ(a.counts().refused, 2u);
+}
+
+// The share of queued units: beyond it a client's request is refused
+// naming its flag, but a client's lone request is admitted whatever its
+// size (refused, it would be refused forever), as the budget's is.
+TEST(Admission, AClientsQueuedUnitsAreBoundedButItsLoneRequestGoesAhead) {
+  Admission::Limits limits = Queue(/*max_requests=*/100, SIZE_MAX);
+  limits.max_client_units = 300;
+  Admission a(limits);
+  absl::StatusOr<size_t> lone = a.Admit(450, "ipv4:10.0.0.7");
+  ASSERT_TRUE(lone.ok()) << lone.status();
+  EXPECT_EQ(*lone, 450u);
+  absl::StatusOr<size_t> more = a.Admit(10, "ipv4:10.0.0.7");
+  ASSERT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(more.status().message()),
+              ::testing::HasSubstr("--max_client_queued_keys"));
+  ASSERT_TRUE(a.Admit(300, "ipv4:10.0.0.8").ok());
+  a.Release(*lone, "ipv4:10.0.0.7");
+  ASSERT_TRUE(a.Admit(200, "ipv4:10.0.0.7").ok());
+  ASSERT_TRUE(a.Admit(100, "ipv4:10.0.0.7").ok());
+  EXPECT_EQ(a.client_units("ipv4:10.0.0.7"), 300u);
+  EXPECT_FALSE(a.Admit(1, "ipv4:10.0.0.7").ok());
 }
 
 TEST(Admission, AHoldGrowsUntilACapAndGivesEverythingBack) {

@@ -286,8 +286,13 @@ class Repeater {
 TEST(FairnessTest, OneClientsBacklogDoesNotHoldAnothersSmallSorts) {
   TestCertificates certs;
   ASSERT_TRUE(certs.Make({"client a", "client b"})) << certs.error();
+  // A's backlog (4000 requests) is deeper than one client's default share
+  // of the queue (2048, --max_client_queued_requests): the share is
+  // lifted, so that the backlog is queued and the queues' fairness, not
+  // admission, is what this measures.
   std::vector<std::string> flags = {"--device=cpu", "--cpu_threads=2",
-                                    "--metrics_listen=127.0.0.1:0"};
+                                    "--metrics_listen=127.0.0.1:0",
+                                    "--max_client_queued_requests=4096"};
   for (const std::string& f : certs.ServerFlags()) flags.push_back(f);
   ServerProcess server(flags);
   ASSERT_TRUE(server.Start()) << server.Output();
