@@ -11,7 +11,7 @@
 //                     memory, kernels, download
 //   stages            device time per stage
 //
-//   gpu_sort_benchmark [--device=gpu|opencl-cpu] [--sizes=16,20,24]
+//   gpu_sort_benchmark [--device=gpu|gpu:N|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
 //                      [--policy=radix.pass=one-launch,radix.lookback=8,...]
 //                      (the device's policy with these knobs changed: the
@@ -502,8 +502,18 @@ int main(int argc, char** argv) {
     }
   }
   OpenClEngine::Options options;
-  options.kind = device == "gpu" ? sortd::gpu::DeviceKind::kGpu
-                                 : sortd::gpu::DeviceKind::kCpu;
+  // "gpu" (the first GPU), "gpu:N" (the N-th), else an OpenCL CPU device.
+  options.kind = device.rfind("gpu", 0) == 0 ? sortd::gpu::DeviceKind::kGpu
+                                             : sortd::gpu::DeviceKind::kCpu;
+  if (device.rfind("gpu:", 0) == 0) {
+    int index = 0;
+    if (!absl::SimpleAtoi(device.substr(4), &index) || index < 0) {
+      std::fprintf(stderr, "gpu_sort_benchmark: --device=%s: expected gpu:N\n",
+                   device.c_str());
+      return 2;
+    }
+    options.device_index = index;
+  }
   // --hold_mib: memory taken before the engine's, held to the end.
   cl::Context hold_context;
   cl::Buffer hold;
