@@ -32,8 +32,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
 echo "cores: $(nproc), GPUs: $GPUS, client processes: $P x $C calls" \
   | tee -a "$OUT/node-summary.txt"
 tag() { sed "s/^{/{\"tag\":\"$1\",/" >> "$J"; }
+T0=$(date +%s)
+section() { echo "== [$(($(date +%s) - T0))s] $*"; }
+# sortd's logs come back with the results, whatever happens.
+trap 'cp /tmp/sortd-gpu*.log "$OUT"/ 2>/dev/null' EXIT
 
-echo "== 1. iperf3 on loopback"
+section "1. iperf3 on loopback"
 for i in $(seq 0 7); do iperf3 -s -p $((5300 + i)) -D; done
 sleep 0.5
 iperf3 -c 127.0.0.1 -p 5300 -t 5 -J > /tmp/iperf-one.json
@@ -49,7 +53,7 @@ eight = sum(json.load(open(f"/tmp/iperf-{i}.json"))["end"]["sum_received"]["bits
 print(json.dumps({"one_process_bytes_per_s": one, "eight_processes_bytes_per_s": eight}))
 PY
 
-echo "== 4a. the engine alone on each GPU"
+section "4a. the engine alone on each GPU"
 for g in $(seq 0 $((GPUS - 1))); do
   gpu_sort_benchmark --device=gpu:$g --sizes=24 --reps=7 2>/dev/null \
     | grep '"u32"' | head -1 | tag "engine-gpu$g"
@@ -60,12 +64,13 @@ start_sortd() {  # start_sortd DEVICE [FLAGS...]
   rm -rf /tmp/sortd-node && mkdir -p /tmp/sortd-node
   sortd --device="$1" --listen=127.0.0.1:50051 \
     --metrics_listen=127.0.0.1:9464 --kernel_cache_dir=/tmp/sortd-kernels \
-    --shm_socket=/tmp/sortd-node/shm.sock "${@:2}" > "/tmp/sortd-$1.log" 2>&1 &
+    --shm_socket=/tmp/sortd-node/shm.sock "${@:2}" > "/tmp/sortd-${1/:/-}.log" 2>&1 &
   S=$!
   for _ in $(seq 1 240); do
     sortctl --timeout=1s health > /dev/null 2>&1 && return
     sleep 0.5
   done
+  section "sortd --device=$1 is not serving after 120 s"
   echo "sortd --device=$1 did not start" >&2
 }
 stop_sortd() { kill -TERM "$S"; wait "$S"; }
@@ -73,37 +78,39 @@ stop_sortd() { kill -TERM "$S"; wait "$S"; }
 load() {
   local t=$1 p=$2
   shift 2
+  local pids=()
   for i in $(seq 1 "$p"); do
     timeout 300 sortctl --timeout=120s bench --json --seed=$i \
       --server_metrics=127.0.0.1:9464 "$@" > "/tmp/load-$t-$i.json" 2>/dev/null &
+    pids+=($!)
   done
-  wait
+  wait "${pids[@]}"  # the clients only: sortd runs on
   for i in $(seq 1 "$p"); do
     sed "s/^{/{\"process\":$i,/" "/tmp/load-$t-$i.json" | tag "$t"
   done
 }
 
-echo "== 2. Echo, 16M keys, $P x $C"
+section "2. Echo, 16M keys, $P x $C"
 start_sortd gpu:0
 load echo16m "$P" --op=echo --sizes=16m --concurrency="$C" --duration=${SECS}s
-echo "== 3. Sort, 16M keys, $P x $C, first GPU"
+section "3. Sort, 16M keys, $P x $C, first GPU"
 load sort16m-gpu0 "$P" --op=sort --sizes=16m --concurrency="$C" \
   --duration=${SECS}s
-echo "== 4. shared memory, first GPU"
+section "4. shared memory, first GPU"
 load shm-gpu0 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
   --shm_socket=/tmp/sortd-node/shm.sock
-echo "== 5. mixed load, first GPU"
+section "5. mixed load, first GPU"
 load small-alone 1 --op=sort --sizes=1k --rate=2000 --concurrency=64 \
   --duration=${SECS}s
 load mixed-gpu0 1 --op=sort --sizes=1k:70,64k:25,16m:5 --concurrency=64 \
   --duration=${SECS}s
 stop_sortd
 if [ "$GPUS" -gt 1 ]; then
-  echo "== 3. Sort, 16M keys, $P x $C, every GPU"
+  section "3. Sort, 16M keys, $P x $C, every GPU"
   start_sortd gpu
   load sort16m-all "$P" --op=sort --sizes=16m --concurrency="$C" \
     --duration=${SECS}s
-  echo "== 4. shared memory, every GPU"
+  section "4. shared memory, every GPU"
   load shm-all 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
     --shm_socket=/tmp/sortd-node/shm.sock
   stop_sortd
