@@ -357,8 +357,11 @@ void Scheduler::RunnerLoop(size_t device_index) {
     // Only the devices that have not failed it may take it, so the first of
     // them with room does, even while a device that may not take it holds
     // fewer batches (the least loaded rule would leave it waiting for a
-    // device that will never run it).
-    if (!handovers_.empty() && pool_.HasRoom(device_index)) {
+    // device that will never run it). Room counts up to
+    // full_pipeline_depth, as for a full batch: otherwise a device kept
+    // beyond pipeline_depth by full batches would never take it.
+    if (!handovers_.empty() &&
+        pool_.HasRoom(device_index, options_.full_pipeline_depth)) {
       auto it = std::find_if(
           handovers_.begin(), handovers_.end(),
           [&](const Handover& h) { return MayTakeLocked(h, device_index); });

@@ -291,15 +291,15 @@ class Scheduler {
   // lock held, releases it around the factory.
   void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
   // Runs `batch` on the device; `tried` marks the devices that failed it
-  // before (empty: none), `from` the last of them.
+  // before (empty: none).
   void RunBatch(size_t device_index, Batch& batch, std::vector<bool> tried,
                 batch::PackBuffer* pack);
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
                            batch::PackBuffer* pack, int* device_runs);
   // A failed device run: marks the device down if its engine says so, and
   // hands the batch to another device up that has not failed it (`tried`),
-  // or else sends it (and, with no device left up, every queued task and
-  // handover) to the CPU path.
+  // or else sends it to the CPU path, as it does every queued task when no
+  // device is left up and every handover only the lost device could take.
   void FailOver(size_t device_index, Batch& batch, std::vector<bool> tried,
                 const absl::Status& error);
   // Answers a task and releases its admission.

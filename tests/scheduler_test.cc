@@ -58,6 +58,12 @@ class Gate {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return entered_ >= n; });
   }
+  // The same, giving up after `timeout`: whether they have.
+  bool WaitEnteredFor(int n, absl::Duration timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, absl::ToChronoNanoseconds(timeout),
+                        [&] { return entered_ >= n; });
+  }
 
  private:
   std::mutex mu_;
@@ -1163,6 +1169,43 @@ TEST_F(SchedulerTest, HandoverWaitingForALostDeviceGoesToTheCpuPath) {
   EXPECT_EQ(listener.fallbacks(),
             (std::map<std::string, int>{{"no_healthy_device", 1}}));
   EXPECT_EQ(listener.WaitDowns(1), std::vector<std::string>{x_name});
+}
+
+// A handed-over batch takes a device's slot beyond pipeline_depth, as a
+// full batch would: it does not wait for the device's batches in flight.
+TEST_F(SchedulerTest, HandoverGoesBeyondThePipelineDepth) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 1;
+  o.max_batch_delay = absl::ZeroDuration();
+  o.pipeline_depth = 1;
+  o.full_pipeline_depth = 2;
+  FailoverListener listener;
+  auto sched = Make(o, 2, &listener);
+  gate_.Close();
+  auto a = U32(1000, 1);
+  sched->Submit(a->task);
+  gate_.WaitEntered(1);
+  // `a` is held on x; y takes the next batch and fails it.
+  FakeDevice* x = devices_[0]->entered() == 1 ? devices_[0] : devices_[1];
+  FakeDevice* y = x == devices_[0] ? devices_[1] : devices_[0];
+  y->set_gate(nullptr);
+  y->fail_next = 1;
+  auto b = U32(800, 2);
+  sched->Submit(b->task);
+  // x's second runner takes `b` while `a` is still held there.
+  const bool taken = gate_.WaitEnteredFor(2, absl::Seconds(30));
+  gate_.Open();
+  ASSERT_TRUE(taken);
+  a->Wait();
+  b->Wait();
+  a->verify();
+  b->verify();
+  EXPECT_EQ(b->result.path, ExecutionPath::kGpu);
+  EXPECT_EQ(b->result.device, a->result.device);
+  EXPECT_EQ(x->runs(), 2);
+  EXPECT_EQ(y->runs(), 1);
+  EXPECT_EQ(sched->stats().device_failovers, 1u);
+  EXPECT_EQ(sched->stats().failovers, 0u);
 }
 
 TEST_F(SchedulerTest, NextBatchGoesToTheLeastLoadedDevice) {
