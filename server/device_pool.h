@@ -80,6 +80,13 @@ class DevicePool {
   // engine serves at once) in flight and no healthy device has fewer.
   bool MayLease(size_t i) const { return MayLease(i, options_.pipeline_depth); }
   bool MayLease(size_t i, int depth) const;
+  // Whether device `i` is up with fewer than Depth(i, depth) in flight,
+  // whatever the others hold: for a batch that only some devices may take
+  // (one another device failed), which goes to the first of them with room
+  // rather than waiting for it to be the least loaded of all.
+  bool HasRoom(size_t i, int depth) const {
+    return devices_[i].up && devices_[i].inflight < Depth(i, depth);
+  }
   // The batches device `i` may hold at once when asked for `depth`: never
   // fewer than pipeline_depth, beyond it at most its engine's concurrent
   // runs.

@@ -89,6 +89,11 @@ constexpr Doc kCpuFallbacks{
     "sortd_cpu_fallbacks_total",
     "Requests the CPU path answered instead of a device, by reason: the "
     "device's status code when it failed a batch, or no_healthy_device"};
+constexpr Doc kDeviceFailovers{
+    "sortd_device_failovers_total",
+    "Requests a device failed that another device then took instead of the "
+    "CPU path, by the device that failed them (0 from the start for every "
+    "device)"};
 constexpr Doc kQueueWait{
     "sortd_queue_wait_seconds",
     "Time from a request's arrival to the start of its run (batching delay and "
@@ -208,6 +213,7 @@ Metrics::Metrics()
       key_bytes_saved_(Counters(*registry_, kKeyBytesSaved)),
       stage_duration_(Histograms(*registry_, kStageDuration)),
       cpu_fallbacks_(Counters(*registry_, kCpuFallbacks)),
+      device_failovers_(Counters(*registry_, kDeviceFailovers)),
       queue_wait_(Histograms(*registry_, kQueueWait)),
       batch_requests_(Histograms(*registry_, kBatchRequests)),
       batch_keys_(Histograms(*registry_, kBatchKeys)),
@@ -446,6 +452,15 @@ void Metrics::OnDeviceInfo(const std::string& device, const std::string& vendor,
                            const std::string& driver) {
   device_info_.Add({{"device", device}, {"vendor", vendor}, {"driver", driver}})
       .Set(1);
+  // Every device's series exists before its first failure, so that rates
+  // and increases over it start from 0 rather than from nothing.
+  device_failovers_.Add({{"device", device}});
+}
+
+void Metrics::OnDeviceFailover(const std::string& from,
+                               const std::string& /*to*/, size_t requests) {
+  device_failovers_.Add({{"device", from}})
+      .Increment(static_cast<double>(requests));
 }
 
 void Metrics::OnDeviceMemory(

@@ -97,6 +97,11 @@ class Metrics final : public SchedulerListener {
   void OnDeviceMemory(
       const std::string& device,
       const std::vector<std::pair<std::string, double>>& bytes) override;
+  // sortd_device_failovers_total{device}: counted against the device that
+  // failed the requests (the series every device has from its start, so
+  // that a dashboard repeated by device finds it).
+  void OnDeviceFailover(const std::string& from, const std::string& to,
+                        size_t requests) override;
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -133,6 +138,7 @@ class Metrics final : public SchedulerListener {
   prometheus::Family<prometheus::Counter>& key_bytes_saved_;
   prometheus::Family<prometheus::Histogram>& stage_duration_;
   prometheus::Family<prometheus::Counter>& cpu_fallbacks_;
+  prometheus::Family<prometheus::Counter>& device_failovers_;
   prometheus::Family<prometheus::Histogram>& queue_wait_;
   prometheus::Family<prometheus::Histogram>& batch_requests_;
   prometheus::Family<prometheus::Histogram>& batch_keys_;

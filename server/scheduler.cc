@@ -138,8 +138,9 @@ absl::Status Scheduler::Expired(const Task& task, absl::Time now) {
 
 Scheduler::QueueSnapshot Scheduler::QueueLocked() {
   return {.seq = ++queue_seq_,
-          .units = batchers_.units() + cpu_queued_units_,
-          .requests = batchers_.requests() + cpu_queued_requests_,
+          .units = batchers_.units() + handover_units_ + cpu_queued_units_,
+          .requests =
+              batchers_.requests() + handover_requests_ + cpu_queued_requests_,
           .inflight = inflight_};
 }
 
@@ -224,7 +225,8 @@ Route Scheduler::RouteLocked(const Task& task, RouteEstimate* estimate) const {
   const RouteLoad load{
       .devices = static_cast<int>(pool_.size()),
       .devices_up = pool_.devices_up(),
-      .device_backlog_units = batchers_.units() + pool_.inflight_units(),
+      .device_backlog_units =
+          batchers_.units() + handover_units_ + pool_.inflight_units(),
       .cpu_queued_units = cpu_queued_units_,
       .cpu_queued_requests = cpu_queued_requests_,
       .device_late = late_[static_cast<int>(task.op)].At(Now())};
@@ -351,6 +353,37 @@ void Scheduler::RunnerLoop(size_t device_index) {
       }
       continue;
     }
+    // A batch another device failed goes first: it has waited once already.
+    // Only the devices that have not failed it may take it, so the first of
+    // them with room does, even while a device that may not take it holds
+    // fewer batches (the least loaded rule would leave it waiting for a
+    // device that will never run it). Room counts up to
+    // full_pipeline_depth, as for a full batch: otherwise a device kept
+    // beyond pipeline_depth by full batches would never take it.
+    if (!handovers_.empty() &&
+        pool_.HasRoom(device_index, options_.full_pipeline_depth)) {
+      auto it = std::find_if(
+          handovers_.begin(), handovers_.end(),
+          [&](const Handover& h) { return MayTakeLocked(h, device_index); });
+      if (it != handovers_.end()) {
+        Handover h = std::move(*it);
+        handovers_.erase(it);
+        handover_units_ -= h.units;
+        handover_requests_ -= h.batch.size();
+        stats_.device_failovers += h.batch.size();
+        pool_.Lease(device_index, h.units);
+        const std::string to = dev.name;
+        const QueueSnapshot queue = QueueLocked();
+        lock.unlock();
+        Publish(queue);
+        listener_->OnDeviceFailover(h.from, to, h.batch.size());
+        RunBatch(device_index, h.batch, std::move(h.tried), &pack);
+        lock.lock();
+        pool_.Return(device_index, h.units);
+        cv_.notify_all();
+        continue;
+      }
+    }
     // Beyond pipeline_depth batches in flight, only a full batch or a solo
     // task no longer than one goes.
     const bool within_depth = pool_.MayLease(device_index);
@@ -390,7 +423,7 @@ void Scheduler::RunnerLoop(size_t device_index) {
     const QueueSnapshot queue = QueueLocked();
     lock.unlock();
     Publish(queue);
-    RunBatch(device_index, batch, &pack);
+    RunBatch(device_index, batch, {}, &pack);
     lock.lock();
     pool_.Return(device_index, units);
     cv_.notify_all();
@@ -435,7 +468,7 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
 }
 
 void Scheduler::RunBatch(size_t device_index, Batch& batch,
-                         batch::PackBuffer* pack) {
+                         std::vector<bool> tried, batch::PackBuffer* pack) {
   // Only this runner's lease uses the engine until it is returned: the
   // pool re-creates a device only with nothing in flight.
   DevicePool::Device& dev = pool_[device_index];
@@ -468,7 +501,7 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
   });
   const absl::Duration compute = Now() - start;
   if (!status.ok()) {
-    FailOver(device_index, live, status);
+    FailOver(device_index, live, std::move(tried), status);
     return;
   }
   listener_->OnStages(dev.name,
@@ -496,39 +529,111 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
   }
 }
 
+bool Scheduler::DeviceFault(const absl::Status& error) {
+  // What another device may not repeat: its memory running out (device
+  // memory, or host memory a run took), a lost or unavailable device, an
+  // internal error of the engine or a corrupt result. Any other code (a bad
+  // argument, an unsupported request) is the requests' own: another device
+  // would refuse them too, and the CPU path answers them as it always has.
+  switch (error.code()) {
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool Scheduler::MayTakeLocked(const Handover& h, size_t d) const {
+  return pool_[d].up && !h.tried[d];
+}
+
+void Scheduler::StrandedHandoversLocked(Batch* out) {
+  for (auto it = handovers_.begin(); it != handovers_.end();) {
+    bool takeable = false;
+    for (size_t d = 0; d < pool_.size() && !takeable; ++d) {
+      takeable = MayTakeLocked(*it, d);
+    }
+    if (takeable) {
+      ++it;
+      continue;
+    }
+    handover_units_ -= it->units;
+    handover_requests_ -= it->batch.size();
+    for (auto& t : it->batch) out->push_back(std::move(t));
+    it = handovers_.erase(it);
+  }
+}
+
+// A failed batch goes to every other device at most once (`tried` travels
+// with it), so it reaches the CPU path after at most one run per device and
+// never comes back to a device that failed it, even one re-created since.
+// The handover is decided under the lock, together with marking the device
+// down, so that no runner can take it for a device already known broken and
+// no request routed after it finds that device still up.
 void Scheduler::FailOver(size_t device_index, Batch& batch,
-                         const absl::Status& error) {
+                         std::vector<bool> tried, const absl::Status& error) {
   const DevicePool::Device& dev = pool_[device_index];
-  LogLine(
-      "a %s batch of %zu request(s) failed on %s (%s); "
-      "the CPU path answers them\n",
-      OpName(batch.front()->op), batch.size(), dev.name.c_str(),
-      error.ToString().c_str());
-  bool marked_down = false;
+  const Op op = batch.front()->op;
+  const size_t requests = batch.size();
+  bool marked_down = false, handed = false;
   Batch stranded;
+  QueueSnapshot queue;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.failovers += batch.size();
-    // Before anyone is answered: no request routed after this one may
-    // find the broken device still marked up.
     if (dev.up && !dev.engine->healthy()) {
       pool_.MarkDown(device_index, Now());
       marked_down = true;
-      if (pool_.devices_up() == 0) {
-        stranded = batchers_.TakeAll();
-        stats_.failovers += stranded.size();
+    }
+    // A drain past its deadline starts nothing new on a device: the CPU
+    // path answers these UNAVAILABLE.
+    if ((marked_down || DeviceFault(error)) && !abandoning_) {
+      Handover h;
+      h.tried = std::move(tried);
+      h.tried.resize(pool_.size());
+      h.tried[device_index] = true;
+      h.from = dev.name;
+      for (size_t d = 0; d < pool_.size() && !handed; ++d) {
+        handed = MayTakeLocked(h, d);
+      }
+      if (handed) {
+        for (const auto& t : batch) h.units += t->units;
+        h.batch = std::move(batch);
+        batch.clear();
+        handover_units_ += h.units;
+        handover_requests_ += h.batch.size();
+        handovers_.push_back(std::move(h));
+        queue = QueueLocked();
       }
     }
+    stats_.failovers += batch.size();
+    if (marked_down) {
+      // Work that only the lost device could still take: with no device
+      // left up, every queued task; else the handovers that every other
+      // device up has failed already.
+      if (pool_.devices_up() == 0) stranded = batchers_.TakeAll();
+      StrandedHandoversLocked(&stranded);
+      stats_.failovers += stranded.size();
+    }
   }
+  LogLine("a %s batch of %zu request(s) failed on %s (%s); %s\n", OpName(op),
+          requests, dev.name.c_str(), error.ToString().c_str(),
+          handed ? "another device answers them" : "the CPU path answers them");
   if (marked_down) {
     LogLine(
-        "device %s is unhealthy; the CPU path answers its share "
-        "until it is re-created (first try in %s)\n",
+        "device %s is unhealthy; the other devices, or the CPU path with "
+        "none up, answer its share until it is re-created (first try in "
+        "%s)\n",
         dev.name.c_str(),
         absl::FormatDuration(options_.reinit_backoff).c_str());
     listener_->OnDeviceState(dev.name, false);
-    cv_.notify_all();
   }
+  if (handed) Publish(queue);
+  if (marked_down || handed) cv_.notify_all();
   for (auto& t : stranded) {
     listener_->OnCpuFallback("no_healthy_device");
     EnqueueCpu(t, Route::kFailover);
@@ -582,6 +687,11 @@ void Scheduler::AbandonQueued() {
     std::lock_guard<std::mutex> lock(mu_);
     abandoning_ = true;
     abandoned = batchers_.TakeAll();
+    for (Handover& h : handovers_) {
+      for (auto& t : h.batch) abandoned.push_back(std::move(t));
+    }
+    handovers_.clear();
+    handover_units_ = handover_requests_ = 0;
   }
   if (!abandoned.empty()) {
     LogLine(

@@ -1,7 +1,8 @@
 // Scheduler: sortd's core. Every admitted request becomes a Task; the
 // scheduler routes it by size, gathers concurrent GPU-bound requests into
-// batches, runs batches on the least loaded device, fails them over to the
-// CPU path when a device errs, and answers every task exactly once.
+// batches, runs batches on the least loaded device, fails them over to
+// another device and then to the CPU path when a device errs, and answers
+// every task exactly once.
 //
 //   tiny  (<= cpu_max units)        -> oneTBB CPU path, no batching delay
 //   medium                          -> joins a batch of its class: one
@@ -39,10 +40,16 @@
 // up to `full_pipeline_depth` (and the runs its engine serves at once),
 // only when the next batch to go is full or a solo task no longer than a
 // full batch (Batchers::TakeFull): the devices
-// are behind, and its transfers overlap the others' kernels. An engine error on
-// a batch re-runs its requests on the CPU path; a device that reports itself
-// unhealthy is re-created through its factory after a back-off, the CPU path
-// answering meanwhile.
+// are behind, and its transfers overlap the others' kernels.
+//
+// An engine error on a batch that is the device's fault (see FailOver) hands
+// the batch over whole to another device that is up and has not failed it:
+// the first of them with a batch slot free takes it, before any new batch
+// (it has waited once already). A batch goes to each device at most once;
+// one that every device up has failed, or whose error is the requests' own
+// fault (a bad argument), re-runs its requests on the CPU path. A device
+// that reports itself unhealthy is re-created through its factory after a
+// back-off, the other devices and then the CPU path answering meanwhile.
 //
 // Spill and overflow weigh the devices by their calibrated costs scaled by
 // how late the answers to overflowed requests have lately come against
@@ -70,6 +77,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -118,6 +126,11 @@ class SchedulerListener {
   virtual void OnDeviceMemory(
       const std::string& /*device*/,
       const std::vector<std::pair<std::string, double>>& /*bytes*/) {}
+  // Device `to` took `requests` that device `from` failed (a handover; the
+  // CPU path's takeovers are OnCpuFallback).
+  virtual void OnDeviceFailover(const std::string& /*from*/,
+                                const std::string& /*to*/,
+                                size_t /*requests*/) {}
 };
 
 class Scheduler {
@@ -198,8 +211,11 @@ class Scheduler {
     uint64_t gpu_runs = 0;   // engine calls for batches or solo tasks
     uint64_t gpu_tasks = 0;  // tasks answered by a device
     // failovers: tasks the CPU path took from a failed or lost device;
+    // device_failovers: tasks a device took from another that failed them
+    // (one task handed on twice counts twice);
     // dropped: tasks whose deadline passed before they ran.
-    uint64_t spilled = 0, failovers = 0, reinits = 0, dropped = 0;
+    uint64_t spilled = 0, failovers = 0, device_failovers = 0, reinits = 0,
+             dropped = 0;
     size_t largest_batch = 0;
   };
 
@@ -256,17 +272,36 @@ class Scheduler {
   // Drops one of the task's holds; the last releases its admission (and is
   // the caller's last touch of the scheduler).
   void Unhold(Task& task);
+  // A batch a device failed, waiting for another device to take it.
+  struct Handover {
+    Batch batch;
+    size_t units = 0;
+    std::vector<bool> tried;  // by device: ran it and failed
+    std::string from;         // the device it failed on last
+  };
+  // Whether a failed run's error is the device's fault, so that another
+  // device may succeed where it failed (see FailOver).
+  static bool DeviceFault(const absl::Status& error);
+  // Whether device `d` is up and has not failed `h`.
+  bool MayTakeLocked(const Handover& h, size_t d) const;
+  // Moves into `out` the waiting handovers that no device up may take.
+  void StrandedHandoversLocked(Batch* out);
   void RunnerLoop(size_t device_index);
   // Re-creates a device that is down, after its back-off; called with the
   // lock held, releases it around the factory.
   void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
-  void RunBatch(size_t device_index, Batch& batch, batch::PackBuffer* pack);
+  // Runs `batch` on the device; `tried` marks the devices that failed it
+  // before (empty: none).
+  void RunBatch(size_t device_index, Batch& batch, std::vector<bool> tried,
+                batch::PackBuffer* pack);
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
                            batch::PackBuffer* pack, int* device_runs);
   // A failed device run: marks the device down if its engine says so, and
-  // sends the batch (and, with no device left, every queued task) to the
-  // CPU path.
-  void FailOver(size_t device_index, Batch& batch, const absl::Status& error);
+  // hands the batch to another device up that has not failed it (`tried`),
+  // or else sends it to the CPU path, as it does every queued task when no
+  // device is left up and every handover only the lost device could take.
+  void FailOver(size_t device_index, Batch& batch, std::vector<bool> tried,
+                const absl::Status& error);
   // Answers a task and releases its admission.
   void Answer(const std::shared_ptr<Task>& task, TaskResult result);
   // CANCELLED / DEADLINE_EXCEEDED when the task must not run.
@@ -284,6 +319,10 @@ class Scheduler {
   DevicePool pool_;
   Batchers batchers_;
   size_t cpu_queued_units_ = 0, cpu_queued_requests_ = 0;
+  // Failed batches waiting for another device, oldest first, and their
+  // units and requests.
+  std::deque<Handover> handovers_;
+  size_t handover_units_ = 0, handover_requests_ = 0;
   bool draining_ = false;    // batches close at once
   bool abandoning_ = false;  // drain deadline passed: unstarted -> error
   bool stopping_ = false;    // runners exit

@@ -160,6 +160,67 @@ TEST(E2EOpenCl, InjectedEngineFaultFallsBackToTheCpuPath) {
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
+// The sum and the number of the series of `family` (name{labels} value
+// lines) in a Prometheus exposition.
+std::pair<double, int> SumSeries(const std::string& exposition,
+                                 const std::string& family) {
+  const std::string needle = "\n" + family + "{";
+  double sum = 0;
+  int series = 0;
+  for (size_t at = exposition.find(needle); at != std::string::npos;
+       at = exposition.find(needle, at + 1)) {
+    const size_t value = exposition.find("} ", at);
+    if (value == std::string::npos) break;
+    sum += std::strtod(exposition.c_str() + value + 2, nullptr);
+    ++series;
+  }
+  return {sum, series};
+}
+
+// Two engines on the one OpenCL CPU device (as --device=gpu opens every
+// GPU), each failing every run: each request's batch fails on one, goes to
+// the other (once, not back), fails there and is answered by the CPU path;
+// each hand-over counts against the device that failed it.
+TEST(E2EOpenCl, FailedBatchTriesTheOtherDeviceBeforeTheCpuPath) {
+  ServerProcess server(OpenClArgs({"--device=opencl-cpu,opencl-cpu",
+                                   "--metrics_listen=127.0.0.1:0",
+                                   "--inject_faults=enqueue=1,sticky"}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  const std::string before = HttpGet(server.metrics_address(), "/metrics");
+  // Both devices' series exist, at 0, before any failure.
+  EXPECT_EQ(SumSeries(before, "sortd_device_failovers_total"),
+            std::make_pair(0.0, 2))
+      << before;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int64_t> keys =
+        testing::Generate<int64_t>(testing::Shape::kRandom, 4000 + i, i);
+    auto r = client->Sort<int64_t>(keys);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<int64_t> want = keys;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(r->keys, want);
+    EXPECT_EQ(r->served_by.path(), v1::EXECUTION_PATH_CPU);
+    EXPECT_EQ(r->served_by.route(), "failover");
+  }
+  EXPECT_TRUE(server.WaitForLine("another device answers them",
+                                 std::chrono::seconds(30)))
+      << server.Output();
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  EXPECT_EQ(SumSeries(body, "sortd_device_failovers_total"),
+            std::make_pair(3.0, 2))
+      << body;
+  EXPECT_EQ(SumSeries(body, "sortd_cpu_fallbacks_total"),
+            std::make_pair(3.0, 1))
+      << body;
+  EXPECT_THAT(
+      body,
+      HasSubstr("sortd_cpu_fallbacks_total{reason=\"RESOURCE_EXHAUSTED\"} 3"));
+  // Failed runs that do not lose the device leave both up.
+  EXPECT_EQ(SumSeries(body, "sortd_device_up"), std::make_pair(2.0, 2)) << body;
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
 // The environment variables that once injected faults do nothing: every
 // sort runs on the device, none fails over, and the gauge says 0.
 TEST(E2EOpenCl, FaultEnvironmentVariablesInjectNothing) {

@@ -144,8 +144,11 @@ def dashboard_exprs(dashboard):
 
 
 def substitute(expr):
+    # Grafana's values for the variables: every instance, every device (the
+    # per-device row repeats over the devices).
     return (expr.replace("$__rate_interval", RATE_INTERVAL)
-            .replace('instance=~"$instance"', 'instance=~".+"'))
+            .replace('instance=~"$instance"', 'instance=~".+"')
+            .replace('device=~"$device"', 'device=~".+"'))
 
 
 def main():

@@ -58,6 +58,12 @@ class Gate {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return entered_ >= n; });
   }
+  // The same, giving up after `timeout`: whether they have.
+  bool WaitEnteredFor(int n, absl::Duration timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, absl::ToChronoNanoseconds(timeout),
+                        [&] { return entered_ >= n; });
+  }
 
  private:
   std::mutex mu_;
@@ -117,7 +123,17 @@ class FakeDevice final : public Sorter {
   }
 
   int runs() const { return runs_; }
+  // Runs that reached the device, counted before its gate.
+  int entered() const { return entered_; }
+  // Replaces the gate; only before the scheduler gives the device a run.
+  void set_gate(Gate* gate) { gate_ = gate; }
   std::atomic<int> fail_next{0};
+  // Runs of any device that share this counter fail while it is positive
+  // (whichever device the scheduler picks first); set before submitting.
+  std::atomic<int>* fail_shared = nullptr;
+  // What a failure that does not lose the device returns (set before the
+  // scheduler gets the device).
+  absl::StatusCode fail_code = absl::StatusCode::kResourceExhausted;
   // Called in each run (set before the scheduler gets the device).
   std::function<void()> during_run;
   bool lose_on_failure = false;
@@ -125,17 +141,20 @@ class FakeDevice final : public Sorter {
  private:
   template <typename F>
   absl::Status Run(size_t segments, F work) {
+    ++entered_;
     if (gate_ != nullptr) gate_->Enter();
     std::lock_guard<std::mutex> l(mu_);
     ++runs_;
     last_segments_ = segments;
-    if (fail_next > 0) {
-      --fail_next;
+    const bool fail = fail_next > 0 ||
+                      (fail_shared != nullptr && fail_shared->fetch_sub(1) > 0);
+    if (fail) {
+      if (fail_next > 0) --fail_next;
       if (lose_on_failure) {
         healthy_ = false;
         return absl::UnavailableError("fake device lost");
       }
-      return absl::ResourceExhaustedError("fake device out of memory");
+      return absl::Status(fail_code, "fake device failed");
     }
     if (during_run) during_run();
     return work();
@@ -146,6 +165,7 @@ class FakeDevice final : public Sorter {
   CpuSorter cpu_;
   std::mutex mu_;
   std::atomic<int> runs_{0};
+  std::atomic<int> entered_{0};
   size_t last_segments_ = 0;
   std::atomic<bool> healthy_{true};
 };
@@ -895,6 +915,297 @@ TEST_F(SchedulerTest, LostDeviceIsRecreatedAfterTheBackoff) {
   again->Wait();
   again->verify();
   EXPECT_EQ(again->result.path, ExecutionPath::kGpu);
+}
+
+// Records handovers between devices, CPU fallbacks, device states and the
+// published queue length; tests wait on them.
+class FailoverListener : public SchedulerListener {
+ public:
+  struct Handover {
+    std::string from, to;
+    size_t requests;
+    bool operator==(const Handover&) const = default;
+  };
+  void OnDeviceFailover(const std::string& from, const std::string& to,
+                        size_t requests) override {
+    std::lock_guard<std::mutex> l(mu_);
+    handovers_.push_back({from, to, requests});
+  }
+  void OnCpuFallback(std::string_view reason) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++fallbacks_[std::string(reason)];
+  }
+  void OnDeviceState(const std::string& device, bool up) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!up) downs_.push_back(device);
+    cv_.notify_all();
+  }
+  void OnQueue(size_t, size_t requests, size_t) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (requests == 0) emptied_ = true;
+    if (requests > 0 && emptied_) refilled_ = true;
+    cv_.notify_all();
+  }
+  // Forgets the queue lengths seen so far.
+  void ResetQueue() {
+    std::lock_guard<std::mutex> l(mu_);
+    emptied_ = refilled_ = false;
+  }
+  // Waits until the queue, since ResetQueue, emptied and then held work
+  // again.
+  bool WaitRefilled() {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(60),
+                        [this] { return refilled_; });
+  }
+  std::vector<Handover> handovers() {
+    std::lock_guard<std::mutex> l(mu_);
+    return handovers_;
+  }
+  std::map<std::string, int> fallbacks() {
+    std::lock_guard<std::mutex> l(mu_);
+    return fallbacks_;
+  }
+  // The devices reported down, once `n` have been (the report may follow
+  // the answers that other devices gave in their place).
+  std::vector<std::string> WaitDowns(size_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, std::chrono::seconds(60),
+                 [&] { return downs_.size() >= n; });
+    return downs_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Handover> handovers_;
+  std::map<std::string, int> fallbacks_;
+  std::vector<std::string> downs_;
+  bool emptied_ = false, refilled_ = false;
+};
+
+// Four sorts of several kinds that form one batch.
+std::vector<std::shared_ptr<SortCall>> SubmitOneBatch(Scheduler& sched) {
+  std::vector<std::shared_ptr<SortCall>> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.push_back(MakeSort<int64_t>(300 + 7 * i, i % 2 == 0, true, true, i));
+    sched.Submit(calls.back()->task);
+  }
+  return calls;
+}
+
+// A batch that failed on one device is answered, correctly and once, by
+// the other device, not by the CPU path.
+TEST_F(SchedulerTest, FailedBatchIsAnsweredByAnotherDevice) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 4;
+  o.max_batch_delay = absl::Hours(1);
+  FailoverListener listener;
+  auto sched = Make(o, 2, &listener);
+  std::atomic<int> fail{1};  // the first run, on whichever device has it
+  for (FakeDevice* d : devices_) d->fail_shared = &fail;
+  const auto calls = SubmitOneBatch(*sched);
+  std::string answered_by;
+  for (const auto& c : calls) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->answers, 1);
+    EXPECT_EQ(c->result.path, ExecutionPath::kGpu);
+    EXPECT_EQ(c->result.route, Route::kBatch);
+    EXPECT_EQ(c->result.batch_requests, 4);
+    if (answered_by.empty()) answered_by = c->result.device;
+    EXPECT_EQ(c->result.device, answered_by);
+  }
+  const std::string failed_on = answered_by == "fake0" ? "fake1" : "fake0";
+  EXPECT_EQ(devices_[0]->runs(), 1);
+  EXPECT_EQ(devices_[1]->runs(), 1);
+  const Scheduler::Stats stats = sched->stats();
+  EXPECT_EQ(stats.device_failovers, 4u);
+  EXPECT_EQ(stats.failovers, 0u);
+  EXPECT_EQ(stats.cpu_runs, 0u);
+  EXPECT_EQ(stats.gpu_tasks, 4u);
+  EXPECT_THAT(listener.handovers(),
+              ::testing::ElementsAre(
+                  FailoverListener::Handover{failed_on, answered_by, 4}));
+  EXPECT_TRUE(listener.fallbacks().empty());
+  EXPECT_EQ(sched->healthy_devices(), 2);
+}
+
+// A batch that failed on every device goes to each once, then the CPU path
+// answers it.
+TEST_F(SchedulerTest, BatchThatFailsOnEveryDeviceIsAnsweredOnTheCpuPath) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 4;
+  o.max_batch_delay = absl::Hours(1);
+  FailoverListener listener;
+  auto sched = Make(o, 2, &listener);
+  std::atomic<int> fail{2};  // the first two runs, wherever they are
+  for (FakeDevice* d : devices_) d->fail_shared = &fail;
+  const auto calls = SubmitOneBatch(*sched);
+  ExpectFailedOverToTheCpu(calls);
+  EXPECT_EQ(devices_[0]->runs(), 1);  // once each, never back
+  EXPECT_EQ(devices_[1]->runs(), 1);
+  const Scheduler::Stats stats = sched->stats();
+  EXPECT_EQ(stats.device_failovers, 4u);
+  EXPECT_EQ(stats.failovers, 4u);
+  EXPECT_EQ(stats.cpu_runs, 4u);
+  ASSERT_EQ(listener.handovers().size(), 1u);
+  EXPECT_EQ(listener.handovers()[0].requests, 4u);
+  EXPECT_NE(listener.handovers()[0].from, listener.handovers()[0].to);
+  EXPECT_EQ(listener.fallbacks(),
+            (std::map<std::string, int>{{"RESOURCE_EXHAUSTED", 4}}));
+}
+
+// An error that is the requests' own (a bad argument) is not the device's
+// fault: another device would fail them too, so the CPU path answers.
+TEST_F(SchedulerTest, RequestsOwnErrorIsNotHandedToAnotherDevice) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 4;
+  o.max_batch_delay = absl::Hours(1);
+  FailoverListener listener;
+  auto sched = Make(o, 2, &listener);
+  std::atomic<int> fail{1};
+  for (FakeDevice* d : devices_) {
+    d->fail_shared = &fail;
+    d->fail_code = absl::StatusCode::kInvalidArgument;
+  }
+  const auto calls = SubmitOneBatch(*sched);
+  ExpectFailedOverToTheCpu(calls);
+  EXPECT_EQ(devices_[0]->runs() + devices_[1]->runs(), 1);
+  const Scheduler::Stats stats = sched->stats();
+  EXPECT_EQ(stats.device_failovers, 0u);
+  EXPECT_EQ(stats.failovers, 4u);
+  EXPECT_TRUE(listener.handovers().empty());
+  EXPECT_EQ(listener.fallbacks(),
+            (std::map<std::string, int>{{"INVALID_ARGUMENT", 4}}));
+}
+
+// A lost device's batch and its later share go to the device still up; the
+// CPU path is not needed while one is.
+TEST_F(SchedulerTest, LostDeviceHandsItsWorkToTheDeviceStillUp) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 4;
+  o.max_batch_delay = absl::Hours(1);
+  o.reinit_backoff = absl::Hours(1);  // stays down for this test
+  FailoverListener listener;
+  auto sched = Make(o, 2, &listener);
+  std::atomic<int> fail{1};
+  for (FakeDevice* d : devices_) {
+    d->fail_shared = &fail;
+    d->lose_on_failure = true;
+  }
+  const auto calls = SubmitOneBatch(*sched);
+  std::string survivor;
+  for (const auto& c : calls) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->result.path, ExecutionPath::kGpu);
+    survivor = c->result.device;
+  }
+  EXPECT_EQ(sched->healthy_devices(), 1);
+  const std::string lost = survivor == "fake0" ? "fake1" : "fake0";
+  EXPECT_EQ(listener.WaitDowns(1), std::vector<std::string>{lost});
+  const auto next = SubmitOneBatch(*sched);
+  for (const auto& c : next) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->result.path, ExecutionPath::kGpu);
+    EXPECT_EQ(c->result.device, survivor);
+  }
+  const Scheduler::Stats stats = sched->stats();
+  EXPECT_EQ(stats.device_failovers, 4u);
+  EXPECT_EQ(stats.failovers, 0u);
+  EXPECT_EQ(stats.gpu_tasks, 8u);
+  EXPECT_TRUE(listener.fallbacks().empty());
+}
+
+// A failed batch waiting for the one device that may still take it goes to
+// the CPU path when that device is lost; the lost device's own batch goes
+// to the device that failed the first (it has not failed this one).
+TEST_F(SchedulerTest, HandoverWaitingForALostDeviceGoesToTheCpuPath) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 1;
+  o.max_batch_delay = absl::ZeroDuration();
+  o.pipeline_depth = 1;
+  o.reinit_backoff = absl::Hours(1);
+  FailoverListener listener;
+  auto sched = Make(o, 2, &listener);
+  gate_.Close();
+  auto a = U32(1000, 1);
+  sched->Submit(a->task);
+  gate_.WaitEntered(1);
+  // `a` is held on x; y takes the next batch and fails it while x is busy.
+  FakeDevice* x = devices_[0]->entered() == 1 ? devices_[0] : devices_[1];
+  FakeDevice* y = x == devices_[0] ? devices_[1] : devices_[0];
+  const std::string x_name = x == devices_[0] ? "fake0" : "fake1";
+  const std::string y_name = x == devices_[0] ? "fake1" : "fake0";
+  x->lose_on_failure = true;
+  x->fail_next = 1;
+  y->set_gate(nullptr);
+  y->fail_next = 1;
+  listener.ResetQueue();
+  auto b = U32(800, 2);
+  sched->Submit(b->task);
+  // `b` left the queue for y and came back to it, handed over for x.
+  ASSERT_TRUE(listener.WaitRefilled());
+  EXPECT_EQ(y->runs(), 1);
+  gate_.Open();  // x fails `a` and is lost
+  a->Wait();
+  b->Wait();
+  a->verify();
+  b->verify();
+  EXPECT_EQ(a->result.path, ExecutionPath::kGpu);
+  EXPECT_EQ(a->result.device, y_name);
+  EXPECT_EQ(b->result.path, ExecutionPath::kCpu);
+  EXPECT_EQ(b->result.route, Route::kFailover);
+  EXPECT_EQ(x->runs(), 1);
+  EXPECT_EQ(y->runs(), 2);
+  const Scheduler::Stats stats = sched->stats();
+  EXPECT_EQ(stats.device_failovers, 1u);
+  EXPECT_EQ(stats.failovers, 1u);
+  EXPECT_THAT(
+      listener.handovers(),
+      ::testing::ElementsAre(FailoverListener::Handover{x_name, y_name, 1}));
+  EXPECT_EQ(listener.fallbacks(),
+            (std::map<std::string, int>{{"no_healthy_device", 1}}));
+  EXPECT_EQ(listener.WaitDowns(1), std::vector<std::string>{x_name});
+}
+
+// A handed-over batch takes a device's slot beyond pipeline_depth, as a
+// full batch would: it does not wait for the device's batches in flight.
+TEST_F(SchedulerTest, HandoverGoesBeyondThePipelineDepth) {
+  Scheduler::Options o = BatchAll();
+  o.max_batch_requests = 1;
+  o.max_batch_delay = absl::ZeroDuration();
+  o.pipeline_depth = 1;
+  o.full_pipeline_depth = 2;
+  FailoverListener listener;
+  auto sched = Make(o, 2, &listener);
+  gate_.Close();
+  auto a = U32(1000, 1);
+  sched->Submit(a->task);
+  gate_.WaitEntered(1);
+  // `a` is held on x; y takes the next batch and fails it.
+  FakeDevice* x = devices_[0]->entered() == 1 ? devices_[0] : devices_[1];
+  FakeDevice* y = x == devices_[0] ? devices_[1] : devices_[0];
+  y->set_gate(nullptr);
+  y->fail_next = 1;
+  auto b = U32(800, 2);
+  sched->Submit(b->task);
+  // x's second runner takes `b` while `a` is still held there.
+  const bool taken = gate_.WaitEnteredFor(2, absl::Seconds(30));
+  gate_.Open();
+  ASSERT_TRUE(taken);
+  a->Wait();
+  b->Wait();
+  a->verify();
+  b->verify();
+  EXPECT_EQ(b->result.path, ExecutionPath::kGpu);
+  EXPECT_EQ(b->result.device, a->result.device);
+  EXPECT_EQ(x->runs(), 2);
+  EXPECT_EQ(y->runs(), 1);
+  EXPECT_EQ(sched->stats().device_failovers, 1u);
+  EXPECT_EQ(sched->stats().failovers, 0u);
 }
 
 TEST_F(SchedulerTest, NextBatchGoesToTheLeastLoadedDevice) {
