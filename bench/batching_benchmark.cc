@@ -398,7 +398,7 @@ int main(int argc, char** argv) {
           ? absl::GetFlag(FLAGS_request_threads)
           : static_cast<int>(std::thread::hardware_concurrency());
   // The routed mode's thresholds and costs, calibrated once as sortd does
-  // at startup (server/sortd_main.cc).
+  // at startup (server/router_setup.cc).
   sortd::Calibration calibration;
   if (absl::GetFlag(FLAGS_routed)) {
     sortd::CalibrationOptions copts;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -212,6 +213,24 @@ absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(
         slots.empty() ? "cpu" : "opencl-cpu");
   }
   return slots;
+}
+
+void UsePinnedMemory(const std::vector<DeviceSlot>& engines, bool pinned,
+                     HostBufferPool& host_buffers) {
+  if (engines.empty() || !pinned) return;
+  if (auto memory = engines.front().engine->host_memory()) {
+    host_buffers.SetMemory(std::move(memory));
+    LogLine("host buffers: page-locked for %s\n",
+            engines.front().engine->device_name().c_str());
+  }
+}
+
+void LogEngines(const Sorter& cpu, const std::vector<DeviceSlot>& engines) {
+  std::string names = cpu.device_name();
+  for (const DeviceSlot& slot : engines) {
+    absl::StrAppend(&names, ", ", slot.engine->device_name());
+  }
+  LogLine("engines: %s\n", names.c_str());
 }
 
 }  // namespace sortd

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/sorter.h"
 #include "gpu/opencl_engine.h"
+#include "server/host_buffers.h"
 #include "server/scheduler.h"
 
 namespace sortd {
@@ -46,6 +48,15 @@ struct EngineSetup {
 // be brought up.
 absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(const std::string& flag,
                                                       const EngineSetup& setup);
+
+// Large request and answer arrays in page-locked memory of the first of
+// `engines`, whose transfers then skip their staging copy, when `pinned`
+// (--host_pool_pinned) and its engine has such memory.
+void UsePinnedMemory(const std::vector<DeviceSlot>& engines, bool pinned,
+                     HostBufferPool& host_buffers);
+
+// Logs the engines requests run on: the CPU path's, then each device's.
+void LogEngines(const Sorter& cpu, const std::vector<DeviceSlot>& engines);
 
 }  // namespace sortd
 

@@ -15,11 +15,23 @@
 
 namespace sortd {
 
+// The PEM files of --tls_cert, --tls_key and --tls_client_ca (empty: not
+// given).
+struct TlsFiles {
+  std::string cert, key, client_ca;
+  // Whether clients must present a certificate (mutual TLS).
+  bool mutual() const { return !client_ca.empty(); }
+};
+
 // Empty paths: plaintext. A key without a certificate (or the reverse), a
 // CA without both, or an unreadable file: INVALID_ARGUMENT.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const std::string& cert, const std::string& key,
     const std::string& client_ca);
+inline absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>>
+ServerCredentials(const TlsFiles& files) {
+  return ServerCredentials(files.cert, files.key, files.client_ca);
+}
 
 }  // namespace sortd
 
