@@ -11,7 +11,9 @@
 #   3. Sort of 16M u32 keys, same load, on the first GPU and on every GPU:
 #      bytes/s against Echo's
 #   4. Sort of 16M keys through shared memory, 16 calls, first GPU and every
-#      GPU; the engine's host-to-host time on each GPU alone as the anchor
+#      GPU, against the pinned duplex copy bandwidth (bench/pcie-anchor.py,
+#      CuPy) of one GPU and of every GPU at once; the engine's host-to-host
+#      time on each GPU alone beside it
 #   5. the mixed load 1k:70,64k:25,16m:5 at 64 calls on the first GPU:
 #      the 1k sorts' p99, and bytes/s; the same 1k sorts alone, open loop
 #   6. sortd's CPU seconds per request under each load (its metrics)
@@ -53,18 +55,26 @@ eight = sum(json.load(open(f"/tmp/iperf-{i}.json"))["end"]["sum_received"]["bits
 print(json.dumps({"one_process_bytes_per_s": one, "eight_processes_bytes_per_s": eight}))
 PY
 
-section "4a. the engine alone on each GPU"
+section "4a. PCIe: pinned copies on each GPU, then every GPU at once"
+python3 bench/pcie-anchor.py --mib=1024 --reps=7 | tag pcie
+
+section "4b. the engine alone on each GPU"
 for g in $(seq 0 $((GPUS - 1))); do
   gpu_sort_benchmark --device=gpu:$g --sizes=24 --reps=7 2>/dev/null \
     | grep '"u32"' | head -1 | tag "engine-gpu$g"
 done
 
 S=
+# Every client process here is on one host, which sortd counts as one
+# client; the per-client queue share is lifted to the whole queue so that
+# the figures are the node's capacity, not one host's share of it.
 start_sortd() {  # start_sortd DEVICE [FLAGS...]
   rm -rf /tmp/sortd-node && mkdir -p /tmp/sortd-node
   sortd --device="$1" --listen=127.0.0.1:50051 \
     --metrics_listen=127.0.0.1:9464 --kernel_cache_dir=/tmp/sortd-kernels \
-    --shm_socket=/tmp/sortd-node/shm.sock "${@:2}" > "/tmp/sortd-${1/:/-}.log" 2>&1 &
+    --shm_socket=/tmp/sortd-node/shm.sock \
+    --max_client_queued_keys=268435456 --max_client_queued_requests=4096 \
+    "${@:2}" > "/tmp/sortd-${1/:/-}.log" 2>&1 &
   S=$!
   for _ in $(seq 1 240); do
     sortctl --timeout=1s health > /dev/null 2>&1 && return
@@ -155,6 +165,20 @@ for name, s in (("first GPU", s0), ("every GPU", sa)):
         print(f"   {name}: {s['requests_per_s']:.1f} req/s = "
               f"{s['requests_per_s'] * 2 * 64 * 2**20 / 1e9:.1f} GB/s both ways; "
               f"sortd {s['cpu_ms_per_request']:.2f} CPU-ms a request")
+pcie = [r for r in rows if r["tag"] == "pcie"]
+alone = {r["gpu"]: r for r in pcie if r["alone"]}
+together = sum(r["duplex_bytes_per_s"] for r in pcie if not r["alone"])
+for g, r in sorted(alone.items()):
+    print(f"   pinned copies on gpu{g} alone: up {r['h2d_bytes_per_s']/1e9:.1f}, down "
+          f"{r['d2h_bytes_per_s']/1e9:.1f}, duplex {r['duplex_bytes_per_s']/1e9:.1f} GB/s")
+if together:
+    print(f"   pinned duplex, every GPU at once: {together/1e9:.1f} GB/s")
+def shm_bytes(s):
+    return s["requests_per_s"] * 2 * 64 * 2**20
+if s0 and 0 in alone:
+    print(f"   first GPU: {shm_bytes(s0)/alone[0]['duplex_bytes_per_s']:.2f}x its duplex")
+if sa and together:
+    print(f"   every GPU: {shm_bytes(sa)/together:.2f}x their duplex together")
 if s0 and sa:
     print(f"   every GPU / first GPU: {sa['requests_per_s']/s0['requests_per_s']:.2f}x")
 m, a = load("mixed-gpu0"), load("small-alone")
