@@ -210,6 +210,12 @@ ABSL_FLAG(int, full_pipeline_depth, 3,
           "16; at most "
           "--pipeline_depth: none more). OpenCL CPU devices keep "
           "--pipeline_depth.");
+ABSL_FLAG(int64_t, split_min_keys, int64_t{1} << 27,
+          "A sort through shared memory (--shm_socket) of at least this "
+          "many keys is cut across every device up, each sorting a part at "
+          "once, and the parts merged on the CPU into the region, when two "
+          "or more devices are up and each part fits one device run (0: "
+          "never).");
 ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
           "Time a device run with OpenCL profiling events (the "
           "sortd_kernel_stage_duration_seconds histogram) when no run of its "
@@ -294,12 +300,14 @@ absl::Status CheckFlags() {
       absl::GetFlag(FLAGS_max_call_keys) < 0 ||
       absl::GetFlag(FLAGS_max_queued_requests) < 1 ||
       absl::GetFlag(FLAGS_pipeline_depth) < 1 ||
+      absl::GetFlag(FLAGS_split_min_keys) < 0 ||
       absl::GetFlag(FLAGS_full_pipeline_depth) < 0 ||
       absl::GetFlag(FLAGS_full_pipeline_depth) > 16) {
     return absl::InvalidArgumentError(
         "--max_batch_keys (1 to 2^31), --max_batch_requests, "
         "--max_queued_keys, --max_queued_requests and --pipeline_depth must "
-        "be positive, --max_call_keys not negative, --full_pipeline_depth "
+        "be positive, --max_call_keys and --split_min_keys not negative, "
+        "--full_pipeline_depth "
         "0 to 16");
   }
   if (absl::GetFlag(FLAGS_max_client_queued_requests) < 0 ||
@@ -464,6 +472,8 @@ Scheduler::Options SchedulerOptions() {
   o.spill = absl::GetFlag(FLAGS_spill_to_cpu);
   o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
   o.full_pipeline_depth = absl::GetFlag(FLAGS_full_pipeline_depth);
+  o.split_min_keys = static_cast<size_t>(
+      std::max<int64_t>(0, absl::GetFlag(FLAGS_split_min_keys)));
   o.reinit_backoff = absl::GetFlag(FLAGS_reinit_backoff);
   return o;
 }

@@ -119,6 +119,10 @@ class Merger {
 
   void Merge(std::vector<size_t> at, const std::vector<size_t>& end,
              size_t out_pos) const {
+    if (vs_ == 0 && out_.permutation_out == nullptr) {
+      if (k_ == 2) return MergeTwoKeys(at, end, out_pos);
+      return MergeKeys(at, end, out_pos);
+    }
     // A binary heap of (key, run): the smallest key first, ties to the
     // earlier run.
     std::vector<std::pair<U, size_t>> heap;
@@ -151,6 +155,52 @@ class Merger {
     }
   }
 
+  // Keys alone from two runs, without a branch on the comparison (on
+  // random keys it goes either way): ties to the first run.
+  void MergeTwoKeys(const std::vector<size_t>& at,
+                    const std::vector<size_t>& end, size_t out_pos) const {
+    size_t a = at[0], b = at[1];
+    const size_t ae = end[0], be = end[1];
+    std::byte* out = out_.keys_out + out_pos * sizeof(U);
+    while (a < ae && b < be) {
+      U x, y;
+      std::memcpy(&x, in_.keys + a * sizeof(U), sizeof(U));
+      std::memcpy(&y, in_.keys + b * sizeof(U), sizeof(U));
+      const bool second =
+          OrderedBits<T>(y, descending_) < OrderedBits<T>(x, descending_);
+      const U v = second ? y : x;
+      std::memcpy(out, &v, sizeof(U));
+      out += sizeof(U);
+      a += !second;
+      b += second;
+    }
+    const size_t rest_a = (ae - a) * sizeof(U), rest_b = (be - b) * sizeof(U);
+    std::memcpy(out, in_.keys + a * sizeof(U), rest_a);
+    std::memcpy(out + rest_a, in_.keys + b * sizeof(U), rest_b);
+  }
+
+  // Keys alone from any number of runs: the smallest head (the earliest
+  // run's among equals) goes next.
+  void MergeKeys(std::vector<size_t> at, const std::vector<size_t>& end,
+                 size_t out_pos) const {
+    std::byte* out = out_.keys_out + out_pos * sizeof(U);
+    for (;;) {
+      size_t best = k_;
+      U best_key = 0;
+      for (size_t r = 0; r < k_; ++r) {
+        if (at[r] == end[r]) continue;
+        const U key = Key(at[r]);
+        if (best == k_ || key < best_key) {
+          best = r;
+          best_key = key;
+        }
+      }
+      if (best == k_) return;
+      std::memcpy(out, in_.keys + at[best]++ * sizeof(U), sizeof(U));
+      out += sizeof(U);
+    }
+  }
+
   const SortJob& in_;
   const std::byte* in_perm_;
   const std::vector<size_t>& bounds_;
@@ -159,11 +209,11 @@ class Merger {
   const bool descending_;
 };
 
-// Sorts keys [b, e) of `job` into the scratch arrays at the same offsets;
-// the run's permutation is made to index the whole array.
-absl::Status SortRun(Sorter& engine, const SortJob& job, size_t b, size_t e,
-                     std::byte* keys, std::byte* values, std::byte* perm,
-                     StageTimes* stages) {
+}  // namespace
+
+absl::Status SortRunInto(Sorter& engine, const SortJob& job, size_t b, size_t e,
+                         std::byte* keys, std::byte* values, std::byte* perm,
+                         StageTimes* stages) {
   const size_t ks = KeySize(job.key_type);
   const size_t vs = ValueSize(job.value_type);
   const bool with_perm = job.permutation_out != nullptr;
@@ -189,6 +239,8 @@ absl::Status SortRun(Sorter& engine, const SortJob& job, size_t b, size_t e,
   }
   return s;
 }
+
+namespace {
 
 // One entry per stage in `into`, `add`'s times added to those there.
 void AddStages(const StageTimes& add, StageTimes* into) {
@@ -254,8 +306,8 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
       // Nothing may leave a worker thread: host memory running out in a
       // run is its failure.
       absl::Status s = CatchOutOfMemory("a device run of this sort", [&] {
-        return SortRun(engine, job, bounds[r], bounds[r + 1], keys, values,
-                       perm, job.stages != nullptr ? &stages : nullptr);
+        return SortRunInto(engine, job, bounds[r], bounds[r + 1], keys, values,
+                           perm, job.stages != nullptr ? &stages : nullptr);
       });
       std::lock_guard<std::mutex> lock(mu);
       if (!s.ok() && status.ok()) status = s;

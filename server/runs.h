@@ -33,6 +33,13 @@ namespace sortd {
 absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
                         int* runs = nullptr, int concurrent_runs = 2);
 
+// Sorts keys [b, e) of `job` on `engine` into the scratch arrays `keys`,
+// `values` and `perm` at the same offsets (values and permutation where the
+// job has them); the run's permutation is made to index the whole array.
+absl::Status SortRunInto(Sorter& engine, const SortJob& job, size_t b, size_t e,
+                         std::byte* keys, std::byte* values, std::byte* perm,
+                         StageTimes* stages);
+
 // Stable k-way merge of the sorted runs `in` (cut at `bounds`: k + 1
 // nondecreasing positions from 0 to in.count) into job-style outputs. `in`
 // holds keys, optional values and optional permutation entries (in

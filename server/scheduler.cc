@@ -492,6 +492,15 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
   const Op op = live.front()->op;
   size_t units = 0;
   for (const auto& t : live) units += t->units;
+  if (SplitWanted(live, tried)) {
+    absl::Status split_error;
+    if (RunSplit(device_index, live.front(), start, &split_error)) return;
+    // A part this device failed: its failover decides, as for any run.
+    if (!split_error.ok() && !dev.engine->healthy()) {
+      FailOver(device_index, live, std::move(tried), split_error);
+      return;
+    }
+  }
   StageTimes stages;
   int device_runs = 1;
   // Host memory running out in a run (its merge or packing buffers) is a

@@ -96,6 +96,7 @@
 #include "server/device_pool.h"
 #include "server/fair_queue.h"
 #include "server/router.h"
+#include "server/split_sort.h"
 #include "server/task.h"
 
 namespace sortd {
@@ -166,6 +167,10 @@ class Scheduler {
     // cpu_workers - 1 workers at once (server/fair_queue.h).
     size_t cpu_bulk_units = size_t{1} << 20;
     int pipeline_depth = 2;
+    // A sort alone of this many keys or more, whose host scratch its caller
+    // has admitted (Task::host_scratch_bytes), is cut across every device
+    // up (server/split_sort.h), when two or more are; 0: never.
+    size_t split_min_keys = 0;
     // Batches in flight per device while the next batch is full
     // (max_batch_units or max_batch_requests) or a solo task no longer
     // than a full batch: then the devices are behind,
@@ -216,6 +221,9 @@ class Scheduler {
     // dropped: tasks whose deadline passed before they ran.
     uint64_t spilled = 0, failovers = 0, device_failovers = 0, reinits = 0,
              dropped = 0;
+    // Sorts answered by several devices at once, and split sorts that
+    // failed (each then sorted on one device or the CPU path).
+    uint64_t split_sorts = 0, split_failures = 0;
     size_t largest_batch = 0;
   };
 
@@ -294,6 +302,27 @@ class Scheduler {
   // before (empty: none).
   void RunBatch(size_t device_index, Batch& batch, std::vector<bool> tried,
                 batch::PackBuffer* pack);
+  // Whether `live` (a batch no device has failed: `tried` empty) is one
+  // sort to cut across the devices (server/scheduler_split.cc).
+  bool SplitWanted(const Batch& live, const std::vector<bool>& tried) const;
+  // Sorts `task` on device `device_index` and every other device up at
+  // once, and answers it: true. False when it did not answer: fewer than
+  // two devices could take a part, or a part failed (`error`; the devices
+  // whose engines turned unhealthy are marked down, except
+  // `device_index`, which the caller's failover handles), and nothing was
+  // written to the task's outputs.
+  bool RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
+                absl::Time start, absl::Status* error);
+  // Reports a split sort's stages and runs, and answers its task.
+  void AnswerSplit(const std::shared_ptr<Task>& task,
+                   const std::vector<std::string>& names,
+                   const std::vector<Sorter*>& engines, SplitReport& report,
+                   absl::Time start);
+  // Under the lock: device `device_index` and the other devices up,
+  // whose engines each take a part of `job` in one run; empty when fewer
+  // than two, or when a part is beyond a device's memory.
+  std::vector<size_t> SplitDevicesLocked(size_t device_index,
+                                         const SortJob& job) const;
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
                            batch::PackBuffer* pack, int* device_runs);
   // A failed device run: marks the device down if its engine says so, and

@@ -374,6 +374,12 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
       !s.ok()) {
     return Refuse(*call, s);
   }
+  if (call->region != nullptr) {
+    // What was just charged is all scratch (the answer's arrays are in the
+    // region), charged whatever the route: a sort cut across the devices
+    // holds its own scratch instead of the CPU path's.
+    task->host_scratch_bytes = SortWorkBytes(*call, task->units);
+  }
   UnaryCall* c = call.get();
   Task* t = task.get();
   task->prepare = [this, c, t] { return PlaceSort(*c, t->sort); };

@@ -56,6 +56,11 @@ struct Task {
 
   SortJob sort;
   TransposeJob transpose;
+  // Host scratch bytes the caller has admitted for this sort beyond its
+  // arrays (the CPU path's radix scratch: server/held_bytes.h), which a
+  // sort cut across the devices may hold instead (server/split_sort.h);
+  // 0: it is never cut.
+  size_t host_scratch_bytes = 0;
 
   // Set by the scheduler.
   absl::Time enqueued;

@@ -1,0 +1,135 @@
+// The scheduler's sorts cut across every device up (server/split_sort.h):
+// which sorts, which devices, and the accounting around the run.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/log.h"
+#include "server/out_of_memory.h"
+#include "server/scheduler.h"
+#include "server/split_sort.h"
+
+namespace sortd {
+
+bool Scheduler::SplitWanted(const Batch& live,
+                            const std::vector<bool>& tried) const {
+  if (options_.split_min_keys == 0 || live.size() != 1 || !tried.empty()) {
+    return false;
+  }
+  const Task& task = *live.front();
+  return task.op == Op::kSort && task.sort.count >= options_.split_min_keys &&
+         task.sort.parts.empty() &&
+         SplitScratchBytes(task.sort) <= task.host_scratch_bytes;
+}
+
+std::vector<size_t> Scheduler::SplitDevicesLocked(size_t device_index,
+                                                  const SortJob& job) const {
+  std::vector<size_t> devices = {device_index};
+  for (size_t d = 0; d < pool_.size(); ++d) {
+    if (d != device_index && pool_[d].up && pool_[d].engine != nullptr) {
+      devices.push_back(d);
+    }
+  }
+  if (devices.size() < 2) return {};
+  // Every part in one run of its device: a part beyond a device's memory
+  // would need runs merged on the host, with scratch nobody admitted.
+  const size_t part = SplitBound(job.count, devices.size(), 1);
+  for (size_t d : devices) {
+    SortJob shape = job;
+    shape.count = part;
+    const size_t max = pool_[d].engine->max_sort_keys(shape);
+    if (max != 0 && max < part) return {};
+  }
+  return devices;
+}
+
+bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
+                         absl::Time start, absl::Status* error) {
+  std::vector<size_t> devices;
+  std::vector<Sorter*> engines;
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    devices = SplitDevicesLocked(device_index, task->sort);
+    if (devices.empty()) return false;
+    // The others count the part they hold as a batch in flight: they are
+    // not re-created under it, and the router sees their backlog.
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (i > 0) pool_.Lease(devices[i], task->units / devices.size());
+      engines.push_back(pool_[devices[i]].engine.get());
+      names.push_back(pool_[devices[i]].name);
+    }
+  }
+  SplitReport report;
+  StageTimes unused;
+  SortJob job = task->sort;
+  job.stages = &unused;  // each part's stages come back in the report
+  job.kernel_span_seconds = nullptr;
+  *error = CatchOutOfMemory("this sort's split across the devices",
+                            [&] { return SplitSort(engines, job, &report); });
+  std::vector<std::string> lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 1; i < devices.size(); ++i) {
+      const size_t d = devices[i];
+      pool_.Return(d, task->units / devices.size());
+      if (pool_[d].up && !pool_[d].engine->healthy()) {
+        pool_.MarkDown(d, Now());
+        lost.push_back(pool_[d].name);
+      }
+    }
+    if (error->ok()) {
+      ++stats_.split_sorts;
+      ++stats_.gpu_runs;
+      ++stats_.gpu_tasks;
+    } else {
+      ++stats_.split_failures;
+    }
+  }
+  cv_.notify_all();
+  for (const std::string& name : lost) {
+    LogLine(
+        "device %s is unhealthy after its part of a split sort; the other "
+        "devices, or the CPU path with none up, answer its share until it "
+        "is re-created\n",
+        name.c_str());
+    listener_->OnDeviceState(name, false);
+  }
+  if (!error->ok()) {
+    LogLine(
+        "a sort of %zu keys split across %zu devices failed (%s); it is "
+        "sorted again on one device\n",
+        task->sort.count, devices.size(), error->ToString().c_str());
+    return false;
+  }
+  AnswerSplit(task, names, engines, report, start);
+  return true;
+}
+
+void Scheduler::AnswerSplit(const std::shared_ptr<Task>& task,
+                            const std::vector<std::string>& names,
+                            const std::vector<Sorter*>& engines,
+                            SplitReport& report, absl::Time start) {
+  const size_t k = names.size(), n = task->sort.count;
+  if (!report.stages.empty()) {
+    report.stages[0].push_back({"host_merge", report.merge_seconds});
+  }
+  for (size_t i = 0; i < k; ++i) {
+    listener_->OnStages(names[i], "split_sort", report.stages[i]);
+    listener_->OnBatch(Op::kSort, names[i], 1,
+                       SplitBound(n, k, i + 1) - SplitBound(n, k, i));
+    listener_->OnDeviceMemory(names[i], engines[i]->memory_bytes());
+  }
+  TaskResult result;
+  result.path = engines[0]->path();
+  result.device = absl::StrJoin(names, "+");
+  result.queue_wait = start - task->enqueued;
+  result.compute = Now() - start;
+  result.batch_requests = 1;
+  result.device_runs = static_cast<int>(k);
+  Answer(task, std::move(result));
+}
+
+}  // namespace sortd

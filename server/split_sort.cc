@@ -1,0 +1,185 @@
+#include "server/split_sort.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "core/keys.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "server/out_of_memory.h"
+#include "server/runs.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+namespace sortd {
+namespace {
+
+// Anonymous memory of its own mapping: given back to the system as soon as
+// the sort is done (the heap would keep a block this large, or map it
+// anyway), and faulted in ahead of the devices' downloads.
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes) : bytes_(bytes) {
+    if (bytes_ == 0) return;
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    data_ = static_cast<std::byte*>(p);
+    // Huge pages where the system allows them: a five-hundredth of the
+    // faults.
+    madvise(data_, bytes_, MADV_HUGEPAGE);
+  }
+  ~Scratch() {
+    StopPopulating();
+    if (data_ != nullptr) munmap(data_, bytes_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  std::byte* data() const { return data_; }
+  bool ok() const { return bytes_ == 0 || data_ != nullptr; }
+
+  // Faults every page in, on every core, from a thread of its own, while
+  // the devices write into it: MADV_POPULATE_WRITE maps pages without
+  // changing a byte, so it may race with writes. Where the kernel lacks it
+  // (before Linux 5.14) nothing happens and the writes fault the pages.
+  void StartPopulating() {
+    if (data_ == nullptr) return;
+    try {
+      populate_ = std::thread([this] {
+        constexpr size_t kChunk = size_t{32} << 20;
+        const size_t chunks = (bytes_ + kChunk - 1) / kChunk;
+        tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
+          if (stop_.load(std::memory_order_relaxed)) return;
+          const size_t begin = c * kChunk;
+          const size_t len = std::min(kChunk, bytes_ - begin);
+          if (madvise(data_ + begin, len, MADV_POPULATE_WRITE) != 0) {
+            stop_.store(true, std::memory_order_relaxed);
+          }
+        });
+      });
+    } catch (const std::system_error&) {
+      // No thread to be had: the writes fault the pages in.
+    }
+  }
+  void StopPopulating() {
+    stop_.store(true);
+    if (populate_.joinable()) populate_.join();
+  }
+  // Waits for the population to end (the merge then reads faulted pages).
+  void FinishPopulating() {
+    if (populate_.joinable()) populate_.join();
+  }
+
+ private:
+  const size_t bytes_;
+  std::byte* data_ = nullptr;
+  std::thread populate_;
+  std::atomic<bool> stop_{false};
+};
+
+struct Parts {
+  const SortJob* job = nullptr;
+  absl::Span<Sorter* const> engines;
+  std::vector<size_t> bounds;
+  std::byte *keys = nullptr, *values = nullptr, *perm = nullptr;
+  std::vector<absl::Status> status;
+  SplitReport* report = nullptr;
+
+  void Run(size_t i) {
+    StageTimes* stages = job->stages != nullptr ? &report->stages[i] : nullptr;
+    // Nothing may leave a part's thread: host memory running out is its
+    // failure.
+    status[i] = CatchOutOfMemory("a device part of this sort", [&] {
+      return SortRunInto(*engines[i], *job, bounds[i], bounds[i + 1], keys,
+                         values, perm, stages);
+    });
+  }
+};
+
+// Every part on its engine at once: parts 1.. in threads of their own,
+// part 0 in the caller's (a part whose thread cannot be had runs there
+// too, after it).
+void RunParts(Parts& parts) {
+  const size_t k = parts.engines.size();
+  std::vector<std::thread> threads;
+  std::vector<size_t> inline_parts = {0};
+  threads.reserve(k);
+  for (size_t i = 1; i < k; ++i) {
+    try {
+      threads.emplace_back([&parts, i] { parts.Run(i); });
+    } catch (const std::system_error&) {
+      inline_parts.push_back(i);
+    }
+  }
+  for (size_t i : inline_parts) parts.Run(i);
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace
+
+size_t SplitScratchBytes(const SortJob& job) {
+  return job.count * (KeySize(job.key_type) + ValueSize(job.value_type) +
+                      (job.permutation_out != nullptr ? 4 : 0));
+}
+
+size_t SplitBound(size_t count, size_t parts, size_t i) {
+  if (parts == 0) return 0;
+  const size_t base = count / parts, extra = count % parts;
+  return i * base + std::min(i, extra);
+}
+
+absl::Status SplitSort(absl::Span<Sorter* const> engines, const SortJob& job,
+                       SplitReport* report) {
+  if (engines.empty()) {
+    return absl::InvalidArgumentError("a split sort needs a device");
+  }
+  const size_t k = engines.size(), n = job.count;
+  report->stages.assign(k, {});
+  report->merge_seconds = 0;
+  report->parts_sorted = 0;
+  Scratch scratch(SplitScratchBytes(job));
+  if (!scratch.ok()) return OutOfMemory("this sort's split scratch");
+  Parts parts;
+  parts.job = &job;
+  parts.engines = engines;
+  parts.report = report;
+  parts.bounds.resize(k + 1);
+  for (size_t i = 0; i <= k; ++i) parts.bounds[i] = SplitBound(n, k, i);
+  parts.keys = scratch.data();
+  parts.values = parts.keys + n * KeySize(job.key_type);
+  parts.perm = parts.values + n * ValueSize(job.value_type);
+  parts.status.assign(k, absl::OkStatus());
+
+  scratch.StartPopulating();
+  RunParts(parts);
+  scratch.FinishPopulating();
+  absl::Status failed;
+  for (const absl::Status& s : parts.status) {
+    if (s.ok()) {
+      ++report->parts_sorted;
+    } else if (failed.ok()) {
+      failed = s;
+    }
+  }
+  if (!failed.ok()) return failed;
+
+  const absl::Time start = absl::Now();
+  SortJob in = job;
+  in.keys = parts.keys;
+  in.values = job.value_type != ValueType::kNone ? parts.values : nullptr;
+  MergeRuns(in, job.permutation_out != nullptr ? parts.perm : nullptr,
+            parts.bounds, job);
+  report->merge_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return absl::OkStatus();
+}
+
+}  // namespace sortd

@@ -1,0 +1,194 @@
+// Sorts cut across several devices (server/split_sort.h): every key type,
+// both orders, payloads and permutations, over generated shapes and device
+// counts, against the reference stable sort; balanced parts whatever the
+// keys; and a part that fails leaves the outputs as they were.
+#include "server/split_sort.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/cpu_sorter.h"
+#include "tests/reference.h"
+#include "tests/sort_check.h"
+
+namespace sortd {
+namespace {
+
+using testing::Extra;
+using testing::Shape;
+
+// The CPU path as a "device": counts its calls and the keys of its
+// largest, and fails every call when told to.
+class PartDevice : public Sorter {
+ public:
+  ExecutionPath path() const override { return ExecutionPath::kGpu; }
+  std::string device_name() const override { return "part"; }
+  absl::Status Sort(const SortJob& job) override {
+    ++calls;
+    size_t seen = largest.load();
+    while (job.count > seen &&
+           !largest.compare_exchange_weak(seen, job.count)) {
+    }
+    if (fail) return absl::UnavailableError("injected part failure");
+    if (job.stages != nullptr) job.stages->push_back({"upload", 0.001});
+    return cpu_.Sort(job);
+  }
+  absl::Status Transpose(const TransposeJob& job) override {
+    return cpu_.Transpose(job);
+  }
+  CpuSorter cpu_{{.threads = 1}};
+  std::atomic<int> calls{0};
+  std::atomic<size_t> largest{0};
+  bool fail = false;
+};
+
+// Every sort cut across `devices` PartDevices, as one Sorter, so that the
+// shared checks (tests/sort_check.h) apply.
+class SplitSorter : public Sorter {
+ public:
+  explicit SplitSorter(size_t devices) {
+    for (size_t i = 0; i < devices; ++i) {
+      devices_.push_back(std::make_unique<PartDevice>());
+      engines_.push_back(devices_.back().get());
+    }
+  }
+  ExecutionPath path() const override { return ExecutionPath::kGpu; }
+  std::string device_name() const override { return "split"; }
+  absl::Status Sort(const SortJob& job) override {
+    SortJob with_stages = job;
+    StageTimes unused;
+    with_stages.stages = &unused;
+    absl::Status s = SplitSort(engines_, with_stages, &report);
+    if (s.ok() && job.count > 0) {
+      EXPECT_EQ(report.parts_sorted, engines_.size());
+      for (const StageTimes& st : report.stages) EXPECT_EQ(st.size(), 1u);
+    }
+    return s;
+  }
+  absl::Status Transpose(const TransposeJob&) override {
+    return absl::UnimplementedError("not here");
+  }
+  PartDevice& device(size_t i) { return *devices_[i]; }
+  SplitReport report;
+
+ private:
+  std::vector<std::unique_ptr<PartDevice>> devices_;
+  std::vector<Sorter*> engines_;
+};
+
+template <typename K>
+void CheckShapes(size_t devices, size_t n) {
+  for (Shape shape : {Shape::kRandom, Shape::kSorted, Shape::kReversed,
+                      Shape::kAllEqual, Shape::kFewDistinct, Shape::kSpecial}) {
+    const std::vector<K> keys = testing::Generate<K>(shape, n, n + devices);
+    for (bool desc : {false, true}) {
+      for (Extra extra : {Extra::kNone, Extra::kU64ValuesAndPermutation}) {
+        SplitSorter split(devices);
+        testing::CheckSort(
+            split, keys, desc, extra,
+            absl::StrCat(sizeof(K), "-byte ", testing::ShapeName(shape),
+                         " n=", n, " devices=", devices, desc ? " desc" : "",
+                         " ", testing::ExtraName(extra)));
+        // Each device sorted one part, of its share and no more.
+        for (size_t d = 0; d < devices; ++d) {
+          EXPECT_EQ(split.device(d).calls.load(), 1);
+          EXPECT_LE(split.device(d).largest.load(),
+                    (n + devices - 1) / devices);
+        }
+      }
+    }
+  }
+}
+
+TEST(SplitSort, EveryKeyTypeShapeAndOrderMatchesTheReference) {
+  for (size_t devices : {2, 3}) {
+    CheckShapes<uint32_t>(devices, 20011);
+    CheckShapes<int32_t>(devices, 5003);
+    CheckShapes<float>(devices, 5003);
+    CheckShapes<uint64_t>(devices, 5003);
+    CheckShapes<int64_t>(devices, 5003);
+    CheckShapes<double>(devices, 5003);
+  }
+}
+
+TEST(SplitSort, TinyArraysAndManyDevices) {
+  for (size_t devices : {1, 2, 4, 8}) {
+    for (size_t n : {0, 1, 2, 3, 7, 8, 9, 1000}) {
+      const std::vector<uint32_t> keys =
+          testing::Generate<uint32_t>(Shape::kFewDistinct, n, n);
+      SplitSorter split(devices);
+      testing::CheckSort(split, keys, false, Extra::kNone,
+                         absl::StrCat("n=", n, " devices=", devices));
+      testing::CheckSort(split, keys, true, Extra::kPermutation,
+                         absl::StrCat("n=", n, " devices=", devices, " perm"));
+    }
+  }
+}
+
+TEST(SplitSort, PartsAreBalancedWhateverTheCount) {
+  for (size_t parts : {1, 2, 3, 5, 8}) {
+    for (size_t count : {0u, 1u, 2u, 7u, 8u, 1000u, 1001u, 1u << 20}) {
+      EXPECT_EQ(SplitBound(count, parts, 0), 0u);
+      EXPECT_EQ(SplitBound(count, parts, parts), count);
+      for (size_t i = 0; i < parts; ++i) {
+        const size_t len =
+            SplitBound(count, parts, i + 1) - SplitBound(count, parts, i);
+        EXPECT_GE(len, count / parts) << count << " " << parts << " " << i;
+        EXPECT_LE(len, (count + parts - 1) / parts);
+      }
+    }
+  }
+}
+
+TEST(SplitSort, ScratchIsOneCopyOfTheOutputs) {
+  std::byte dummy{};
+  SortJob job{.key_type = KeyType::kU32, .count = 1000};
+  EXPECT_EQ(SplitScratchBytes(job), 4000u);
+  job.key_type = KeyType::kF64;
+  job.value_type = ValueType::kU32;
+  job.permutation_out = &dummy;
+  EXPECT_EQ(SplitScratchBytes(job), 16000u);
+}
+
+// A part that fails fails the sort, and nothing has been written to the
+// outputs: the caller can sort the array again elsewhere.
+TEST(SplitSort, AFailedPartLeavesTheOutputsUntouched) {
+  constexpr size_t n = 30000;
+  const std::vector<uint32_t> keys =
+      testing::Generate<uint32_t>(Shape::kRandom, n, 5);
+  for (size_t failing = 0; failing < 3; ++failing) {
+    SplitSorter split(3);
+    split.device(failing).fail = true;
+    std::vector<uint32_t> out(n, 0xABABABABu), perm(n, 0xABABABABu);
+    SortJob job{.key_type = KeyType::kU32,
+                .count = n,
+                .keys = reinterpret_cast<const std::byte*>(keys.data()),
+                .keys_out = reinterpret_cast<std::byte*>(out.data()),
+                .permutation_out = reinterpret_cast<std::byte*>(perm.data())};
+    SplitReport report;
+    std::vector<Sorter*> engines = {&split.device(0), &split.device(1),
+                                    &split.device(2)};
+    const absl::Status s = SplitSort(engines, job, &report);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_EQ(report.parts_sorted, 2u);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i], 0xABABABABu) << i;
+      ASSERT_EQ(perm[i], 0xABABABABu) << i;
+    }
+  }
+}
+
+TEST(SplitSort, NoDeviceIsRefused) {
+  SortJob job{.key_type = KeyType::kU32, .count = 10};
+  SplitReport report;
+  EXPECT_EQ(SplitSort({}, job, &report).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sortd
