@@ -117,6 +117,10 @@ ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
           "bench: unmeasured calls before the measured part");
 ABSL_FLAG(int64_t, verify_every, 16,
           "bench with --verify: check every N-th answer of each worker");
+ABSL_FLAG(int, variants, 4,
+          "bench: distinct random inputs per size (1 to 64); with "
+          "--shm_socket each worker's region holds every one of them and "
+          "its answer");
 ABSL_FLAG(std::string, shm_socket, "",
           "bench: send sorts through shared memory, one region per worker, "
           "registered over this Unix socket (the server's --shm_socket; "
@@ -559,6 +563,11 @@ absl::StatusOr<cli::BenchOptions> BenchOptionsFromFlags() {
   o.max_requests = static_cast<uint64_t>(absl::GetFlag(FLAGS_requests));
   o.warmup = absl::GetFlag(FLAGS_warmup);
   o.seed = absl::GetFlag(FLAGS_seed);
+  o.variants = absl::GetFlag(FLAGS_variants);
+  if (o.variants < 1 || o.variants > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bench: --variants must be 1 to 64, got ", o.variants));
+  }
   o.shm_socket = absl::GetFlag(FLAGS_shm_socket);
   o.compact_keys = absl::GetFlag(FLAGS_compact);
   o.rate = absl::GetFlag(FLAGS_rate);
