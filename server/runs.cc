@@ -86,6 +86,7 @@ class Merger {
         s[r] = rank == 0 ? bounds_[r] : bounds_[r + 1];
       return s;
     }
+    if (k_ == 2) return SplitTwo(rank);
     // The smallest key x with at least `rank` elements <= x.
     U lo = 0, hi = std::numeric_limits<U>::max();
     while (lo < hi) {
@@ -115,6 +116,26 @@ class Merger {
       need -= take;
     }
     return s;
+  }
+
+  // Split of two runs: the merge path's one binary search, for the number
+  // i of the first run's elements among the first `rank` outputs: the
+  // least i whose next element of the first run comes after the second
+  // run's last one taken (ties go to the first run).
+  std::vector<size_t> SplitTwo(size_t rank) const {
+    const size_t a = bounds_[0], b = bounds_[1];
+    const size_t len_a = bounds_[1] - a, len_b = bounds_[2] - b;
+    size_t lo = rank > len_b ? rank - len_b : 0;
+    size_t hi = std::min(rank, len_a);
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (Key(b + (rank - mid) - 1) < Key(a + mid)) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return {a + lo, b + (rank - lo)};
   }
 
   void Merge(std::vector<size_t> at, const std::vector<size_t>& end,
@@ -156,48 +177,60 @@ class Merger {
   }
 
   // Keys alone from two runs, without a branch on the comparison (on
-  // random keys it goes either way): ties to the first run.
+  // random keys it goes either way): ties to the first run. Everything the
+  // loop reads is local: its stores (bytes) could alias the members.
   void MergeTwoKeys(const std::vector<size_t>& at,
                     const std::vector<size_t>& end, size_t out_pos) const {
+    if (descending_) return MergeTwo<true>(at, end, out_pos);
+    return MergeTwo<false>(at, end, out_pos);
+  }
+  template <bool kDescending>
+  void MergeTwo(const std::vector<size_t>& at, const std::vector<size_t>& end,
+                size_t out_pos) const {
+    const std::byte* const keys = in_.keys;
     size_t a = at[0], b = at[1];
     const size_t ae = end[0], be = end[1];
     std::byte* out = out_.keys_out + out_pos * sizeof(U);
     while (a < ae && b < be) {
       U x, y;
-      std::memcpy(&x, in_.keys + a * sizeof(U), sizeof(U));
-      std::memcpy(&y, in_.keys + b * sizeof(U), sizeof(U));
-      const bool second =
-          OrderedBits<T>(y, descending_) < OrderedBits<T>(x, descending_);
+      std::memcpy(&x, keys + a * sizeof(U), sizeof(U));
+      std::memcpy(&y, keys + b * sizeof(U), sizeof(U));
+      // 0 or 1, added to the indices: GCC turns a conditional increment
+      // into a branch.
+      const size_t second =
+          OrderedBits<T>(y, kDescending) < OrderedBits<T>(x, kDescending);
       const U v = second ? y : x;
       std::memcpy(out, &v, sizeof(U));
       out += sizeof(U);
-      a += !second;
+      a += 1 - second;
       b += second;
     }
-    const size_t rest_a = (ae - a) * sizeof(U), rest_b = (be - b) * sizeof(U);
-    std::memcpy(out, in_.keys + a * sizeof(U), rest_a);
-    std::memcpy(out + rest_a, in_.keys + b * sizeof(U), rest_b);
+    std::memcpy(out, keys + a * sizeof(U), (ae - a) * sizeof(U));
+    std::memcpy(out + (ae - a) * sizeof(U), keys + b * sizeof(U),
+                (be - b) * sizeof(U));
   }
 
   // Keys alone from any number of runs: the smallest head (the earliest
-  // run's among equals) goes next.
+  // run's among equals) goes next; each run's head key is kept, and an
+  // exhausted run's is the largest key with the run past the others.
   void MergeKeys(std::vector<size_t> at, const std::vector<size_t>& end,
                  size_t out_pos) const {
+    const std::byte* const keys = in_.keys;
     std::byte* out = out_.keys_out + out_pos * sizeof(U);
-    for (;;) {
+    std::vector<U> head(k_);
+    size_t left = 0;
+    for (size_t r = 0; r < k_; ++r) {
+      left += end[r] - at[r];
+      head[r] = at[r] < end[r] ? Key(at[r]) : std::numeric_limits<U>::max();
+    }
+    for (; left > 0; --left) {
       size_t best = k_;
-      U best_key = 0;
       for (size_t r = 0; r < k_; ++r) {
-        if (at[r] == end[r]) continue;
-        const U key = Key(at[r]);
-        if (best == k_ || key < best_key) {
-          best = r;
-          best_key = key;
-        }
+        if (at[r] < end[r] && (best == k_ || head[r] < head[best])) best = r;
       }
-      if (best == k_) return;
-      std::memcpy(out, in_.keys + at[best]++ * sizeof(U), sizeof(U));
+      std::memcpy(out, keys + at[best] * sizeof(U), sizeof(U));
       out += sizeof(U);
+      if (++at[best] < end[best]) head[best] = Key(at[best]);
     }
   }
 
