@@ -10,6 +10,10 @@
 #include <thread>
 #include <utility>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/time/clock.h"
 #include "core/keys.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -22,6 +26,30 @@ size_t DivUp(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // Output elements one merge task produces.
 constexpr size_t kPiece = size_t{1} << 18;
+
+// Copies with stores that bypass the caches where the target has them
+// (x86: SSE2): the merge's output is written once and not read again
+// soon, so its cache lines need not be read in first, a third less memory
+// traffic for a merge of keys alone. Call StreamFence after the last.
+void StreamOut(std::byte* dst, const std::byte* src, size_t bytes) {
+#if defined(__SSE2__)
+  while (bytes > 0 && reinterpret_cast<uintptr_t>(dst) % 16 != 0) {
+    *dst++ = *src++;
+    --bytes;
+  }
+  for (; bytes >= 16; bytes -= 16, dst += 16, src += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
+void StreamFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
 
 template <KeyType T>
 class Merger {
@@ -191,7 +219,11 @@ class Merger {
     size_t a = at[0], b = at[1];
     const size_t ae = end[0], be = end[1];
     std::byte* out = out_.keys_out + out_pos * sizeof(U);
-    while (a < ae && b < be) {
+    // Merged a block at a time into a buffer that stays in L1, which goes
+    // out with streaming stores (StreamOut).
+    constexpr size_t kBlock = 4096 / sizeof(U);
+    alignas(64) std::byte block[kBlock * sizeof(U)];
+    auto step = [&](std::byte*& o) {
       U x, y;
       std::memcpy(&x, keys + a * sizeof(U), sizeof(U));
       std::memcpy(&y, keys + b * sizeof(U), sizeof(U));
@@ -200,14 +232,28 @@ class Merger {
       const size_t second =
           OrderedBits<T>(y, kDescending) < OrderedBits<T>(x, kDescending);
       const U v = second ? y : x;
-      std::memcpy(out, &v, sizeof(U));
-      out += sizeof(U);
+      std::memcpy(o, &v, sizeof(U));
+      o += sizeof(U);
       a += 1 - second;
       b += second;
+    };
+    while (a < ae && b < be) {
+      std::byte* o = block;
+      // While both runs hold a block's keys, neither runs out within it:
+      // only the block's count is checked.
+      const size_t sure = std::min({kBlock, ae - a, be - b});
+      if (sure == kBlock) {
+        for (size_t i = 0; i < kBlock; ++i) step(o);
+      } else {
+        while (a < ae && b < be && o < block + sizeof(block)) step(o);
+      }
+      StreamOut(out, block, static_cast<size_t>(o - block));
+      out += o - block;
     }
-    std::memcpy(out, keys + a * sizeof(U), (ae - a) * sizeof(U));
-    std::memcpy(out + (ae - a) * sizeof(U), keys + b * sizeof(U),
-                (be - b) * sizeof(U));
+    StreamOut(out, keys + a * sizeof(U), (ae - a) * sizeof(U));
+    out += (ae - a) * sizeof(U);
+    StreamOut(out, keys + b * sizeof(U), (be - b) * sizeof(U));
+    StreamFence();
   }
 
   // Keys alone from any number of runs: the smallest head (the earliest
