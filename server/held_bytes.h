@@ -27,7 +27,9 @@ namespace sortd {
 // coded from them, and the CPU path's radix scratch (the keys as ordered
 // bits, twice, and their indices, twice, when values or a permutation
 // follow them). The scratch is charged whatever the route: which path
-// sorts a request is decided after it is admitted.
+// sorts a request is decided after it is admitted. A sort cut across the
+// devices (server/split_sort.h) holds its scratch, one copy of the
+// outputs, within the same charge instead (Task::host_scratch_bytes).
 inline size_t SortWorkBytes(KeyType key_type, ValueType value_type,
                             bool permutation, bool compact, size_t n,
                             bool in_region = false) {
