@@ -313,6 +313,10 @@ class Scheduler {
   // written to the task's outputs.
   bool RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
                 absl::Time start, absl::Status* error);
+  // After a split sort on `devices` (the runner's first): returns the
+  // others' leases of `share` units each, counts the outcome, and marks
+  // down the others whose engines turned unhealthy.
+  void EndSplit(const std::vector<size_t>& devices, size_t share, bool ok);
   // Reports a split sort's stages and runs, and answers its task.
   void AnswerSplit(const std::shared_ptr<Task>& task,
                    const std::vector<std::string>& names,

@@ -69,18 +69,39 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
   job.kernel_span_seconds = nullptr;
   *error = CatchOutOfMemory("this sort's split across the devices",
                             [&] { return SplitSort(engines, job, &report); });
+  EndSplit(devices, task->units / devices.size(), error->ok());
+  if (!error->ok()) {
+    LogLine(
+        "a sort of %zu keys split across %zu devices failed (%s); it is "
+        "sorted again on one device\n",
+        task->sort.count, devices.size(), error->ToString().c_str());
+    return false;
+  }
+  AnswerSplit(task, names, engines, report, start);
+  return true;
+}
+
+void Scheduler::EndSplit(const std::vector<size_t>& devices, size_t share,
+                         bool ok) {
   std::vector<std::string> lost;
+  Batch stranded;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 1; i < devices.size(); ++i) {
       const size_t d = devices[i];
-      pool_.Return(d, task->units / devices.size());
+      pool_.Return(d, share);
       if (pool_[d].up && !pool_[d].engine->healthy()) {
         pool_.MarkDown(d, Now());
         lost.push_back(pool_[d].name);
       }
     }
-    if (error->ok()) {
+    if (!lost.empty()) {
+      // As FailOver: work only the lost devices could still take.
+      if (pool_.devices_up() == 0) stranded = batchers_.TakeAll();
+      StrandedHandoversLocked(&stranded);
+      stats_.failovers += stranded.size();
+    }
+    if (ok) {
       ++stats_.split_sorts;
       ++stats_.gpu_runs;
       ++stats_.gpu_tasks;
@@ -97,15 +118,10 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
         name.c_str());
     listener_->OnDeviceState(name, false);
   }
-  if (!error->ok()) {
-    LogLine(
-        "a sort of %zu keys split across %zu devices failed (%s); it is "
-        "sorted again on one device\n",
-        task->sort.count, devices.size(), error->ToString().c_str());
-    return false;
+  for (auto& t : stranded) {
+    listener_->OnCpuFallback("no_healthy_device");
+    EnqueueCpu(t, Route::kFailover);
   }
-  AnswerSplit(task, names, engines, report, start);
-  return true;
 }
 
 void Scheduler::AnswerSplit(const std::shared_ptr<Task>& task,
