@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One large shared-memory sort on one GPU and on every GPU of the node
 # (--split_min_keys: cut into a part per GPU, sorted at once, merged on the
-# host; docs/decisions/018-split-sort.md), in one run, client and server on
+# host; docs/decisions/019-split-sort.md), in one run, client and server on
 # the same host. Needs, in .device/ (bin/ and a setup.sh that puts bin/ on
 # PATH): this repository's sortd, sortctl and gpu_sort_benchmark. Then, on
 # the GPU host:

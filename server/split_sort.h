@@ -8,7 +8,7 @@
 //
 // Nothing is written to the job's outputs until every part has sorted: a
 // part that fails leaves them untouched, so the caller may sort the whole
-// array again elsewhere (docs/decisions/018-split-sort.md).
+// array again elsewhere (docs/decisions/019-split-sort.md).
 //
 // Host memory: one scratch copy of the output arrays (SplitScratchBytes),
 // mapped before the parts start and faulted in by every core while the
