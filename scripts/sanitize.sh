@@ -28,7 +28,8 @@ case "$MODE" in
     TARGETS=(sortd sortctl e2e_test stream_e2e_test held_bytes_e2e_test
       hardening_e2e_test shared_memory_e2e_test parts_e2e_test authz_e2e_test
       queue_share_e2e_test fairness_e2e_test device_e2e_test batching_e2e_test
-      compact_e2e_test integrity_e2e_test tls_e2e_test sortctl_cli_test
+      compact_e2e_test integrity_e2e_test tls_e2e_test split_e2e_test
+      sortctl_cli_test
       wire_test request_test parts_test stream_assembler_test admission_test
       raw_call_test sortctl_lib_test batch_codec_test compact_keys_test
       host_buffers_test memory_test cpu_sorter_test opencl_faults_test
@@ -52,6 +53,9 @@ case "$MODE" in
     # millions of keys on the CPU path (minutes each under TSan, and no
     # concurrency the others lack).
     TESTS="SchedulerTest|Admission\.|SortInRuns\.EveryKey|SortInRuns\.AnEngine|IdleTrimmer"
+    # Sorts cut across devices: a thread a part, the scratch faulted in
+    # from another.
+    TESTS+="|SplitSort\.(EveryKey|AFailedPart|ArraysAt)"
     TESTS+="|E2ETest\.(HealthIsServing|KeysOnly|Transposes|BadInput|Metrics|SortctlReadsAndWritesFiles|SortctlReportsErrors|Echo|SortctlBench|Garbage|Stalled)"
     TESTS+="|E2EBatching\.|E2EOpenCl\.(Injected|LostDevice)|E2EStream\.BadStreams|E2EEcho\.|TlsTest\."
     # (not the split sorts of millions of keys: minutes under TSan)
@@ -60,7 +64,8 @@ case "$MODE" in
     TESTS+="|HeldBytes\.(Streams|AnIdle|Padded|APart|AStalled|ASort)"
     # The programs that hold those tests, and what they start: only these
     # are built.
-    TARGETS=(sortd sortctl scheduler_test admission_test runs_test memory_test
+    TARGETS=(sortd sortctl scheduler_test admission_test runs_test split_sort_test
+      memory_test
       e2e_test batching_e2e_test device_e2e_test stream_e2e_test tls_e2e_test
       integrity_e2e_test parts_test parts_e2e_test held_bytes_e2e_test)
     ;;
