@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "core/keys.h"
 #include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/task_arena.h"
 #include "server/out_of_memory.h"
 #include "server/runs.h"
 
@@ -27,6 +28,8 @@ namespace {
 // anyway), and faulted in ahead of the devices' downloads.
 class Scratch {
  public:
+  static constexpr int kPopulateThreads = 4;
+
   explicit Scratch(size_t bytes) : bytes_(bytes) {
     if (bytes_ == 0) return;
     void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
@@ -47,7 +50,7 @@ class Scratch {
   std::byte* data() const { return data_; }
   bool ok() const { return bytes_ == 0 || data_ != nullptr; }
 
-  // Faults every page in, on every core, from a thread of its own, while
+  // Faults every page in, on a few cores, from a thread of its own, while
   // the devices write into it: MADV_POPULATE_WRITE maps pages without
   // changing a byte, so it may race with writes. Where the kernel lacks it
   // (before Linux 5.14) nothing happens and the writes fault the pages.
@@ -57,13 +60,18 @@ class Scratch {
       populate_ = std::thread([this] {
         constexpr size_t kChunk = size_t{32} << 20;
         const size_t chunks = (bytes_ + kChunk - 1) / kChunk;
-        tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
-          if (stop_.load(std::memory_order_relaxed)) return;
-          const size_t begin = c * kChunk;
-          const size_t len = std::min(kChunk, bytes_ - begin);
-          if (madvise(data_ + begin, len, MADV_POPULATE_WRITE) != 0) {
-            stop_.store(true, std::memory_order_relaxed);
-          }
+        // A few threads: the devices' transfers copy through their staging
+        // on the same cores meanwhile, and must not wait behind this.
+        tbb::task_arena arena(kPopulateThreads);
+        arena.execute([&] {
+          tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
+            if (stop_.load(std::memory_order_relaxed)) return;
+            const size_t begin = c * kChunk;
+            const size_t len = std::min(kChunk, bytes_ - begin);
+            if (madvise(data_ + begin, len, MADV_POPULATE_WRITE) != 0) {
+              stop_.store(true, std::memory_order_relaxed);
+            }
+          });
         });
       });
     } catch (const std::system_error&) {

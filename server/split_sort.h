@@ -11,7 +11,7 @@
 // array again elsewhere (docs/decisions/019-split-sort.md).
 //
 // Host memory: one scratch copy of the output arrays (SplitScratchBytes),
-// mapped before the parts start and faulted in by every core while the
+// mapped before the parts start and faulted in by a few cores while the
 // devices upload, so that the devices' downloads do not stall on first
 // touches of fresh pages.
 //
