@@ -212,10 +212,10 @@ ABSL_FLAG(int, full_pipeline_depth, 3,
           "--pipeline_depth.");
 ABSL_FLAG(int64_t, split_min_keys, int64_t{1} << 27,
           "A sort through shared memory (--shm_socket) of at least this "
-          "many keys is cut across every device up, each sorting a part at "
-          "once, and the parts merged on the CPU into the region, when two "
-          "or more devices are up and each part fits one device run (0: "
-          "never).");
+          "many keys is cut across its device and every other device up "
+          "with nothing in flight, each sorting a part at once, and the "
+          "parts merged on the CPU into the region, when there is such "
+          "another device and each part fits one device run (0: never).");
 ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
           "Time a device run with OpenCL profiling events (the "
           "sortd_kernel_stage_duration_seconds histogram) when no run of its "

@@ -377,9 +377,10 @@ void Scheduler::RunnerLoop(size_t device_index) {
         lock.unlock();
         Publish(queue);
         listener_->OnDeviceFailover(h.from, to, h.batch.size());
-        RunBatch(device_index, h.batch, std::move(h.tried), &pack);
+        const bool returned =
+            RunBatch(device_index, h.batch, std::move(h.tried), &pack, h.units);
         lock.lock();
-        pool_.Return(device_index, h.units);
+        if (!returned) pool_.Return(device_index, h.units);
         cv_.notify_all();
         continue;
       }
@@ -423,9 +424,9 @@ void Scheduler::RunnerLoop(size_t device_index) {
     const QueueSnapshot queue = QueueLocked();
     lock.unlock();
     Publish(queue);
-    RunBatch(device_index, batch, {}, &pack);
+    const bool returned = RunBatch(device_index, batch, {}, &pack, units);
     lock.lock();
-    pool_.Return(device_index, units);
+    if (!returned) pool_.Return(device_index, units);
     cv_.notify_all();
   }
 }
@@ -467,8 +468,9 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
   lock.lock();
 }
 
-void Scheduler::RunBatch(size_t device_index, Batch& batch,
-                         std::vector<bool> tried, batch::PackBuffer* pack) {
+bool Scheduler::RunBatch(size_t device_index, Batch& batch,
+                         std::vector<bool> tried, batch::PackBuffer* pack,
+                         size_t leased_units) {
   // Only this runner's lease uses the engine until it is returned: the
   // pool re-creates a device only with nothing in flight.
   DevicePool::Device& dev = pool_[device_index];
@@ -488,17 +490,20 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
       live.push_back(std::move(t));
     }
   }
-  if (live.empty()) return;
+  if (live.empty()) return false;
   const Op op = live.front()->op;
   size_t units = 0;
   for (const auto& t : live) units += t->units;
   if (SplitWanted(live, tried)) {
     absl::Status split_error;
-    if (RunSplit(device_index, live.front(), start, &split_error)) return;
+    if (RunSplit(device_index, live.front(), start, leased_units,
+                 &split_error)) {
+      return true;
+    }
     // A part this device failed: its failover decides, as for any run.
     if (!split_error.ok() && !dev.engine->healthy()) {
       FailOver(device_index, live, std::move(tried), split_error);
-      return;
+      return false;
     }
   }
   StageTimes stages;
@@ -511,7 +516,7 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
   const absl::Duration compute = Now() - start;
   if (!status.ok()) {
     FailOver(device_index, live, std::move(tried), status);
-    return;
+    return false;
   }
   listener_->OnStages(dev.name,
                       op == Op::kTranspose ? "transpose"
@@ -536,6 +541,7 @@ void Scheduler::RunBatch(size_t device_index, Batch& batch,
     result.device_runs = device_runs;
     Answer(t, std::move(result));
   }
+  return false;
 }
 
 bool Scheduler::DeviceFault(const absl::Status& error) {

@@ -168,8 +168,9 @@ class Scheduler {
     size_t cpu_bulk_units = size_t{1} << 20;
     int pipeline_depth = 2;
     // A sort alone of this many keys or more, whose host scratch its caller
-    // has admitted (Task::host_scratch_bytes), is cut across every device
-    // up (server/split_sort.h), when two or more are; 0: never.
+    // has admitted (Task::host_scratch_bytes), is cut across its device and
+    // every other device up with nothing in flight (server/split_sort.h),
+    // when there is one; 0: never.
     size_t split_min_keys = 0;
     // Batches in flight per device while the next batch is full
     // (max_batch_units or max_batch_requests) or a solo task no longer
@@ -299,9 +300,11 @@ class Scheduler {
   // lock held, releases it around the factory.
   void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
   // Runs `batch` on the device; `tried` marks the devices that failed it
-  // before (empty: none).
-  void RunBatch(size_t device_index, Batch& batch, std::vector<bool> tried,
-                batch::PackBuffer* pack);
+  // before (empty: none). True when it gave the runner's lease of
+  // `leased_units` back itself: a split sort does, before it answers, so
+  // that the caller's next request finds every device idle.
+  bool RunBatch(size_t device_index, Batch& batch, std::vector<bool> tried,
+                batch::PackBuffer* pack, size_t leased_units);
   // Whether `live` (a batch no device has failed: `tried` empty) is one
   // sort to cut across the devices (server/scheduler_split.cc).
   bool SplitWanted(const Batch& live, const std::vector<bool>& tried) const;
@@ -311,20 +314,25 @@ class Scheduler {
   // whose engines turned unhealthy are marked down, except
   // `device_index`, which the caller's failover handles), and nothing was
   // written to the task's outputs.
+  // On success the runner's own lease (`leased_units`) is given back too.
   bool RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
-                absl::Time start, absl::Status* error);
+                absl::Time start, size_t leased_units, absl::Status* error);
   // After a split sort on `devices` (the runner's first): returns the
-  // others' leases of `share` units each, counts the outcome, and marks
+  // others' leases of `share` units each, and the runner's of
+  // `leased_units` when it succeeded (`ok`), counts the outcome, and marks
   // down the others whose engines turned unhealthy.
-  void EndSplit(const std::vector<size_t>& devices, size_t share, bool ok);
-  // Reports a split sort's stages and runs, and answers its task.
+  void EndSplit(const std::vector<size_t>& devices, size_t share,
+                size_t leased_units, bool ok);
+  // Reports a split sort's stages, runs and devices' memory (by device,
+  // read before their leases were given back), and answers its task.
+  using DeviceMemory = std::vector<std::pair<std::string, double>>;
   void AnswerSplit(const std::shared_ptr<Task>& task,
-                   const std::vector<std::string>& names,
-                   const std::vector<Sorter*>& engines, SplitReport& report,
+                   const std::vector<std::string>& names, ExecutionPath path,
+                   const std::vector<DeviceMemory>& memory, SplitReport& report,
                    absl::Time start);
-  // Under the lock: device `device_index` and the other devices up,
-  // whose engines each take a part of `job` in one run; empty when fewer
-  // than two, or when a part is beyond a device's memory.
+  // Under the lock: device `device_index` and the other devices up with
+  // nothing in flight, whose engines each take a part of `job` in one run;
+  // empty when fewer than two, or when a part is beyond a device's memory.
   std::vector<size_t> SplitDevicesLocked(size_t device_index,
                                          const SortJob& job) const;
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,

@@ -27,8 +27,12 @@ bool Scheduler::SplitWanted(const Batch& live,
 std::vector<size_t> Scheduler::SplitDevicesLocked(size_t device_index,
                                                   const SortJob& job) const {
   std::vector<size_t> devices = {device_index};
+  // Only devices with nothing in flight: under load every device is at
+  // work on requests of its own already, and a split would only add a
+  // merge on the host.
   for (size_t d = 0; d < pool_.size(); ++d) {
-    if (d != device_index && pool_[d].up && pool_[d].engine != nullptr) {
+    if (d != device_index && pool_[d].up && pool_[d].engine != nullptr &&
+        pool_[d].inflight == 0) {
       devices.push_back(d);
     }
   }
@@ -46,7 +50,8 @@ std::vector<size_t> Scheduler::SplitDevicesLocked(size_t device_index,
 }
 
 bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
-                         absl::Time start, absl::Status* error) {
+                         absl::Time start, size_t leased_units,
+                         absl::Status* error) {
   std::vector<size_t> devices;
   std::vector<Sorter*> engines;
   std::vector<std::string> names;
@@ -69,7 +74,13 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
   job.kernel_span_seconds = nullptr;
   *error = CatchOutOfMemory("this sort's split across the devices",
                             [&] { return SplitSort(engines, job, &report); });
-  EndSplit(devices, task->units / devices.size(), error->ok());
+  // Read while the leases still keep the engines from being re-created.
+  const ExecutionPath path = engines[0]->path();
+  std::vector<DeviceMemory> memory;
+  if (error->ok()) {
+    for (Sorter* engine : engines) memory.push_back(engine->memory_bytes());
+  }
+  EndSplit(devices, task->units / devices.size(), leased_units, error->ok());
   if (!error->ok()) {
     LogLine(
         "a sort of %zu keys split across %zu devices failed (%s); it is "
@@ -77,12 +88,12 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
         task->sort.count, devices.size(), error->ToString().c_str());
     return false;
   }
-  AnswerSplit(task, names, engines, report, start);
+  AnswerSplit(task, names, path, memory, report, start);
   return true;
 }
 
 void Scheduler::EndSplit(const std::vector<size_t>& devices, size_t share,
-                         bool ok) {
+                         size_t leased_units, bool ok) {
   std::vector<std::string> lost;
   Batch stranded;
   {
@@ -102,6 +113,8 @@ void Scheduler::EndSplit(const std::vector<size_t>& devices, size_t share,
       stats_.failovers += stranded.size();
     }
     if (ok) {
+      // The answer goes out next: the runner's device is free already.
+      pool_.Return(devices[0], leased_units);
       ++stats_.split_sorts;
       ++stats_.gpu_runs;
       ++stats_.gpu_tasks;
@@ -126,7 +139,8 @@ void Scheduler::EndSplit(const std::vector<size_t>& devices, size_t share,
 
 void Scheduler::AnswerSplit(const std::shared_ptr<Task>& task,
                             const std::vector<std::string>& names,
-                            const std::vector<Sorter*>& engines,
+                            ExecutionPath path,
+                            const std::vector<DeviceMemory>& memory,
                             SplitReport& report, absl::Time start) {
   const size_t k = names.size(), n = task->sort.count;
   if (!report.stages.empty()) {
@@ -136,10 +150,10 @@ void Scheduler::AnswerSplit(const std::shared_ptr<Task>& task,
     listener_->OnStages(names[i], "split_sort", report.stages[i]);
     listener_->OnBatch(Op::kSort, names[i], 1,
                        SplitBound(n, k, i + 1) - SplitBound(n, k, i));
-    listener_->OnDeviceMemory(names[i], engines[i]->memory_bytes());
+    listener_->OnDeviceMemory(names[i], memory[i]);
   }
   TaskResult result;
-  result.path = engines[0]->path();
+  result.path = path;
   result.device = absl::StrJoin(names, "+");
   result.queue_wait = start - task->enqueued;
   result.compute = Now() - start;

@@ -1548,6 +1548,30 @@ TEST_F(SchedulerTest, SortIsNotSplitWithoutScratchLengthOrASecondDevice) {
   EXPECT_EQ(alone->stats().split_sorts, 0u);
 }
 
+// Under load every device is at work already: a sort is cut only across
+// devices with nothing in flight, here none but its own.
+TEST_F(SchedulerTest, SortIsNotSplitOntoABusyDevice) {
+  Scheduler::Options o = OnePlaceAndOneBeyond();
+  o.split_min_keys = 6000;
+  auto sched = Make(o, 2);
+  gate_.Close();
+  auto busy = U32(20000, 10);  // no scratch admitted: alone on one device
+  sched->Submit(busy->task);
+  gate_.WaitEntered(1);
+  auto big = U32(20000, 11);
+  big->task->host_scratch_bytes = 20000 * 8;
+  sched->Submit(big->task);
+  gate_.WaitEntered(2);
+  gate_.Open();
+  for (const auto& c : {busy, big}) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->result.device_runs, 1);
+  }
+  EXPECT_NE(busy->result.device, big->result.device);
+  EXPECT_EQ(sched->stats().split_sorts, 0u);
+}
+
 // A device lost during its part: the sort is not answered half-done but
 // sorted again whole by the device left, and the lost one is marked down.
 TEST_F(SchedulerTest, SplitSortWhosePartFailsIsSortedAgainOnOneDevice) {
