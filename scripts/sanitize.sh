@@ -55,7 +55,7 @@ case "$MODE" in
     TESTS="SchedulerTest|Admission\.|SortInRuns\.EveryKey|SortInRuns\.AnEngine|IdleTrimmer"
     # Sorts cut across devices: a thread a part, the scratch faulted in
     # from another.
-    TESTS+="|SplitSort\.(EveryKey|AFailedPart|ArraysAt)"
+    TESTS+="|SplitSort\.(TinyArrays|AFailedPart|ArraysAt)"
     TESTS+="|E2ETest\.(HealthIsServing|KeysOnly|Transposes|BadInput|Metrics|SortctlReadsAndWritesFiles|SortctlReportsErrors|Echo|SortctlBench|Garbage|Stalled)"
     TESTS+="|E2EBatching\.|E2EOpenCl\.(Injected|LostDevice)|E2EStream\.BadStreams|E2EEcho\.|TlsTest\."
     # (not the split sorts of millions of keys: minutes under TSan)
