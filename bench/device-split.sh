@@ -13,8 +13,9 @@
 #   2. sortd --device=gpu:0: the one-GPU anchor
 #   3. sortd --device=gpu, --split_min_keys=0: every GPU, no split (a lone
 #      call still runs on one)
-#   4. sortd --device=gpu: every GPU, split
-# and the ratio of 2's median latency to 4's. The stages of the split runs
+#   4. sortd --device=gpu: every GPU, split (each call maps fresh scratch)
+#   5. the same with --split_scratch_bytes: the scratch kept between calls
+# and the ratio of 2's median latency to 4's and 5's. The stages of the split runs
 # (each GPU's upload, passes and download, the host merge) come from
 # sortd's stage histogram. Results: $OUT/split.jsonl (one JSON object per
 # line, tagged) and $OUT/split-summary.txt.
@@ -86,6 +87,10 @@ section "4. sortd on every GPU, split"
 start_sortd all-split gpu
 measure all-split
 stop_sortd
+section "5. sortd on every GPU, split, scratch kept"
+start_sortd all-split-kept gpu --split_scratch_bytes=17179869184
+measure all-split-kept
+stop_sortd
 
 python3 - "$J" "$OUT" <<'PY' | tee -a "$OUT/split-summary.txt"
 import json, re, sys, collections
@@ -108,11 +113,11 @@ def stages(name):
     return {k: sums[k] / counts[k] for k in sums if counts[k] > 0}
 by = {}
 for r in rows:
-    if r["tag"] in ("gpu0", "all-nosplit", "all-split"):
+    if r["tag"] in ("gpu0", "all-nosplit", "all-split", "all-split-kept"):
         by[(r["tag"], r["size"])] = r
 for size in sorted({s for _, s in by}):
     print(f"{size} u32 keys through shared memory, one call at a time:")
-    for tag in ("gpu0", "all-nosplit", "all-split"):
+    for tag in ("gpu0", "all-nosplit", "all-split", "all-split-kept"):
         r = by.get((tag, size))
         if r is None:
             print(f"   {tag}: no result")
@@ -122,11 +127,13 @@ for size in sorted({s for _, s in by}):
               f"{r['requests']} calls, {r['errors']} errors, "
               f"{r['mismatches']} wrong of {r['verified']} checked, "
               f"device runs up to {r['max_device_runs']}")
-    a, s = by.get(("gpu0", size)), by.get(("all-split", size))
-    if a and s and s["latency_ms"]["p50"] > 0:
-        print(f"   every GPU (split) / one GPU: "
-              f"{a['latency_ms']['p50'] / s['latency_ms']['p50']:.2f}x faster")
-for name in ("gpu0", "all-split"):
+    a = by.get(("gpu0", size))
+    for tag in ("all-split", "all-split-kept"):
+        s = by.get((tag, size))
+        if a and s and s["latency_ms"]["p50"] > 0:
+            print(f"   {tag} / one GPU: "
+                  f"{a['latency_ms']['p50'] / s['latency_ms']['p50']:.2f}x faster")
+for name in ("gpu0", "all-split", "all-split-kept"):
     st = stages(name)
     if st:
         print(f"mean stage seconds, {name} (every size together):")

@@ -216,6 +216,12 @@ ABSL_FLAG(int64_t, split_min_keys, int64_t{1} << 27,
           "with nothing in flight, each sorting a part at once, and the "
           "parts merged on the CPU into the region, when there is such "
           "another device and each part fits one device run (0: never).");
+ABSL_FLAG(int64_t, split_scratch_bytes, 0,
+          "Idle host scratch of sorts cut across the devices "
+          "(--split_min_keys) kept for the next one, in bytes (one mapping "
+          "of up to this many; 0: none, each split maps and faults in its "
+          "own); given back when sortd goes quiet (--idle_trim_interval). "
+          "Count it in the memory limit, as --cpu_scratch_bytes.");
 ABSL_FLAG(absl::Duration, kernel_profile_interval, absl::Milliseconds(10),
           "Time a device run with OpenCL profiling events (the "
           "sortd_kernel_stage_duration_seconds histogram) when no run of its "
@@ -301,12 +307,14 @@ absl::Status CheckFlags() {
       absl::GetFlag(FLAGS_max_queued_requests) < 1 ||
       absl::GetFlag(FLAGS_pipeline_depth) < 1 ||
       absl::GetFlag(FLAGS_split_min_keys) < 0 ||
+      absl::GetFlag(FLAGS_split_scratch_bytes) < 0 ||
       absl::GetFlag(FLAGS_full_pipeline_depth) < 0 ||
       absl::GetFlag(FLAGS_full_pipeline_depth) > 16) {
     return absl::InvalidArgumentError(
         "--max_batch_keys (1 to 2^31), --max_batch_requests, "
         "--max_queued_keys, --max_queued_requests and --pipeline_depth must "
-        "be positive, --max_call_keys and --split_min_keys not negative, "
+        "be positive, --max_call_keys, --split_min_keys and "
+        "--split_scratch_bytes not negative, "
         "--full_pipeline_depth "
         "0 to 16");
   }
@@ -472,6 +480,8 @@ Scheduler::Options SchedulerOptions() {
   o.spill = absl::GetFlag(FLAGS_spill_to_cpu);
   o.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
   o.full_pipeline_depth = absl::GetFlag(FLAGS_full_pipeline_depth);
+  o.split_scratch_bytes = static_cast<size_t>(
+      std::max<int64_t>(0, absl::GetFlag(FLAGS_split_scratch_bytes)));
   o.split_min_keys = static_cast<size_t>(
       std::max<int64_t>(0, absl::GetFlag(FLAGS_split_min_keys)));
   o.reinit_backoff = absl::GetFlag(FLAGS_reinit_backoff);

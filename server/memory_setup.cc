@@ -18,16 +18,15 @@ void LogMemoryBudget(const SortServiceImpl::Options& o) {
           : "");
 }
 
-std::unique_ptr<IdleTrimmer> StartIdleTrimmer(absl::Duration interval,
-                                              HostBufferPool& host_buffers,
-                                              CpuSorter& cpu,
-                                              const SortServiceImpl& service,
-                                              Metrics* metrics) {
+std::unique_ptr<IdleTrimmer> StartIdleTrimmer(
+    absl::Duration interval, HostBufferPool& host_buffers, CpuSorter& cpu,
+    Scheduler& scheduler, const SortServiceImpl& service, Metrics* metrics) {
   IdleTrimmer::Options trim_options;
   trim_options.interval = interval;
-  trim_options.trim = [&host_buffers, &cpu] {
+  trim_options.trim = [&host_buffers, &cpu, &scheduler] {
     host_buffers.Trim();
     cpu.Trim();
+    scheduler.TrimIdle();
     return TrimHeap();
   };
   return std::make_unique<IdleTrimmer>(

@@ -11,6 +11,7 @@
 #include "server/host_buffers.h"
 #include "server/memory.h"
 #include "server/metrics.h"
+#include "server/scheduler.h"
 #include "server/service.h"
 
 namespace sortd {
@@ -19,14 +20,13 @@ namespace sortd {
 // to 9 bytes per byte of its array (server/held_bytes.h).
 void LogMemoryBudget(const SortServiceImpl::Options& options);
 
-// Gives idle host buffers, the CPU path's idle scratch and heap back after
-// `interval` (--idle_trim_interval) without calls, recording each tick in
-// `metrics`. Everything passed must outlive the trimmer.
-std::unique_ptr<IdleTrimmer> StartIdleTrimmer(absl::Duration interval,
-                                              HostBufferPool& host_buffers,
-                                              CpuSorter& cpu,
-                                              const SortServiceImpl& service,
-                                              Metrics* metrics);
+// Gives idle host buffers, the CPU path's and the split sorts' idle
+// scratch and heap back after `interval` (--idle_trim_interval) without
+// calls, recording each tick in `metrics`. Everything passed must outlive
+// the trimmer.
+std::unique_ptr<IdleTrimmer> StartIdleTrimmer(
+    absl::Duration interval, HostBufferPool& host_buffers, CpuSorter& cpu,
+    Scheduler& scheduler, const SortServiceImpl& service, Metrics* metrics);
 
 // Logs the stop, with how often the host buffers and the CPU path's
 // scratch were reused rather than allocated.

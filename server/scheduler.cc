@@ -77,7 +77,8 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
              .max_reinit_backoff = options_.max_reinit_backoff}),
       batchers_(BatchLimits(options_, pool_)),
       cpu_queue_({.threads = std::max(1, options_.cpu_workers),
-                  .shares = {.bulk_units = options_.cpu_bulk_units}}) {
+                  .shares = {.bulk_units = options_.cpu_bulk_units}}),
+      split_scratch_(options_.split_scratch_bytes) {
   router_ = {.sort = options_.sort,
              .transpose = options_.transpose,
              .cpu_sort = options_.cpu_sort,

@@ -172,6 +172,9 @@ class Scheduler {
     // every other device up with nothing in flight (server/split_sort.h),
     // when there is one; 0: never.
     size_t split_min_keys = 0;
+    // Idle scratch of split sorts kept for the next one, in bytes (0:
+    // none; SplitScratchCache).
+    size_t split_scratch_bytes = 0;
     // Batches in flight per device while the next batch is full
     // (max_batch_units or max_batch_requests) or a solo task no longer
     // than a full batch: then the devices are behind,
@@ -255,6 +258,9 @@ class Scheduler {
 
   Stats stats() const;
   int healthy_devices() const;
+  // Gives idle memory the scheduler keeps back to the system (the split
+  // sorts' scratch), for sortd's idle trim.
+  void TrimIdle() { split_scratch_.Trim(); }
   // The factor the router scales device estimates of `op` by now.
   double device_late(Op op) const;
   const Options& options() const { return options_; }
@@ -377,6 +383,7 @@ class Scheduler {
   std::mutex publish_mu_;
   uint64_t published_seq_ = 0;  // guarded by publish_mu_
   FairQueue cpu_queue_;
+  SplitScratchCache split_scratch_;
 };
 
 }  // namespace sortd

@@ -72,8 +72,9 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
   SortJob job = task->sort;
   job.stages = &unused;  // each part's stages come back in the report
   job.kernel_span_seconds = nullptr;
-  *error = CatchOutOfMemory("this sort's split across the devices",
-                            [&] { return SplitSort(engines, job, &report); });
+  *error = CatchOutOfMemory("this sort's split across the devices", [&] {
+    return SplitSort(engines, job, &report, &split_scratch_);
+  });
   // Read while the leases still keep the engines from being re-created.
   const ExecutionPath path = engines[0]->path();
   std::vector<DeviceMemory> memory;

@@ -201,8 +201,9 @@ int Serve() {
     (*metrics)->SetLatenessSource(nullptr);
   };
   service.SetScheduler(&scheduler);
-  std::unique_ptr<sortd::IdleTrimmer> trimmer = sortd::StartIdleTrimmer(
-      o.idle_trim_interval, host_buffers, cpu, service, metrics->get());
+  std::unique_ptr<sortd::IdleTrimmer> trimmer =
+      sortd::StartIdleTrimmer(o.idle_trim_interval, host_buffers, cpu,
+                              scheduler, service, metrics->get());
   health->SetServingStatus(true);
   health->SetServingStatus(kServiceName, true);
   sortd::PrintServing(o.grpc.listen, port, o.metrics_listen,

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -23,57 +24,60 @@
 namespace sortd {
 namespace {
 
-// Anonymous memory of its own mapping: given back to the system as soon as
-// the sort is done (the heap would keep a block this large, or map it
-// anyway), and faulted in ahead of the devices' downloads.
+// A fresh anonymous mapping of `bytes` (null when none can be had), with
+// huge pages where the system allows them (a five-hundredth of the faults).
+std::byte* MapScratch(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return static_cast<std::byte*>(p);
+}
+
+// One sort's scratch: the cache's idle mapping where it is large enough,
+// else a mapping of its own, given back to the cache (or the system) after
+// the sort. A fresh mapping is faulted in ahead of the devices' downloads.
 class Scratch {
  public:
   static constexpr int kPopulateThreads = 4;
 
-  explicit Scratch(size_t bytes) : bytes_(bytes) {
-    if (bytes_ == 0) return;
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return;
-    data_ = static_cast<std::byte*>(p);
-    // Huge pages where the system allows them: a five-hundredth of the
-    // faults.
-    madvise(data_, bytes_, MADV_HUGEPAGE);
+  Scratch(size_t bytes, SplitScratchCache* cache) : cache_(cache) {
+    if (bytes == 0) return;
+    if (cache_ != nullptr) {
+      std::tie(data_, size_) = cache_->Take(bytes);
+      fresh_ = false;
+    }
+    if (data_ == nullptr) {
+      data_ = MapScratch(bytes);
+      size_ = data_ != nullptr ? bytes : 0;
+      fresh_ = true;
+    }
+    ok_ = data_ != nullptr;
   }
   ~Scratch() {
     StopPopulating();
-    if (data_ != nullptr) munmap(data_, bytes_);
+    if (data_ == nullptr) return;
+    if (cache_ != nullptr) {
+      cache_->Give(data_, size_);
+    } else {
+      munmap(data_, size_);
+    }
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 
   std::byte* data() const { return data_; }
-  bool ok() const { return bytes_ == 0 || data_ != nullptr; }
+  bool ok() const { return ok_; }
 
-  // Faults every page in, on a few cores, from a thread of its own, while
-  // the devices write into it: MADV_POPULATE_WRITE maps pages without
-  // changing a byte, so it may race with writes. Where the kernel lacks it
-  // (before Linux 5.14) nothing happens and the writes fault the pages.
+  // Faults every page of a fresh mapping in, on a few cores, from a thread
+  // of its own, while the devices write into it: MADV_POPULATE_WRITE maps
+  // pages without changing a byte, so it may race with writes. Where the
+  // kernel lacks it (before Linux 5.14) nothing happens and the writes
+  // fault the pages.
   void StartPopulating() {
-    if (data_ == nullptr) return;
+    if (data_ == nullptr || !fresh_) return;
     try {
-      populate_ = std::thread([this] {
-        constexpr size_t kChunk = size_t{32} << 20;
-        const size_t chunks = (bytes_ + kChunk - 1) / kChunk;
-        // A few threads: the devices' transfers copy through their staging
-        // on the same cores meanwhile, and must not wait behind this.
-        tbb::task_arena arena(kPopulateThreads);
-        arena.execute([&] {
-          tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
-            if (stop_.load(std::memory_order_relaxed)) return;
-            const size_t begin = c * kChunk;
-            const size_t len = std::min(kChunk, bytes_ - begin);
-            if (madvise(data_ + begin, len, MADV_POPULATE_WRITE) != 0) {
-              stop_.store(true, std::memory_order_relaxed);
-            }
-          });
-        });
-      });
+      populate_ = std::thread([this] { Populate(); });
     } catch (const std::system_error&) {
       // No thread to be had: the writes fault the pages in.
     }
@@ -88,8 +92,28 @@ class Scratch {
   }
 
  private:
-  const size_t bytes_;
+  void Populate() {
+    constexpr size_t kChunk = size_t{32} << 20;
+    const size_t chunks = (size_ + kChunk - 1) / kChunk;
+    // A few threads: the devices' transfers copy through their staging on
+    // the same cores meanwhile, and must not wait behind this.
+    tbb::task_arena arena(kPopulateThreads);
+    arena.execute([&] {
+      tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
+        if (stop_.load(std::memory_order_relaxed)) return;
+        const size_t begin = c * kChunk;
+        const size_t len = std::min(kChunk, size_ - begin);
+        if (madvise(data_ + begin, len, MADV_POPULATE_WRITE) != 0) {
+          stop_.store(true, std::memory_order_relaxed);
+        }
+      });
+    });
+  }
+
+  SplitScratchCache* const cache_;
   std::byte* data_ = nullptr;
+  size_t size_ = 0;
+  bool fresh_ = true, ok_ = true;
   std::thread populate_;
   std::atomic<bool> stop_{false};
 };
@@ -134,6 +158,53 @@ void RunParts(Parts& parts) {
 
 }  // namespace
 
+SplitScratchCache::~SplitScratchCache() { Trim(); }
+
+std::pair<std::byte*, size_t> SplitScratchCache::Take(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Not one much larger than asked for: that would hold the difference.
+  if (idle_ == nullptr || idle_size_ < bytes || idle_size_ / 2 > bytes) {
+    return {nullptr, 0};
+  }
+  ++reused_;
+  return {std::exchange(idle_, nullptr), std::exchange(idle_size_, 0)};
+}
+
+void SplitScratchCache::Give(std::byte* data, size_t size) {
+  std::byte* drop = data;
+  size_t drop_size = size;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (size <= max_idle_bytes_ && size >= idle_size_) {
+      // The larger one stays idle: it serves the same sorts and more.
+      std::swap(drop, idle_);
+      std::swap(drop_size, idle_size_);
+    }
+  }
+  if (drop != nullptr) munmap(drop, drop_size);
+}
+
+void SplitScratchCache::Trim() {
+  std::byte* drop;
+  size_t drop_size;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop = std::exchange(idle_, nullptr);
+    drop_size = std::exchange(idle_size_, 0);
+  }
+  if (drop != nullptr) munmap(drop, drop_size);
+}
+
+size_t SplitScratchCache::idle_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_size_;
+}
+
+uint64_t SplitScratchCache::reused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reused_;
+}
+
 size_t SplitScratchBytes(const SortJob& job) {
   return job.count * (KeySize(job.key_type) + ValueSize(job.value_type) +
                       (job.permutation_out != nullptr ? 4 : 0));
@@ -146,7 +217,7 @@ size_t SplitBound(size_t count, size_t parts, size_t i) {
 }
 
 absl::Status SplitSort(absl::Span<Sorter* const> engines, const SortJob& job,
-                       SplitReport* report) {
+                       SplitReport* report, SplitScratchCache* cache) {
   if (engines.empty()) {
     return absl::InvalidArgumentError("a split sort needs a device");
   }
@@ -154,7 +225,7 @@ absl::Status SplitSort(absl::Span<Sorter* const> engines, const SortJob& job,
   report->stages.assign(k, {});
   report->merge_seconds = 0;
   report->parts_sorted = 0;
-  Scratch scratch(SplitScratchBytes(job));
+  Scratch scratch(SplitScratchBytes(job), cache);
   if (!scratch.ok()) return OutOfMemory("this sort's split scratch");
   Parts parts;
   parts.job = &job;

@@ -11,9 +11,10 @@
 // array again elsewhere (docs/decisions/019-split-sort.md).
 //
 // Host memory: one scratch copy of the output arrays (SplitScratchBytes),
-// mapped before the parts start and faulted in by a few cores while the
-// devices upload, so that the devices' downloads do not stall on first
-// touches of fresh pages.
+// kept from one sort to the next in a SplitScratchCache (within its
+// bound), or else mapped before the parts start and faulted in by a few
+// cores while the devices upload, so that the devices' downloads do not
+// stall on first touches of fresh pages.
 //
 //   std::vector<Sorter*> engines = {gpu0, gpu1};
 //   if (SplitScratchBytes(job) <= admitted) {
@@ -24,6 +25,9 @@
 #define SORTD_SERVER_SPLIT_SORT_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,12 +53,44 @@ struct SplitReport {
   size_t parts_sorted = 0;
 };
 
+// One idle scratch mapping kept from one split sort to the next, at most
+// `max_idle_bytes` (0: none kept): a fresh mapping's pages are faulted in
+// and zeroed by the kernel on every sort (4 GiB at 2^30 u32 keys), a kept
+// one's are there already. Thread-safe.
+class SplitScratchCache {
+ public:
+  explicit SplitScratchCache(size_t max_idle_bytes)
+      : max_idle_bytes_(max_idle_bytes) {}
+  ~SplitScratchCache();
+  SplitScratchCache(const SplitScratchCache&) = delete;
+  SplitScratchCache& operator=(const SplitScratchCache&) = delete;
+
+  // The idle mapping and its size when it holds `bytes` and is not more
+  // than twice that; else {null, 0}.
+  std::pair<std::byte*, size_t> Take(size_t bytes);
+  // A mapping of `size` bytes that a sort is done with: kept idle when it
+  // is within the bound and no smaller than the idle one, else unmapped.
+  void Give(std::byte* data, size_t size);
+  // Unmaps the idle mapping (sortd's idle trim).
+  void Trim();
+  size_t idle_bytes() const;
+  uint64_t reused() const;  // mappings taken again
+
+ private:
+  const size_t max_idle_bytes_;
+  mutable std::mutex mu_;
+  std::byte* idle_ = nullptr;  // guarded by mu_
+  size_t idle_size_ = 0;       // guarded by mu_
+  uint64_t reused_ = 0;        // guarded by mu_
+};
+
 // Sorts `job` across `engines` (at least one; each must take its part in
 // one Sort call: Sorter::max_sort_keys). On error the job's outputs are as
 // they were, and the first part's error is returned; an engine that failed
-// says so through Sorter::healthy() as after any run.
+// says so through Sorter::healthy() as after any run. The scratch comes
+// from `cache` where it has one (null: always a fresh mapping).
 absl::Status SplitSort(absl::Span<Sorter* const> engines, const SortJob& job,
-                       SplitReport* report);
+                       SplitReport* report, SplitScratchCache* cache = nullptr);
 
 }  // namespace sortd
 

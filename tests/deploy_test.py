@@ -93,6 +93,8 @@ def memory_need(flags):
                               has the flag)
       cpu_scratch_bytes       idle CPU-path sort scratch kept for reuse
                               (where sortd has the flag)
+      split_scratch_bytes     idle split-sort scratch kept for reuse
+                              (where sortd has the flag)
       1 GiB                   the process: code, gRPC, oneTBB, the OpenCL
                               runtime and compiled programs
     """
@@ -101,7 +103,8 @@ def memory_need(flags):
             flags["gpus"] * WORKERS_PER_GPU * flags["pipeline_depth"] *
             (36 * flags["max_batch_keys"] + 64 * mib) +
             flags.get("host_pool_bytes", 0) +
-            flags.get("cpu_scratch_bytes", 0) + gib)
+            flags.get("cpu_scratch_bytes", 0) +
+            flags.get("split_scratch_bytes", 0) + gib)
 
 
 # What one call holds at most per byte of its array (a u32 sort with a
@@ -119,10 +122,12 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
     values = {}
     for name in ("max_held_bytes", "max_call_bytes", "max_stream_bytes",
                  "max_request_bytes", "grpc_memory_bytes", "max_batch_keys",
-                 "pipeline_depth", "host_pool_bytes", "cpu_scratch_bytes"):
+                 "pipeline_depth", "host_pool_bytes", "cpu_scratch_bytes",
+                 "split_scratch_bytes"):
         m = re.search(r"^--%s=(\d+)$" % name, flagfile, re.M)
         text = m.group(1) if m else defaults.get(name)
-        if name in ("host_pool_bytes", "cpu_scratch_bytes") and text is None:
+        if name in ("host_pool_bytes", "cpu_scratch_bytes",
+                    "split_scratch_bytes") and text is None:
             continue  # a sortd without that pool
         if not check(text is not None and text.isdigit(),
                      "no value or default for --%s" % name):

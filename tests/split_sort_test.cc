@@ -5,6 +5,7 @@
 #include "server/split_sort.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -65,7 +66,7 @@ class SplitSorter : public Sorter {
     SortJob with_stages = job;
     StageTimes unused;
     with_stages.stages = &unused;
-    absl::Status s = SplitSort(engines_, with_stages, &report);
+    absl::Status s = SplitSort(engines_, with_stages, &report, cache);
     if (s.ok() && job.count > 0) {
       EXPECT_EQ(report.parts_sorted, engines_.size());
       for (const StageTimes& st : report.stages) EXPECT_EQ(st.size(), 1u);
@@ -77,6 +78,7 @@ class SplitSorter : public Sorter {
   }
   PartDevice& device(size_t i) { return *devices_[i]; }
   SplitReport report;
+  SplitScratchCache* cache = nullptr;
 
  private:
   std::vector<std::unique_ptr<PartDevice>> devices_;
@@ -210,6 +212,60 @@ TEST(SplitSort, ArraysAtAnyAlignment) {
       ASSERT_EQ(got, want) << "shift " << shift << (desc ? " desc" : "");
     }
   }
+}
+
+std::byte* Map(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  EXPECT_NE(p, MAP_FAILED);
+  return static_cast<std::byte*>(p);
+}
+
+// The cache keeps one mapping within its bound, the larger of two, and
+// hands it out only for sorts it fits without holding more than twice
+// what they need.
+TEST(SplitScratchCache, KeepsOneMappingWithinItsBound) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  SplitScratchCache cache(8 * kMiB);
+  EXPECT_EQ(cache.Take(kMiB).first, nullptr);
+  std::byte* four = Map(4 * kMiB);
+  cache.Give(four, 4 * kMiB);
+  EXPECT_EQ(cache.idle_bytes(), 4 * kMiB);
+  EXPECT_EQ(cache.Take(5 * kMiB).first, nullptr);  // too small
+  EXPECT_EQ(cache.Take(kMiB).first, nullptr);      // over twice as large
+  const auto taken = cache.Take(3 * kMiB);
+  EXPECT_EQ(taken.first, four);
+  EXPECT_EQ(taken.second, 4 * kMiB);
+  EXPECT_EQ(cache.idle_bytes(), 0u);
+  EXPECT_EQ(cache.reused(), 1u);
+  cache.Give(taken.first, taken.second);
+  cache.Give(Map(16 * kMiB), 16 * kMiB);  // beyond the bound: unmapped
+  EXPECT_EQ(cache.idle_bytes(), 4 * kMiB);
+  cache.Give(Map(2 * kMiB), 2 * kMiB);  // smaller: unmapped
+  EXPECT_EQ(cache.idle_bytes(), 4 * kMiB);
+  cache.Give(Map(8 * kMiB), 8 * kMiB);  // larger: kept instead
+  EXPECT_EQ(cache.idle_bytes(), 8 * kMiB);
+  cache.Trim();
+  EXPECT_EQ(cache.idle_bytes(), 0u);
+  SplitScratchCache none(0);
+  none.Give(Map(kMiB), kMiB);
+  EXPECT_EQ(none.idle_bytes(), 0u);
+}
+
+// Sorts one after the other take the same scratch again, and sort right
+// in it whatever the last sort left there.
+TEST(SplitSort, ScratchIsTakenAgainFromTheCache) {
+  SplitScratchCache cache(size_t{64} << 20);
+  SplitSorter split(2);
+  split.cache = &cache;
+  for (uint64_t seed : {1, 2, 3}) {
+    const std::vector<uint32_t> keys =
+        testing::Generate<uint32_t>(Shape::kRandom, 100000, seed);
+    testing::CheckSort(split, keys, seed == 2, Extra::kNone,
+                       absl::StrCat("seed ", seed));
+  }
+  EXPECT_EQ(cache.reused(), 2u);
+  EXPECT_EQ(cache.idle_bytes(), 400000u);
 }
 
 TEST(SplitSort, NoDeviceIsRefused) {
