@@ -90,9 +90,10 @@ class SplitE2E : public ::testing::Test {
 
 // A sort of split_min_keys or more is answered by both devices (its
 // served_by names both, and two device runs), a shorter one by one; both
-// right, the metrics show the split's stages.
+// right, the metrics show the split's stages. The second split sorts in
+// the scratch the first left (--split_scratch_bytes).
 TEST_F(SplitE2E, SharedMemorySortIsSplitAcrossTwoDevices) {
-  ServerProcess server(Args({}));
+  ServerProcess server(Args({"--split_scratch_bytes=67108864"}));
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   const std::vector<uint32_t> keys = testing::Generate<uint32_t>(
