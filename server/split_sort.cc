@@ -86,10 +86,6 @@ class Scratch {
     stop_.store(true);
     if (populate_.joinable()) populate_.join();
   }
-  // Waits for the population to end (the merge then reads faulted pages).
-  void FinishPopulating() {
-    if (populate_.joinable()) populate_.join();
-  }
 
  private:
   void Populate() {
@@ -240,7 +236,9 @@ absl::Status SplitSort(absl::Span<Sorter* const> engines, const SortJob& job,
 
   scratch.StartPopulating();
   RunParts(parts);
-  scratch.FinishPopulating();
+  // Every page the parts wrote is in by now; what is left to populate is
+  // not needed.
+  scratch.StopPopulating();
   absl::Status failed;
   for (const absl::Status& s : parts.status) {
     if (s.ok()) {
