@@ -60,7 +60,7 @@ const std::vector<Command>& Commands() {
        "[--server_metrics HOST:PORT,...] [--verify] [--json]",
        {"op", "type", "sizes", "concurrency", "duration", "requests", "warmup",
         "rate", "server_metrics", "seed", "verify", "verify_every", "compact",
-        "shm_socket", "json"}},
+        "variants", "shm_socket", "json"}},
   };
   return commands;
 }
