@@ -83,7 +83,13 @@ start_sortd() {  # start_sortd DEVICE [FLAGS...]
   section "sortd --device=$1 is not serving after 120 s"
   echo "sortd --device=$1 did not start" >&2
 }
-stop_sortd() { kill -TERM "$S"; wait "$S"; }
+# Keeps sortd's metrics (stage times, queue waits) beside the results.
+stop_sortd() {
+  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=10).read().decode())' \
+    > "$OUT/metrics-$1.txt" 2>/dev/null
+  kill -TERM "$S"
+  wait "$S"
+}
 # load TAG PROCESSES ARGS...: PROCESSES sortctl bench processes at once.
 load() {
   local t=$1 p=$2
@@ -114,7 +120,7 @@ load small-alone 1 --op=sort --sizes=1k --rate=2000 --concurrency=64 \
   --duration=${SECS}s
 load mixed-gpu0 1 --op=sort --sizes=1k:70,64k:25,16m:5 --concurrency=64 \
   --duration=${SECS}s
-stop_sortd
+stop_sortd gpu0
 if [ "$GPUS" -gt 1 ]; then
   section "3. Sort, 16M keys, $P x $C, every GPU"
   start_sortd gpu
@@ -123,7 +129,7 @@ if [ "$GPUS" -gt 1 ]; then
   section "4. shared memory, every GPU"
   load shm-all 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
     --shm_socket=/tmp/sortd-node/shm.sock
-  stop_sortd
+  stop_sortd all
 fi
 
 python3 - "$J" <<'PY' | tee -a "$OUT/node-summary.txt"

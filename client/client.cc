@@ -214,8 +214,10 @@ std::vector<size_t> Client::SameServerConnections() {
 }
 
 size_t Client::ConnectionFor(size_t bytes) {
-  if (bytes < options_.small_call_bytes) return 0;
-  return next_.fetch_add(1, std::memory_order_relaxed) % pool_.size();
+  if (bytes < options_.small_call_bytes || pool_.size() == 1) return 0;
+  const size_t turn = next_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.small_call_bytes == 0) return turn % pool_.size();
+  return 1 + turn % (pool_.size() - 1);
 }
 
 void Client::Prepare(grpc::ClientContext* context) const {
@@ -357,8 +359,10 @@ std::vector<size_t> Client::SplitOver(size_t bytes) {
     return {};
   }
   size_t parts = std::min(pool_.size(), bytes / kPartBytes);
+  // The first connection is kept for small calls (ConnectionFor).
   if (parts < 2) return {};
   std::vector<size_t> connections = SameServerConnections();
+  if (options_.small_call_bytes > 0) std::erase(connections, size_t{0});
   parts = std::min(parts, connections.size());
   // Each part must fit one message, or the sort goes through SortStream.
   if (parts < 2 || bytes / parts + 4096 > options_.max_unary_bytes) return {};
