@@ -314,21 +314,26 @@ absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
   grpc::ClientContext context;
   Prepare(&context);
   grpc::ByteBuffer response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
   grpc::Status status;
   const size_t connection = ConnectionFor(request.Length());
-  pool_[connection].generic->UnaryCall(
-      &context, absl::StrCat("/sortd.v1.SortService/", method),
-      grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
-        std::lock_guard<std::mutex> lock(mu);
-        status = std::move(s);
-        done = true;
-        cv.notify_all();
-      });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
+  // The calling thread drives its own call (reads its answer off the
+  // socket) by waiting on a completion queue of its own, rather than
+  // waiting for gRPC's few shared threads: while those read other calls'
+  // large answers, a small call's answer is not held up behind them.
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call =
+      pool_[connection].generic->PrepareUnaryCall(
+          &context, absl::StrCat("/sortd.v1.SortService/", method), request,
+          &cq);
+  call->StartCall();
+  call->Finish(&response, &status, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok) && tag != &cq) {
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
