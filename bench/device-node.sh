@@ -15,7 +15,8 @@
 #      CuPy) of one GPU and of every GPU at once; the engine's host-to-host
 #      time on each GPU alone beside it
 #   5. the mixed load 1k:70,64k:25,16m:5 at 64 calls on the first GPU:
-#      the 1k sorts' p99, and bytes/s; the same 1k sorts alone, open loop
+#      the 1k sorts' p99, and bytes/s; the same 1k sorts alone, open loop;
+#      the small and the large sorts from two processes at once
 #   6. sortd's CPU seconds per request under each load (its metrics)
 # Results: $OUT/node.jsonl (one JSON object per line, tagged) and
 # $OUT/node-summary.txt (the ratios).
@@ -74,6 +75,7 @@ start_sortd() {  # start_sortd DEVICE [FLAGS...]
     --metrics_listen=127.0.0.1:9464 --kernel_cache_dir=/tmp/sortd-kernels \
     --shm_socket=/tmp/sortd-node/shm.sock \
     --max_client_queued_keys=268435456 --max_client_queued_requests=4096 \
+    --max_queued_keys=1073741824 \
     "${@:2}" > "/tmp/sortd-${1/:/-}.log" 2>&1 &
   S=$!
   for _ in $(seq 1 240); do
@@ -83,7 +85,13 @@ start_sortd() {  # start_sortd DEVICE [FLAGS...]
   section "sortd --device=$1 is not serving after 120 s"
   echo "sortd --device=$1 did not start" >&2
 }
-stop_sortd() { kill -TERM "$S"; wait "$S"; }
+# Keeps sortd's metrics (stage times, queue waits) beside the results.
+stop_sortd() {
+  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=10).read().decode())' \
+    > "$OUT/metrics-$1.txt" 2>/dev/null
+  kill -TERM "$S"
+  wait "$S"
+}
 # load TAG PROCESSES ARGS...: PROCESSES sortctl bench processes at once.
 load() {
   local t=$1 p=$2
@@ -110,11 +118,19 @@ section "4. shared memory, first GPU"
 load shm-gpu0 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
   --shm_socket=/tmp/sortd-node/shm.sock
 section "5. mixed load, first GPU"
-load small-alone 1 --op=sort --sizes=1k --rate=2000 --concurrency=64 \
+load small-alone 1 --op=sort --sizes=1k --rate=800 --concurrency=64 \
   --duration=${SECS}s
 load mixed-gpu0 1 --op=sort --sizes=1k:70,64k:25,16m:5 --concurrency=64 \
   --duration=${SECS}s
-stop_sortd
+# The same calls from two processes: the small ones at the rate they had in
+# the mixed load, the large ones at their share of the 64 calls.
+load large-apart 1 --op=sort --sizes=64k:25,16m:5 --concurrency=19 \
+  --duration=${SECS}s &
+L=$!
+load small-apart 1 --op=sort --sizes=1k --rate=800 --concurrency=45 \
+  --duration=${SECS}s
+wait "$L"
+stop_sortd gpu0
 if [ "$GPUS" -gt 1 ]; then
   section "3. Sort, 16M keys, $P x $C, every GPU"
   start_sortd gpu
@@ -123,7 +139,7 @@ if [ "$GPUS" -gt 1 ]; then
   section "4. shared memory, every GPU"
   load shm-all 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
     --shm_socket=/tmp/sortd-node/shm.sock
-  stop_sortd
+  stop_sortd all
 fi
 
 python3 - "$J" <<'PY' | tee -a "$OUT/node-summary.txt"
@@ -185,7 +201,12 @@ m, a = load("mixed-gpu0"), load("small-alone")
 if m and a:
     k = next(b for b in m["rows"][0]["by_size"] if b["size"] == 1024)
     print(f"5. mixed 1k:70,64k:25,16m:5 at 64 calls, first GPU: 1k p50 {k['p50_ms']:.2f} ms, "
-          f"p99 {k['p99_ms']:.2f} ms (alone, open loop at 2000/s: p50 "
+          f"p99 {k['p99_ms']:.2f} ms (alone, open loop at 800/s: p50 "
           f"{a['rows'][0]['latency_ms']['p50']:.2f}, p99 {a['rows'][0]['latency_ms']['p99']:.2f} ms); "
           f"{m['bytes_per_s']/1e9:.2f} GB/s")
+sa, la = load("small-apart"), load("large-apart")
+if sa and la:
+    print(f"   from two processes: 1k at 800/s p50 {sa['rows'][0]['latency_ms']['p50']:.2f}, "
+          f"p99 {sa['rows'][0]['latency_ms']['p99']:.2f} ms beside 64k:25,16m:5 at 19 calls "
+          f"({la['bytes_per_s']/1e9:.2f} GB/s)")
 PY

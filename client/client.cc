@@ -214,8 +214,10 @@ std::vector<size_t> Client::SameServerConnections() {
 }
 
 size_t Client::ConnectionFor(size_t bytes) {
-  if (bytes < options_.small_call_bytes) return 0;
-  return next_.fetch_add(1, std::memory_order_relaxed) % pool_.size();
+  if (bytes < options_.small_call_bytes || pool_.size() == 1) return 0;
+  const size_t turn = next_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.small_call_bytes == 0) return turn % pool_.size();
+  return 1 + turn % (pool_.size() - 1);
 }
 
 void Client::Prepare(grpc::ClientContext* context) const {
@@ -312,21 +314,26 @@ absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
   grpc::ClientContext context;
   Prepare(&context);
   grpc::ByteBuffer response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
   grpc::Status status;
   const size_t connection = ConnectionFor(request.Length());
-  pool_[connection].generic->UnaryCall(
-      &context, absl::StrCat("/sortd.v1.SortService/", method),
-      grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
-        std::lock_guard<std::mutex> lock(mu);
-        status = std::move(s);
-        done = true;
-        cv.notify_all();
-      });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
+  // The calling thread drives its own call (reads its answer off the
+  // socket) by waiting on a completion queue of its own, rather than
+  // waiting for gRPC's few shared threads: while those read other calls'
+  // large answers, a small call's answer is not held up behind them.
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call =
+      pool_[connection].generic->PrepareUnaryCall(
+          &context, absl::StrCat("/sortd.v1.SortService/", method), request,
+          &cq);
+  call->StartCall();
+  call->Finish(&response, &status, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok) && tag != &cq) {
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
@@ -357,8 +364,10 @@ std::vector<size_t> Client::SplitOver(size_t bytes) {
     return {};
   }
   size_t parts = std::min(pool_.size(), bytes / kPartBytes);
+  // The first connection is kept for small calls (ConnectionFor).
   if (parts < 2) return {};
   std::vector<size_t> connections = SameServerConnections();
+  if (options_.small_call_bytes > 0) std::erase(connections, size_t{0});
   parts = std::min(parts, connections.size());
   // Each part must fit one message, or the sort goes through SortStream.
   if (parts < 2 || bytes / parts + 4096 > options_.max_unary_bytes) return {};

@@ -71,16 +71,18 @@ struct ClientOptions {
   size_t max_unary_bytes = size_t{256} << 20;
   // Array bytes (keys and values together) per SortStream message.
   size_t stream_chunk_bytes = size_t{2} << 20;
-  // TCP connections to the server; calls take them in turn. One HTTP/2
-  // connection carries about half of what the host's loopback can
-  // (docs/PERFORMANCE.md); concurrent large calls need several.
-  int connections = 4;
+  // TCP connections to the server. One HTTP/2 connection carries about
+  // half of what the host's loopback can (docs/PERFORMANCE.md);
+  // concurrent large calls need several.
+  int connections = 5;
   // A sort or echo whose request is smaller than this goes on the pool's
-  // first connection; larger ones take the connections in turn. Small
-  // calls cost CPU per call, not bandwidth: on one connection gRPC writes
-  // many of them per system call, and the tail of a busy host stays short
-  // (1K-key sorts at 64 streams on an H100 host: docs/PERFORMANCE.md).
-  // 0: every call takes its turn.
+  // first connection, and only those do: larger calls and parts take the
+  // other connections in turn. Small calls cost CPU per call, not
+  // bandwidth: on one connection gRPC writes many of them per system
+  // call, and none waits behind a large array's frames (HTTP/2 sends one
+  // connection's messages in turn: a 64 MiB message holds a connection
+  // for tens of milliseconds). 0: every call takes every connection in
+  // turn.
   size_t small_call_bytes = size_t{256} << 10;
   // A sort whose arrays hold at least this many bytes goes out as parts
   // over several connections at once (SortRequest.part; one part per

@@ -128,8 +128,9 @@ ABSL_FLAG(std::string, shm_socket, "",
 ABSL_FLAG(bool, compact, false,
           "sort, bench: ask for the sorted keys in compact form (32-bit "
           "keys: about a third of the bytes back; the result is the same)");
-ABSL_FLAG(int, connections, 4,
-          "TCP connections to the server; calls take them in turn");
+ABSL_FLAG(int, connections, 5,
+          "TCP connections to the server: the first for calls smaller than "
+          "--small_call_bytes, the others taken in turn by larger calls");
 ABSL_FLAG(int64_t, small_call_bytes, int64_t{256} << 10,
           "Calls smaller than this many bytes all go on the first "
           "connection (0: every call takes its turn)");

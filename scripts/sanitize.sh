@@ -56,6 +56,7 @@ case "$MODE" in
     # Sorts cut across devices: a thread a part, the scratch faulted in
     # from another.
     TESTS+="|SplitSort\.(TinyArrays|AFailedPart|ArraysAt)"
+    TESTS+="|HandlerPool\.|E2EHandlers\."
     TESTS+="|E2ETest\.(HealthIsServing|KeysOnly|Transposes|BadInput|Metrics|SortctlReadsAndWritesFiles|SortctlReportsErrors|Echo|SortctlBench|Garbage|Stalled)"
     TESTS+="|E2EBatching\.|E2EOpenCl\.(Injected|LostDevice)|E2EStream\.BadStreams|E2EEcho\.|TlsTest\."
     # (not the split sorts of millions of keys: minutes under TSan)
@@ -65,8 +66,8 @@ case "$MODE" in
     # The programs that hold those tests, and what they start: only these
     # are built.
     TARGETS=(sortd sortctl scheduler_test admission_test runs_test split_sort_test
-      memory_test
-      e2e_test batching_e2e_test device_e2e_test stream_e2e_test tls_e2e_test
+      memory_test handler_pool_test e2e_test batching_e2e_test device_e2e_test
+      stream_e2e_test tls_e2e_test
       integrity_e2e_test parts_test parts_e2e_test held_bytes_e2e_test)
     ;;
   *) echo "sanitize.sh: unknown mode $MODE" >&2; exit 2 ;;

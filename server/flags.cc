@@ -73,6 +73,15 @@ ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(30),
           "sortd waits for one, is ended DEADLINE_EXCEEDED (within a "
           "quarter more) and what it held released; so is one whose client "
           "takes no answer chunk for this long (cancelled). 0: never.");
+ABSL_FLAG(int64_t, large_request_bytes, int64_t{1} << 20,
+          "Sort, Echo and Transpose requests of at least this many bytes "
+          "are joined, parsed and placed on --large_request_threads of "
+          "sortd's own rather than on gRPC's few polling threads, which stay "
+          "free to read and answer small calls meanwhile. 0: every request "
+          "on gRPC's threads.");
+ABSL_FLAG(int, large_request_threads, 0,
+          "Threads handling requests of at least --large_request_bytes (0: a "
+          "quarter of the host's cores, at least 2).");
 ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{2} << 20,
           "Array bytes (keys, values and permutation together) per "
           "SortStream response message; the default stays under gRPC's "
@@ -355,6 +364,13 @@ absl::Status CheckFlags() {
         "--max_client_held_bytes 0 to --max_held_bytes, "
         "--stream_idle_timeout not negative");
   }
+  if (absl::GetFlag(FLAGS_large_request_bytes) < 0 ||
+      absl::GetFlag(FLAGS_large_request_threads) < 0 ||
+      absl::GetFlag(FLAGS_large_request_threads) > 1024) {
+    return absl::InvalidArgumentError(
+        "--large_request_bytes must not be negative, --large_request_threads "
+        "0 to 1024");
+  }
   if (absl::GetFlag(FLAGS_max_batch_delay) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_batch_delay must not be negative");
   }
@@ -447,7 +463,10 @@ SortServiceImpl::Options ServiceOptions() {
           .max_held_bytes = held,
           .max_call_bytes = call,
           .max_client_bytes = client,
-          .stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout)};
+          .stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout),
+          .large_request_bytes =
+              static_cast<size_t>(absl::GetFlag(FLAGS_large_request_bytes)),
+          .large_request_threads = absl::GetFlag(FLAGS_large_request_threads)};
 }
 
 // The scheduler's options but its CPU workers and router thresholds.

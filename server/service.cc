@@ -110,6 +110,28 @@ SortServiceImpl::SortServiceImpl(Metrics* metrics, const Options& options)
   if (metrics_ != nullptr) {
     metrics_->SetHeldBytesLimit(static_cast<double>(options.max_held_bytes));
   }
+  if (options.large_request_bytes > 0) {
+    handlers_ = std::make_unique<HandlerPool>(
+        options.large_request_threads > 0 ? options.large_request_threads
+                                          : HandlerPool::DefaultThreads());
+  }
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::Dispatch(
+    UnaryHandler handler, grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  Arrival arrival{.received = absl::Now()};
+  if (handlers_ == nullptr ||
+      request->Length() < options_.large_request_bytes) {
+    return (this->*handler)(context, request, response, arrival);
+  }
+  // gRPC keeps the request, response and context until the reactor is
+  // finished; a reactor may be finished before gRPC has bound it.
+  arrival.reactor = NewUnaryReactor(&arrival.hold);
+  handlers_->Post([this, handler, context, request, response, arrival] {
+    (this->*handler)(context, request, response, arrival);
+  });
+  return arrival.reactor;
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::NewUnaryReactor(
@@ -209,13 +231,18 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
 std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
     const char* method, grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-    absl::Status* read) {
+    const Arrival& arrival, absl::Status* read) {
   auto call = std::make_shared<UnaryCall>();
   call->method = method;
   call->context = context;
-  call->reactor = NewUnaryReactor(&call->hold);
+  if (arrival.reactor != nullptr) {
+    call->reactor = arrival.reactor;
+    call->hold = arrival.hold;
+  } else {
+    call->reactor = NewUnaryReactor(&call->hold);
+  }
   call->response = response;
-  call->received = absl::Now();
+  call->received = arrival.received;
   call->id = NextRequestId();
   if (context->client_metadata().count(kWantInstanceHeader) > 0) {
     context->AddInitialMetadata(kInstanceHeader, instance_);
@@ -351,9 +378,15 @@ void SortServiceImpl::RecordKeyBytesSaved(const char* method,
 grpc::ServerUnaryReactor* SortServiceImpl::Sort(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
+  return Dispatch(&SortServiceImpl::SortCall, context, request, response);
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::SortCall(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response, const Arrival& arrival) {
   absl::Status read;
   std::shared_ptr<UnaryCall> call =
-      BeginCall("Sort", context, request, response, &read);
+      BeginCall("Sort", context, request, response, arrival, &read);
   if (!read.ok()) return Refuse(*call, read);
   absl::StatusOr<wire::SortRequest> parsed =
       wire::ParseSortRequest(call->bytes.data());
@@ -397,9 +430,15 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
 grpc::ServerUnaryReactor* SortServiceImpl::Transpose(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
+  return Dispatch(&SortServiceImpl::TransposeCall, context, request, response);
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::TransposeCall(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response, const Arrival& arrival) {
   absl::Status read;
   std::shared_ptr<UnaryCall> call =
-      BeginCall("Transpose", context, request, response, &read);
+      BeginCall("Transpose", context, request, response, arrival, &read);
   if (!read.ok()) return Refuse(*call, read);
   absl::StatusOr<wire::TransposeRequest> parsed =
       wire::ParseTransposeRequest(call->bytes.data());
@@ -444,9 +483,15 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
                                  "Echo is disabled on this server (--echo)"));
     return reactor;
   }
+  return Dispatch(&SortServiceImpl::EchoCall, context, request, response);
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::EchoCall(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response, const Arrival& arrival) {
   absl::Status read;
   std::shared_ptr<UnaryCall> call =
-      BeginCall("Echo", context, request, response, &read);
+      BeginCall("Echo", context, request, response, arrival, &read);
   if (!read.ok()) return Refuse(*call, read);
   absl::StatusOr<wire::SortRequest> parsed =
       wire::ParseSortRequest(call->bytes.data());

@@ -25,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/admission.h"
 #include "server/authz.h"
+#include "server/handler_pool.h"
 #include "server/metrics.h"
 #include "server/parts.h"
 #include "server/peer.h"
@@ -103,6 +104,13 @@ class SortServiceImpl final : public RawSortService {
     // waits for one, is ended DEADLINE_EXCEEDED (--stream_idle_timeout;
     // zero or infinite: never).
     absl::Duration stream_idle_timeout = absl::Seconds(30);
+    // Unary requests of at least this many bytes are handled (joined,
+    // parsed, Echo's arrays copied) on the service's own threads, not on
+    // gRPC's polling threads (--large_request_bytes; 0: every request on
+    // gRPC's threads), and this many threads do it
+    // (--large_request_threads; 0: HandlerPool::DefaultThreads()).
+    size_t large_request_bytes = size_t{1} << 20;
+    int large_request_threads = 0;
   };
 
   SortServiceImpl(Metrics* metrics, const Options& options);
@@ -158,12 +166,41 @@ class SortServiceImpl final : public RawSortService {
  private:
   struct UnaryCall;
   struct PartGroup;
+  // How a unary call came in: when, and, for one handled on handlers_, the
+  // reactor gRPC was given and its charge (null: the handler makes them).
+  struct Arrival {
+    absl::Time received;
+    grpc::ServerUnaryReactor* reactor = nullptr;
+    Admission::Hold* hold = nullptr;
+  };
+  using UnaryHandler = grpc::ServerUnaryReactor* (
+      SortServiceImpl::*)(grpc::CallbackServerContext*, const grpc::ByteBuffer*,
+                          grpc::ByteBuffer*, const Arrival&);
+  // Runs `handler` at once, or, for a large request, on handlers_: its
+  // reactor goes back to gRPC at once and is finished from there.
+  grpc::ServerUnaryReactor* Dispatch(UnaryHandler handler,
+                                     grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response);
+  grpc::ServerUnaryReactor* SortCall(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response,
+                                     const Arrival& arrival);
+  grpc::ServerUnaryReactor* TransposeCall(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response,
+                                          const Arrival& arrival);
+  grpc::ServerUnaryReactor* EchoCall(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response,
+                                     const Arrival& arrival);
   // Starts a unary call: its metrics and log line, and its request's bytes
   // (`read` says if they could not be read).
   std::shared_ptr<UnaryCall> BeginCall(const char* method,
                                        grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response,
+                                       const Arrival& arrival,
                                        absl::Status* read);
   // Submits a parsed call's task and answers the call when it is done:
   // `finish` turns a successful result into the response's bytes.
@@ -226,6 +263,9 @@ class SortServiceImpl final : public RawSortService {
       stream_watch_;  // shared: its type is sort_stream.cc's
   const std::string instance_;
   std::atomic<Scheduler*> scheduler_{nullptr};
+  // Last: destroyed first, running the handlers still queued while every
+  // member they use is alive.
+  std::unique_ptr<HandlerPool> handlers_;
 };
 
 }  // namespace sortd

@@ -327,6 +327,8 @@ TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
       {"--kernel_policy=nvidia_ptx", "--kernel_policy=nvidia_ptx names no"},
       {"--kernel_policy_overrides=radix.pas=three-launch",
        "--kernel_policy_overrides"},
+      {"--large_request_threads=-1", "--large_request_threads"},
+      {"--large_request_bytes=-1", "--large_request_bytes"},
   };
   for (const auto& [flag, says] : cases) {
     ServerProcess bad({flag});
@@ -364,6 +366,67 @@ TEST_F(E2ETest, EchoReturnsTheRequestUnsortedThroughTheSamePath) {
   absl::StatusOr<v1::SortResponse> refused = client_->Echo(bad);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("not a multiple"));
+}
+
+// With every request handled on sortd's own threads (one of them), not
+// gRPC's: sorts, echoes and transposes are answered right, side by side
+// from many callers; bad requests get their status; and requests queued
+// for the handler when SIGTERM comes are each answered, none half-done.
+TEST(E2EHandlers, RequestsHandledOnSortdsThreadsAreAnsweredRight) {
+  ServerProcess server({"--device=cpu", "--large_request_bytes=1",
+                        "--large_request_threads=1",
+                        "--max_request_bytes=4194304", "--log_requests"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 8; ++t) {
+    callers.emplace_back([&, t] {
+      ExpectSorted<float>(*client, 1000 + 4000 * t, t % 2 == 1);
+      ExpectSorted<uint64_t>(*client, 50000, false);
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  v1::SortRequest echo_request;
+  echo_request.set_u32_keys(PackArray<uint32_t>({7, 1, 5}));
+  absl::StatusOr<v1::SortResponse> echo = client->Echo(echo_request);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(echo->u32_keys(), echo_request.u32_keys());
+  std::vector<uint32_t> rows(32 * 10, 0x80000001u);
+  auto transposed = client->Transpose(rows);
+  ASSERT_TRUE(transposed.ok()) << transposed.status();
+  EXPECT_EQ((*transposed)[0], 0xffffffffu);
+  v1::SortRequest partial;
+  partial.set_f32_keys(std::string(6, 'k'));
+  EXPECT_EQ(client->Sort(partial).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::SortRequest oversize;
+  oversize.set_u64_keys(std::string((4 << 20) + 8, 'k'));
+  EXPECT_EQ(client->Sort(oversize).status().code(),
+            absl::StatusCode::kResourceExhausted);
+
+  // Many calls queued for the one handler thread, then SIGTERM: each gets
+  // its sorted keys or UNAVAILABLE.
+  const std::vector<uint32_t> keys =
+      testing::Generate<uint32_t>(testing::Shape::kRandom, 500000, 6);
+  std::vector<std::future<absl::StatusOr<SortResult<uint32_t>>>> pending;
+  for (int i = 0; i < 16; ++i) {
+    pending.push_back(std::async(std::launch::async,
+                                 [&] { return client->Sort<uint32_t>(keys); }));
+  }
+  ASSERT_TRUE(server.WaitForLine("sortd: start Sort", std::chrono::seconds(60)))
+      << server.Output();
+  EXPECT_EQ(server.Terminate(SIGTERM), 0) << server.Output();
+  std::vector<uint32_t> expected = keys;
+  std::sort(expected.begin(), expected.end());
+  for (auto& p : pending) {
+    auto result = p.get();
+    if (result.ok()) {
+      EXPECT_EQ(result->keys, expected);
+    } else {
+      EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable)
+          << result.status();
+    }
+  }
 }
 
 // CPU-path requests run as many at a time as the CPU path has threads (the

@@ -104,16 +104,22 @@ TEST_F(PartsTest, TheClientSplitsLargeSortsOverItsConnections) {
   EXPECT_EQ(std::stoi(OkSorts()) - before, 4 + 2 + 2 + 3);
 }
 
-// Small calls all go on the pool's first connection; larger ones, or all
-// with small_call_bytes = 0, take the connections in turn. Seen from the
-// server: the peer address in each call's start line.
-TEST(ClientPool, SmallCallsShareOneConnection) {
+// Small calls all go on the pool's first connection, and only they do:
+// larger ones take the other connections in turn, and with
+// small_call_bytes = 0 every call takes every connection in turn. Seen
+// from the server: the peer address in each call's start line.
+TEST(ClientPool, SmallCallsHaveAConnectionOfTheirOwn) {
   testing::ServerProcess server({"--device=cpu", "--log_requests"});
   ASSERT_TRUE(server.Start()) << server.Output();
   const std::vector<uint32_t> keys =
       testing::Generate<uint32_t>(testing::Shape::kRandom, 1000, 3);
   std::vector<uint32_t> expected = keys;
   std::sort(expected.begin(), expected.end());
+  // 400 KB: above small_call_bytes.
+  const std::vector<uint32_t> large =
+      testing::Generate<uint32_t>(testing::Shape::kRandom, 100000, 4);
+  std::vector<uint32_t> large_expected = large;
+  std::sort(large_expected.begin(), large_expected.end());
   // Peers of the first `calls` Sort calls the server logged, in order.
   auto peers = [&](size_t calls) {
     std::vector<std::string> lines =
@@ -134,15 +140,27 @@ TEST(ClientPool, SmallCallsShareOneConnection) {
     auto client = Client::Create(server.address(), options);
     ASSERT_TRUE(client.ok()) << client.status();
     for (int i = 0; i < 8; ++i) {
+      // Small and large calls in turn.
       auto sorted = (*client)->Sort<uint32_t>(keys);
       ASSERT_TRUE(sorted.ok()) << sorted.status();
       EXPECT_EQ(sorted->keys, expected);
+      auto sorted_large = (*client)->Sort<uint32_t>(large);
+      ASSERT_TRUE(sorted_large.ok()) << sorted_large.status();
+      EXPECT_EQ(sorted_large->keys, large_expected);
     }
   }
-  const std::vector<std::string> seen = peers(16);
-  ASSERT_EQ(seen.size(), 16u) << server.Output();
-  EXPECT_EQ(distinct(seen, 0, 8), 1) << server.Output();
-  EXPECT_EQ(distinct(seen, 8, 16), 4) << server.Output();
+  const std::vector<std::string> seen = peers(32);
+  ASSERT_EQ(seen.size(), 32u) << server.Output();
+  std::vector<std::string> small_peers, large_peers;
+  for (size_t i = 0; i < 16; ++i) {
+    (i % 2 == 0 ? small_peers : large_peers).push_back(seen[i]);
+  }
+  EXPECT_EQ(distinct(small_peers, 0, 8), 1) << server.Output();
+  EXPECT_EQ(distinct(large_peers, 0, 8), 3) << server.Output();
+  for (const std::string& peer : large_peers) {
+    EXPECT_NE(peer, small_peers[0]) << server.Output();
+  }
+  EXPECT_EQ(distinct(seen, 16, 32), 4) << server.Output();
 }
 
 // The process's name comes back only to calls that ask for it, the same

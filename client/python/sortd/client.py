@@ -74,8 +74,8 @@ class Client:
     it as a context manager.
 
     connections: TCP connections; calls smaller than `small_call_bytes` go
-      on the first, larger ones take them in turn (one HTTP/2 connection
-      does not carry what the host can).
+      on the first, and only they do; larger ones take the others in turn
+      (one HTTP/2 connection does not carry what the host can).
     timeout: seconds each call may take (its gRPC deadline).
     max_unary_bytes: requests larger than this go through SortStream in
       chunks of `stream_chunk_bytes`; set it to the server's
@@ -89,7 +89,7 @@ class Client:
       server_name: TLS, with a client certificate for mutual TLS.
     """
 
-    def __init__(self, target, *, connections=4, timeout=300.0,
+    def __init__(self, target, *, connections=5, timeout=300.0,
                  small_call_bytes=256 << 10, max_unary_bytes=256 << 20,
                  stream_chunk_bytes=2 << 20, compact=False, shm_socket=None,
                  tls=False, root_certificates=None, private_key=None,
@@ -153,9 +153,13 @@ class Client:
         self.close()
 
     def _stub(self, nbytes):
-        if nbytes < self.small_call_bytes:
+        # The first connection carries small calls only: none waits
+        # behind a large array's frames on its connection.
+        if nbytes < self.small_call_bytes or len(self._stubs) == 1:
             return self._stubs[0]
-        return self._stubs[next(self._turn) % len(self._stubs)]
+        if not self.small_call_bytes:
+            return self._stubs[next(self._turn) % len(self._stubs)]
+        return self._stubs[1 + next(self._turn) % (len(self._stubs) - 1)]
 
     def _call(self, method, request, nbytes, timeout):
         try:
