@@ -109,7 +109,7 @@ class SortServiceImpl final : public RawSortService {
     // gRPC's polling threads (--large_request_bytes; 0: every request on
     // gRPC's threads), and this many threads do it
     // (--large_request_threads; 0: HandlerPool::DefaultThreads()).
-    size_t large_request_bytes = size_t{1} << 20;
+    size_t large_request_bytes = 0;
     int large_request_threads = 0;
   };
 
