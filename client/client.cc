@@ -315,24 +315,41 @@ absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
   Prepare(&context);
   grpc::ByteBuffer response;
   grpc::Status status;
-  const size_t connection = ConnectionFor(request.Length());
-  // The calling thread drives its own call (reads its answer off the
-  // socket) by waiting on a completion queue of its own, rather than
-  // waiting for gRPC's few shared threads: while those read other calls'
-  // large answers, a small call's answer is not held up behind them.
-  grpc::CompletionQueue cq;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call =
-      pool_[connection].generic->PrepareUnaryCall(
-          &context, absl::StrCat("/sortd.v1.SortService/", method), request,
-          &cq);
-  call->StartCall();
-  call->Finish(&response, &status, &cq);
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq.Next(&tag, &ok) && tag != &cq) {
-  }
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
+  const size_t bytes = request.Length();
+  Connection& connection = pool_[ConnectionFor(bytes)];
+  const std::string path = absl::StrCat("/sortd.v1.SortService/", method);
+  if (bytes < options_.small_call_bytes) {
+    // A small call waits on a completion queue of its own, which its
+    // thread polls, rather than on gRPC's shared callback threads: while
+    // those read other calls' large answers, its answer is not held up
+    // behind them. (Large calls keep the callback threads: their requests
+    // may borrow the caller's arrays, and a write cut short must still be
+    // driven to its end after the call, with no caller left polling.)
+    grpc::CompletionQueue cq;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call =
+        connection.generic->PrepareUnaryCall(&context, path, request, &cq);
+    call->StartCall();
+    call->Finish(&response, &status, &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq.Next(&tag, &ok) && tag != &cq) {
+    }
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  } else {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    connection.generic->UnaryCall(&context, path, grpc::StubOptions(), &request,
+                                  &response, [&](grpc::Status s) {
+                                    std::lock_guard<std::mutex> lock(mu);
+                                    status = std::move(s);
+                                    done = true;
+                                    cv.notify_all();
+                                  });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
   }
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
@@ -555,7 +572,8 @@ absl::StatusOr<v1::TransposeResponse> Client::Transpose(
   grpc::ClientContext context;
   Prepare(&context);
   v1::TransposeResponse response;
-  grpc::Status s = Next().stub->Transpose(&context, request, &response);
+  grpc::Status s = pool_[ConnectionFor(request.ByteSizeLong())].stub->Transpose(
+      &context, request, &response);
   if (!s.ok()) return FromGrpcStatus(s);
   return response;
 }
@@ -570,7 +588,8 @@ absl::StatusOr<std::vector<uint32_t>> Client::Transpose(
 }
 
 absl::Status Client::CheckHealth(const std::string& service) {
-  auto stub = grpc::health::v1::Health::NewStub(Next().channel);
+  auto stub =
+      grpc::health::v1::Health::NewStub(pool_[ConnectionFor(0)].channel);
   grpc::ClientContext context;
   Prepare(&context);
   grpc::health::v1::HealthCheckRequest request;

@@ -14,19 +14,23 @@ HandlerPool::HandlerPool(int threads) {
 
 HandlerPool::~HandlerPool() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  ready_.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
 void HandlerPool::Post(absl::AnyInvocable<void() &&> task) {
-  absl::MutexLock lock(&mu_);
-  tasks_.push_back(std::move(task));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  ready_.notify_one();
 }
 
 size_t HandlerPool::queued() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return tasks_.size();
 }
 
@@ -34,14 +38,12 @@ int HandlerPool::DefaultThreads() {
   return std::max(2, static_cast<int>(std::thread::hardware_concurrency()) / 4);
 }
 
-bool HandlerPool::Ready() const { return stopping_ || !tasks_.empty(); }
-
 void HandlerPool::Loop() {
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &HandlerPool::Ready));
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
       // Stopping, the tasks already posted still run: each answers a call.
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());

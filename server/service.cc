@@ -118,20 +118,33 @@ SortServiceImpl::SortServiceImpl(Metrics* metrics, const Options& options)
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::Dispatch(
-    UnaryHandler handler, grpc::CallbackServerContext* context,
-    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  Arrival arrival{.received = absl::Now()};
+    const char* method, UnaryHandler handler,
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  // Admitted or refused here, on arrival, whatever thread handles it: a
+  // drain refuses only calls that came after it began, and the bytes of a
+  // call waiting for a handler thread are already charged.
+  absl::Status admitted;
+  std::shared_ptr<UnaryCall> call =
+      BeginCall(method, context, request, response, &admitted);
+  if (!admitted.ok()) return Refuse(*call, admitted);
   if (handlers_ == nullptr ||
       request->Length() < options_.large_request_bytes) {
-    return (this->*handler)(context, request, response, arrival);
+    return (this->*handler)(std::move(call), request);
   }
   // gRPC keeps the request, response and context until the reactor is
   // finished; a reactor may be finished before gRPC has bound it.
-  arrival.reactor = NewUnaryReactor(&arrival.hold);
-  handlers_->Post([this, handler, context, request, response, arrival] {
-    (this->*handler)(context, request, response, arrival);
+  grpc::ServerUnaryReactor* reactor = call->reactor;
+  handlers_->Post([this, handler, call = std::move(call), request]() mutable {
+    if (call->context->IsCancelled()) {
+      Refuse(*call, absl::CancelledError(
+                        "the call was cancelled while it waited for a "
+                        "handler thread"));
+      return;
+    }
+    (this->*handler)(std::move(call), request);
   });
-  return arrival.reactor;
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::NewUnaryReactor(
@@ -231,18 +244,13 @@ grpc::ServerUnaryReactor* SortServiceImpl::Submit(
 std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
     const char* method, grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-    const Arrival& arrival, absl::Status* read) {
+    absl::Status* admitted) {
   auto call = std::make_shared<UnaryCall>();
   call->method = method;
   call->context = context;
-  if (arrival.reactor != nullptr) {
-    call->reactor = arrival.reactor;
-    call->hold = arrival.hold;
-  } else {
-    call->reactor = NewUnaryReactor(&call->hold);
-  }
+  call->reactor = NewUnaryReactor(&call->hold);
   call->response = response;
-  call->received = arrival.received;
+  call->received = absl::Now();
   call->id = NextRequestId();
   if (context->client_metadata().count(kWantInstanceHeader) > 0) {
     context->AddInitialMetadata(kInstanceHeader, instance_);
@@ -256,36 +264,37 @@ std::shared_ptr<SortServiceImpl::UnaryCall> SortServiceImpl::BeginCall(
             static_cast<unsigned long long>(call->id), context->peer().c_str());
   }
   if (refused) {
-    *read = Draining();
+    *admitted = Draining();
     return call;
   }
   call->peer = PeerOf(*context);
   if (absl::Status s = Authorize(call->peer, MethodGroup::kSort); !s.ok()) {
-    *read = s;
+    *admitted = s;
     return call;
   }
   call->hold->SetClient(call->peer.client);
   // gRPC's copy of the request and sortd's (joined from its slices), both
   // admitted before sortd copies a byte; refused, gRPC's copy goes at once.
-  const size_t message_bytes = request->Length();
-  if (absl::Status s = call->hold->Grow(2 * message_bytes); !s.ok()) {
+  if (absl::Status s = call->hold->Grow(2 * request->Length()); !s.ok()) {
     const_cast<grpc::ByteBuffer*>(request)->Clear();
-    *read = s;
-    return call;
+    *admitted = s;
   }
+  return call;
+}
+
+absl::Status SortServiceImpl::ReadRequest(UnaryCall& call,
+                                          const grpc::ByteBuffer* request) {
+  const size_t message_bytes = request->Length();
   absl::StatusOr<wire::Received> bytes = CatchOutOfMemory("this request", [&] {
     return wire::Received::From(*request, options_.buffers);
   });
-  if (bytes.ok()) {
-    call->bytes = *std::move(bytes);
-    // gRPC's own copy of the request is not read again: free it now rather
-    // than when the call ends, so a request in flight holds its bytes once.
-    const_cast<grpc::ByteBuffer*>(request)->Clear();
-    call->hold->Shrink(message_bytes);
-  } else {
-    *read = bytes.status();
-  }
-  return call;
+  if (!bytes.ok()) return bytes.status();
+  call.bytes = *std::move(bytes);
+  // gRPC's own copy of the request is not read again: free it now rather
+  // than when the call ends, so a request in flight holds its bytes once.
+  const_cast<grpc::ByteBuffer*>(request)->Clear();
+  call.hold->Shrink(message_bytes);
+  return absl::OkStatus();
 }
 
 namespace {
@@ -378,16 +387,15 @@ void SortServiceImpl::RecordKeyBytesSaved(const char* method,
 grpc::ServerUnaryReactor* SortServiceImpl::Sort(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Dispatch(&SortServiceImpl::SortCall, context, request, response);
+  return Dispatch("Sort", &SortServiceImpl::SortCall, context, request,
+                  response);
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::SortCall(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response, const Arrival& arrival) {
-  absl::Status read;
-  std::shared_ptr<UnaryCall> call =
-      BeginCall("Sort", context, request, response, arrival, &read);
-  if (!read.ok()) return Refuse(*call, read);
+    std::shared_ptr<UnaryCall> call, const grpc::ByteBuffer* request) {
+  if (absl::Status read = ReadRequest(*call, request); !read.ok()) {
+    return Refuse(*call, read);
+  }
   absl::StatusOr<wire::SortRequest> parsed =
       wire::ParseSortRequest(call->bytes.data());
   if (!parsed.ok()) return Refuse(*call, parsed.status());
@@ -430,16 +438,15 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortCall(
 grpc::ServerUnaryReactor* SortServiceImpl::Transpose(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Dispatch(&SortServiceImpl::TransposeCall, context, request, response);
+  return Dispatch("Transpose", &SortServiceImpl::TransposeCall, context,
+                  request, response);
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::TransposeCall(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response, const Arrival& arrival) {
-  absl::Status read;
-  std::shared_ptr<UnaryCall> call =
-      BeginCall("Transpose", context, request, response, arrival, &read);
-  if (!read.ok()) return Refuse(*call, read);
+    std::shared_ptr<UnaryCall> call, const grpc::ByteBuffer* request) {
+  if (absl::Status read = ReadRequest(*call, request); !read.ok()) {
+    return Refuse(*call, read);
+  }
   absl::StatusOr<wire::TransposeRequest> parsed =
       wire::ParseTransposeRequest(call->bytes.data());
   if (!parsed.ok()) return Refuse(*call, parsed.status());
@@ -483,16 +490,15 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
                                  "Echo is disabled on this server (--echo)"));
     return reactor;
   }
-  return Dispatch(&SortServiceImpl::EchoCall, context, request, response);
+  return Dispatch("Echo", &SortServiceImpl::EchoCall, context, request,
+                  response);
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::EchoCall(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response, const Arrival& arrival) {
-  absl::Status read;
-  std::shared_ptr<UnaryCall> call =
-      BeginCall("Echo", context, request, response, arrival, &read);
-  if (!read.ok()) return Refuse(*call, read);
+    std::shared_ptr<UnaryCall> call, const grpc::ByteBuffer* request) {
+  if (absl::Status read = ReadRequest(*call, request); !read.ok()) {
+    return Refuse(*call, read);
+  }
   absl::StatusOr<wire::SortRequest> parsed =
       wire::ParseSortRequest(call->bytes.data());
   if (!parsed.ok()) return Refuse(*call, parsed.status());
@@ -550,7 +556,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::EchoCall(
       !s.ok()) {
     return Refuse(*call, s);
   }
-  response->Swap(&answer);
+  call->response->Swap(&answer);
   RecordEnd(*call, absl::OkStatus(), &result);
   call->reactor->Finish(grpc::Status::OK);
   return call->reactor;

@@ -109,7 +109,7 @@ class SortServiceImpl final : public RawSortService {
     // gRPC's polling threads (--large_request_bytes; 0: every request on
     // gRPC's threads), and this many threads do it
     // (--large_request_threads; 0: HandlerPool::DefaultThreads()).
-    size_t large_request_bytes = size_t{1} << 20;
+    size_t large_request_bytes = 0;
     int large_request_threads = 0;
   };
 
@@ -146,6 +146,10 @@ class SortServiceImpl final : public RawSortService {
   bool WaitForCalls(absl::Time deadline) {
     return open_calls_.WaitForNone(deadline);
   }
+  // Joins the threads that handle large requests, once gRPC has finished
+  // every call (after the server's Wait): none of them runs on into the
+  // scheduler while it is drained and destroyed.
+  void StopHandlers() { handlers_.reset(); }
   // Calls started since the start (each numbered, streams included), and
   // calls gRPC has not finished with.
   uint64_t calls_started() const { return next_request_id_.load(); }
@@ -166,42 +170,34 @@ class SortServiceImpl final : public RawSortService {
  private:
   struct UnaryCall;
   struct PartGroup;
-  // How a unary call came in: when, and, for one handled on handlers_, the
-  // reactor gRPC was given and its charge (null: the handler makes them).
-  struct Arrival {
-    absl::Time received;
-    grpc::ServerUnaryReactor* reactor = nullptr;
-    Admission::Hold* hold = nullptr;
-  };
+  // A unary method's work once its call is admitted: reads the request
+  // (ReadRequest), then answers or submits it.
   using UnaryHandler = grpc::ServerUnaryReactor* (
-      SortServiceImpl::*)(grpc::CallbackServerContext*, const grpc::ByteBuffer*,
-                          grpc::ByteBuffer*, const Arrival&);
-  // Runs `handler` at once, or, for a large request, on handlers_: its
-  // reactor goes back to gRPC at once and is finished from there.
-  grpc::ServerUnaryReactor* Dispatch(UnaryHandler handler,
+      SortServiceImpl::*)(std::shared_ptr<UnaryCall>, const grpc::ByteBuffer*);
+  // Begins the call (BeginCall) and runs `handler` at once, or, for a
+  // large request, on handlers_: its reactor goes back to gRPC at once and
+  // is finished from there.
+  grpc::ServerUnaryReactor* Dispatch(const char* method, UnaryHandler handler,
                                      grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response);
-  grpc::ServerUnaryReactor* SortCall(grpc::CallbackServerContext* context,
-                                     const grpc::ByteBuffer* request,
-                                     grpc::ByteBuffer* response,
-                                     const Arrival& arrival);
-  grpc::ServerUnaryReactor* TransposeCall(grpc::CallbackServerContext* context,
-                                          const grpc::ByteBuffer* request,
-                                          grpc::ByteBuffer* response,
-                                          const Arrival& arrival);
-  grpc::ServerUnaryReactor* EchoCall(grpc::CallbackServerContext* context,
-                                     const grpc::ByteBuffer* request,
-                                     grpc::ByteBuffer* response,
-                                     const Arrival& arrival);
-  // Starts a unary call: its metrics and log line, and its request's bytes
-  // (`read` says if they could not be read).
+  grpc::ServerUnaryReactor* SortCall(std::shared_ptr<UnaryCall> call,
+                                     const grpc::ByteBuffer* request);
+  grpc::ServerUnaryReactor* TransposeCall(std::shared_ptr<UnaryCall> call,
+                                          const grpc::ByteBuffer* request);
+  grpc::ServerUnaryReactor* EchoCall(std::shared_ptr<UnaryCall> call,
+                                     const grpc::ByteBuffer* request);
+  // Starts a unary call: its metrics and log line, the drain, the
+  // client's authorization and the memory its request takes (`admitted`
+  // says if it was refused).
   std::shared_ptr<UnaryCall> BeginCall(const char* method,
                                        grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response,
-                                       const Arrival& arrival,
-                                       absl::Status* read);
+                                       absl::Status* admitted);
+  // Joins an admitted call's request from gRPC's slices into call.bytes and
+  // frees gRPC's copy.
+  absl::Status ReadRequest(UnaryCall& call, const grpc::ByteBuffer* request);
   // Submits a parsed call's task and answers the call when it is done:
   // `finish` turns a successful result into the response's bytes.
   grpc::ServerUnaryReactor* Submit(
@@ -263,8 +259,8 @@ class SortServiceImpl final : public RawSortService {
       stream_watch_;  // shared: its type is sort_stream.cc's
   const std::string instance_;
   std::atomic<Scheduler*> scheduler_{nullptr};
-  // Last: destroyed first, running the handlers still queued while every
-  // member they use is alive.
+  // Last: destroyed first (unless StopHandlers came before), while every
+  // member the handlers use is alive.
   std::unique_ptr<HandlerPool> handlers_;
 };
 

@@ -105,6 +105,7 @@ void Drain(sortd::SortServiceImpl& service, sortd::Scheduler& scheduler,
   }
   server.Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   server.Wait();
+  service.StopHandlers();
   scheduler.Drain(absl::Now());
 }
 

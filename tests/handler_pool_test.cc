@@ -3,23 +3,22 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
 #include <vector>
-
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
 
 namespace sortd {
 namespace {
 
 TEST(HandlerPool, OneThreadRunsTasksInTheOrderPosted) {
-  absl::Mutex mu;
+  std::mutex mu;
   std::vector<int> order;
   {
     HandlerPool pool(1);
     for (int i = 0; i < 100; ++i) {
       pool.Post([&, i] {
-        absl::MutexLock lock(&mu);
+        std::lock_guard<std::mutex> lock(mu);
         order.push_back(i);
       });
     }
@@ -32,33 +31,36 @@ TEST(HandlerPool, OneThreadRunsTasksInTheOrderPosted) {
 // threads run tasks at once, side by side.
 TEST(HandlerPool, ThreadsRunTasksSideBySide) {
   HandlerPool pool(2);
-  absl::Notification second_ran, first_done;
-  std::atomic<bool> first_saw_second{false};
+  std::promise<void> second_ran;
+  std::shared_future<void> second = second_ran.get_future().share();
+  std::promise<bool> first_saw_second;
+  std::future<bool> first = first_saw_second.get_future();
   pool.Post([&] {
-    first_saw_second =
-        second_ran.WaitForNotificationWithTimeout(absl::Seconds(30));
-    first_done.Notify();
+    first_saw_second.set_value(second.wait_for(std::chrono::seconds(30)) ==
+                               std::future_status::ready);
   });
-  pool.Post([&] { second_ran.Notify(); });
-  ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  EXPECT_TRUE(first_saw_second);
+  pool.Post([&] { second_ran.set_value(); });
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(60)),
+            std::future_status::ready);
+  EXPECT_TRUE(first.get());
 }
 
 // Every task posted before the pool is destroyed runs, however many wait
-// behind a busy thread, and none is counted queued once started.
+// behind a busy thread.
 TEST(HandlerPool, DestructionRunsEveryQueuedTask) {
   std::atomic<int> ran{0};
-  absl::Notification release;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
   {
     HandlerPool pool(1);
     pool.Post([&] {
-      release.WaitForNotification();
+      released.wait();
       ran.fetch_add(1);
     });
     for (int i = 0; i < 50; ++i) pool.Post([&] { ran.fetch_add(1); });
     // The first may or may not have started; the other 50 wait for it.
     EXPECT_GE(pool.queued(), 50u);
-    release.Notify();
+    release.set_value();
   }
   EXPECT_EQ(ran.load(), 51);
 }
