@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -67,7 +68,9 @@ class Merger {
         vs_(ValueSize(in.value_type)),
         descending_(in.order == Order::kDescending) {}
 
-  void Run() {
+  // False, with the outputs untouched, when the runs' cuts show that a run
+  // is not sorted.
+  bool Run() {
     const size_t pieces = DivUp(n_, kPiece);
     // Where each piece starts in every run; piece p covers output
     // positions [p * kPiece, (p + 1) * kPiece).
@@ -75,12 +78,33 @@ class Merger {
     tbb::parallel_for(size_t{0}, pieces + 1, [&](size_t p) {
       splits[p] = Split(std::min(p * kPiece, n_));
     });
+    for (size_t p = 0; p < pieces; ++p) {
+      if (!Consistent(splits[p], splits[p + 1], p * kPiece)) return false;
+    }
     tbb::parallel_for(size_t{0}, pieces, [&](size_t p) {
       Merge(splits[p], splits[p + 1], p * kPiece);
     });
+    return true;
   }
 
  private:
+  // Whether the cuts of the piece at output position `out_pos` lie within
+  // their runs, in order, and hold the piece's length in all: then its
+  // merge reads and writes only within the arrays, whatever the keys. Cuts
+  // of sorted runs always are; a run that is not sorted (a device that
+  // answered wrongly) can give cuts that are not.
+  bool Consistent(const std::vector<size_t>& at, const std::vector<size_t>& end,
+                  size_t out_pos) const {
+    size_t total = 0;
+    for (size_t r = 0; r < k_; ++r) {
+      if (at[r] < bounds_[r] || at[r] > end[r] || end[r] > bounds_[r + 1]) {
+        return false;
+      }
+      total += end[r] - at[r];
+    }
+    return total == std::min(kPiece, n_ - out_pos);
+  }
+
   // The key at position i of the runs as order-preserving bits: ascending
   // order of these is the requested order.
   U Key(size_t i) const {
@@ -337,12 +361,19 @@ void AddStages(const StageTimes& add, StageTimes* into) {
 
 }  // namespace
 
-void MergeRuns(const SortJob& in, const std::byte* in_permutation,
-               const std::vector<size_t>& bounds, const SortJob& out) {
-  if (bounds.size() < 2 || bounds.back() == 0) return;
+absl::Status MergeRuns(const SortJob& in, const std::byte* in_permutation,
+                       const std::vector<size_t>& bounds, const SortJob& out) {
+  if (bounds.size() < 2 || bounds.back() == 0) return absl::OkStatus();
+  bool merged = false;
   DispatchKeyType(in.key_type, [&]<KeyType T>() {
-    Merger<T>(in, in_permutation, bounds, out).Run();
+    merged = Merger<T>(in, in_permutation, bounds, out).Run();
   });
+  if (!merged) {
+    return absl::InternalError(
+        "a sorted run to merge is out of order: a device sorted its part "
+        "wrongly");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
@@ -400,8 +431,11 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
   for (size_t t = 1; t < threads; ++t) {
     try {
       pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // no more threads to be had: fewer runs at once
+    } catch (const std::exception&) {
+      // No more threads to be had (std::system_error, or std::bad_alloc
+      // for a thread's state): fewer runs at once. Leaving here with
+      // threads running would end the process.
+      break;
     }
   }
   worker();
@@ -412,7 +446,8 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
   SortJob in = job;
   in.keys = keys;
   in.values = vs > 0 ? values : nullptr;
-  MergeRuns(in, with_perm ? perm : nullptr, bounds, job);
+  absl::Status merged = MergeRuns(in, with_perm ? perm : nullptr, bounds, job);
+  if (!merged.ok()) return merged;
   if (job.stages != nullptr) {
     job.stages->push_back(
         {"host_merge", absl::ToDoubleSeconds(absl::Now() - start)});

@@ -44,9 +44,12 @@ absl::Status SortRunInto(Sorter& engine, const SortJob& job, size_t b, size_t e,
 // nondecreasing positions from 0 to in.count) into job-style outputs. `in`
 // holds keys, optional values and optional permutation entries (in
 // `in_permutation`, already indices into the whole array); the order is
-// in.order. Exposed for tests and benchmarks.
-void MergeRuns(const SortJob& in, const std::byte* in_permutation,
-               const std::vector<size_t>& bounds, const SortJob& out);
+// in.order. Exposed for tests and benchmarks. A run that is not sorted
+// (a device's wrong answer) never makes the merge read or write outside
+// the arrays: where the runs' cuts show it, INTERNAL with the outputs
+// untouched; else the outputs hold the inputs' elements in some order.
+absl::Status MergeRuns(const SortJob& in, const std::byte* in_permutation,
+                       const std::vector<size_t>& bounds, const SortJob& out);
 
 }  // namespace sortd
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <mutex>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <tuple>
@@ -23,6 +25,20 @@
 
 namespace sortd {
 namespace {
+
+// Thread starts still to be refused (SetSplitThreadFailuresForTesting).
+std::atomic<int> refuse_thread_starts{0};
+
+// A thread running `fn`, as std::thread would start it; throws
+// std::system_error where no thread can be had.
+template <typename Fn>
+std::thread StartThread(Fn&& fn) {
+  if (refuse_thread_starts.load(std::memory_order_relaxed) > 0 &&
+      refuse_thread_starts.fetch_sub(1) > 0) {
+    throw std::bad_alloc();
+  }
+  return std::thread(std::forward<Fn>(fn));
+}
 
 // A fresh anonymous mapping of `bytes` (null when none can be had), with
 // huge pages where the system allows them (a five-hundredth of the faults).
@@ -77,9 +93,10 @@ class Scratch {
   void StartPopulating() {
     if (data_ == nullptr || !fresh_) return;
     try {
-      populate_ = std::thread([this] { Populate(); });
-    } catch (const std::system_error&) {
-      // No thread to be had: the writes fault the pages in.
+      populate_ = StartThread([this] { Populate(); });
+    } catch (const std::exception&) {
+      // No thread to be had (std::system_error, or std::bad_alloc for its
+      // state): the writes fault the pages in.
     }
   }
   void StopPopulating() {
@@ -88,7 +105,16 @@ class Scratch {
   }
 
  private:
+  // Nothing may leave the thread: without an arena or its tasks the
+  // writes fault the remaining pages in.
   void Populate() {
+    try {
+      PopulateChunks();
+    } catch (const std::exception&) {
+      stop_.store(true, std::memory_order_relaxed);
+    }
+  }
+  void PopulateChunks() {
     constexpr size_t kChunk = size_t{32} << 20;
     const size_t chunks = (size_ + kChunk - 1) / kChunk;
     // A few threads: the devices' transfers copy through their staging on
@@ -136,15 +162,21 @@ struct Parts {
 // Every part on its engine at once: parts 1.. in threads of their own,
 // part 0 in the caller's (a part whose thread cannot be had runs there
 // too, after it).
+// Nothing here allocates once a thread runs (both vectors are reserved
+// first), so no exception can leave with a thread still joinable.
 void RunParts(Parts& parts) {
   const size_t k = parts.engines.size();
   std::vector<std::thread> threads;
-  std::vector<size_t> inline_parts = {0};
-  threads.reserve(k);
+  std::vector<size_t> inline_parts;
+  threads.reserve(k);  // may throw std::bad_alloc: no thread runs yet
+  inline_parts.reserve(k);
+  inline_parts.push_back(0);
   for (size_t i = 1; i < k; ++i) {
     try {
-      threads.emplace_back([&parts, i] { parts.Run(i); });
-    } catch (const std::system_error&) {
+      threads.push_back(StartThread([&parts, i] { parts.Run(i); }));
+    } catch (const std::exception&) {
+      // std::system_error (no thread), std::bad_alloc (no memory for its
+      // state): the part runs in this thread.
       inline_parts.push_back(i);
     }
   }
@@ -153,6 +185,10 @@ void RunParts(Parts& parts) {
 }
 
 }  // namespace
+
+void SetSplitThreadFailuresForTesting(int count) {
+  refuse_thread_starts.store(count);
+}
 
 SplitScratchCache::~SplitScratchCache() { Trim(); }
 
@@ -253,8 +289,10 @@ absl::Status SplitSort(absl::Span<Sorter* const> engines, const SortJob& job,
   SortJob in = job;
   in.keys = parts.keys;
   in.values = job.value_type != ValueType::kNone ? parts.values : nullptr;
-  MergeRuns(in, job.permutation_out != nullptr ? parts.perm : nullptr,
-            parts.bounds, job);
+  absl::Status merged =
+      MergeRuns(in, job.permutation_out != nullptr ? parts.perm : nullptr,
+                parts.bounds, job);
+  if (!merged.ok()) return merged;
   report->merge_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();
 }

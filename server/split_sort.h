@@ -92,6 +92,11 @@ class SplitScratchCache {
 absl::Status SplitSort(absl::Span<Sorter* const> engines, const SortJob& job,
                        SplitReport* report, SplitScratchCache* cache = nullptr);
 
+// Tests: the next `count` threads SplitSort would start (its parts' and
+// its scratch's) fail as if the system had no memory for them
+// (std::bad_alloc); 0 ends that.
+void SetSplitThreadFailuresForTesting(int count);
+
 }  // namespace sortd
 
 #endif  // SORTD_SERVER_SPLIT_SORT_H_

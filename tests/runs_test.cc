@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/cpu_sorter.h"
@@ -128,6 +130,99 @@ TEST(SortInRuns, AnEngineErrorOnAnyRunFailsTheSort) {
     absl::Status s = SortInRuns(engine, job, 2'000, nullptr, 2);
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << fail_at;
   }
+}
+
+// Keys alone (no payload, no permutation) take the merges of keys alone:
+// of two runs (MergeTwo, cut by SplitTwo) and of more. Past 2^18 keys the
+// merge is cut into pieces at interior ranks, where equal keys straddle
+// the cuts.
+template <typename K>
+void CheckKeysOnly(Shape shape, size_t n, size_t run_keys, bool desc) {
+  SCOPED_TRACE(absl::StrCat(sizeof(K), "-byte keys alone ",
+                            testing::ShapeName(shape), " n=", n, " runs of ",
+                            run_keys, desc ? " desc" : ""));
+  const std::vector<K> keys = testing::Generate<K>(shape, n, n ^ run_keys);
+  std::vector<K> out(n);
+  SortJob job;
+  job.key_type = testing::KeyTypeOf<K>();
+  job.order = desc ? Order::kDescending : Order::kAscending;
+  job.count = n;
+  job.keys = reinterpret_cast<const std::byte*>(keys.data());
+  job.keys_out = reinterpret_cast<std::byte*>(out.data());
+  CountingSorter engine;
+  ASSERT_TRUE(SortInRuns(engine, job, run_keys).ok());
+  EXPECT_EQ(engine.calls.load(),
+            static_cast<int>((n + run_keys - 1) / run_keys));
+  const std::vector<uint32_t> ref = testing::RefPermutation(keys, desc);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(0, std::memcmp(&out[i], &keys[ref[i]], sizeof(K))) << i;
+  }
+}
+
+TEST(SortInRuns, KeysAloneBeyondOnePieceOfTheMerge) {
+  constexpr size_t n = 3 * (size_t{1} << 18) + 5;
+  for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kAllEqual}) {
+    for (bool desc : {false, true}) {
+      CheckKeysOnly<uint32_t>(shape, n, n / 2 + 1, desc);  // two runs
+      CheckKeysOnly<uint64_t>(shape, n, n / 3 + 1, desc);  // three runs
+    }
+  }
+}
+
+// Runs that are not sorted (a device that answered wrongly) must not make
+// the merge read or write outside the arrays: it refuses them with the
+// outputs untouched, or writes exactly the input's keys in some order.
+// Under AddressSanitizer an access out of bounds fails the test.
+TEST(MergeRuns, UnsortedRunsStayWithinTheArrays) {
+  constexpr size_t n = 3 * (size_t{1} << 18) + 5;
+  int refused = 0;
+  for (size_t runs : {2, 3}) {
+    for (Shape shape : {Shape::kRandom, Shape::kSorted, Shape::kReversed}) {
+      for (bool keys_only : {true, false}) {
+        SCOPED_TRACE(absl::StrCat(runs, " runs ", testing::ShapeName(shape),
+                                  keys_only ? " keys" : " values"));
+        // Runs given unsorted, as if sorted.
+        std::vector<uint32_t> keys =
+            testing::Generate<uint32_t>(shape, n, runs);
+        if (shape == Shape::kSorted) {
+          std::reverse(keys.begin(), keys.begin() + n / runs);
+        }
+        std::vector<uint32_t> vals(n), out(n, 0xABABABABu),
+            vals_out(n, 0xABABABABu);
+        for (size_t i = 0; i < n; ++i) vals[i] = static_cast<uint32_t>(i);
+        SortJob in;
+        in.key_type = KeyType::kU32;
+        in.count = n;
+        in.keys = reinterpret_cast<const std::byte*>(keys.data());
+        SortJob to = in;
+        to.keys_out = reinterpret_cast<std::byte*>(out.data());
+        if (!keys_only) {
+          in.value_type = to.value_type = ValueType::kU32;
+          in.values = reinterpret_cast<const std::byte*>(vals.data());
+          to.values_out = reinterpret_cast<std::byte*>(vals_out.data());
+        }
+        std::vector<size_t> bounds(runs + 1);
+        for (size_t r = 0; r <= runs; ++r) bounds[r] = n * r / runs;
+        const absl::Status s = MergeRuns(in, nullptr, bounds, to);
+        if (!s.ok()) {
+          ++refused;
+          EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+          ASSERT_EQ(std::count(out.begin(), out.end(), 0xABABABABu),
+                    static_cast<long>(n));
+          continue;
+        }
+        std::vector<uint32_t> want = keys, got = out;
+        std::sort(want.begin(), want.end());
+        std::sort(got.begin(), got.end());
+        ASSERT_EQ(got, want);
+        if (!keys_only) {
+          for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], keys[vals_out[i]]);
+        }
+      }
+    }
+  }
+  // Unsorted runs are refused where their cuts show it.
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace

@@ -39,7 +39,13 @@ class PartDevice : public Sorter {
     }
     if (fail) return absl::UnavailableError("injected part failure");
     if (job.stages != nullptr) job.stages->push_back({"upload", 0.001});
-    return cpu_.Sort(job);
+    absl::Status s = cpu_.Sort(job);
+    if (s.ok() && wrong) {
+      // A device's wrong answer: its keys (u32 here) in reverse order.
+      auto* out = reinterpret_cast<uint32_t*>(job.keys_out);
+      std::reverse(out, out + job.count);
+    }
+    return s;
   }
   absl::Status Transpose(const TransposeJob& job) override {
     return cpu_.Transpose(job);
@@ -48,6 +54,7 @@ class PartDevice : public Sorter {
   std::atomic<int> calls{0};
   std::atomic<size_t> largest{0};
   bool fail = false;
+  bool wrong = false;
 };
 
 // Every sort cut across `devices` PartDevices, as one Sorter, so that the
@@ -266,6 +273,70 @@ TEST(SplitSort, ScratchIsTakenAgainFromTheCache) {
   }
   EXPECT_EQ(cache.reused(), 2u);
   EXPECT_EQ(cache.idle_bytes(), 400000u);
+}
+
+// Past 2^18 keys the host merge is cut into pieces at interior ranks
+// (SplitTwo for two parts): many equal keys straddle every cut, and the
+// payloads and permutation must follow their keys, in the stable order.
+TEST(SplitSort, TwoPartsCutAtInteriorRanksAmongTies) {
+  constexpr size_t n = 3 * (size_t{1} << 18) + 5;
+  for (Shape shape : {Shape::kFewDistinct, Shape::kAllEqual}) {
+    const std::vector<uint32_t> keys = testing::Generate<uint32_t>(shape, n, 7);
+    for (Extra extra :
+         {Extra::kU32Values, Extra::kU64ValuesAndPermutation, Extra::kNone}) {
+      SplitSorter split(2);
+      testing::CheckSort(split, keys, extra == Extra::kU32Values, extra,
+                         absl::StrCat(testing::ShapeName(shape), " ",
+                                      testing::ExtraName(extra)));
+    }
+  }
+}
+
+// No thread for a part or for faulting the scratch in (std::bad_alloc, or
+// std::system_error) is no failure: the parts run in the caller's thread.
+TEST(SplitSort, PartsRunInTheCallersThreadWithoutThreads) {
+  const std::vector<uint32_t> keys =
+      testing::Generate<uint32_t>(Shape::kRandom, 30011, 3);
+  for (int refused : {1, 2, 3, 100}) {
+    SplitSorter split(4);
+    SetSplitThreadFailuresForTesting(refused);
+    testing::CheckSort(split, keys, false, Extra::kU32Values,
+                       absl::StrCat(refused, " thread starts refused"));
+    SetSplitThreadFailuresForTesting(0);
+    for (size_t d = 0; d < 4; ++d) EXPECT_EQ(split.device(d).calls.load(), 1);
+  }
+}
+
+// A device that answers its part wrongly (not sorted) cannot make the
+// merge read or write outside the arrays: the sort fails (INTERNAL, the
+// outputs untouched, the caller sorts again elsewhere) or its output holds
+// exactly the input's keys.
+TEST(SplitSort, AnUnsortedPartStaysWithinTheArrays) {
+  constexpr size_t n = 3 * (size_t{1} << 18) + 5;
+  const std::vector<uint32_t> keys =
+      testing::Generate<uint32_t>(Shape::kRandom, n, 11);
+  for (size_t wrong = 0; wrong < 2; ++wrong) {
+    SplitSorter split(2);
+    split.device(wrong).wrong = true;
+    std::vector<uint32_t> out(n, 0xABABABABu);
+    SortJob job{.key_type = KeyType::kU32,
+                .count = n,
+                .keys = reinterpret_cast<const std::byte*>(keys.data()),
+                .keys_out = reinterpret_cast<std::byte*>(out.data())};
+    SplitReport report;
+    std::vector<Sorter*> engines = {&split.device(0), &split.device(1)};
+    const absl::Status s = SplitSort(engines, job, &report);
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+      ASSERT_EQ(std::count(out.begin(), out.end(), 0xABABABABu),
+                static_cast<long>(n));
+      continue;
+    }
+    std::vector<uint32_t> want = keys;
+    std::sort(want.begin(), want.end());
+    std::sort(out.begin(), out.end());
+    ASSERT_EQ(out, want) << "part " << wrong << " wrong";
+  }
 }
 
 TEST(SplitSort, NoDeviceIsRefused) {
