@@ -469,17 +469,11 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
   lock.lock();
 }
 
-bool Scheduler::RunBatch(size_t device_index, Batch& batch,
-                         std::vector<bool> tried, batch::PackBuffer* pack,
-                         size_t leased_units) {
-  // Only this runner's lease uses the engine until it is returned: the
-  // pool re-creates a device only with nothing in flight.
-  DevicePool::Device& dev = pool_[device_index];
-  const absl::Time start = Now();
+Batch Scheduler::TakeLive(Batch& batch, absl::Time now) {
   Batch live;
   live.reserve(batch.size());
   for (auto& t : batch) {
-    if (absl::Status e = Expired(*t, start); !e.ok()) {
+    if (absl::Status e = Expired(*t, now); !e.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.dropped;
@@ -491,21 +485,28 @@ bool Scheduler::RunBatch(size_t device_index, Batch& batch,
       live.push_back(std::move(t));
     }
   }
+  return live;
+}
+
+bool Scheduler::RunBatch(size_t device_index, Batch& batch,
+                         std::vector<bool> tried, batch::PackBuffer* pack,
+                         size_t leased_units) {
+  // Only this runner's lease uses the engine until it is returned: the
+  // pool re-creates a device only with nothing in flight.
+  DevicePool::Device& dev = pool_[device_index];
+  const absl::Time start = Now();
+  Batch live = TakeLive(batch, start);
   if (live.empty()) return false;
   const Op op = live.front()->op;
   size_t units = 0;
   for (const auto& t : live) units += t->units;
-  if (SplitWanted(live, tried)) {
-    absl::Status split_error;
-    if (RunSplit(device_index, live.front(), start, leased_units,
-                 &split_error)) {
+  switch (TrySplit(device_index, live, tried, start, leased_units)) {
+    case SplitOutcome::kAnswered:
       return true;
-    }
-    // A part this device failed: its failover decides, as for any run.
-    if (!split_error.ok() && !dev.engine->healthy()) {
-      FailOver(device_index, live, std::move(tried), split_error);
+    case SplitOutcome::kFailedOver:
       return false;
-    }
+    case SplitOutcome::kNotSplit:
+      break;
   }
   StageTimes stages;
   int device_runs = 1;

@@ -136,6 +136,10 @@ class SchedulerListener {
 
 class Scheduler {
  public:
+  // A split sort measured and merged is over at most this many devices:
+  // the host merge of two runs is the one tested and benchmarked
+  // (docs/decisions/019-split-sort.md); the code takes any number.
+  static constexpr size_t kMaxSplitDevices = 2;
   struct Options {
     absl::Duration max_batch_delay = absl::Microseconds(100);
     size_t max_batch_units = size_t{1} << 22;
@@ -169,8 +173,8 @@ class Scheduler {
     int pipeline_depth = 2;
     // A sort alone of this many keys or more, whose host scratch its caller
     // has admitted (Task::host_scratch_bytes), is cut across its device and
-    // every other device up with nothing in flight (server/split_sort.h),
-    // when there is one; 0: never.
+    // others of its kind up with nothing in flight, kMaxSplitDevices in all
+    // at most (server/split_sort.h), when there is one; 0: never.
     size_t split_min_keys = 0;
     // Idle scratch of split sorts kept for the next one, in bytes (0:
     // none; SplitScratchCache).
@@ -311,6 +315,18 @@ class Scheduler {
   // that the caller's next request finds every device idle.
   bool RunBatch(size_t device_index, Batch& batch, std::vector<bool> tried,
                 batch::PackBuffer* pack, size_t leased_units);
+  // Moves the tasks of `batch` still within their deadlines at `now` into
+  // the result, and answers the others with their Expired status.
+  Batch TakeLive(Batch& batch, absl::Time now);
+  enum class SplitOutcome { kNotSplit, kAnswered, kFailedOver };
+  // Cuts `live` across the devices when it is one sort to split
+  // (SplitWanted) and answers it (kAnswered; the runner's lease given
+  // back). kFailedOver: a part failed on this device, now unhealthy, and
+  // FailOver took the task (moving `tried`). kNotSplit: the caller runs it
+  // on this device alone.
+  SplitOutcome TrySplit(size_t device_index, Batch& live,
+                        std::vector<bool>& tried, absl::Time start,
+                        size_t leased_units);
   // Whether `live` (a batch no device has failed: `tried` empty) is one
   // sort to cut across the devices (server/scheduler_split.cc).
   bool SplitWanted(const Batch& live, const std::vector<bool>& tried) const;

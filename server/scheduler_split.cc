@@ -12,6 +12,18 @@
 #include "server/split_sort.h"
 
 namespace sortd {
+namespace {
+
+// Whether engines `a` and `b` are of one kind: path, vendor, driver and
+// device name (devices of one name on one host get one kernel policy,
+// gpu/policy.h). The parts of a split finish together only on equal
+// devices, and only such splits are measured (bench/device-split.sh).
+bool SameKind(const Sorter& a, const Sorter& b) {
+  return a.path() == b.path() && a.device_name() == b.device_name() &&
+         a.vendor_driver() == b.vendor_driver();
+}
+
+}  // namespace
 
 bool Scheduler::SplitWanted(const Batch& live,
                             const std::vector<bool>& tried) const {
@@ -24,15 +36,34 @@ bool Scheduler::SplitWanted(const Batch& live,
          SplitScratchBytes(task.sort) <= task.host_scratch_bytes;
 }
 
+Scheduler::SplitOutcome Scheduler::TrySplit(size_t device_index, Batch& live,
+                                            std::vector<bool>& tried,
+                                            absl::Time start,
+                                            size_t leased_units) {
+  if (!SplitWanted(live, tried)) return SplitOutcome::kNotSplit;
+  absl::Status error;
+  if (RunSplit(device_index, live.front(), start, leased_units, &error)) {
+    return SplitOutcome::kAnswered;
+  }
+  // A part this device failed: its failover decides, as for any run.
+  if (!error.ok() && !pool_[device_index].engine->healthy()) {
+    FailOver(device_index, live, std::move(tried), error);
+    return SplitOutcome::kFailedOver;
+  }
+  return SplitOutcome::kNotSplit;
+}
+
 std::vector<size_t> Scheduler::SplitDevicesLocked(size_t device_index,
                                                   const SortJob& job) const {
   std::vector<size_t> devices = {device_index};
+  const Sorter& runner = *pool_[device_index].engine;
   // Only devices with nothing in flight: under load every device is at
   // work on requests of its own already, and a split would only add a
-  // merge on the host.
-  for (size_t d = 0; d < pool_.size(); ++d) {
+  // merge on the host. At most kMaxSplitDevices, all of the runner's kind.
+  for (size_t d = 0; d < pool_.size() && devices.size() < kMaxSplitDevices;
+       ++d) {
     if (d != device_index && pool_[d].up && pool_[d].engine != nullptr &&
-        pool_[d].inflight == 0) {
+        pool_[d].inflight == 0 && SameKind(runner, *pool_[d].engine)) {
       devices.push_back(d);
     }
   }

@@ -271,7 +271,8 @@ class SchedulerTest : public ::testing::Test {
                                   EngineFactory factory = nullptr) {
     std::vector<DeviceSlot> slots;
     for (int d = 0; d < count; ++d) {
-      auto dev = std::make_unique<FakeDevice>(absl::StrCat("fake", d), &gate_);
+      auto dev = std::make_unique<FakeDevice>(
+          one_model_ ? "fake" : absl::StrCat("fake", d), &gate_);
       devices_.push_back(dev.get());
       slots.push_back({std::move(dev), factory});
     }
@@ -299,6 +300,9 @@ class SchedulerTest : public ::testing::Test {
 
   CpuSorter cpu_;
   Gate gate_;
+  // Make's devices all of one model ("fake", "fake #2", ...): a split
+  // sort cuts only across devices of one kind.
+  bool one_model_ = false;
   std::vector<FakeDevice*> devices_;
 };
 
@@ -1489,6 +1493,7 @@ class StageListener : public SchedulerListener {
 TEST_F(SchedulerTest, LargeSortWithAdmittedScratchIsSplitAcrossTheDevices) {
   Scheduler::Options o = OnePlaceAndOneBeyond();
   o.split_min_keys = 6000;
+  one_model_ = true;
   StageListener listener;
   auto sched = Make(o, 2, &listener);
   const std::vector<std::shared_ptr<SortCall>> calls = {
@@ -1502,7 +1507,7 @@ TEST_F(SchedulerTest, LargeSortWithAdmittedScratchIsSplitAcrossTheDevices) {
     EXPECT_EQ(c->result.path, ExecutionPath::kGpu);
     EXPECT_EQ(c->result.device_runs, 2);
     EXPECT_THAT(c->result.device,
-                ::testing::AnyOf("fake0+fake1", "fake1+fake0"));
+                ::testing::AnyOf("fake+fake #2", "fake #2+fake"));
   }
   EXPECT_EQ(devices_[0]->runs(), 2);
   EXPECT_EQ(devices_[1]->runs(), 2);
@@ -1523,6 +1528,7 @@ TEST_F(SchedulerTest, LargeSortWithAdmittedScratchIsSplitAcrossTheDevices) {
 TEST_F(SchedulerTest, SortIsNotSplitWithoutScratchLengthOrASecondDevice) {
   Scheduler::Options o = OnePlaceAndOneBeyond();
   o.split_min_keys = 6000;
+  one_model_ = true;
   auto sched = Make(o, 2);
   auto no_scratch = U32(20000, 5);
   auto short_one = U32(5500, 6);
@@ -1534,7 +1540,7 @@ TEST_F(SchedulerTest, SortIsNotSplitWithoutScratchLengthOrASecondDevice) {
     c->Wait();
     c->verify();
     EXPECT_EQ(c->result.device_runs, 1);
-    EXPECT_THAT(c->result.device, ::testing::AnyOf("fake0", "fake1"));
+    EXPECT_THAT(c->result.device, ::testing::AnyOf("fake", "fake #2"));
   }
   EXPECT_EQ(sched->stats().split_sorts, 0u);
 
@@ -1553,6 +1559,7 @@ TEST_F(SchedulerTest, SortIsNotSplitWithoutScratchLengthOrASecondDevice) {
 TEST_F(SchedulerTest, SortIsNotSplitOntoABusyDevice) {
   Scheduler::Options o = OnePlaceAndOneBeyond();
   o.split_min_keys = 6000;
+  one_model_ = true;
   auto sched = Make(o, 2);
   gate_.Close();
   auto busy = U32(20000, 10);  // no scratch admitted: alone on one device
@@ -1577,6 +1584,7 @@ TEST_F(SchedulerTest, SortIsNotSplitOntoABusyDevice) {
 TEST_F(SchedulerTest, SplitSortWhosePartFailsIsSortedAgainOnOneDevice) {
   Scheduler::Options o = OnePlaceAndOneBeyond();
   o.split_min_keys = 6000;
+  one_model_ = true;
   FailoverListener listener;
   auto sched = Make(o, 2, &listener);
   devices_[1]->lose_on_failure = true;
@@ -1588,7 +1596,7 @@ TEST_F(SchedulerTest, SplitSortWhosePartFailsIsSortedAgainOnOneDevice) {
   c->verify();
   EXPECT_EQ(c->answers, 1);
   EXPECT_EQ(c->result.path, ExecutionPath::kGpu);
-  EXPECT_EQ(c->result.device, "fake0");
+  EXPECT_EQ(c->result.device, "fake");
   EXPECT_EQ(c->result.device_runs, 1);
   const Scheduler::Stats stats = sched->stats();
   EXPECT_EQ(stats.split_sorts, 0u);
@@ -1619,6 +1627,34 @@ TEST(OutOfMemory, BadAllocBecomesResourceExhaustedAndOtherStatusesPass) {
       "this request", []() -> absl::StatusOr<int> { throw std::bad_alloc(); });
   EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(none.status().message(), HasSubstr("this request"));
+}
+
+// Devices of different kinds (here different names) finish their parts
+// at different times: a sort is cut only across devices of one kind, and
+// across at most kMaxSplitDevices of them.
+TEST_F(SchedulerTest, SortIsSplitOnlyAcrossDevicesOfOneKindAndAtMostTwo) {
+  Scheduler::Options o = OnePlaceAndOneBeyond();
+  o.split_min_keys = 6000;
+  auto mixed = Make(o, 2);  // "fake0" and "fake1"
+  auto c = U32(20000, 12);
+  c->task->host_scratch_bytes = 20000 * 8;
+  mixed->Submit(c->task);
+  c->Wait();
+  c->verify();
+  EXPECT_EQ(c->result.device_runs, 1);
+  EXPECT_EQ(mixed->stats().split_sorts, 0u);
+
+  devices_.clear();
+  one_model_ = true;
+  auto three = Make(o, 3);
+  auto d = U32(30000, 13);
+  d->task->host_scratch_bytes = 30000 * 8;
+  three->Submit(d->task);
+  d->Wait();
+  d->verify();
+  EXPECT_EQ(d->result.device_runs,
+            static_cast<int>(Scheduler::kMaxSplitDevices));
+  EXPECT_EQ(three->stats().split_sorts, 1u);
 }
 
 }  // namespace
