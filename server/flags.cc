@@ -222,10 +222,12 @@ ABSL_FLAG(int, full_pipeline_depth, 3,
           "--pipeline_depth.");
 ABSL_FLAG(int64_t, split_min_keys, int64_t{1} << 27,
           "A sort through shared memory (--shm_socket) of at least this "
-          "many keys is cut across its device and every other device up "
-          "with nothing in flight, each sorting a part at once, and the "
-          "parts merged on the CPU into the region, when there is such "
-          "another device and each part fits one device run (0: never).");
+          "many keys is cut across its device and another of the same kind "
+          "(path, vendor, driver, name) up with nothing in flight, each "
+          "sorting a part at once, and the parts merged on the CPU into the "
+          "region, when there is such another device and each part fits one "
+          "device run (0: never). The default is a starting value: set it "
+          "from bench/device-split.sh on the host.");
 ABSL_FLAG(int64_t, split_scratch_bytes, 0,
           "Idle host scratch of sorts cut across the devices "
           "(--split_min_keys) kept for the next one, in bytes (one mapping "
