@@ -20,7 +20,9 @@ case "$MODE" in
     # The programs whose code handles what clients send and what the server
     # holds for them: the server end to end, parsing, parts, streams, shared
     # memory, admission, the client library, the CPU path, the engine's
-    # buffers, faults and parts, the fuzz targets over their corpora. Pure
+    # buffers, faults and parts, the host merge of runs (a device's part
+    # out of order must not take it out of bounds), the fuzz targets over
+    # their corpora. Pure
     # logic that ThreadSanitizer or the plain build covers (the scheduler,
     # router, calibration, fair queues, batcher, key tables), the soaks and
     # the engine's kernel sweeps (their work runs inside PoCL, which no
@@ -33,7 +35,8 @@ case "$MODE" in
       wire_test request_test parts_test stream_assembler_test admission_test
       raw_call_test sortctl_lib_test batch_codec_test compact_keys_test
       host_buffers_test memory_test cpu_sorter_test opencl_faults_test
-      opencl_buffers_test opencl_parts_test fuzz_request fuzz_sort_diff
+      opencl_buffers_test opencl_parts_test runs_test split_sort_test
+      fuzz_request fuzz_sort_diff
       fuzz_shm_register fuzz_parts fuzz_stream)
     ;;
   tsan)
@@ -55,7 +58,7 @@ case "$MODE" in
     TESTS="SchedulerTest|Admission\.|SortInRuns\.EveryKey|SortInRuns\.AnEngine|IdleTrimmer"
     # Sorts cut across devices: a thread a part, the scratch faulted in
     # from another.
-    TESTS+="|SplitSort\.(TinyArrays|AFailedPart|ArraysAt)"
+    TESTS+="|SplitSort\.(TinyArrays|AFailedPart|ArraysAt|PartsRunInTheCallers)"
     TESTS+="|HandlerPool\.|E2EHandlers\."
     TESTS+="|E2ETest\.(HealthIsServing|KeysOnly|Transposes|BadInput|Metrics|SortctlReadsAndWritesFiles|SortctlReportsErrors|Echo|SortctlBench|Garbage|Stalled)"
     TESTS+="|E2EBatching\.|E2EOpenCl\.(Injected|LostDevice)|E2EStream\.BadStreams|E2EEcho\.|TlsTest\."
