@@ -431,11 +431,8 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
   for (size_t t = 1; t < threads; ++t) {
     try {
       pool.emplace_back(worker);
-    } catch (const std::exception&) {
-      // No more threads to be had (std::system_error, or std::bad_alloc
-      // for a thread's state): fewer runs at once. Leaving here with
-      // threads running would end the process.
-      break;
+    } catch (const std::exception&) {  // no thread or no memory for one
+      break;  // fewer runs at once (leaving with threads running aborts)
     }
   }
   worker();
@@ -446,7 +443,8 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
   SortJob in = job;
   in.keys = keys;
   in.values = vs > 0 ? values : nullptr;
-  absl::Status merged = MergeRuns(in, with_perm ? perm : nullptr, bounds, job);
+  const absl::Status merged =
+      MergeRuns(in, with_perm ? perm : nullptr, bounds, job);
   if (!merged.ok()) return merged;
   if (job.stages != nullptr) {
     job.stages->push_back(
