@@ -346,7 +346,8 @@ class Scheduler {
   void EndSplit(const std::vector<size_t>& devices, size_t share,
                 size_t leased_units, bool ok);
   // Reports a split sort's stages, runs and devices' memory (by device,
-  // read before their leases were given back), and answers its task.
+  // read before their leases were given back; none where that found no
+  // memory), and answers its task.
   using DeviceMemory = std::vector<std::pair<std::string, double>>;
   void AnswerSplit(const std::shared_ptr<Task>& task,
                    const std::vector<std::string>& names, ExecutionPath path,

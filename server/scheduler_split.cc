@@ -1,5 +1,6 @@
 // The scheduler's sorts cut across every device up (server/split_sort.h):
 // which sorts, which devices, and the accounting around the run.
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,14 +89,21 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
   std::vector<std::string> names;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    devices = SplitDevicesLocked(device_index, task->sort);
+    // Everything held for the split is had before any lease is taken:
+    // without memory for it the sort runs on one device.
+    try {
+      devices = SplitDevicesLocked(device_index, task->sort);
+      engines.reserve(devices.size());
+      for (size_t d : devices) names.push_back(pool_[d].name);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
     if (devices.empty()) return false;
     // The others count the part they hold as a batch in flight: they are
     // not re-created under it, and the router sees their backlog.
     for (size_t i = 0; i < devices.size(); ++i) {
       if (i > 0) pool_.Lease(devices[i], task->units / devices.size());
       engines.push_back(pool_[devices[i]].engine.get());
-      names.push_back(pool_[devices[i]].name);
     }
   }
   SplitReport report;
@@ -109,8 +117,12 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
   // Read while the leases still keep the engines from being re-created.
   const ExecutionPath path = engines[0]->path();
   std::vector<DeviceMemory> memory;
-  if (error->ok()) {
-    for (Sorter* engine : engines) memory.push_back(engine->memory_bytes());
+  try {
+    for (Sorter* engine : engines) {
+      if (error->ok()) memory.push_back(engine->memory_bytes());
+    }
+  } catch (const std::bad_alloc&) {
+    memory.clear();  // not reported this time
   }
   EndSplit(devices, task->units / devices.size(), leased_units, error->ok());
   if (!error->ok()) {
@@ -182,7 +194,7 @@ void Scheduler::AnswerSplit(const std::shared_ptr<Task>& task,
     listener_->OnStages(names[i], "split_sort", report.stages[i]);
     listener_->OnBatch(Op::kSort, names[i], 1,
                        SplitBound(n, k, i + 1) - SplitBound(n, k, i));
-    listener_->OnDeviceMemory(names[i], memory[i]);
+    if (i < memory.size()) listener_->OnDeviceMemory(names[i], memory[i]);
   }
   TaskResult result;
   result.path = path;
