@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# One large shared-memory sort on one GPU and on every GPU of the node
-# (--split_min_keys: cut into a part per GPU, sorted at once, merged on the
-# host; docs/decisions/019-split-sort.md), in one run, client and server on
+# One large shared-memory sort on one GPU and split across two GPUs of the
+# node (--split_min_keys: cut into a part per GPU, sorted at once, merged on
+# the host; docs/decisions/019-split-sort.md), in one run, client and server on
 # the same host. Needs, in .device/ (bin/ and a setup.sh that puts bin/ on
 # PATH): this repository's sortd, sortctl and gpu_sort_benchmark. Then, on
 # the GPU host:
 #   bash bench/device-split.sh
 #   SIZES=512m,1g REQUESTS=5 bash bench/device-split.sh
+# --split_min_keys is set from the smallest size whose split beats the
+# one-GPU anchor (ratio above 1), e.g. over SIZES=32m,64m,128m,256m,512m,1g:
+# runs 4 and 5 split every size measured (--split_min_keys=1).
 # Each size, one call at a time (u32 keys, random, a region holding one
 # input and its answer):
 #   1. the engine alone, host to host, on the first GPU (gpu_sort_benchmark)
 #   2. sortd --device=gpu:0: the one-GPU anchor
 #   3. sortd --device=gpu, --split_min_keys=0: every GPU, no split (a lone
 #      call still runs on one)
-#   4. sortd --device=gpu: every GPU, split (each call maps fresh scratch)
+#   4. sortd --device=gpu --split_min_keys=1: split across two GPUs (each
+#      call maps fresh scratch)
 #   5. the same with --split_scratch_bytes: the scratch kept between calls
 # and the ratio of 2's median latency to 4's and 5's. The stages of the split runs
 # (each GPU's upload, passes and download, the host merge) come from
@@ -83,12 +87,13 @@ section "3. sortd on every GPU, no split"
 start_sortd all-nosplit gpu --split_min_keys=0
 measure all-nosplit
 stop_sortd
-section "4. sortd on every GPU, split"
-start_sortd all-split gpu
+section "4. sortd on every GPU, split across two (every size)"
+start_sortd all-split gpu --split_min_keys=1
 measure all-split
 stop_sortd
-section "5. sortd on every GPU, split, scratch kept"
-start_sortd all-split-kept gpu --split_scratch_bytes=17179869184
+section "5. sortd on every GPU, split across two, scratch kept"
+start_sortd all-split-kept gpu --split_min_keys=1 \
+  --split_scratch_bytes=17179869184
 measure all-split-kept
 stop_sortd
 
