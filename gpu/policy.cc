@@ -421,6 +421,11 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
        absl::StrCat("radix.work_group is at most the device's ",
                     device.max_work_group));
   need(r.lookback >= 1 && r.lookback <= 64, "radix.lookback is 1-64");
+  need(r.status_count_bits <= RadixSortPolicy::kStatusCountBits &&
+           (1 << r.status_count_bits) >
+               std::max(r.Tile(32, true), r.Tile(64, false)) &&
+           (1 << r.status_count_bits) > r.work_group * r.small_items,
+       "radix.status_count_bits is at most 30 and holds a tile's count");
   need(r.count_groups_per_cu >= 1, "radix.count_groups_per_cu is at least 1");
   need(r.count_unroll >= 1 && r.count_unroll <= 4, "radix.count_unroll is 1-4");
   need(r.segment_group_max <= (size_t{1} << 30),
@@ -658,6 +663,7 @@ const std::vector<Knob>& Knobs() {
       Number("radix.segment_radix_above", &E::radix, &R::segment_radix_above),
       Number("radix.segment_group_max", &E::radix, &R::segment_group_max),
       Number("radix.marked_status_max", &E::radix, &R::marked_status_max),
+      Number("radix.status_count_bits", &E::radix, &R::status_count_bits),
       Flag("radix.status_prefetch", &R::status_prefetch),
       Flag("radix.late_lookback_unordered_32", &R::late_lookback_unordered_32),
       Number("radix.late_lookback_tiles_32", &E::radix,
