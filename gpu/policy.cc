@@ -123,7 +123,7 @@ constexpr NvidiaModelTuning kNvidiaModels[] = {
     // 2^24 they were slower, 0.406 -> 0.424 and 0.719 -> 0.762 at 2^25.
     // Not the H200, whose spans placement does not move: there they were
     // slower at every size, 1.259 -> 1.294 at 2^26, 4.610 -> 4.905 at
-    // 2^28 (decision 004, "Cache hints on the keys").
+    // 2^28 (decision 024, "Cache hints on the keys").
     {"H100 80GB HBM3", size_t{1} << 26},
 };
 
@@ -160,7 +160,7 @@ EnginePolicy NvidiaPtxPolicy(const DeviceInfo& device) {
              // 1.547 / 6.280 -> 0.450 / 1.515 / 5.907, f32 argsort
              // 0.804 / 2.964 / 11.53 -> 0.754 / 2.770 / 10.76 (H100; an
              // older probe on the H200 measured level to 1.4% slower,
-             // decision 004), u32 pairs 1.253 / 5.370 /
+             // decision 023), u32 pairs 1.253 / 5.370 /
              // 22.30 -> 1.208 / 5.200 / 22.02. Without direct placement
              // masks had been 3% (u32) and 5% (u64) faster than ballots.
              .ranking = TileRanking::kWarpBallots,
