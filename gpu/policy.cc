@@ -123,7 +123,7 @@ constexpr NvidiaModelTuning kNvidiaModels[] = {
     // 2^24 they were slower, 0.406 -> 0.424 and 0.719 -> 0.762 at 2^25.
     // Not the H200, whose spans placement does not move: there they were
     // slower at every size, 1.259 -> 1.294 at 2^26, 4.610 -> 4.905 at
-    // 2^28 (decision 004, "Cache hints on the keys").
+    // 2^28 (decision 024, "Cache hints on the keys").
     {"H100 80GB HBM3", size_t{1} << 26},
 };
 
@@ -160,7 +160,7 @@ EnginePolicy NvidiaPtxPolicy(const DeviceInfo& device) {
              // 1.547 / 6.280 -> 0.450 / 1.515 / 5.907, f32 argsort
              // 0.804 / 2.964 / 11.53 -> 0.754 / 2.770 / 10.76 (H100; an
              // older probe on the H200 measured level to 1.4% slower,
-             // decision 004), u32 pairs 1.253 / 5.370 /
+             // decision 023), u32 pairs 1.253 / 5.370 /
              // 22.30 -> 1.208 / 5.200 / 22.02. Without direct placement
              // masks had been 3% (u32) and 5% (u64) faster than ballots.
              .ranking = TileRanking::kWarpBallots,
@@ -421,6 +421,11 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
        absl::StrCat("radix.work_group is at most the device's ",
                     device.max_work_group));
   need(r.lookback >= 1 && r.lookback <= 64, "radix.lookback is 1-64");
+  need(r.status_count_bits <= RadixSortPolicy::kStatusCountBits &&
+           (1 << r.status_count_bits) >
+               std::max(r.Tile(32, true), r.Tile(64, false)) &&
+           (1 << r.status_count_bits) > r.work_group * r.small_items,
+       "radix.status_count_bits is at most 30 and holds a tile's count");
   need(r.count_groups_per_cu >= 1, "radix.count_groups_per_cu is at least 1");
   need(r.count_unroll >= 1 && r.count_unroll <= 4, "radix.count_unroll is 1-4");
   need(r.segment_group_max <= (size_t{1} << 30),
@@ -658,6 +663,7 @@ const std::vector<Knob>& Knobs() {
       Number("radix.segment_radix_above", &E::radix, &R::segment_radix_above),
       Number("radix.segment_group_max", &E::radix, &R::segment_group_max),
       Number("radix.marked_status_max", &E::radix, &R::marked_status_max),
+      Number("radix.status_count_bits", &E::radix, &R::status_count_bits),
       Flag("radix.status_prefetch", &R::status_prefetch),
       Flag("radix.late_lookback_unordered_32", &R::late_lookback_unordered_32),
       Number("radix.late_lookback_tiles_32", &E::radix,

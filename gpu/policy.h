@@ -145,6 +145,13 @@ struct RadixSortPolicy {
   // pass's words read as not yet published (no fill between passes).
   // Longer arrays get a fill before every pass. 0: off.
   size_t marked_status_max = 0;
+  // Width of an unmarked look-back status's count (the word's top two bits
+  // hold its kind): one-launch passes take arrays of at most
+  // 2^status_count_bits keys. At exactly that many, only the last tile's
+  // prefix can overflow, and no tile reads it. Narrower widths are for
+  // tests, which reach that case with small arrays.
+  int status_count_bits = kStatusCountBits;
+  static constexpr int kStatusCountBits = 30;
   // One-launch passes: each tile has its own status lines brought to L2 as
   // it starts (PTX: NVIDIA only). Three-launch passes have no statuses: the
   // knob does nothing there.

@@ -139,9 +139,7 @@ absl::Status OneLaunchPasses(Run& run, const RadixSortPolicy& p,
     }
     const cl_uint mark =
         plan.marked ? (run_pass & 1) << SORTD_STATUS_MARK_SHIFT : 0;
-    const cl_uint value_mask =
-        plan.marked ? (cl_uint{1} << SORTD_STATUS_MARK_SHIFT) - 1
-                    : (cl_uint{1} << (SORTD_STATUS_MARK_SHIFT + 1)) - 1;
+    const cl_uint value_mask = plan.status_value_mask;
     auto& kernel = order.unordered_first && pass == order.first
                        ? k.onesweep_unordered
                    : plan.late_ranked ? k.onesweep_late

@@ -27,13 +27,18 @@ RadixPassPlan PlanRadixPasses(const RadixSortPolicy& p, int key_bits,
   plan.tiles = DivUp(count, plan.tile);
   plan.radix = size_t{1} << p.radix_bits;
   plan.passes = DivUp(static_cast<size_t>(key_bits), p.radix_bits);
-  // The look-back's counts are 30 bits wide.
-  plan.one_launch = p.OneLaunch() && has_totals && count < (size_t{1} << 30);
+  // The look-back's counts are status_count_bits wide (RadixSortPolicy).
+  plan.one_launch = p.OneLaunch() && has_totals &&
+                    count <= (size_t{1} << p.status_count_bits);
   if (plan.one_launch) {
     plan.unordered_first = p.UnorderedFirst(with_index);
     plan.late_ranked = p.LateRanked(key_bits, with_index) &&
                        plan.tiles >= p.late_lookback_tiles_32;
     plan.marked = p.MarkedStatus(count);
+    const int value_bits =
+        plan.marked ? std::min(SORTD_STATUS_MARK_SHIFT, p.status_count_bits)
+                    : p.status_count_bits;
+    plan.status_value_mask = (uint32_t{1} << value_bits) - 1;
     plan.starts_bytes = plan.passes * plan.radix * 4;
     // Marked: one area for every pass, each pass's tile counter after it;
     // else one area and one counter, zeroed before every pass.

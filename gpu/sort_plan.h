@@ -10,6 +10,7 @@
 #define SORTD_GPU_SORT_PLAN_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "core/sorter.h"
@@ -33,6 +34,8 @@ struct RadixPassPlan {
   bool marked = false;      // one-launch: marked look-back statuses
   bool small = false;       // the short-array build of the kernels
   bool stream = false;      // the streaming-load build (stream_keys_32_min)
+  // One-launch: the mask of a look-back status word's count.
+  uint32_t status_value_mask = 0;
   // The first pass may leave a tile's keys of one digit in any order, where
   // the keys it reads are in none to keep (RawEnds::unordered).
   bool unordered_first = false;

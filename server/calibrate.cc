@@ -205,7 +205,7 @@ double DeviceCost(const Point& p, const std::vector<BatchPoint>& batched,
 // with the device's lanes busy (5.5G keys a second on the H200 host) or in
 // batches of four (4.3G) drained a backlog of 16K-key requests several
 // times faster than their batches ran, and overflowed up to 45% of them
-// into batches (docs/decisions/007-batching.md).
+// into batches (docs/decisions/025-routing-under-load.md).
 CostModel Models(const std::vector<Point>& points,
                  const std::vector<BatchPoint>& batched, bool cpu) {
   auto lone = [cpu](const Point& p) { return cpu ? p.cpu : p.gpu; };

@@ -32,7 +32,7 @@ class HostBufferPool {
   struct Options {
     // Smaller buffers come from the allocator; a pooled buffer is at
     // least this large (sortd's --host_pool_min_bytes: 256 KiB holds a
-    // 64K-key u32 request, docs/PERFORMANCE.md has the measured choice).
+    // 64K-key u32 request, decision 010 has the measured choice).
     size_t min_bytes = size_t{256} << 10;
     // Idle bytes kept for reuse; beyond, the buffers idle longest are freed.
     size_t max_idle_bytes = size_t{1} << 30;

@@ -42,7 +42,7 @@ size_t TrimHeap();
 // heap, and freed memory there until TrimHeap, instead of mapping and
 // unmapping each large block: gRPC's message buffers and the CPU path's
 // arrays are then reused without page faults (one 16M-key call on an H100
-// host: 99 -> 70 ms; docs/PERFORMANCE.md). Call once, before any thread
+// host: 99 -> 70 ms; decision 001). Call once, before any thread
 // starts; a no-op without glibc.
 void KeepLargeBlocksInHeap();
 

@@ -1411,6 +1411,65 @@ TEST(Algorithms, MarkedLookBackStatuses) {
               HasSubstr("status_prefetch needs an NVIDIA GPU"));
 }
 
+// One-launch passes take arrays of up to 2^status_count_bits keys, one
+// more than the status word's count holds: the last tile of such an array
+// can have a prefix that does not fit, and publishes none. Here the count
+// is 12 bits wide so that 4096 keys reach it (production: 30 bits, 2^30
+// keys); all-equal keys put every key in one digit, so the last tile's
+// prefix is 4096. Unmarked and marked statuses, both one-launch forms.
+TEST(Algorithms, LastTilePrefixWiderThanTheStatusCount) {
+  constexpr int kBits = 12;
+  constexpr size_t kMax = size_t{1} << kBits;
+  struct Config {
+    RadixPass pass;
+    TileRanking ranking;
+    size_t marked_max;
+  };
+  for (auto [pass, ranking, marked_max] :
+       {Config{RadixPass::kOneLaunch, TileRanking::kWorkItemCounters, 0},
+        {RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated,
+         size_t{1} << 28}}) {
+    OpenClEngine::Options options = CpuDevice();
+    EnginePolicy p = EnginePolicy::For(Engine().info());
+    p.radix = {.radix_bits = 8,
+               .local_bits = ranking == TileRanking::kWorkItemCounters ? 4 : 0,
+               .work_group = 64,
+               .items_32 = 8,
+               .items_64 = 4,
+               .items_32_keys = 16,
+               .items_64_keys = 8,
+               .pass = pass,
+               .ranking = ranking,
+               .marked_status_max = marked_max,
+               .status_count_bits = kBits};
+    const RadixPassPlan at = PlanRadixPasses(p.radix, 32, false, kMax, true);
+    ASSERT_TRUE(at.one_launch);
+    EXPECT_EQ(at.status_value_mask, kMax - 1);
+    EXPECT_EQ(at.marked, marked_max > 0);
+    EXPECT_FALSE(
+        PlanRadixPasses(p.radix, 32, false, kMax + 1, true).one_launch);
+    options.policy = p;
+    options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
+    SCOPED_TRACE(p.ToString());
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    for (size_t n : {kMax, kMax + 1}) {
+      const std::string what = absl::StrCat("n=", n);
+      for (Shape shape : {Shape::kAllEqual, Shape::kRandom}) {
+        CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 8),
+                  true, Extra::kPermutation, "u32 desc " + what);
+        CheckSort(**engine, sortd::testing::Generate<uint64_t>(shape, n, 10),
+                  false, Extra::kNone, "u64 " + what);
+      }
+    }
+  }
+  // The count must hold a tile's own count.
+  EnginePolicy narrow = EnginePolicy::For(Engine().info());
+  narrow.radix.status_count_bits = 4;
+  EXPECT_THAT(narrow.CheckFits(Engine().info()).message(),
+              HasSubstr("status_count_bits"));
+}
+
 // An engine on the OpenCL CPU device says so: its work is not labelled as
 // a GPU's.
 TEST(OpenClEngine, PathNamesTheKindOfDevice) {
