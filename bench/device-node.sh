@@ -29,6 +29,10 @@ J="$OUT/node.jsonl"
 SECS=${SECS:-6}
 P=${P:-4}
 C=${C:-8}
+# SECTIONS=shm: only the PCIe anchor, the engine alone and the
+# shared-memory loads.
+SECTIONS=${SECTIONS:-all}
+full() { [ "$SECTIONS" = all ]; }
 GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
   | tee "$OUT/node-summary.txt"
@@ -40,6 +44,7 @@ section() { echo "== [$(($(date +%s) - T0))s] $*"; }
 # sortd's logs come back with the results, whatever happens.
 trap 'cp /tmp/sortd-gpu*.log "$OUT"/ 2>/dev/null' EXIT
 
+if full; then
 section "1. iperf3 on loopback"
 for i in $(seq 0 7); do iperf3 -s -p $((5300 + i)) -D; done
 sleep 0.5
@@ -55,6 +60,7 @@ one = json.load(open("/tmp/iperf-one.json"))["end"]["sum_received"]["bits_per_se
 eight = sum(json.load(open(f"/tmp/iperf-{i}.json"))["end"]["sum_received"]["bits_per_second"] / 8 for i in range(8))
 print(json.dumps({"one_process_bytes_per_s": one, "eight_processes_bytes_per_s": eight}))
 PY
+fi
 
 section "4a. PCIe: pinned copies on each GPU, then every GPU at once"
 python3 bench/pcie-anchor.py --mib=1024 --reps=7 | tag pcie
@@ -108,15 +114,18 @@ load() {
   done
 }
 
-section "2. Echo, 16M keys, $P x $C"
 start_sortd gpu:0
+if full; then
+section "2. Echo, 16M keys, $P x $C"
 load echo16m "$P" --op=echo --sizes=16m --concurrency="$C" --duration=${SECS}s
 section "3. Sort, 16M keys, $P x $C, first GPU"
 load sort16m-gpu0 "$P" --op=sort --sizes=16m --concurrency="$C" \
   --duration=${SECS}s
+fi
 section "4. shared memory, first GPU"
 load shm-gpu0 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
   --shm_socket=/tmp/sortd-node/shm.sock
+if full; then
 section "5. mixed load, first GPU"
 load small-alone 1 --op=sort --sizes=1k --rate=800 --concurrency=64 \
   --duration=${SECS}s
@@ -130,12 +139,21 @@ L=$!
 load small-apart 1 --op=sort --sizes=1k --rate=800 --concurrency=45 \
   --duration=${SECS}s
 wait "$L"
+fi
 stop_sortd gpu0
+# The portable twin: regions left pageable, copied through staging.
+section "4. shared memory, first GPU, regions not page-locked"
+start_sortd gpu:0 --shm_pinned=false
+load shm-gpu0-pageable 1 --op=sort --sizes=16m --concurrency=16 \
+  --duration=${SECS}s --shm_socket=/tmp/sortd-node/shm.sock
+stop_sortd gpu0-pageable
 if [ "$GPUS" -gt 1 ]; then
-  section "3. Sort, 16M keys, $P x $C, every GPU"
   start_sortd gpu
-  load sort16m-all "$P" --op=sort --sizes=16m --concurrency="$C" \
-    --duration=${SECS}s
+  if full; then
+    section "3. Sort, 16M keys, $P x $C, every GPU"
+    load sort16m-all "$P" --op=sort --sizes=16m --concurrency="$C" \
+      --duration=${SECS}s
+  fi
   section "4. shared memory, every GPU"
   load shm-all 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
     --shm_socket=/tmp/sortd-node/shm.sock
@@ -155,10 +173,11 @@ def load(tag):
             "requests_per_s": sum(r["requests_per_s"] for r in rs),
             "errors": sum(r["errors"] for r in rs), "requests": req,
             "cpu_ms_per_request": cpu * 1e3 / max(req, 1), "rows": rs}
-ip = next(r for r in rows if r["tag"] == "iperf")
-eight = ip["eight_processes_bytes_per_s"]
-print(f"1. loopback: iperf3 one process {ip['one_process_bytes_per_s']/1e9:.1f} GB/s, "
-      f"eight {eight/1e9:.1f} GB/s")
+ip = next((r for r in rows if r["tag"] == "iperf"), None)
+eight = ip["eight_processes_bytes_per_s"] if ip else None
+if ip:
+    print(f"1. loopback: iperf3 one process {ip['one_process_bytes_per_s']/1e9:.1f} GB/s, "
+          f"eight {eight/1e9:.1f} GB/s")
 echo = load("echo16m")
 def line(name, l, anchor=None, anchor_name=""):
     if l is None:
@@ -168,15 +187,17 @@ def line(name, l, anchor=None, anchor_name=""):
           f"{l['errors']} errors, sortd {l['cpu_ms_per_request']:.1f} CPU-ms a request{ratio}")
 print("2. Echo 16M:"); line("echo", echo, eight, "eight iperf3 processes")
 print("3. Sort 16M:")
-line("first GPU", load("sort16m-gpu0"), echo["bytes_per_s"], "Echo")
-line("every GPU", load("sort16m-all"), echo["bytes_per_s"], "Echo")
+line("first GPU", load("sort16m-gpu0"), echo and echo["bytes_per_s"], "Echo")
+line("every GPU", load("sort16m-all"), echo and echo["bytes_per_s"], "Echo")
 print("4. shared memory, 16M u32, 16 calls:")
 engines = [r for r in rows if r["tag"].startswith("engine-gpu")]
 for e in engines:
     print(f"   engine host-to-host on {e['tag'][7:]}: {e['e2e_ms']:.2f} ms "
           f"({2 * 64 * 2**20 / (e['e2e_ms'] / 1e3) / 1e9:.1f} GB/s both ways)")
 s0, sa = load("shm-gpu0"), load("shm-all")
-for name, s in (("first GPU", s0), ("every GPU", sa)):
+sp = load("shm-gpu0-pageable")
+for name, s in (("first GPU", s0), ("every GPU", sa),
+                ("first GPU, regions pageable", sp)):
     if s is not None:
         print(f"   {name}: {s['requests_per_s']:.1f} req/s = "
               f"{s['requests_per_s'] * 2 * 64 * 2**20 / 1e9:.1f} GB/s both ways; "
@@ -193,6 +214,8 @@ def shm_bytes(s):
     return s["requests_per_s"] * 2 * 64 * 2**20
 if s0 and 0 in alone:
     print(f"   first GPU: {shm_bytes(s0)/alone[0]['duplex_bytes_per_s']:.2f}x its duplex")
+if sp and 0 in alone:
+    print(f"   first GPU, regions pageable: {shm_bytes(sp)/alone[0]['duplex_bytes_per_s']:.2f}x its duplex")
 if sa and together:
     print(f"   every GPU: {shm_bytes(sa)/together:.2f}x their duplex together")
 if s0 and sa:

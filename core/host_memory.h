@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace sortd {
 
@@ -21,6 +22,13 @@ class HostMemory {
   // How many bytes Allocate could still give out now: a memory with a cap
   // (page-locked memory) says how far it is from it; SIZE_MAX: no cap.
   virtual size_t Available() const { return SIZE_MAX; }
+  // Makes the caller's `bytes` at `data` (page-aligned, and mapped until
+  // the handle is let go) memory that transfers read and write directly,
+  // as if Allocate had given it; null where that cannot be done (transfers
+  // then copy through staging). Safe to call from many threads at once.
+  virtual std::shared_ptr<void> Adopt(void* /*data*/, size_t /*bytes*/) {
+    return nullptr;
+  }
 };
 
 }  // namespace sortd

@@ -73,13 +73,46 @@ void PinnedHostMemory::Free(void* data, size_t /*bytes*/) {
   }
 }
 
+std::shared_ptr<void> PinnedHostMemory::Adopt(void* data, size_t bytes) {
+  if (data == nullptr || bytes == 0) return nullptr;
+  cl_int err = CL_SUCCESS;
+  cl::Buffer buffer(context_, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes,
+                    data, &err);
+  if (err != CL_SUCCESS) return nullptr;
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  try {
+    std::shared_ptr<PinnedHostMemory> self = shared_from_this();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!adopted_.try_emplace(address, Block{buffer, bytes}).second) {
+        return nullptr;  // adopted already: the first handle rules
+      }
+    }
+    return std::shared_ptr<void>(data, [self, address](void*) {
+      Block block;  // released after the lock
+      std::lock_guard<std::mutex> lock(self->mu_);
+      auto it = self->adopted_.find(address);
+      if (it == self->adopted_.end()) return;
+      block = std::move(it->second);
+      self->adopted_.erase(it);
+    });
+  } catch (const std::exception&) {  // bad_alloc, or bad_weak_ptr
+    std::lock_guard<std::mutex> lock(mu_);
+    adopted_.erase(address);
+    return nullptr;
+  }
+}
+
 bool PinnedHostMemory::Holds(const void* data, size_t bytes) const {
   const auto address = reinterpret_cast<uintptr_t>(data);
+  auto within = [&](const std::map<uintptr_t, Block>& ranges) {
+    auto it = ranges.upper_bound(address);
+    if (it == ranges.begin()) return false;
+    it = std::prev(it);
+    return address + bytes <= it->first + it->second.bytes;
+  };
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = blocks_.upper_bound(address);
-  if (it == blocks_.begin()) return false;
-  it = std::prev(it);
-  return address + bytes <= it->first + it->second.bytes;
+  return within(blocks_) || within(adopted_);
 }
 
 size_t PinnedHostMemory::Available() const {

@@ -5,11 +5,15 @@
 // the array each way on the host.
 //
 // Each block is a CL_MEM_ALLOC_HOST_PTR buffer kept mapped: the way OpenCL
-// drivers (NVIDIA's among them) hand out pinned memory. The object keeps its
-// context alive, so blocks may be freed after the engine is gone. It gives
-// out at most `max_bytes` at once; beyond, Allocate returns null and the
-// caller takes pageable memory: on the H200 host NVIDIA's transfers slowed
-// down as more memory was page-locked (4M-key sorts from closed-loop
+// drivers (NVIDIA's among them) hand out pinned memory. Adopt takes memory
+// the caller mapped (a client's shared-memory region) under a
+// CL_MEM_USE_HOST_PTR buffer: NVIDIA's driver then page-locks it, and
+// transfers from and to it run at pinned speed (on the H200, 55 GB/s each
+// way against 7-14 GB/s from the same pages unadopted; decision 026). The
+// object keeps its context alive, so blocks may be freed after the engine is
+// gone. It gives out at most `max_bytes` at once; beyond, Allocate returns null
+// and the caller takes pageable memory: on the H200 host NVIDIA's transfers
+// slowed down as more memory was page-locked (4M-key sorts from closed-loop
 // clients' page-locked arrays: 16 clients, 1 GiB, p99 6.1-7.1 ms; 32, 2
 // GiB, 119-155 ms; 64, 4 GiB, none answered in 1.5 s; docs/decisions/
 // 010-pinned-host-buffers.md).
@@ -32,7 +36,9 @@
 
 namespace sortd::gpu {
 
-class PinnedHostMemory final : public HostMemory {
+class PinnedHostMemory final
+    : public HostMemory,
+      public std::enable_shared_from_this<PinnedHostMemory> {
  public:
   static absl::StatusOr<std::shared_ptr<PinnedHostMemory>> Create(
       cl::Context context, cl::Device device, size_t max_bytes = SIZE_MAX);
@@ -41,8 +47,10 @@ class PinnedHostMemory final : public HostMemory {
   void* Allocate(size_t bytes) override;
   void Free(void* data, size_t bytes) override;
   size_t Available() const override;
+  std::shared_ptr<void> Adopt(void* data, size_t bytes) override;
 
-  // Whether [data, data + bytes) lies inside one block given out here.
+  // Whether [data, data + bytes) lies inside one block given out or
+  // adopted here.
   bool Holds(const void* data, size_t bytes) const;
 
   struct Stats {
@@ -65,9 +73,10 @@ class PinnedHostMemory final : public HostMemory {
   cl::CommandQueue queue_;  // maps and unmaps only
   const size_t max_bytes_;
   mutable std::mutex mu_;
-  std::map<uintptr_t, Block> blocks_;  // by address
-  size_t bytes_ = 0;                   // in blocks given out
-  size_t reserved_ = 0;                // bytes_ and blocks being made
+  std::map<uintptr_t, Block> blocks_;   // by address
+  std::map<uintptr_t, Block> adopted_;  // by address, not counted in bytes_
+  size_t bytes_ = 0;                    // in blocks given out
+  size_t reserved_ = 0;                 // bytes_ and blocks being made
 };
 
 }  // namespace sortd::gpu

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -223,6 +224,24 @@ void UsePinnedMemory(const std::vector<DeviceSlot>& engines, bool pinned,
     LogLine("host buffers: page-locked for %s\n",
             engines.front().engine->device_name().c_str());
   }
+}
+
+void PinRegions(const std::vector<DeviceSlot>& engines, bool pinned,
+                RegionRegistry& regions) {
+  if (!pinned || !regions.enabled()) return;
+  std::vector<std::shared_ptr<HostMemory>> memories;
+  for (const DeviceSlot& slot : engines) {
+    std::shared_ptr<HostMemory> memory = slot.engine->host_memory();
+    if (memory != nullptr && absl::c_find(memories, memory) == memories.end()) {
+      memories.push_back(std::move(memory));
+    }
+  }
+  if (memories.empty()) return;
+  LogLine(
+      "shared-memory regions: adopted by the host memory of %zu "
+      "device(s) (--shm_pinned)\n",
+      memories.size());
+  regions.PinWith(std::move(memories));
 }
 
 void LogEngines(const Sorter& cpu, const std::vector<DeviceSlot>& engines) {

@@ -19,6 +19,7 @@
 #include "gpu/opencl_engine.h"
 #include "server/host_buffers.h"
 #include "server/scheduler.h"
+#include "server/shared_memory.h"
 
 namespace sortd {
 
@@ -54,6 +55,12 @@ absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(const std::string& flag,
 // (--host_pool_pinned) and its engine has such memory.
 void UsePinnedMemory(const std::vector<DeviceSlot>& engines, bool pinned,
                      HostBufferPool& host_buffers);
+
+// Shared-memory regions adopted by every device's host memory
+// (RegionRegistry::PinWith), so that their arrays move between the region
+// and the device without staging, when `pinned` (--shm_pinned).
+void PinRegions(const std::vector<DeviceSlot>& engines, bool pinned,
+                RegionRegistry& regions);
 
 // Logs the engines requests run on: the CPU path's, then each device's.
 void LogEngines(const Sorter& cpu, const std::vector<DeviceSlot>& engines);

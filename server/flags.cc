@@ -158,6 +158,12 @@ ABSL_FLAG(std::string, shm_socket, "",
 ABSL_FLAG(int64_t, shm_max_bytes, int64_t{16} << 30,
           "Resident bytes all registered shared-memory regions may hold "
           "together.");
+ABSL_FLAG(bool, shm_pinned, true,
+          "Page-lock shared-memory regions for every GPU's transfers "
+          "(OpenCL buffers over the region's pages), so that their arrays "
+          "move between the region and the device without the copy through "
+          "staging. The pages are the client's and stay charged against "
+          "--shm_max_bytes; false: regions stay pageable.");
 ABSL_FLAG(int32_t, shm_max_connections, 256,
           "Clients connected to --shm_socket at once, at most.");
 ABSL_FLAG(absl::Duration, shm_idle_timeout, absl::Seconds(10),
@@ -220,14 +226,15 @@ ABSL_FLAG(int, full_pipeline_depth, 3,
           "16; at most "
           "--pipeline_depth: none more). OpenCL CPU devices keep "
           "--pipeline_depth.");
-ABSL_FLAG(int64_t, split_min_keys, int64_t{1} << 27,
+ABSL_FLAG(int64_t, split_min_keys, 0,
           "A sort through shared memory (--shm_socket) of at least this "
           "many keys is cut across its device and another of the same kind "
           "(path, vendor, driver, name) up with nothing in flight, each "
           "sorting a part at once, and the parts merged on the CPU into the "
           "region, when there is such another device and each part fits one "
-          "device run (0: never). The default is a starting value: set it "
-          "from bench/device-split.sh on the host.");
+          "device run. 0 (the default): never; on the two-GPU H200 host a "
+          "2^30-key split took longer than one GPU (docs/decisions/"
+          "019-split-sort.md).");
 ABSL_FLAG(int64_t, split_scratch_bytes, 0,
           "Idle host scratch of sorts cut across the devices "
           "(--split_min_keys) kept for the next one, in bytes (one mapping "
@@ -565,6 +572,7 @@ absl::StatusOr<SortdOptions> SortdOptionsFromFlags() {
                        .max_idle_bytes = static_cast<size_t>(
                            absl::GetFlag(FLAGS_host_pool_bytes))},
       .host_pool_pinned = absl::GetFlag(FLAGS_host_pool_pinned),
+      .shm_pinned = absl::GetFlag(FLAGS_shm_pinned),
       .regions = {.enabled = !shm_socket.empty(),
                   .max_bytes = static_cast<size_t>(std::max<int64_t>(
                       0, absl::GetFlag(FLAGS_shm_max_bytes)))},

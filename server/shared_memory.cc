@@ -98,7 +98,35 @@ absl::Status CheckRegionFd(int fd, size_t* size, size_t* resident) {
 Region::Region(std::byte* base, size_t size, size_t charged)
     : base_(base), size_(size), charged_(charged) {}
 
-Region::~Region() { munmap(base_, size_); }
+Region::~Region() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    adoptions_.clear();  // no device may still treat the pages as its own
+  }
+  munmap(base_, size_);
+}
+
+int Region::AdoptInto(
+    const std::vector<std::shared_ptr<HostMemory>>& memories) {
+  int adopted = 0;
+  for (const std::shared_ptr<HostMemory>& memory : memories) {
+    std::shared_ptr<void> handle = memory->Adopt(base_, size_);
+    if (handle == nullptr) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      adoptions_.push_back(std::move(handle));
+      ++adopted;
+    } catch (const std::bad_alloc&) {
+      // The handle lets go here: that device copies through staging.
+    }
+  }
+  return adopted;
+}
+
+int Region::adopted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(adoptions_.size());
+}
 
 absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
   if (!enabled()) {
@@ -149,8 +177,17 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
     mapped_bytes_ -= charged;
     return absl::ResourceExhaustedError("no memory to register a region");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  regions_.emplace(*token, std::move(region));
+  std::vector<std::shared_ptr<HostMemory>> pin_with;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    pin_with = pin_with_;
+    regions_.emplace(*token, region);
+  } catch (const std::bad_alloc&) {
+    std::lock_guard<std::mutex> lock(mu_);  // unmapped as `region` goes
+    mapped_bytes_ -= charged;
+    return absl::ResourceExhaustedError("no memory to register a region");
+  }
+  region->AdoptInto(pin_with);
   return Registered{.token = *std::move(token), .bytes = size};
 }
 
@@ -158,6 +195,19 @@ std::shared_ptr<Region> RegionRegistry::Find(const std::string& token) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = regions_.find(token);
   return it == regions_.end() ? nullptr : it->second;
+}
+
+void RegionRegistry::PinWith(
+    std::vector<std::shared_ptr<HostMemory>> memories) {
+  std::vector<std::shared_ptr<Region>> registered;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pin_with_ = memories;
+    for (const auto& [token, region] : regions_) registered.push_back(region);
+  }
+  for (const std::shared_ptr<Region>& region : registered) {
+    region->AdoptInto(memories);
+  }
 }
 
 void RegionRegistry::Unregister(const std::string& token) {

@@ -16,6 +16,11 @@
 // own account). Regions are charged by those resident bytes against
 // --shm_max_bytes, and their number is bounded.
 //
+// With PinWith, every region is also adopted by each device's host memory
+// (HostMemory::Adopt: page-locked for that device's transfers, which then
+// read and write the region directly instead of through staging) until it
+// is unmapped.
+//
 //   RegionRegistry registry({.max_bytes = 1 << 30});
 //   absl::StatusOr<RegionRegistry::Registered> r = registry.Register(fd);
 //   std::shared_ptr<Region> region = registry.Find(r->token);  // or null
@@ -28,10 +33,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/host_memory.h"
 
 namespace sortd {
 
@@ -49,10 +56,18 @@ class Region {
   // registered (every page of it, since sparse files are refused).
   size_t charged() const { return charged_; }
 
+  // Has each of `memories` adopt the region (HostMemory::Adopt) until it
+  // is unmapped; returns how many did.
+  int AdoptInto(const std::vector<std::shared_ptr<HostMemory>>& memories);
+  int adopted() const;
+
  private:
   std::byte* base_;
   size_t size_;
   size_t charged_;
+  mutable std::mutex mu_;
+  // Let go before the unmapping.
+  std::vector<std::shared_ptr<void>> adoptions_ ABSL_GUARDED_BY(mu_);
 };
 
 class RegionRegistry {
@@ -83,6 +98,11 @@ class RegionRegistry {
   std::shared_ptr<Region> Find(const std::string& token) const;
   void Unregister(const std::string& token);
 
+  // Regions registered from now on, and those registered already, are
+  // adopted by each of `memories` (one per device) for as long as they are
+  // mapped. A memory that cannot adopt a region leaves it to staging.
+  void PinWith(std::vector<std::shared_ptr<HostMemory>> memories);
+
   size_t mapped_bytes() const;
   size_t regions() const;
 
@@ -91,6 +111,7 @@ class RegionRegistry {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Region>> regions_ ABSL_GUARDED_BY(mu_);
   size_t mapped_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::shared_ptr<HostMemory>> pin_with_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sortd

@@ -186,6 +186,7 @@ int Serve() {
     return Fail(engines.status());
   }
   sortd::UsePinnedMemory(*engines, o.host_pool_pinned, host_buffers);
+  sortd::PinRegions(*engines, o.shm_pinned, regions);
   // The CPU path serves small requests, spills and failovers.
   sortd::CpuSorter cpu(o.cpu);
   SetUpRouting(cpu, *engines, o);

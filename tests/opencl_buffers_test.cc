@@ -2,6 +2,7 @@
 // staging ring, and the program-binary cache (corrupt entries included).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -196,6 +197,57 @@ TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
   auto plain = OpenClEngine::Create(options);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ((*plain)->host_memory(), nullptr);
+}
+
+// Memory the caller mapped (a client's shared-memory region), once
+// adopted, is transferred straight like the engine's own page-locked
+// blocks; once the handle is let go it goes through staging again. The
+// same range cannot be adopted twice at once.
+TEST(Buffers, AdoptedMemorySkipsTheStagingRing) {
+  OpenClEngine::Options options = CpuDevice();
+  options.staging.chunk_bytes = 4096;
+  PinnedEngine e;
+  ASSERT_NO_FATAL_FAILURE(MakePinnedEngine(options, &e));
+  const size_t n = 50'000, bytes = n * 4;
+  const size_t size = 2 * bytes + 4096;
+  void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  auto* base = static_cast<std::byte*>(mapped);
+  const auto keys = sortd::testing::Generate<uint32_t>(Shape::kRandom, n, 11);
+  std::vector<uint32_t> want = keys;
+  std::sort(want.begin(), want.end());
+
+  EXPECT_FALSE(e.pinned->Holds(base, bytes));
+  std::shared_ptr<void> adopted = e.memory->Adopt(base, size);
+  ASSERT_NE(adopted, nullptr);
+  EXPECT_EQ(e.memory->Adopt(base, size), nullptr) << "adopted twice";
+  EXPECT_TRUE(e.pinned->Holds(base + bytes, bytes));
+  EXPECT_FALSE(e.pinned->Holds(base + bytes, size)) << "runs past it";
+  EXPECT_EQ(e.pinned->stats().bytes, 0u) << "not counted as given out";
+  for (bool held : {true, false}) {
+    if (!held) adopted.reset();
+    EXPECT_EQ(e.pinned->Holds(base, bytes), held);
+    std::memcpy(base, keys.data(), bytes);
+    const OpenClEngine::TransferStats before = e.engine->transfer_stats();
+    SortJob job{.key_type = KeyType::kU32,
+                .count = n,
+                .keys = base,
+                .keys_out = base + bytes};
+    ASSERT_TRUE(e.engine->Sort(job).ok());
+    const OpenClEngine::TransferStats after = e.engine->transfer_stats();
+    if (held) {
+      EXPECT_EQ(after.direct_bytes - before.direct_bytes, 2 * bytes);
+      EXPECT_EQ(after.staged_bytes, before.staged_bytes);
+    } else {
+      EXPECT_EQ(after.staged_bytes - before.staged_bytes, 2 * bytes);
+      EXPECT_EQ(after.direct_bytes, before.direct_bytes);
+    }
+    std::vector<uint32_t> got(n);
+    std::memcpy(got.data(), base + bytes, bytes);
+    ASSERT_EQ(got, want) << (held ? "adopted" : "let go");
+  }
+  munmap(mapped, size);
 }
 
 // A keys-only sort by picked digits of under 1 MiB downloads its keys

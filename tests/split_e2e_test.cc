@@ -88,6 +88,20 @@ class SplitE2E : public ::testing::Test {
   std::string dir_;
 };
 
+// With --shm_pinned=false regions stay pageable: the arrays go through
+// staging, and the answers are the same.
+TEST_F(SplitE2E, PageableRegionsSortAlike) {
+  ServerProcess server(Args({"--shm_pinned=false"}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  const std::vector<uint32_t> keys = testing::Generate<uint32_t>(
+      testing::Shape::kRandom, kSplitMin * 2 + 5, 21);
+  const v1::ServedBy by = SortInRegion(*client, keys, true);
+  EXPECT_EQ(by.path(), v1::EXECUTION_PATH_OPENCL_CPU);
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+  EXPECT_THAT(server.Output(), ::testing::Not(HasSubstr("regions: adopted")));
+}
+
 // A sort of split_min_keys or more is answered by both devices (its
 // served_by names both, and two device runs), a shorter one by one; both
 // right, the metrics show the split's stages. The second split sorts in
@@ -118,6 +132,9 @@ TEST_F(SplitE2E, SharedMemorySortIsSplitAcrossTwoDevices) {
   EXPECT_THAT(body, HasSubstr("kernel=\"split_sort\",stage=\"host_merge\""))
       << body;
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
+  // Regions are page-locked for both devices (--shm_pinned, on by default).
+  EXPECT_THAT(server.Output(),
+              HasSubstr("regions: adopted by the host memory of 2 device(s)"));
 }
 
 // Both devices lost during their parts: nothing half-sorted reaches the
