@@ -1325,6 +1325,22 @@ TEST(OpenClEngine, PolicyOverridesApplyAfterThePolicyIsChosen) {
   EXPECT_THAT(s.message(), HasSubstr("no_such_knob"));
 }
 
+// A radix policy of small tiles (8-bit digits, 64 work-items) with one-
+// launch passes of the given form: the CPU device's tests of look-back
+// statuses set their knobs on it.
+RadixSortPolicy SmallOneLaunchTiles(RadixPass pass, TileRanking ranking) {
+  return {.radix_bits = 8,
+          .local_bits = ranking == TileRanking::kWorkItemCounters ? 4 : 0,
+          .work_group = 64,
+          .items_32 = 8,
+          .items_64 = 4,
+          .items_32_keys = 16,
+          .items_64_keys = 8,
+          .bank_pad = true,
+          .pass = pass,
+          .ranking = ranking};
+}
+
 // Marked look-back statuses (one area zeroed once per sort, each pass's
 // words marked with its parity) under both one-launch pass forms, and the
 // digit count's unrolled loads (3: a remainder loop too). Keys whose odd
@@ -1350,21 +1366,11 @@ TEST(Algorithms, MarkedLookBackStatuses) {
          false}}) {
     OpenClEngine::Options options = CpuDevice();
     EnginePolicy p = EnginePolicy::For(Engine().info());
-    p.radix = {.radix_bits = 8,
-               .local_bits = ranking == TileRanking::kWorkItemCounters ? 4 : 0,
-               .work_group = 64,
-               .items_32 = 8,
-               .items_64 = 4,
-               .items_32_keys = 16,
-               .items_64_keys = 8,
-               .bank_pad = true,
-               .pass = pass,
-               .ranking = ranking,
-               .direct_place_32 = direct_place,
-               .direct_place_64 = direct_place,
-               .count_unroll = count_unroll,
-               .marked_status_max = size_t{1} << 28,
-               .status_prefetch = prefetch};
+    p.radix = SmallOneLaunchTiles(pass, ranking);
+    p.radix.direct_place_32 = p.radix.direct_place_64 = direct_place;
+    p.radix.count_unroll = count_unroll;
+    p.radix.marked_status_max = size_t{1} << 28;
+    p.radix.status_prefetch = prefetch;
     options.policy = p;
     options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
     SCOPED_TRACE(p.ToString());
@@ -1431,17 +1437,9 @@ TEST(Algorithms, LastTilePrefixWiderThanTheStatusCount) {
          size_t{1} << 28}}) {
     OpenClEngine::Options options = CpuDevice();
     EnginePolicy p = EnginePolicy::For(Engine().info());
-    p.radix = {.radix_bits = 8,
-               .local_bits = ranking == TileRanking::kWorkItemCounters ? 4 : 0,
-               .work_group = 64,
-               .items_32 = 8,
-               .items_64 = 4,
-               .items_32_keys = 16,
-               .items_64_keys = 8,
-               .pass = pass,
-               .ranking = ranking,
-               .marked_status_max = marked_max,
-               .status_count_bits = kBits};
+    p.radix = SmallOneLaunchTiles(pass, ranking);
+    p.radix.marked_status_max = marked_max;
+    p.radix.status_count_bits = kBits;
     const RadixPassPlan at = PlanRadixPasses(p.radix, 32, false, kMax, true);
     ASSERT_TRUE(at.one_launch);
     EXPECT_EQ(at.status_value_mask, kMax - 1);
