@@ -285,7 +285,8 @@ absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(
     keys = cli::ParseKeys(type, *text);
     if (!keys.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          absl::GetFlag(FLAGS_input), ": ", keys.status().message()));
+          absl::GetFlag(FLAGS_input), ": ", keys.status().message(),
+          " (--type ", sortd::KeyTypeName(type), ")"));
     }
   } else {
     progress.Step("generating keys");
@@ -462,7 +463,8 @@ int RunTranspose() {
     absl::StatusOr<std::string> words = sortd::cli::ParseWords(*text);
     if (!words.ok()) {
       return LocalError(absl::InvalidArgumentError(absl::StrCat(
-          absl::GetFlag(FLAGS_input), ": ", words.status().message())));
+          absl::GetFlag(FLAGS_input), ": ", words.status().message(),
+          " (transpose reads uint32 rows)")));
     }
     request.set_matrices(std::move(*words));
   } else {

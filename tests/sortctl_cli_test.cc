@@ -221,6 +221,7 @@ TEST(SortctlCli, LocalFailuresPrintAsSortctlAndExitFour) {
        "cannot read /nonexistent/sortctl_keys.txt"},
       {"sort --type=u32 --input=" + bad_keys,
        bad_keys + ": number 4 (\"abc\")"},
+      {"sort --type=f32 --input=" + bad_keys, "(--type f32)"},
       {"sort --type=i64 --input=" + bad_keys,
        bad_keys + ": number 4 (\"abc\")"},
       {"transpose --input=" + bad_rows, bad_rows + ": number 2 (\"0xZZ\")"},
