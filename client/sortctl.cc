@@ -7,11 +7,15 @@
 //   sortctl bench --sizes 1k:70,64k:25,16m:5 --concurrency 64 --duration 60s
 //   sortctl bench --op echo --sizes 16m --concurrency 1 --requests 20
 //
-// Exit status: 0 success; 1 the call failed (the gRPC status code and
-// message are printed) or an input could not be read (bench: no request was
-// answered, or more than half of its calls failed); 2 bad usage (an unknown
-// command, flag or value; a missing or conflicting argument); 3 the answer
-// did not match the local reference (--verify; bench: a sampled answer).
+// --target defaults to $SORTD_TARGET when that is set and not empty.
+//
+// Exit status: 0 success; 1 a call returned an error status, printed as
+// "server: CODE: message" (bench: no request was answered, or more than
+// half of its calls failed); 2 bad usage (an unknown command, flag or value;
+// a missing or conflicting argument); 3 the answer did not match the local
+// reference (--verify; bench: a sampled answer); 4 a local failure, printed
+// as "sortctl: message" (an input that cannot be read or parsed, an output
+// that cannot be written, a TLS file that cannot be loaded).
 #include <malloc.h>
 
 #include <atomic>
@@ -48,7 +52,8 @@ using sortd::cli::WriteOutput;
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "sortd address: host:port, or a gRPC target such as "
-          "dns:///sortd.example:50051");
+          "dns:///sortd.example:50051; when not given, $SORTD_TARGET if that "
+          "is set and not empty, else this default");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of the call");
 ABSL_FLAG(std::string, tls_ca, "",
           "TLS: PEM file of the CA that signed sortd's certificate (turns "
@@ -140,16 +145,10 @@ ABSL_FLAG(int64_t, split_bytes, int64_t{16} << 20,
 
 namespace {
 
-using cli::kExitCallFailed;
 using cli::kExitMismatch;
+using cli::LocalError;
+using cli::ServerError;
 using cli::Usage;
-
-int Failed(const absl::Status& status) {
-  std::fprintf(stderr, "sortctl: error: %s: %s\n",
-               absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
-  return kExitCallFailed;
-}
 
 // The flags every command uses to reach the server. Empty when they are
 // fine, else the usage message.
@@ -284,6 +283,11 @@ absl::StatusOr<sortd::v1::SortRequest> BuildSortRequest(
     if (!text.ok()) return text.status();
     progress.Step("parsing keys");
     keys = cli::ParseKeys(type, *text);
+    if (!keys.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          absl::GetFlag(FLAGS_input), ": ", keys.status().message(),
+          " (--type ", sortd::KeyTypeName(type), ")"));
+    }
   } else {
     progress.Step("generating keys");
     keys = cli::RandomKeys(type, absl::GetFlag(FLAGS_random),
@@ -405,9 +409,9 @@ int RunSort() {
   Progress progress(absl::GetFlag(FLAGS_json));
   absl::StatusOr<sortd::v1::SortRequest> request =
       BuildSortRequest(*key_type, *value_type, progress);
-  if (!request.ok()) return Failed(request.status());
+  if (!request.ok()) return LocalError(request.status());
   auto client = Connect();
-  if (!client.ok()) return Failed(client.status());
+  if (!client.ok()) return LocalError(client.status());
 
   const std::string* keys;
   const sortd::KeyType type = sortd::cli::KeysOf(*request, &keys);
@@ -424,7 +428,7 @@ int RunSort() {
       },
       absl::StrCat("sorting ", n, " keys on ", absl::GetFlag(FLAGS_target)));
   const double wall_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-  if (!response.ok()) return Failed(response.status());
+  if (!response.ok()) return ServerError(response.status());
 
   Summary summary = SortSummary(*response, n, type, stream, wall_ms);
   if (absl::GetFlag(FLAGS_verify)) {
@@ -441,7 +445,7 @@ int RunSort() {
   if (!absl::GetFlag(FLAGS_output).empty()) {
     absl::Status s = WriteOutput(absl::GetFlag(FLAGS_output),
                                  SortOutputText(*request, *response));
-    if (!s.ok()) return Failed(s);
+    if (!s.ok()) return LocalError(s);
   }
   PrintSummary(summary);
   return 0;
@@ -455,9 +459,13 @@ int RunTranspose() {
   sortd::v1::TransposeRequest request;
   if (!absl::GetFlag(FLAGS_input).empty()) {
     absl::StatusOr<std::string> text = ReadInput(absl::GetFlag(FLAGS_input));
-    if (!text.ok()) return Failed(text.status());
+    if (!text.ok()) return LocalError(text.status());
     absl::StatusOr<std::string> words = sortd::cli::ParseWords(*text);
-    if (!words.ok()) return Failed(words.status());
+    if (!words.ok()) {
+      return LocalError(absl::InvalidArgumentError(absl::StrCat(
+          absl::GetFlag(FLAGS_input), ": ", words.status().message(),
+          " (transpose reads uint32 rows)")));
+    }
     request.set_matrices(std::move(*words));
   } else {
     request.set_matrices(sortd::cli::RandomWords(
@@ -465,14 +473,14 @@ int RunTranspose() {
         absl::GetFlag(FLAGS_seed)));
   }
   auto client = Connect();
-  if (!client.ok()) return Failed(client.status());
+  if (!client.ok()) return LocalError(client.status());
   const size_t count = request.matrices().size() / 128;
   const absl::Time start = absl::Now();
   auto response = CallWithProgress<sortd::v1::TransposeResponse>(
       progress, [&] { return (*client)->Transpose(request); },
       absl::StrCat("transposing ", count, " matrices"));
   const double wall_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-  if (!response.ok()) return Failed(response.status());
+  if (!response.ok()) return ServerError(response.status());
 
   Summary summary{.command = "transpose",
                   .description = absl::StrCat(count, " 32x32 bit matrices"),
@@ -498,7 +506,7 @@ int RunTranspose() {
       absl::StrAppendFormat(&text, "0x%08x\n", row);
     }
     absl::Status s = WriteOutput(absl::GetFlag(FLAGS_output), text);
-    if (!s.ok()) return Failed(s);
+    if (!s.ok()) return LocalError(s);
   }
   PrintSummary(summary);
   return 0;
@@ -506,9 +514,9 @@ int RunTranspose() {
 
 int RunHealth() {
   auto client = Connect();
-  if (!client.ok()) return Failed(client.status());
+  if (!client.ok()) return LocalError(client.status());
   absl::Status s = (*client)->CheckHealth();
-  if (!s.ok()) return Failed(s);
+  if (!s.ok()) return ServerError(s);
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("{\"command\":\"health\",\"status\":\"SERVING\"}\n");
   } else {
@@ -599,8 +607,10 @@ int RunBench() {
   if (!options.ok()) return Usage(std::string(options.status().message()));
   const cli::BenchOptions& o = *options;
   auto client = Connect();
-  if (!client.ok()) return Failed(client.status());
-  if (absl::Status h = (*client)->CheckHealth(); !h.ok()) return Failed(h);
+  if (!client.ok()) return LocalError(client.status());
+  if (absl::Status h = (*client)->CheckHealth(); !h.ok()) {
+    return ServerError(h);
+  }
   Progress progress(absl::GetFlag(FLAGS_json));
   const std::string bound =
       o.duration > absl::ZeroDuration()
@@ -613,7 +623,7 @@ int RunBench() {
             r.all.ok, r.all.ok / std::max(seconds, 1e-9), r.all.errors));
       });
   progress.Clear();
-  if (!report.ok()) return Failed(report.status());
+  if (!report.ok()) return ServerError(report.status());
   std::fputs(cli::FormatReport(o, *report, absl::GetFlag(FLAGS_json)).c_str(),
              stdout);
   const cli::BenchVerdict verdict = cli::JudgeBench(*report);
@@ -635,6 +645,12 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
   cli::SetUsageMessages();
+  // $SORTD_TARGET stands in for the built-in default; a --target on the
+  // command line, parsed after, still wins.
+  if (const char* env = std::getenv(cli::kTargetEnv);
+      env != nullptr && *env != '\0') {
+    absl::SetFlag(&FLAGS_target, std::string(env));
+  }
   if (int help = cli::CommandHelp(argc, argv); help >= 0) return help;
   std::vector<char*> args = cli::ParseFlags(argc, argv);
   if (args.size() < 2) {

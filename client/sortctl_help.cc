@@ -24,7 +24,46 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
+int LocalError(const absl::Status& status) {
+  std::fprintf(stderr, "sortctl: %s\n", std::string(status.message()).c_str());
+  return kExitLocal;
+}
+
+int ServerError(const absl::Status& status) {
+  std::fprintf(stderr, "server: %s: %s\n",
+               absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return kExitCallFailed;
+}
+
 namespace {
+
+// The exit codes and the two forms of error message, for the help texts.
+constexpr char kExitStatusText[] =
+    "Exit status:\n"
+    "  0  success\n"
+    "  1  a call returned an error status, printed as 'server: CODE: "
+    "message'\n"
+    "     (the code may come from the gRPC channel: UNAVAILABLE when nothing\n"
+    "     answers); bench: no request was answered, or more than half of "
+    "the\n"
+    "     calls failed\n"
+    "  2  bad usage: an unknown command, flag or value, a missing or "
+    "conflicting\n"
+    "     argument; nothing was sent\n"
+    "  3  the answer (bench: a sampled answer) did not match the local "
+    "reference\n"
+    "  4  a local failure, printed as 'sortctl: message': an input that "
+    "cannot\n"
+    "     be read or parsed, an output that cannot be written, a TLS file "
+    "that\n"
+    "     cannot be loaded";
+
+// --target's default, for the help texts.
+std::string DefaultTarget() {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag("target");
+  return flag == nullptr ? "" : flag->DefaultValue();
+}
 
 // One command's help: `sortctl help COMMAND` or `sortctl COMMAND --help`.
 struct Command {
@@ -123,7 +162,13 @@ int CommandHelp(int argc, char** argv) {
       }
       std::printf(
           "\n'sortctl help COMMAND' (or 'sortctl COMMAND --help') shows a "
-          "command's flags;\n'sortctl --helpfull' every flag.\n");
+          "command's flags;\n'sortctl --helpfull' every flag.\n\n"
+          "Environment:\n"
+          "  SORTD_TARGET  the target when --target is not given (ignored "
+          "when empty);\n"
+          "                without either, %s.\n\n"
+          "%s\n",
+          DefaultTarget().c_str(), kExitStatusText);
       return 0;
     }
     const Command* c = FindCommand(words[1]);
@@ -198,11 +243,9 @@ void SetUsageMessages() {
       "[--type T] [--sizes 1k:70,64k:25,16m:5]\n"
       "          [--concurrency N] [--duration 10s] [--requests N] "
       "[--verify] [--json]\n\n"
-      "Prints a one-line summary (--json: one JSON object). Exit status: 0 "
-      "success; 1 the call failed\n(gRPC status code and message printed) "
-      "or an input could not be read; bench: no request\nwas answered, or "
-      "more than half of the calls failed; 2 bad usage; 3 the answer (bench: "
-      "a\nsampled answer) did not match the local reference.");
+      "Prints a one-line summary (--json: one JSON object). --target "
+      "defaults to $SORTD_TARGET when\nthat is set and not empty, else " +
+      DefaultTarget() + ".\n\n" + kExitStatusText);
 }
 
 std::vector<char*> ParseFlags(int argc, char** argv) {

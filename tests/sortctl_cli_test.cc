@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <string>
@@ -159,16 +160,135 @@ TEST(SortctlCli, VersionNamesTheReleaseAndTheRevision) {
   }
 }
 
-// A failed call or an unreadable input stays 1.
-TEST(SortctlCli, FailedCallsAndUnreadableInputExitOne) {
-  const std::string target = DeadTarget();
-  CommandResult r = Sortctl(target, "--timeout=10s health");
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
+// Writes `text` to a new file in the test's temporary directory.
+std::string WriteTempFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  EXPECT_NE(f, nullptr) << path;
+  if (f != nullptr) {
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+  return path;
+}
 
-  r = Sortctl(target, "sort --input=/nonexistent/sortctl_keys.txt");
+// sortctl run with SORTD_TARGET set to `env_target` in its environment.
+CommandResult SortctlWithEnv(const std::string& env_target,
+                             const std::string& args) {
+  return RunCommand("SORTD_TARGET='" + env_target + "' " +
+                    std::string(SORTCTL_BINARY) + " " + args);
+}
+
+// A call's error status is the server's: "server: CODE: message", exit 1,
+// whether sortd refused the request or nothing answered at all.
+TEST(SortctlCli, ServerStatusesPrintAsServerAndExitOne) {
+  CommandResult r = Sortctl(DeadTarget(), "--timeout=10s health");
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("cannot read"));
+  EXPECT_THAT(r.err, ::testing::StartsWith("server: UNAVAILABLE: ")) << r.err;
+
+  // 31 rows are not whole 32x32 matrices: sortd answers INVALID_ARGUMENT.
+  ServerProcess server({"--device=cpu"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  std::string rows;
+  for (int i = 0; i < 31; ++i) rows += std::to_string(i) + "\n";
+  const std::string in = WriteTempFile("sortctl_cli_31_rows.txt", rows);
+  r = Sortctl(server.address(), "transpose --input=" + in);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, ::testing::StartsWith("server: INVALID_ARGUMENT: "))
+      << r.err;
+  EXPECT_THAT(r.err, HasSubstr("31 words"));
+  EXPECT_THAT(r.err, Not(HasSubstr("sortctl:")));
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+// A local failure is sortctl's own: "sortctl: message", exit 4, and no
+// call is made (the target is a dead port: a call would exit 1 with
+// UNAVAILABLE) -- an input that cannot be read or parsed, a TLS file that
+// cannot be loaded.
+TEST(SortctlCli, LocalFailuresPrintAsSortctlAndExitFour) {
+  const std::string target = DeadTarget();
+  const std::string bad_keys =
+      WriteTempFile("sortctl_cli_bad_keys.txt", "7 1\n2 abc 5\n");
+  const std::string bad_rows =
+      WriteTempFile("sortctl_cli_bad_rows.txt", "0x1 0xZZ\n");
+  struct Case {
+    std::string args;
+    std::string says;  // after "sortctl: "
+  };
+  const std::vector<Case> cases = {
+      {"sort --input=/nonexistent/sortctl_keys.txt",
+       "cannot read /nonexistent/sortctl_keys.txt"},
+      {"sort --type=u32 --input=" + bad_keys,
+       bad_keys + ": number 4 (\"abc\")"},
+      {"sort --type=f32 --input=" + bad_keys, "(--type f32)"},
+      {"sort --type=i64 --input=" + bad_keys,
+       bad_keys + ": number 4 (\"abc\")"},
+      {"transpose --input=" + bad_rows, bad_rows + ": number 2 (\"0xZZ\")"},
+      {"--tls_ca=/nonexistent/ca.pem health", "/nonexistent/ca.pem"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CommandResult r = Sortctl(target, c.args);
+    EXPECT_EQ(r.exit_code, 4) << r.err;
+    EXPECT_THAT(r.err, ::testing::StartsWith("sortctl: "));
+    EXPECT_THAT(r.err, HasSubstr(c.says));
+    EXPECT_THAT(r.err, Not(HasSubstr("server:")));
+    EXPECT_THAT(r.err, Not(HasSubstr("UNAVAILABLE")));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// An answer that cannot be written is a local failure too, after a call
+// that succeeded: exit 4, not 1.
+TEST(SortctlCli, UnwritableOutputIsALocalFailure) {
+  ServerProcess server({"--device=cpu"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  const CommandResult r =
+      Sortctl(server.address(),
+              "sort --random=100 --output=/nonexistent/sortctl_out.txt");
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_THAT(r.err, ::testing::StartsWith("sortctl: cannot write "));
+  EXPECT_THAT(r.err, Not(HasSubstr("server:")));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+// SORTD_TARGET names the server when --target is not given; a --target on
+// the command line wins over it, either way round.
+TEST(SortctlCli, SortdTargetIsTheDefaultTargetAndTargetWins) {
+  ServerProcess server({"--device=cpu"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  const std::string dead = DeadTarget();
+
+  CommandResult r = SortctlWithEnv(server.address(), "health");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, server.address() + ": SERVING\n");
+
+  r = SortctlWithEnv(server.address(),
+                     "sort --type=f64 --random=5000 --verify --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"verified\":true"));
+
+  r = SortctlWithEnv(dead, "--target=" + server.address() + " health");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, server.address() + ": SERVING\n");
+
+  r = SortctlWithEnv(server.address(),
+                     "--target=" + dead + " --timeout=10s health");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, ::testing::StartsWith("server: UNAVAILABLE: "));
+
+  // An explicit empty --target is still bad usage, not $SORTD_TARGET.
+  r = SortctlWithEnv(server.address(), "--target= health");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--target: empty"));
+
+  // The help says where the target comes from, and the exit codes.
+  r = SortctlWithEnv(dead, "help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("SORTD_TARGET"));
+  EXPECT_THAT(r.out, HasSubstr("4  a local failure"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }
 
 // A bench against a server that is down from the start stops at its first
