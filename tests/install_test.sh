@@ -28,9 +28,18 @@ cmake -S "$SRC/tests/install" -B "$T/cmake" -DCMAKE_PREFIX_PATH="$T/prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$T/configure.log"
 cmake --build "$T/cmake" > "$T/build.log"
 pc=$(find "$T/prefix" -name sortd.pc)
+libdir=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=libdir sortd)
 # shellcheck disable=SC2046
 g++ -std=c++20 "$SRC/tests/install/consumer.cc" -o "$T/consumer-pc" \
-  $(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs sortd)
+  $(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs sortd) \
+  -Wl,-rpath,"$libdir"
+# A shared client library (SORTD_SHARED_CLIENT) is what both consumers load.
+if [ -e "$libdir/libsortd_client.so" ]; then
+  for c in "$T/cmake/consumer" "$T/consumer-pc" "$T/prefix/bin/sortctl"; do
+    readelf -d "$c" | grep -q 'NEEDED.*libsortd_client\.so' ||
+      { echo "$c does not load libsortd_client.so" >&2; exit 1; }
+  done
+fi
 
 "$T/prefix/bin/sortd" --device=cpu --listen=127.0.0.1:0 --metrics_listen= \
   > "$T/sortd.out" 2> "$T/sortd.err" &
