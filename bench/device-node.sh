@@ -82,6 +82,7 @@ start_sortd() {  # start_sortd DEVICE [FLAGS...]
     --shm_socket=/tmp/sortd-node/shm.sock \
     --max_client_queued_keys=268435456 --max_client_queued_requests=4096 \
     --max_queued_keys=1073741824 --large_request_bytes=1048576 \
+    --shm_pinned=true \
     "${@:2}" > "/tmp/sortd-${1/:/-}.log" 2>&1 &
   S=$!
   for _ in $(seq 1 240); do

@@ -61,6 +61,7 @@ start_sortd() {  # start_sortd NAME DEVICE [FLAGS...]
     --shm_socket=/tmp/sortd-split/shm.sock --shm_max_bytes=34359738368 \
     --max_held_bytes=68719476736 --max_call_bytes=34359738368 \
     --max_stream_bytes=8589934592 --kernel_profile_interval=0s \
+    --shm_pinned=true \
     "${@:3}" > "/tmp/sortd-split-$1.log" 2>&1 &
   S=$!
   for _ in $(seq 1 240); do

@@ -158,12 +158,15 @@ ABSL_FLAG(std::string, shm_socket, "",
 ABSL_FLAG(int64_t, shm_max_bytes, int64_t{16} << 30,
           "Resident bytes all registered shared-memory regions may hold "
           "together.");
-ABSL_FLAG(bool, shm_pinned, true,
+ABSL_FLAG(bool, shm_pinned, false,
           "Page-lock shared-memory regions for every GPU's transfers "
           "(OpenCL buffers over the region's pages), so that their arrays "
           "move between the region and the device without the copy through "
           "staging. The pages are the client's and stay charged against "
-          "--shm_max_bytes; false: regions stay pageable.");
+          "--shm_max_bytes. Off by default: the pinning runs on the "
+          "shared-memory socket's thread (seconds for many GiB) and is not "
+          "capped apart from --shm_max_bytes (docs/decisions/"
+          "026-page-locked-regions.md).");
 ABSL_FLAG(int32_t, shm_max_connections, 256,
           "Clients connected to --shm_socket at once, at most.");
 ABSL_FLAG(absl::Duration, shm_idle_timeout, absl::Seconds(10),

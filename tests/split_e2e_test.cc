@@ -107,7 +107,8 @@ TEST_F(SplitE2E, PageableRegionsSortAlike) {
 // right, the metrics show the split's stages. The second split sorts in
 // the scratch the first left (--split_scratch_bytes).
 TEST_F(SplitE2E, SharedMemorySortIsSplitAcrossTwoDevices) {
-  ServerProcess server(Args({"--split_scratch_bytes=67108864"}));
+  ServerProcess server(
+      Args({"--split_scratch_bytes=67108864", "--shm_pinned=true"}));
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   const std::vector<uint32_t> keys = testing::Generate<uint32_t>(
@@ -132,7 +133,7 @@ TEST_F(SplitE2E, SharedMemorySortIsSplitAcrossTwoDevices) {
   EXPECT_THAT(body, HasSubstr("kernel=\"split_sort\",stage=\"host_merge\""))
       << body;
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
-  // Regions are page-locked for both devices (--shm_pinned, on by default).
+  // Regions are page-locked for both devices (--shm_pinned).
   EXPECT_THAT(server.Output(),
               HasSubstr("regions: adopted by the host memory of 2 device(s)"));
 }
