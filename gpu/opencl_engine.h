@@ -115,8 +115,9 @@ class OpenClEngine final : public Sorter {
     // sorted in runs (server/runs.h). 0: 80% of the device's global
     // memory.
     size_t memory_budget_bytes = 0;
-    // The warm-up also sorts this many keys of each width, so that buffers
-    // for requests up to that size are allocated before serving.
+    // The warm-up also sorts this many keys of each width (at least its
+    // small sizes), so that buffers for requests up to that size are
+    // allocated before serving.
     size_t preallocate_keys = size_t{1} << 20;
   };
 

@@ -99,6 +99,12 @@ ABSL_FLAG(int64_t, device_pool_bytes, 0,
           "(0: on a GPU, whatever --device_memory_bytes leaves; on an OpenCL "
           "CPU device, 4 GiB). Idle and in-use memory together stay within "
           "--device_memory_bytes; the buffers idle longest are freed first.");
+ABSL_FLAG(int64_t, warm_up_keys, int64_t{1} << 20,
+          "Keys of the largest sort in each OpenCL device's startup check "
+          "(every kernel is run and its answer checked before serving), "
+          "which also leaves buffers for sorts up to that size in the "
+          "device's pool. Smaller starts sooner, notably on an OpenCL CPU "
+          "device; the check's small sizes are always run.");
 ABSL_FLAG(int64_t, host_pool_bytes, int64_t{1} << 30,
           "Idle host memory kept for the arrays of large requests and "
           "answers, in bytes: a reused buffer costs no page faults, a fresh "
@@ -411,6 +417,11 @@ absl::StatusOr<gpu::OpenClEngine::Options> EngineBase() {
   }
   engine_base.pinned_host_max_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_host_pinned_max_bytes));
+  if (absl::GetFlag(FLAGS_warm_up_keys) < 0) {
+    return absl::InvalidArgumentError("--warm_up_keys must not be negative");
+  }
+  engine_base.preallocate_keys =
+      static_cast<size_t>(absl::GetFlag(FLAGS_warm_up_keys));
   engine_base.policy_name = absl::GetFlag(FLAGS_kernel_policy);
   engine_base.policy_overrides = absl::GetFlag(FLAGS_kernel_policy_overrides);
   // Names and knobs are checked here, whatever devices there are: under

@@ -206,10 +206,10 @@ TEST(E2EBatching, EachSubDeviceGetsAWorker) {
 TEST(E2EBatching, MixedConcurrentLoadOnTwoDeviceWorkers) {
   ServerProcess server(
       {"--device=opencl-cpu,opencl-cpu",
-       "--kernel_cache_dir=", "--cpu_max_keys=64", "--solo_min_keys=2049",
-       "--transpose_cpu_max_matrices=2", "--transpose_solo_min_matrices=5000",
-       "--max_batch_delay=5ms", "--spill_to_cpu=false",
-       "--metrics_listen=127.0.0.1:0"});
+       "--kernel_cache_dir=", "--warm_up_keys=0", "--cpu_max_keys=64",
+       "--solo_min_keys=2049", "--transpose_cpu_max_matrices=2",
+       "--transpose_solo_min_matrices=5000", "--max_batch_delay=5ms",
+       "--spill_to_cpu=false", "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(server.Start()) << server.Output();
   auto client = Connect(server);
   std::vector<std::thread> threads;

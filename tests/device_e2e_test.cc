@@ -279,7 +279,8 @@ TEST(E2EOpenCl, LostDeviceSendsEverythingToTheCpuPath) {
 // both paths; the thresholds are logged and exported, and requests follow
 // them (PoCL on two cores: the CPU path wins at every measured size).
 TEST(E2EOpenCl, CalibratesTheRouterAtStartup) {
-  ServerProcess server({"--device=opencl-cpu", "--kernel_cache_dir=",
+  ServerProcess server({"--device=opencl-cpu",
+                        "--kernel_cache_dir=", "--warm_up_keys=0",
                         "--calibrate_max_keys=65536", "--max_batch_keys=65536",
                         "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(server.Start()) << server.Output();

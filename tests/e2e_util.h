@@ -57,10 +57,12 @@ void ExpectSorted(Client& client, size_t n, bool desc,
 }
 
 // An OpenCL-device server with the router pinned (so no calibration runs):
-// every non-empty request batched on the device, nothing spilled.
+// every non-empty request batched on the device, nothing spilled; the
+// startup check runs only its small sizes.
 inline std::vector<std::string> OpenClArgs(std::vector<std::string> extra) {
   std::vector<std::string> args = {"--device=opencl-cpu",
                                    "--kernel_cache_dir=",
+                                   "--warm_up_keys=0",
                                    "--cpu_max_keys=0",
                                    "--solo_min_keys=1000000",
                                    "--transpose_cpu_max_matrices=0",

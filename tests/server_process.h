@@ -43,6 +43,15 @@ inline size_t RssBytes(pid_t pid) {
 
 class ServerProcess {
  public:
+  // Sanitized builds start and run several times slower: the server's
+  // startup (every kernel built and checked on the OpenCL CPU device) gets
+  // that much longer before a test gives up on it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  static constexpr int kSlowdown = 4;
+#else
+  static constexpr int kSlowdown = 1;
+#endif
+
   explicit ServerProcess(std::vector<std::string> extra_args,
                          std::vector<std::string> extra_env = {})
       : args_(std::move(extra_args)), env_(std::move(extra_env)) {}
@@ -57,8 +66,9 @@ class ServerProcess {
   }
 
   // Starts sortd and waits for its "serving on" line. False if it exited
-  // or did not get ready within `timeout`.
+  // or did not get ready within `timeout` (times kSlowdown).
   bool Start(std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    timeout *= kSlowdown;
     std::vector<std::string> argv = {SORTD_BINARY, "--listen=127.0.0.1:0"};
     bool metrics_given = false;
     for (const std::string& a : args_) {

@@ -178,11 +178,11 @@ TEST(Soak, MixedVerifiedLoadWithCancelsDeadlinesAndDrain) {
   const char* env = std::getenv("SORTD_SOAK_SECONDS");
   const int seconds = env != nullptr ? std::max(4, std::atoi(env)) : 90;
   ServerProcess server(
-      {"--device=opencl-cpu", "--kernel_cache_dir=", "--cpu_max_keys=512",
-       "--solo_min_keys=65536", "--transpose_cpu_max_matrices=16",
-       "--transpose_solo_min_matrices=2048", "--device_memory_bytes=67108864",
-       "--max_request_bytes=67108864", "--metrics_listen=127.0.0.1:0",
-       "--idle_trim_interval=250ms"});
+      {"--device=opencl-cpu", "--kernel_cache_dir=", "--warm_up_keys=0",
+       "--cpu_max_keys=512", "--solo_min_keys=65536",
+       "--transpose_cpu_max_matrices=16", "--transpose_solo_min_matrices=2048",
+       "--device_memory_bytes=67108864", "--max_request_bytes=67108864",
+       "--metrics_listen=127.0.0.1:0", "--idle_trim_interval=250ms"});
   ASSERT_TRUE(server.Start()) << server.Output();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // answers carry permutations too
