@@ -95,19 +95,106 @@ absl::Status CheckRegionFd(int fd, size_t* size, size_t* resident) {
 
 }  // namespace
 
-Region::Region(std::byte* base, size_t size, size_t charged)
-    : base_(base), size_(size), charged_(charged) {}
+bool AdoptionWorker::Post(std::function<void()> job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return false;
+  try {
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    jobs_.push_back(std::move(job));
+  } catch (const std::exception&) {  // bad_alloc, or no thread to be had
+    return false;
+  }
+  cv_.notify_one();
+  return true;
+}
 
-Region::~Region() {
+void AdoptionWorker::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    adoptions_.clear();  // no device may still treat the pages as its own
+    stopping_ = true;
   }
-  munmap(base_, size_);
+  cv_.notify_one();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // the last job let the last holder go: it ends alone
+  } else {
+    thread_.join();
+  }
+}
+
+void AdoptionWorker::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stopping, and every job run
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    job();
+    job = nullptr;  // what it held is let go here, unlocked
+    lock.lock();
+  }
+}
+
+bool AdoptionWorker::Reserve(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes > max_bytes_ || adopted_bytes_ > max_bytes_ - bytes) return false;
+  adopted_bytes_ += bytes;
+  return true;
+}
+
+void AdoptionWorker::Unreserve(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  adopted_bytes_ -= bytes;
+}
+
+size_t AdoptionWorker::adopted_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return adopted_bytes_;
+}
+
+Region::Region(std::byte* base, size_t size, size_t charged,
+               std::shared_ptr<AdoptionWorker> worker)
+    : base_(base), size_(size), charged_(charged), worker_(std::move(worker)) {}
+
+Region::~Region() {
+  std::vector<std::shared_ptr<void>> adoptions;
+  bool reserved = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    adoptions.swap(adoptions_);
+    reserved = reserved_;
+  }
+  if (adoptions.empty()) {
+    munmap(base_, size_);
+    return;
+  }
+  // Unpinning can take the driver as long as pinning did: the worker lets
+  // go of every device's hold first, and only then unmaps the pages.
+  auto release = [base = base_, size = size_, charged = charged_, reserved,
+                  worker = worker_, held = std::move(adoptions)]() mutable {
+    held.clear();  // no device may still treat the pages as its own
+    munmap(base, size);
+    if (reserved && worker != nullptr) worker->Unreserve(charged);
+  };
+  bool posted = false;
+  if (worker_ != nullptr) {
+    try {
+      posted = worker_->Post(release);
+    } catch (const std::bad_alloc&) {  // copying the job
+    }
+  }
+  if (!posted) release();  // worker stopped: here, in the same order
 }
 
 int Region::AdoptInto(
     const std::vector<std::shared_ptr<HostMemory>>& memories) {
+  if (memories.empty()) return 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reserved_ || !adoptions_.empty()) return 0;  // adopted already
+  }
+  if (worker_ != nullptr && !worker_->Reserve(charged_)) return 0;  // cap
   int adopted = 0;
   for (const std::shared_ptr<HostMemory>& memory : memories) {
     std::shared_ptr<void> handle = memory->Adopt(base_, size_);
@@ -120,12 +207,49 @@ int Region::AdoptInto(
       // The handle lets go here: that device copies through staging.
     }
   }
+  if (worker_ != nullptr) {
+    if (adopted == 0) {
+      worker_->Unreserve(charged_);
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      reserved_ = true;
+    }
+  }
   return adopted;
 }
 
 int Region::adopted() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(adoptions_.size());
+}
+
+RegionRegistry::RegionRegistry(const Options& options)
+    : options_(options),
+      worker_(std::make_shared<AdoptionWorker>(options.max_adopted_bytes)) {}
+
+RegionRegistry::~RegionRegistry() {
+  std::map<std::string, std::shared_ptr<Region>> regions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    regions.swap(regions_);
+    mapped_bytes_ = 0;
+  }
+  regions.clear();  // adopted ones post their release to the worker
+  worker_->Stop();  // which runs it before it ends
+}
+
+void RegionRegistry::PostAdoption(
+    const std::shared_ptr<Region>& region,
+    std::vector<std::shared_ptr<HostMemory>> memories) {
+  // Weak: a region unregistered before its turn is not adopted at all.
+  std::weak_ptr<Region> weak = region;
+  try {
+    worker_->Post([weak, memories = std::move(memories)] {
+      if (std::shared_ptr<Region> r = weak.lock()) r->AdoptInto(memories);
+    });
+  } catch (const std::bad_alloc&) {
+    // Not adopted: served through staging.
+  }
 }
 
 absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
@@ -169,8 +293,8 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
   }
   std::shared_ptr<Region> region;
   try {
-    region =
-        std::make_shared<Region>(static_cast<std::byte*>(base), size, charged);
+    region = std::make_shared<Region>(static_cast<std::byte*>(base), size,
+                                      charged, worker_);
   } catch (const std::bad_alloc&) {
     munmap(base, size);
     std::lock_guard<std::mutex> lock(mu_);
@@ -187,7 +311,8 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
     mapped_bytes_ -= charged;
     return absl::ResourceExhaustedError("no memory to register a region");
   }
-  region->AdoptInto(pin_with);
+  // Adopted later, on the worker: this is the socket's thread.
+  if (!pin_with.empty()) PostAdoption(region, std::move(pin_with));
   return Registered{.token = *std::move(token), .bytes = size};
 }
 
@@ -199,14 +324,20 @@ std::shared_ptr<Region> RegionRegistry::Find(const std::string& token) const {
 
 void RegionRegistry::PinWith(
     std::vector<std::shared_ptr<HostMemory>> memories) {
+  if (memories.empty()) return;
   std::vector<std::shared_ptr<Region>> registered;
-  {
+  try {
     std::lock_guard<std::mutex> lock(mu_);
+    if (pinned_) return;
     pin_with_ = memories;
+    pinned_ = true;
+    // Those registered from now on are posted by Register.
     for (const auto& [token, region] : regions_) registered.push_back(region);
+  } catch (const std::bad_alloc&) {
+    // Startup: those not listed stay pageable.
   }
   for (const std::shared_ptr<Region>& region : registered) {
-    region->AdoptInto(memories);
+    PostAdoption(region, memories);
   }
 }
 
