@@ -95,7 +95,7 @@ absl::Status CheckRegionFd(int fd, size_t* size, size_t* resident) {
 
 }  // namespace
 
-bool AdoptionWorker::Post(std::function<void()> job) {
+bool AdoptionWorker::Post(std::function<void()>& job) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return false;
   try {
@@ -170,21 +170,27 @@ Region::~Region() {
     return;
   }
   // Unpinning can take the driver as long as pinning did: the worker lets
-  // go of every device's hold first, and only then unmaps the pages.
+  // go of every device's hold first, and only then unmaps the pages. The
+  // handles are let go by clearing the vector they are in, not by the
+  // last reference to it, so no copy held here can outlive the unmapping.
   auto release = [base = base_, size = size_, charged = charged_, reserved,
-                  worker = worker_, held = std::move(adoptions)]() mutable {
+                  worker = worker_](std::vector<std::shared_ptr<void>>& held) {
     held.clear();  // no device may still treat the pages as its own
     munmap(base, size);
     if (reserved && worker != nullptr) worker->Unreserve(charged);
   };
-  bool posted = false;
-  if (worker_ != nullptr) {
-    try {
-      posted = worker_->Post(release);
-    } catch (const std::bad_alloc&) {  // copying the job
+  std::shared_ptr<std::vector<std::shared_ptr<void>>> held;
+  try {
+    held = std::make_shared<std::vector<std::shared_ptr<void>>>(
+        std::move(adoptions));
+    if (worker_ != nullptr) {
+      std::function<void()> job = [held, release] { release(*held); };
+      if (worker_->Post(job)) return;
     }
+  } catch (const std::bad_alloc&) {
   }
-  if (!posted) release();  // worker stopped: here, in the same order
+  // Worker stopped, or no memory to ask it: here, in the same order.
+  release(held != nullptr ? *held : adoptions);
 }
 
 int Region::AdoptInto(
@@ -244,9 +250,10 @@ void RegionRegistry::PostAdoption(
   // Weak: a region unregistered before its turn is not adopted at all.
   std::weak_ptr<Region> weak = region;
   try {
-    worker_->Post([weak, memories = std::move(memories)] {
+    std::function<void()> job = [weak, memories = std::move(memories)] {
       if (std::shared_ptr<Region> r = weak.lock()) r->AdoptInto(memories);
-    });
+    };
+    worker_->Post(job);
   } catch (const std::bad_alloc&) {
     // Not adopted: served through staging.
   }

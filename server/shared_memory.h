@@ -63,9 +63,10 @@ class AdoptionWorker {
   AdoptionWorker& operator=(const AdoptionWorker&) = delete;
 
   // Runs `job` on the worker thread (started on first use), after the jobs
-  // before it; false when it cannot (stopped, no memory, no thread): the
-  // caller then runs it itself or drops it.
-  bool Post(std::function<void()> job);
+  // before it, taking it from the caller; false when it cannot (stopped, no
+  // memory, no thread), and `job` is left as it was for the caller to run
+  // or drop.
+  bool Post(std::function<void()>& job);
   // Runs the jobs already posted, then ends the thread; later Posts fail.
   void Stop();
 
