@@ -130,7 +130,12 @@ void AdoptionWorker::Loop() {
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
     lock.unlock();
-    job();
+    try {
+      job();
+    } catch (const std::exception&) {
+      // A memory that threw (bad_alloc in a driver's wrapper): that region
+      // stays pageable; the thread serves on.
+    }
     job = nullptr;  // what it held is let go here, unlocked
     lock.lock();
   }
@@ -203,7 +208,11 @@ int Region::AdoptInto(
   if (worker_ != nullptr && !worker_->Reserve(charged_)) return 0;  // cap
   int adopted = 0;
   for (const std::shared_ptr<HostMemory>& memory : memories) {
-    std::shared_ptr<void> handle = memory->Adopt(base_, size_);
+    std::shared_ptr<void> handle;
+    try {
+      handle = memory->Adopt(base_, size_);
+    } catch (const std::exception&) {  // that device copies through staging
+    }
     if (handle == nullptr) continue;
     std::lock_guard<std::mutex> lock(mu_);
     try {
