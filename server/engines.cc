@@ -231,16 +231,35 @@ bool AdoptionPageLocks(const Sorter& engine) {
   return absl::StrContains(engine.vendor_driver().first, "NVIDIA");
 }
 
-void PinRegions(const std::vector<DeviceSlot>& engines, bool pinned,
+void PinRegions(std::vector<DeviceSlot>& engines, bool pinned,
                 RegionRegistry& regions, bool any_vendor) {
   if (!pinned || !regions.enabled()) return;
   std::vector<std::shared_ptr<HostMemory>> memories;
-  for (const DeviceSlot& slot : engines) {
+  for (DeviceSlot& slot : engines) {
     if (!any_vendor && !AdoptionPageLocks(*slot.engine)) continue;
     std::shared_ptr<HostMemory> memory = slot.engine->host_memory();
-    if (memory != nullptr && absl::c_find(memories, memory) == memories.end()) {
-      memories.push_back(std::move(memory));
+    if (memory == nullptr) continue;
+    if (absl::c_find(memories, memory) == memories.end()) {
+      memories.push_back(memory);
     }
+    if (!slot.factory) continue;
+    // A device re-created after a failure has new host memory: the
+    // regions move to it (RegionRegistry::Repin), and its old context is
+    // let go once the worker has released them. Re-creations of one
+    // device never overlap (DevicePool), so `adopter` needs no lock.
+    auto adopter = std::make_shared<std::shared_ptr<HostMemory>>(memory);
+    slot.factory = [inner = std::move(slot.factory), adopter, &regions,
+                    any_vendor]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+      absl::StatusOr<std::unique_ptr<Sorter>> engine = inner();
+      if (!engine.ok() || *engine == nullptr) return engine;
+      std::shared_ptr<HostMemory> fresh;
+      if (any_vendor || AdoptionPageLocks(**engine)) {
+        fresh = (*engine)->host_memory();
+      }
+      regions.Repin(*adopter, fresh);
+      *adopter = std::move(fresh);
+      return engine;
+    };
   }
   if (memories.empty()) {
     LogLine(

@@ -64,8 +64,11 @@ bool AdoptionPageLocks(const Sorter& engine);
 // Shared-memory regions adopted by the host memory of every device whose
 // driver page-locks them (AdoptionPageLocks), so that their arrays move
 // between the region and the device without staging, when `pinned`
-// (--shm_pinned). `any_vendor`: every device's, for tests on PoCL.
-void PinRegions(const std::vector<DeviceSlot>& engines, bool pinned,
+// (--shm_pinned). Each such device's factory is wrapped so that a device
+// re-created after a failure adopts the regions again with its new host
+// memory (RegionRegistry::Repin); `regions` must outlive the factories.
+// `any_vendor`: every device's, for tests on PoCL.
+void PinRegions(std::vector<DeviceSlot>& engines, bool pinned,
                 RegionRegistry& regions, bool any_vendor = false);
 
 // Logs the engines requests run on: the CPU path's, then each device's.

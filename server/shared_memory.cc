@@ -8,6 +8,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -170,8 +171,9 @@ Region::~Region() {
     adoptions.swap(adoptions_);
     reserved = reserved_;
   }
-  if (adoptions.empty()) {
+  if (adoptions.empty()) {  // never adopted, or every holder let go
     munmap(base_, size_);
+    if (reserved && worker_ != nullptr) worker_->Unreserve(charged_);
     return;
   }
   // Unpinning can take the driver as long as pinning did: the worker lets
@@ -216,10 +218,13 @@ int Region::AdoptInto(
     if (handle == nullptr) continue;
     std::lock_guard<std::mutex> lock(mu_);
     try {
+      adopters_.reserve(adoptions_.size() + 1);
       adoptions_.push_back(std::move(handle));
+      adopters_.push_back(memory);
       ++adopted;
     } catch (const std::bad_alloc&) {
       // The handle lets go here: that device copies through staging.
+      if (adopters_.size() < adoptions_.size()) adoptions_.pop_back();
     }
   }
   if (worker_ != nullptr) {
@@ -231,6 +236,47 @@ int Region::AdoptInto(
     }
   }
   return adopted;
+}
+
+bool Region::Readopt(const std::shared_ptr<HostMemory>& old,
+                     const std::shared_ptr<HostMemory>& fresh) {
+  std::shared_ptr<void> released;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reserved_) return false;  // never adopted: stays pageable
+    for (size_t i = 0; i < adopters_.size(); ++i) {
+      if (adopters_[i] != old) continue;
+      released = std::move(adoptions_[i]);
+      adoptions_.erase(adoptions_.begin() + static_cast<ptrdiff_t>(i));
+      adopters_.erase(adopters_.begin() + static_cast<ptrdiff_t>(i));
+      break;
+    }
+  }
+  released.reset();  // the old device's hold, before the new one pins
+  std::shared_ptr<void> handle;
+  if (fresh != nullptr) {
+    try {
+      handle = fresh->Adopt(base_, size_);
+    } catch (const std::exception&) {
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (handle != nullptr) {
+    try {
+      adopters_.reserve(adoptions_.size() + 1);
+      adoptions_.push_back(std::move(handle));
+      adopters_.push_back(fresh);
+      return true;
+    } catch (const std::bad_alloc&) {
+      if (adopters_.size() < adoptions_.size()) adoptions_.pop_back();
+    }
+  }
+  // Held by no memory any more: its share of the cap goes back.
+  if (adoptions_.empty() && reserved_ && worker_ != nullptr) {
+    reserved_ = false;
+    worker_->Unreserve(charged_);
+  }
+  return false;
 }
 
 int Region::adopted() const {
@@ -354,6 +400,35 @@ void RegionRegistry::PinWith(
   }
   for (const std::shared_ptr<Region>& region : registered) {
     PostAdoption(region, memories);
+  }
+}
+
+void RegionRegistry::Repin(const std::shared_ptr<HostMemory>& old,
+                           std::shared_ptr<HostMemory> fresh) {
+  if (old == nullptr || old == fresh) return;
+  std::vector<std::shared_ptr<Region>> registered;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find(pin_with_.begin(), pin_with_.end(), old);
+    if (it == pin_with_.end()) return;
+    if (fresh != nullptr) {
+      *it = fresh;
+    } else {
+      pin_with_.erase(it);
+    }
+    for (const auto& [token, region] : regions_) registered.push_back(region);
+  } catch (const std::bad_alloc&) {
+    // Those not listed keep the old memory's hold until they go.
+  }
+  for (const std::shared_ptr<Region>& region : registered) {
+    std::weak_ptr<Region> weak = region;
+    try {
+      std::function<void()> job = [weak, old, fresh] {
+        if (std::shared_ptr<Region> r = weak.lock()) r->Readopt(old, fresh);
+      };
+      worker_->Post(job);
+    } catch (const std::bad_alloc&) {
+    }
   }
 }
 

@@ -109,6 +109,12 @@ class Region {
   int AdoptInto(const std::vector<std::shared_ptr<HostMemory>>& memories);
   // How many memories hold the region adopted now.
   int adopted() const;
+  // For a device re-created after a failure: lets go of `old`'s hold on
+  // the region, then has `fresh` (null: none) adopt it, within the share
+  // of the cap the region holds already (a region never adopted stays
+  // pageable). Returns whether `fresh` adopted it. Blocks as AdoptInto.
+  bool Readopt(const std::shared_ptr<HostMemory>& old,
+               const std::shared_ptr<HostMemory>& fresh);
 
  private:
   std::byte* base_;
@@ -118,6 +124,8 @@ class Region {
   mutable std::mutex mu_;
   // Let go before the unmapping.
   std::vector<std::shared_ptr<void>> adoptions_ ABSL_GUARDED_BY(mu_);
+  // Which memory holds each of adoptions_, by index.
+  std::vector<std::shared_ptr<HostMemory>> adopters_ ABSL_GUARDED_BY(mu_);
   bool reserved_ ABSL_GUARDED_BY(mu_) = false;  // charged_ in worker's cap
 };
 
@@ -164,6 +172,14 @@ class RegionRegistry {
   // memory that cannot adopt a region, or a region past
   // max_adopted_bytes, leaves it to staging. Only the first call counts.
   void PinWith(std::vector<std::shared_ptr<HostMemory>> memories);
+
+  // A device was re-created after a failure: its old host memory `old`
+  // lets go of every region and the new one `fresh` (null: none) adopts
+  // them in its place, on the worker thread; regions registered from now
+  // on are adopted by `fresh`. Returns at once. Nothing when `old` was not
+  // given to PinWith.
+  void Repin(const std::shared_ptr<HostMemory>& old,
+             std::shared_ptr<HostMemory> fresh);
 
   size_t mapped_bytes() const;
   size_t regions() const;

@@ -63,7 +63,15 @@ class RegionsOnAnEngine : public ::testing::Test {
     engine_ = engine->get();
     pinned_ = dynamic_cast<PinnedHostMemory*>(engine_->host_memory().get());
     ASSERT_NE(pinned_, nullptr);
-    slots_.push_back(DeviceSlot{.engine = *std::move(engine), .factory = {}});
+    // As CreateEngines makes it: a new engine on the same device.
+    EngineFactory factory =
+        [options]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+      auto made = OpenClEngine::Create(options);
+      if (!made.ok()) return made.status();
+      return std::unique_ptr<Sorter>(std::move(*made));
+    };
+    slots_.push_back(DeviceSlot{.engine = *std::move(engine),
+                                .factory = std::move(factory)});
   }
 
   // Registers a region of `bytes`; returns it.
@@ -136,6 +144,39 @@ TEST_F(RegionsOnAnEngine, AnAdoptedRegionIsSortedWithoutStaging) {
   ASSERT_TRUE(Eventually(
       [&] { return registry_.adopted_bytes() == before->charged(); }));
   EXPECT_FALSE(pinned_->Holds(base, 4096));
+}
+
+// A device re-created after a failure (DevicePool calls the slot's
+// factory, which PinRegions wrapped) adopts the regions with its new host
+// memory; the old memory lets them go.
+TEST_F(RegionsOnAnEngine, ARecreatedDeviceAdoptsTheRegionsAgain) {
+  PinRegions(slots_, /*pinned=*/true, registry_, /*any_vendor=*/true);
+  std::string token;
+  std::shared_ptr<Region> region = Register(1 << 20, &token);
+  ASSERT_NE(region, nullptr);
+  ASSERT_TRUE(Eventually([&] { return pinned_->Holds(region->base(), 4096); }));
+  const size_t adopted = registry_.adopted_bytes();
+  EXPECT_EQ(adopted, region->charged());
+
+  absl::StatusOr<std::unique_ptr<Sorter>> fresh = slots_[0].factory();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  auto* fresh_pinned =
+      dynamic_cast<PinnedHostMemory*>((*fresh)->host_memory().get());
+  ASSERT_NE(fresh_pinned, nullptr);
+  ASSERT_NE(fresh_pinned, pinned_);
+  ASSERT_TRUE(Eventually(
+      [&] { return fresh_pinned->Holds(region->base(), region->size()); }));
+  EXPECT_FALSE(pinned_->Holds(region->base(), 4096)) << "the old one let go";
+  EXPECT_EQ(region->adopted(), 1);
+  EXPECT_EQ(registry_.adopted_bytes(), adopted);
+
+  // Regions registered after the re-creation go to the new memory.
+  std::string later_token;
+  std::shared_ptr<Region> later = Register(1 << 20, &later_token);
+  ASSERT_NE(later, nullptr);
+  ASSERT_TRUE(
+      Eventually([&] { return fresh_pinned->Holds(later->base(), 4096); }));
+  EXPECT_FALSE(pinned_->Holds(later->base(), 4096));
 }
 
 }  // namespace

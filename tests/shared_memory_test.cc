@@ -229,6 +229,68 @@ TEST_F(RegionRegistryTest, RegistrationDoesNotWaitForASlowAdoption) {
   EXPECT_EQ(state_.total_adopts(), 3) << "an unregistered region adopted";
 }
 
+// A device re-created after a failure has new host memory: Repin moves
+// every region from the old memory to it on the worker, the old hold let
+// go first, within the share of the cap each region holds already.
+TEST_F(RegionRegistryTest, RepinMovesEveryRegionToTheNewMemory) {
+  RegionRegistry registry({.enabled = true,
+                           .max_bytes = 64 * kPage,
+                           .max_adopted_bytes = 8 * kPage});
+  auto fresh = std::make_shared<FakeMemory>();
+  FakeMemory::State& fresh_state = fresh->state();
+  registry.PinWith({memory_});
+  std::vector<std::shared_ptr<Region>> regions;
+  std::vector<std::string> tokens;
+  for (size_t pages : {4, 4, 2}) {  // the last is past the cap
+    tokens.push_back(Register(registry, pages * kPage));
+    regions.push_back(registry.Find(tokens.back()));
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(state_.WaitFor([&] { return regions[i]->adopted() == 1; }));
+  }
+  registry.Repin(memory_, fresh);
+  ASSERT_TRUE(fresh_state.WaitFor([&] {
+    return fresh_state.total_adopts() >= 2 && regions[0]->adopted() == 1 &&
+           regions[1]->adopted() == 1;
+  }));
+  {
+    std::lock_guard<std::mutex> lock(state_.mu);
+    EXPECT_EQ(state_.released, 2) << "the old memory's holds";
+    EXPECT_EQ(state_.released_unmapped, 0);
+    EXPECT_EQ(state_.total_adopts(), 2);
+  }
+  EXPECT_EQ(regions[2]->adopted(), 0) << "past the cap: stays pageable";
+  EXPECT_EQ(registry.adopted_bytes(), 8 * kPage);
+
+  // Registered from now on (once the cap has room): adopted by the new
+  // memory only.
+  regions.clear();
+  for (const std::string& token : tokens) registry.Unregister(token);
+  ASSERT_TRUE(fresh_state.WaitFor([&] { return fresh_state.released >= 2; }));
+  std::shared_ptr<Region> later = registry.Find(Register(registry, kPage));
+  ASSERT_TRUE(fresh_state.WaitFor([&] { return later->adopted() == 1; }));
+  std::lock_guard<std::mutex> lock(fresh_state.mu);
+  EXPECT_EQ(fresh_state.total_adopts(), 3);
+  EXPECT_EQ(fresh_state.released_unmapped, 0);
+  std::lock_guard<std::mutex> old_lock(state_.mu);
+  EXPECT_EQ(state_.total_adopts(), 2) << "adopted by the old memory";
+}
+
+// A re-created device without host memory to adopt: the regions are let
+// go and their share of the cap comes back.
+TEST_F(RegionRegistryTest, RepinToNoMemoryLetsEveryRegionGo) {
+  RegionRegistry registry({.enabled = true, .max_bytes = 64 * kPage});
+  registry.PinWith({memory_});
+  std::shared_ptr<Region> region = registry.Find(Register(registry, 4 * kPage));
+  ASSERT_TRUE(state_.WaitFor([&] { return region->adopted() == 1; }));
+  registry.Repin(memory_, nullptr);
+  ASSERT_TRUE(state_.WaitFor([&] { return registry.adopted_bytes() == 0; }));
+  EXPECT_EQ(region->adopted(), 0);
+  std::lock_guard<std::mutex> lock(state_.mu);
+  EXPECT_EQ(state_.released, 1);
+  EXPECT_EQ(state_.released_unmapped, 0);
+}
+
 TEST_F(RegionRegistryTest, DestroyingTheRegistryReleasesEveryRegionInOrder) {
   {
     RegionRegistry registry({.enabled = true, .max_bytes = 64 * kPage});
