@@ -1,5 +1,7 @@
 #include "gpu/pinned_memory.h"
 
+#include <unistd.h>
+
 #include <iterator>
 #include <utility>
 
@@ -73,22 +75,56 @@ void PinnedHostMemory::Free(void* data, size_t /*bytes*/) {
   }
 }
 
+namespace {
+
+// Whether [address, address + bytes) meets a range of `ranges` (by start
+// address, none overlapping another).
+template <typename Map>
+bool Overlaps(const Map& ranges, uintptr_t address, size_t bytes) {
+  auto it = ranges.lower_bound(address + bytes);
+  if (it == ranges.begin()) return false;
+  it = std::prev(it);
+  return it->first + it->second.bytes > address;
+}
+
+}  // namespace
+
 std::shared_ptr<void> PinnedHostMemory::Adopt(void* data, size_t bytes) {
-  if (data == nullptr || bytes == 0) return nullptr;
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  if (data == nullptr || bytes == 0 || address % page != 0 ||
+      bytes > UINTPTR_MAX - address) {
+    return nullptr;
+  }
+  std::shared_ptr<PinnedHostMemory> self = weak_from_this().lock();
+  if (self == nullptr) return nullptr;  // not made by Create
+  // The range is taken before the driver sees it, so that two callers
+  // cannot both pin it, nor pin memory given out here; until the buffer
+  // exists Holds does not count it.
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Overlaps(adopted_, address, bytes) ||
+        Overlaps(blocks_, address, bytes)) {
+      return nullptr;
+    }
+    adopted_.emplace(address, Block{cl::Buffer(), bytes});
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  auto drop = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    adopted_.erase(address);
+  };
   cl_int err = CL_SUCCESS;
   cl::Buffer buffer(context_, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes,
                     data, &err);
-  if (err != CL_SUCCESS) return nullptr;
-  const auto address = reinterpret_cast<uintptr_t>(data);
+  if (err != CL_SUCCESS) {
+    drop();
+    return nullptr;
+  }
+  std::shared_ptr<void> handle;
   try {
-    std::shared_ptr<PinnedHostMemory> self = shared_from_this();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!adopted_.try_emplace(address, Block{buffer, bytes}).second) {
-        return nullptr;  // adopted already: the first handle rules
-      }
-    }
-    return std::shared_ptr<void>(data, [self, address](void*) {
+    handle = std::shared_ptr<void>(data, [self, address](void*) {
       Block block;  // released after the lock
       std::lock_guard<std::mutex> lock(self->mu_);
       auto it = self->adopted_.find(address);
@@ -96,11 +132,12 @@ std::shared_ptr<void> PinnedHostMemory::Adopt(void* data, size_t bytes) {
       block = std::move(it->second);
       self->adopted_.erase(it);
     });
-  } catch (const std::exception&) {  // bad_alloc, or bad_weak_ptr
-    std::lock_guard<std::mutex> lock(mu_);
-    adopted_.erase(address);
+  } catch (const std::bad_alloc&) {  // the deleter ran: the range is free
     return nullptr;
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  adopted_.at(address).buffer = std::move(buffer);
+  return handle;
 }
 
 bool PinnedHostMemory::Holds(const void* data, size_t bytes) const {
@@ -109,7 +146,8 @@ bool PinnedHostMemory::Holds(const void* data, size_t bytes) const {
     auto it = ranges.upper_bound(address);
     if (it == ranges.begin()) return false;
     it = std::prev(it);
-    return address + bytes <= it->first + it->second.bytes;
+    return it->second.buffer() != nullptr &&  // not still being adopted
+           address + bytes <= it->first + it->second.bytes;
   };
   std::lock_guard<std::mutex> lock(mu_);
   return within(blocks_) || within(adopted_);

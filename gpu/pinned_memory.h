@@ -47,6 +47,9 @@ class PinnedHostMemory final
   void* Allocate(size_t bytes) override;
   void Free(void* data, size_t bytes) override;
   size_t Available() const override;
+  // Null also for a range not page-aligned, or one that overlaps a range
+  // adopted or given out here: it is taken under the lock before the
+  // driver is asked, so concurrent callers cannot pin the same pages twice.
   std::shared_ptr<void> Adopt(void* data, size_t bytes) override;
 
   // Whether [data, data + bytes) lies inside one block given out or
@@ -73,10 +76,11 @@ class PinnedHostMemory final
   cl::CommandQueue queue_;  // maps and unmaps only
   const size_t max_bytes_;
   mutable std::mutex mu_;
-  std::map<uintptr_t, Block> blocks_;   // by address
-  std::map<uintptr_t, Block> adopted_;  // by address, not counted in bytes_
-  size_t bytes_ = 0;                    // in blocks given out
-  size_t reserved_ = 0;                 // bytes_ and blocks being made
+  std::map<uintptr_t, Block> blocks_;  // by address
+  // By address, not counted in bytes_; a null buffer: being adopted.
+  std::map<uintptr_t, Block> adopted_;
+  size_t bytes_ = 0;     // in blocks given out
+  size_t reserved_ = 0;  // bytes_ and blocks being made
 };
 
 }  // namespace sortd::gpu

@@ -9,6 +9,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -226,21 +227,51 @@ void UsePinnedMemory(const std::vector<DeviceSlot>& engines, bool pinned,
   }
 }
 
-void PinRegions(const std::vector<DeviceSlot>& engines, bool pinned,
-                RegionRegistry& regions) {
+bool AdoptionPageLocks(const Sorter& engine) {
+  return absl::StrContains(engine.vendor_driver().first, "NVIDIA");
+}
+
+void PinRegions(std::vector<DeviceSlot>& engines, bool pinned,
+                RegionRegistry& regions, bool any_vendor) {
   if (!pinned || !regions.enabled()) return;
   std::vector<std::shared_ptr<HostMemory>> memories;
-  for (const DeviceSlot& slot : engines) {
+  for (DeviceSlot& slot : engines) {
+    if (!any_vendor && !AdoptionPageLocks(*slot.engine)) continue;
     std::shared_ptr<HostMemory> memory = slot.engine->host_memory();
-    if (memory != nullptr && absl::c_find(memories, memory) == memories.end()) {
-      memories.push_back(std::move(memory));
+    if (memory == nullptr) continue;
+    if (absl::c_find(memories, memory) == memories.end()) {
+      memories.push_back(memory);
     }
+    if (!slot.factory) continue;
+    // A device re-created after a failure has new host memory: the
+    // regions move to it (RegionRegistry::Repin), and its old context is
+    // let go once the worker has released them. Re-creations of one
+    // device never overlap (DevicePool), so `adopter` needs no lock.
+    auto adopter = std::make_shared<std::shared_ptr<HostMemory>>(memory);
+    slot.factory = [inner = std::move(slot.factory), adopter, &regions,
+                    any_vendor]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+      absl::StatusOr<std::unique_ptr<Sorter>> engine = inner();
+      if (!engine.ok() || *engine == nullptr) return engine;
+      std::shared_ptr<HostMemory> fresh;
+      if (any_vendor || AdoptionPageLocks(**engine)) {
+        fresh = (*engine)->host_memory();
+      }
+      regions.Repin(*adopter, fresh);
+      *adopter = std::move(fresh);
+      return engine;
+    };
   }
-  if (memories.empty()) return;
+  if (memories.empty()) {
+    LogLine(
+        "shared-memory regions: pageable (--shm_pinned: no device whose "
+        "driver page-locks adopted memory)\n");
+    return;
+  }
   LogLine(
       "shared-memory regions: adopted by the host memory of %zu "
-      "device(s) (--shm_pinned)\n",
-      memories.size());
+      "device(s), up to %zu bytes at once (--shm_pinned, "
+      "--shm_pinned_max_bytes)\n",
+      memories.size(), regions.max_adopted_bytes());
   regions.PinWith(std::move(memories));
 }
 

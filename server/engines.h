@@ -56,11 +56,20 @@ absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(const std::string& flag,
 void UsePinnedMemory(const std::vector<DeviceSlot>& engines, bool pinned,
                      HostBufferPool& host_buffers);
 
-// Shared-memory regions adopted by every device's host memory
-// (RegionRegistry::PinWith), so that their arrays move between the region
-// and the device without staging, when `pinned` (--shm_pinned).
-void PinRegions(const std::vector<DeviceSlot>& engines, bool pinned,
-                RegionRegistry& regions);
+// Whether adopting memory (HostMemory::Adopt) page-locks it on `engine`'s
+// device: NVIDIA's driver does for CL_MEM_USE_HOST_PTR buffers; others
+// (PoCL, the portable path) may copy, and then gain nothing.
+bool AdoptionPageLocks(const Sorter& engine);
+
+// Shared-memory regions adopted by the host memory of every device whose
+// driver page-locks them (AdoptionPageLocks), so that their arrays move
+// between the region and the device without staging, when `pinned`
+// (--shm_pinned). Each such device's factory is wrapped so that a device
+// re-created after a failure adopts the regions again with its new host
+// memory (RegionRegistry::Repin); `regions` must outlive the factories.
+// `any_vendor`: every device's, for tests on PoCL.
+void PinRegions(std::vector<DeviceSlot>& engines, bool pinned,
+                RegionRegistry& regions, bool any_vendor = false);
 
 // Logs the engines requests run on: the CPU path's, then each device's.
 void LogEngines(const Sorter& cpu, const std::vector<DeviceSlot>& engines);

@@ -165,14 +165,24 @@ ABSL_FLAG(int64_t, shm_max_bytes, int64_t{16} << 30,
           "Resident bytes all registered shared-memory regions may hold "
           "together.");
 ABSL_FLAG(bool, shm_pinned, false,
-          "Page-lock shared-memory regions for every GPU's transfers "
-          "(OpenCL buffers over the region's pages), so that their arrays "
-          "move between the region and the device without the copy through "
-          "staging. The pages are the client's and stay charged against "
-          "--shm_max_bytes. Off by default: the pinning runs on the "
-          "shared-memory socket's thread (seconds for many GiB) and is not "
-          "capped apart from --shm_max_bytes (docs/decisions/"
+          "Page-lock shared-memory regions for the transfers of every GPU "
+          "whose driver page-locks adopted memory (NVIDIA's; OpenCL buffers "
+          "over the region's pages), so that their arrays move between the "
+          "region and the device without the copy through staging. The "
+          "pages are the client's and stay charged against --shm_max_bytes; "
+          "at most --shm_pinned_max_bytes are page-locked at once. The "
+          "pinning runs on a thread of its own after registration (the "
+          "region is served through staging until then). Off by default "
+          "until measured on the host (docs/decisions/"
           "026-page-locked-regions.md).");
+ABSL_FLAG(int64_t, shm_pinned_max_bytes, int64_t{4} << 30,
+          "With --shm_pinned: bytes of shared-memory regions page-locked at "
+          "once (each region counted once, whatever the number of GPUs); "
+          "regions registered past it stay pageable (staging). A starting "
+          "value: NVIDIA's transfers slowed down with several GiB "
+          "page-locked on the H200 host (docs/decisions/"
+          "010-pinned-host-buffers.md); set it from a measurement on the "
+          "host.");
 ABSL_FLAG(int32_t, shm_max_connections, 256,
           "Clients connected to --shm_socket at once, at most.");
 ABSL_FLAG(absl::Duration, shm_idle_timeout, absl::Seconds(10),
@@ -588,8 +598,10 @@ absl::StatusOr<SortdOptions> SortdOptionsFromFlags() {
       .host_pool_pinned = absl::GetFlag(FLAGS_host_pool_pinned),
       .shm_pinned = absl::GetFlag(FLAGS_shm_pinned),
       .regions = {.enabled = !shm_socket.empty(),
-                  .max_bytes = static_cast<size_t>(std::max<int64_t>(
-                      0, absl::GetFlag(FLAGS_shm_max_bytes)))},
+                  .max_bytes = static_cast<size_t>(
+                      std::max<int64_t>(0, absl::GetFlag(FLAGS_shm_max_bytes))),
+                  .max_adopted_bytes = static_cast<size_t>(std::max<int64_t>(
+                      0, absl::GetFlag(FLAGS_shm_pinned_max_bytes)))},
       .shm = {.path = shm_socket,
               .max_connections = static_cast<size_t>(std::max<int32_t>(
                   1, absl::GetFlag(FLAGS_shm_max_connections))),

@@ -156,6 +156,14 @@ constexpr Doc kMaxHeldBytes{
     "sortd_max_held_bytes",
     "The bound on sortd_held_bytes (--max_held_bytes): beyond it new calls "
     "and stream messages get RESOURCE_EXHAUSTED"};
+constexpr Doc kShmRegions{
+    "sortd_shm_regions",
+    "Shared-memory regions registered through --shm_socket, all clients"};
+constexpr Doc kShmAdoptedBytes{
+    "sortd_shm_adopted_bytes",
+    "Bytes of those regions page-locked for GPU transfers now "
+    "(--shm_pinned), each region counted once; at most "
+    "--shm_pinned_max_bytes"};
 constexpr Doc kWaitingParts{
     "sortd_waiting_parts",
     "Parts of arrays sent as several Sort calls (SortRequest.part) waiting "
@@ -231,6 +239,8 @@ Metrics::Metrics()
       inflight_requests_(Gauges(*registry_, kInflightRequests).Add({})),
       held_bytes_(Gauges(*registry_, kHeldBytes).Add({})),
       max_held_bytes_(Gauges(*registry_, kMaxHeldBytes).Add({})),
+      shm_regions_(Gauges(*registry_, kShmRegions).Add({})),
+      shm_adopted_bytes_(Gauges(*registry_, kShmAdoptedBytes).Add({})),
       waiting_parts_(Gauges(*registry_, kWaitingParts).Add({})),
       waiting_part_bytes_(Gauges(*registry_, kWaitingPartBytes).Add({})),
       heap_trims_(Counters(*registry_, kHeapTrims).Add({})),
@@ -252,8 +262,19 @@ std::vector<prometheus::MetricFamily> Metrics::Collect() const {
       late_sort_.Set(lateness_source_(Op::kSort));
       late_transpose_.Set(lateness_source_(Op::kTranspose));
     }
+    if (shm_source_) {
+      const SharedMemoryCounts counts = shm_source_();
+      shm_regions_.Set(static_cast<double>(counts.regions));
+      shm_adopted_bytes_.Set(static_cast<double>(counts.adopted_bytes));
+    }
   }
   return registry_->Collect();
+}
+
+void Metrics::SetSharedMemorySource(
+    std::function<SharedMemoryCounts()> source) {
+  std::lock_guard<std::mutex> lock(lateness_mu_);
+  shm_source_ = std::move(source);
 }
 
 void Metrics::SetLatenessSource(std::function<double(Op)> source) {

@@ -115,6 +115,15 @@ class Metrics final : public SchedulerListener {
   // returns once no scrape is reading it.
   void SetLatenessSource(std::function<double(Op)> source);
 
+  // What each scrape reads for sortd_shm_regions and
+  // sortd_shm_adopted_bytes (the region registry's counts); empty: 0.
+  // Clear it before the registry goes away, as SetLatenessSource's.
+  struct SharedMemoryCounts {
+    size_t regions = 0;
+    size_t adopted_bytes = 0;
+  };
+  void SetSharedMemorySource(std::function<SharedMemoryCounts()> source);
+
   // Stops the HTTP endpoint at once (see the .cc for how).
   ~Metrics() override;
 
@@ -127,6 +136,8 @@ class Metrics final : public SchedulerListener {
   std::shared_ptr<prometheus::Collectable> scraped_;  // Collect(), served
   mutable std::mutex lateness_mu_;
   std::function<double(Op)> lateness_source_;  // guarded by lateness_mu_
+  // guarded by lateness_mu_
+  std::function<SharedMemoryCounts()> shm_source_;
   std::shared_ptr<prometheus::Collectable> process_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string listen_host_;  // where the exposer listens, for ~Metrics
@@ -156,6 +167,8 @@ class Metrics final : public SchedulerListener {
   prometheus::Gauge& inflight_requests_;
   prometheus::Gauge& held_bytes_;
   prometheus::Gauge& max_held_bytes_;
+  prometheus::Gauge& shm_regions_;
+  prometheus::Gauge& shm_adopted_bytes_;
   prometheus::Gauge& waiting_parts_;
   prometheus::Gauge& waiting_part_bytes_;
   prometheus::Counter& heap_trims_;

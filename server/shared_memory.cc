@@ -8,6 +8,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -95,37 +96,222 @@ absl::Status CheckRegionFd(int fd, size_t* size, size_t* resident) {
 
 }  // namespace
 
-Region::Region(std::byte* base, size_t size, size_t charged)
-    : base_(base), size_(size), charged_(charged) {}
+bool AdoptionWorker::Post(std::function<void()>& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return false;
+  try {
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    jobs_.push_back(std::move(job));
+  } catch (const std::exception&) {  // bad_alloc, or no thread to be had
+    return false;
+  }
+  cv_.notify_one();
+  return true;
+}
 
-Region::~Region() {
+void AdoptionWorker::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    adoptions_.clear();  // no device may still treat the pages as its own
+    stopping_ = true;
   }
-  munmap(base_, size_);
+  cv_.notify_one();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // the last job let the last holder go: it ends alone
+  } else {
+    thread_.join();
+  }
+}
+
+void AdoptionWorker::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stopping, and every job run
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    try {
+      job();
+    } catch (const std::exception&) {
+      // A memory that threw (bad_alloc in a driver's wrapper): that region
+      // stays pageable; the thread serves on.
+    }
+    job = nullptr;  // what it held is let go here, unlocked
+    lock.lock();
+  }
+}
+
+bool AdoptionWorker::Reserve(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes > max_bytes_ || adopted_bytes_ > max_bytes_ - bytes) return false;
+  adopted_bytes_ += bytes;
+  return true;
+}
+
+void AdoptionWorker::Unreserve(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  adopted_bytes_ -= bytes;
+}
+
+size_t AdoptionWorker::adopted_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return adopted_bytes_;
+}
+
+Region::Region(std::byte* base, size_t size, size_t charged,
+               std::shared_ptr<AdoptionWorker> worker)
+    : base_(base), size_(size), charged_(charged), worker_(std::move(worker)) {}
+
+Region::~Region() {
+  std::vector<std::shared_ptr<void>> adoptions;
+  bool reserved = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    adoptions.swap(adoptions_);
+    reserved = reserved_;
+  }
+  if (adoptions.empty()) {  // never adopted, or every holder let go
+    munmap(base_, size_);
+    if (reserved && worker_ != nullptr) worker_->Unreserve(charged_);
+    return;
+  }
+  // Unpinning can take the driver as long as pinning did: the worker lets
+  // go of every device's hold first, and only then unmaps the pages. The
+  // handles are let go by clearing the vector they are in, not by the
+  // last reference to it, so no copy held here can outlive the unmapping.
+  auto release = [base = base_, size = size_, charged = charged_, reserved,
+                  worker = worker_](std::vector<std::shared_ptr<void>>& held) {
+    held.clear();  // no device may still treat the pages as its own
+    munmap(base, size);
+    if (reserved && worker != nullptr) worker->Unreserve(charged);
+  };
+  std::shared_ptr<std::vector<std::shared_ptr<void>>> held;
+  try {
+    held = std::make_shared<std::vector<std::shared_ptr<void>>>(
+        std::move(adoptions));
+    if (worker_ != nullptr) {
+      std::function<void()> job = [held, release] { release(*held); };
+      if (worker_->Post(job)) return;
+    }
+  } catch (const std::bad_alloc&) {
+  }
+  // Worker stopped, or no memory to ask it: here, in the same order.
+  release(held != nullptr ? *held : adoptions);
 }
 
 int Region::AdoptInto(
     const std::vector<std::shared_ptr<HostMemory>>& memories) {
+  if (memories.empty()) return 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reserved_ || !adoptions_.empty()) return 0;  // adopted already
+  }
+  if (worker_ != nullptr && !worker_->Reserve(charged_)) return 0;  // cap
   int adopted = 0;
   for (const std::shared_ptr<HostMemory>& memory : memories) {
-    std::shared_ptr<void> handle = memory->Adopt(base_, size_);
+    std::shared_ptr<void> handle;
+    try {
+      handle = memory->Adopt(base_, size_);
+    } catch (const std::exception&) {  // that device copies through staging
+    }
     if (handle == nullptr) continue;
     std::lock_guard<std::mutex> lock(mu_);
     try {
+      adopters_.reserve(adoptions_.size() + 1);
       adoptions_.push_back(std::move(handle));
+      adopters_.push_back(memory);
       ++adopted;
     } catch (const std::bad_alloc&) {
       // The handle lets go here: that device copies through staging.
+      if (adopters_.size() < adoptions_.size()) adoptions_.pop_back();
+    }
+  }
+  if (worker_ != nullptr) {
+    if (adopted == 0) {
+      worker_->Unreserve(charged_);
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      reserved_ = true;
     }
   }
   return adopted;
 }
 
+bool Region::Readopt(const std::shared_ptr<HostMemory>& old,
+                     const std::shared_ptr<HostMemory>& fresh) {
+  std::shared_ptr<void> released;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reserved_) return false;  // never adopted: stays pageable
+    for (size_t i = 0; i < adopters_.size(); ++i) {
+      if (adopters_[i] != old) continue;
+      released = std::move(adoptions_[i]);
+      adoptions_.erase(adoptions_.begin() + static_cast<ptrdiff_t>(i));
+      adopters_.erase(adopters_.begin() + static_cast<ptrdiff_t>(i));
+      break;
+    }
+  }
+  released.reset();  // the old device's hold, before the new one pins
+  std::shared_ptr<void> handle;
+  if (fresh != nullptr) {
+    try {
+      handle = fresh->Adopt(base_, size_);
+    } catch (const std::exception&) {
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (handle != nullptr) {
+    try {
+      adopters_.reserve(adoptions_.size() + 1);
+      adoptions_.push_back(std::move(handle));
+      adopters_.push_back(fresh);
+      return true;
+    } catch (const std::bad_alloc&) {
+      if (adopters_.size() < adoptions_.size()) adoptions_.pop_back();
+    }
+  }
+  // Held by no memory any more: its share of the cap goes back.
+  if (adoptions_.empty() && reserved_ && worker_ != nullptr) {
+    reserved_ = false;
+    worker_->Unreserve(charged_);
+  }
+  return false;
+}
+
 int Region::adopted() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(adoptions_.size());
+}
+
+RegionRegistry::RegionRegistry(const Options& options)
+    : options_(options),
+      worker_(std::make_shared<AdoptionWorker>(options.max_adopted_bytes)) {}
+
+RegionRegistry::~RegionRegistry() {
+  std::map<std::string, std::shared_ptr<Region>> regions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    regions.swap(regions_);
+    mapped_bytes_ = 0;
+  }
+  regions.clear();  // adopted ones post their release to the worker
+  worker_->Stop();  // which runs it before it ends
+}
+
+void RegionRegistry::PostAdoption(
+    const std::shared_ptr<Region>& region,
+    std::vector<std::shared_ptr<HostMemory>> memories) {
+  // Weak: a region unregistered before its turn is not adopted at all.
+  std::weak_ptr<Region> weak = region;
+  try {
+    std::function<void()> job = [weak, memories = std::move(memories)] {
+      if (std::shared_ptr<Region> r = weak.lock()) r->AdoptInto(memories);
+    };
+    worker_->Post(job);
+  } catch (const std::bad_alloc&) {
+    // Not adopted: served through staging.
+  }
 }
 
 absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
@@ -169,8 +355,8 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
   }
   std::shared_ptr<Region> region;
   try {
-    region =
-        std::make_shared<Region>(static_cast<std::byte*>(base), size, charged);
+    region = std::make_shared<Region>(static_cast<std::byte*>(base), size,
+                                      charged, worker_);
   } catch (const std::bad_alloc&) {
     munmap(base, size);
     std::lock_guard<std::mutex> lock(mu_);
@@ -187,7 +373,8 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
     mapped_bytes_ -= charged;
     return absl::ResourceExhaustedError("no memory to register a region");
   }
-  region->AdoptInto(pin_with);
+  // Adopted later, on the worker: this is the socket's thread.
+  if (!pin_with.empty()) PostAdoption(region, std::move(pin_with));
   return Registered{.token = *std::move(token), .bytes = size};
 }
 
@@ -199,14 +386,49 @@ std::shared_ptr<Region> RegionRegistry::Find(const std::string& token) const {
 
 void RegionRegistry::PinWith(
     std::vector<std::shared_ptr<HostMemory>> memories) {
+  if (memories.empty()) return;
   std::vector<std::shared_ptr<Region>> registered;
-  {
+  try {
     std::lock_guard<std::mutex> lock(mu_);
+    if (pinned_) return;
     pin_with_ = memories;
+    pinned_ = true;
+    // Those registered from now on are posted by Register.
     for (const auto& [token, region] : regions_) registered.push_back(region);
+  } catch (const std::bad_alloc&) {
+    // Startup: those not listed stay pageable.
   }
   for (const std::shared_ptr<Region>& region : registered) {
-    region->AdoptInto(memories);
+    PostAdoption(region, memories);
+  }
+}
+
+void RegionRegistry::Repin(const std::shared_ptr<HostMemory>& old,
+                           std::shared_ptr<HostMemory> fresh) {
+  if (old == nullptr || old == fresh) return;
+  std::vector<std::shared_ptr<Region>> registered;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find(pin_with_.begin(), pin_with_.end(), old);
+    if (it == pin_with_.end()) return;
+    if (fresh != nullptr) {
+      *it = fresh;
+    } else {
+      pin_with_.erase(it);
+    }
+    for (const auto& [token, region] : regions_) registered.push_back(region);
+  } catch (const std::bad_alloc&) {
+    // Those not listed keep the old memory's hold until they go.
+  }
+  for (const std::shared_ptr<Region>& region : registered) {
+    std::weak_ptr<Region> weak = region;
+    try {
+      std::function<void()> job = [weak, old, fresh] {
+        if (std::shared_ptr<Region> r = weak.lock()) r->Readopt(old, fresh);
+      };
+      worker_->Post(job);
+    } catch (const std::bad_alloc&) {
+    }
   }
 }
 

@@ -19,7 +19,13 @@
 // With PinWith, every region is also adopted by each device's host memory
 // (HostMemory::Adopt: page-locked for that device's transfers, which then
 // read and write the region directly instead of through staging) until it
-// is unmapped.
+// is unmapped. Adoption, which the driver may take seconds over for GiBs,
+// runs on a worker thread of the registry's own: Register returns at once
+// and the region is served through staging until its adoption lands.
+// Letting an adopted region go (unpinning, then unmapping) runs on the same
+// thread, whichever thread drops the region's last reference. Regions are
+// adopted only while the registry's adopted bytes stay within
+// Options::max_adopted_bytes (--shm_pinned_max_bytes); others stay pageable.
 //
 //   RegionRegistry registry({.max_bytes = 1 << 30});
 //   absl::StatusOr<RegionRegistry::Registered> r = registry.Register(fd);
@@ -28,11 +34,15 @@
 #ifndef SORTD_SERVER_SHARED_MEMORY_H_
 #define SORTD_SERVER_SHARED_MEMORY_H_
 
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -42,10 +52,46 @@
 
 namespace sortd {
 
+// The thread that adopts regions and lets adopted ones go, with the count
+// of bytes adopted. Shared by a registry and its regions, so that a region
+// outliving its registry still lets go in order (inline, once stopped).
+class AdoptionWorker {
+ public:
+  explicit AdoptionWorker(size_t max_bytes) : max_bytes_(max_bytes) {}
+  ~AdoptionWorker() { Stop(); }
+  AdoptionWorker(const AdoptionWorker&) = delete;
+  AdoptionWorker& operator=(const AdoptionWorker&) = delete;
+
+  // Runs `job` on the worker thread (started on first use), after the jobs
+  // before it, taking it from the caller; false when it cannot (stopped, no
+  // memory, no thread), and `job` is left as it was for the caller to run
+  // or drop.
+  bool Post(std::function<void()>& job);
+  // Runs the jobs already posted, then ends the thread; later Posts fail.
+  void Stop();
+
+  // Reserves `bytes` of the cap; false past it.
+  bool Reserve(size_t bytes);
+  void Unreserve(size_t bytes);
+  size_t adopted_bytes() const;
+
+ private:
+  void Loop();
+
+  const size_t max_bytes_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  size_t adopted_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;  // started by the first Post, under mu_
+};
+
 // One mapped memfd.
 class Region {
  public:
-  Region(std::byte* base, size_t size, size_t charged);
+  Region(std::byte* base, size_t size, size_t charged,
+         std::shared_ptr<AdoptionWorker> worker = nullptr);
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
@@ -57,17 +103,30 @@ class Region {
   size_t charged() const { return charged_; }
 
   // Has each of `memories` adopt the region (HostMemory::Adopt) until it
-  // is unmapped; returns how many did.
+  // is unmapped, when its charged bytes fit the worker's cap (none: no
+  // cap); returns how many did. Blocks for as long as the memories take:
+  // the registry calls it on its worker thread.
   int AdoptInto(const std::vector<std::shared_ptr<HostMemory>>& memories);
+  // How many memories hold the region adopted now.
   int adopted() const;
+  // For a device re-created after a failure: lets go of `old`'s hold on
+  // the region, then has `fresh` (null: none) adopt it, within the share
+  // of the cap the region holds already (a region never adopted stays
+  // pageable). Returns whether `fresh` adopted it. Blocks as AdoptInto.
+  bool Readopt(const std::shared_ptr<HostMemory>& old,
+               const std::shared_ptr<HostMemory>& fresh);
 
  private:
   std::byte* base_;
   size_t size_;
   size_t charged_;
+  const std::shared_ptr<AdoptionWorker> worker_;
   mutable std::mutex mu_;
   // Let go before the unmapping.
   std::vector<std::shared_ptr<void>> adoptions_ ABSL_GUARDED_BY(mu_);
+  // Which memory holds each of adoptions_, by index.
+  std::vector<std::shared_ptr<HostMemory>> adopters_ ABSL_GUARDED_BY(mu_);
+  bool reserved_ ABSL_GUARDED_BY(mu_) = false;  // charged_ in worker's cap
 };
 
 class RegionRegistry {
@@ -78,13 +137,22 @@ class RegionRegistry {
     // Regions mapped at once, all clients (each is a mapping of the
     // process, whose number the kernel bounds).
     size_t max_regions = 1024;
+    // Bytes of regions adopted (page-locked) at once, all devices counting
+    // a region once (--shm_pinned_max_bytes); regions past it stay
+    // pageable.
+    size_t max_adopted_bytes = size_t{4} << 30;
   };
   struct Registered {
     std::string token;  // 128 random bits, hex
     size_t bytes = 0;
   };
 
-  explicit RegionRegistry(const Options& options) : options_(options) {}
+  explicit RegionRegistry(const Options& options);
+  // Lets every region go (each unmapped once no request holds it), and
+  // ends the worker thread after the adoptions and releases posted.
+  ~RegionRegistry();
+  RegionRegistry(const RegionRegistry&) = delete;
+  RegionRegistry& operator=(const RegionRegistry&) = delete;
 
   bool enabled() const { return options_.enabled; }
 
@@ -100,18 +168,37 @@ class RegionRegistry {
 
   // Regions registered from now on, and those registered already, are
   // adopted by each of `memories` (one per device) for as long as they are
-  // mapped. A memory that cannot adopt a region leaves it to staging.
+  // mapped, on the registry's worker thread: this returns at once. A
+  // memory that cannot adopt a region, or a region past
+  // max_adopted_bytes, leaves it to staging. Only the first call counts.
   void PinWith(std::vector<std::shared_ptr<HostMemory>> memories);
+
+  // A device was re-created after a failure: its old host memory `old`
+  // lets go of every region and the new one `fresh` (null: none) adopts
+  // them in its place, on the worker thread; regions registered from now
+  // on are adopted by `fresh`. Returns at once. Nothing when `old` was not
+  // given to PinWith.
+  void Repin(const std::shared_ptr<HostMemory>& old,
+             std::shared_ptr<HostMemory> fresh);
 
   size_t mapped_bytes() const;
   size_t regions() const;
+  // Charged bytes of the regions adopted now (each counted once).
+  size_t adopted_bytes() const { return worker_->adopted_bytes(); }
+  size_t max_adopted_bytes() const { return options_.max_adopted_bytes; }
 
  private:
+  // Has `region` adopted on the worker thread.
+  void PostAdoption(const std::shared_ptr<Region>& region,
+                    std::vector<std::shared_ptr<HostMemory>> memories);
+
   const Options options_;
+  const std::shared_ptr<AdoptionWorker> worker_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Region>> regions_ ABSL_GUARDED_BY(mu_);
   size_t mapped_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<HostMemory>> pin_with_ ABSL_GUARDED_BY(mu_);
+  bool pinned_ ABSL_GUARDED_BY(mu_) = false;  // PinWith called
 };
 
 }  // namespace sortd

@@ -164,6 +164,14 @@ int Serve() {
 
   sortd::HostBufferPool host_buffers(o.host_buffers);
   sortd::RegionRegistry regions(o.regions);
+  // Cleared (after any scrape reading it) before the registry goes.
+  (*metrics)->SetSharedMemorySource([&regions] {
+    return sortd::Metrics::SharedMemoryCounts{
+        .regions = regions.regions(), .adopted_bytes = regions.adopted_bytes()};
+  });
+  absl::Cleanup no_shm_source = [&metrics] {
+    (*metrics)->SetSharedMemorySource(nullptr);
+  };
   if (o.host_buffers.max_idle_bytes > 0) o.service.buffers = &host_buffers;
   o.service.regions = &regions;
   sortd::LogMemoryBudget(o.service);

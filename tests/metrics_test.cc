@@ -68,5 +68,22 @@ TEST(Metrics, DeviceLatenessIsReadFromItsSourceAtEachScrape) {
                             "sortd_router_device_lateness{op=\"sort\"} 2\n"));
 }
 
+TEST(Metrics, SharedMemoryCountsAreReadFromTheirSourceAtEachScrape) {
+  auto m = Metrics::Create("");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto scrape = [&] {
+    return prometheus::TextSerializer().Serialize((*m)->Collect());
+  };
+  EXPECT_THAT(scrape(), testing::HasSubstr("sortd_shm_regions 0\n"));
+  Metrics::SharedMemoryCounts counts{.regions = 3, .adopted_bytes = 8192};
+  (*m)->SetSharedMemorySource([&counts] { return counts; });
+  std::string text = scrape();
+  EXPECT_THAT(text, testing::HasSubstr("sortd_shm_regions 3\n"));
+  EXPECT_THAT(text, testing::HasSubstr("sortd_shm_adopted_bytes 8192\n"));
+  counts.adopted_bytes = 0;
+  EXPECT_THAT(scrape(), testing::HasSubstr("sortd_shm_adopted_bytes 0\n"));
+  (*m)->SetSharedMemorySource(nullptr);
+}
+
 }  // namespace
 }  // namespace sortd

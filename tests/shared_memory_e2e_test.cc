@@ -23,6 +23,7 @@
 
 #include "client/client.h"
 #include "client/shared_memory.h"
+#include "tests/http_get.h"
 #include "tests/raw_grpc.h"
 #include "tests/reference.h"
 #include "tests/server_process.h"
@@ -463,6 +464,42 @@ TEST(SharedMemoryOff, OpenRegionsDoNotHoldUpShutdown) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15))
       << "the drain waited for the open registration";
   region->reset();
+  std::filesystem::remove_all(dir);
+}
+
+// Waits until a scrape of the metrics contains `text` (each scrape is an
+// event, not a guess at how long something takes; at most 30 s).
+bool WaitForMetric(const ServerProcess& server, const std::string& text) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (HttpGet(server.metrics_address(), "/metrics").find(text) !=
+        std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// sortd_shm_regions counts the regions registered, all clients; with
+// --shm_pinned and no device whose driver page-locks adopted memory (the
+// CPU path here), none is adopted.
+TEST(SharedMemoryMetrics, RegionsAndAdoptedBytesAreExported) {
+  const std::string dir = PrivateDir();
+  ServerProcess server({"--device=cpu", "--shm_socket=" + dir + "/s.sock",
+                        "--metrics_listen=127.0.0.1:0", "--shm_pinned"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  EXPECT_TRUE(WaitForMetric(server, "sortd_shm_regions 0\n"));
+  auto first = SharedRegion::Create(dir + "/s.sock", 1 << 20);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = SharedRegion::Create(dir + "/s.sock", 4096);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(WaitForMetric(server, "sortd_shm_regions 2\n"));
+  EXPECT_TRUE(WaitForMetric(server, "sortd_shm_adopted_bytes 0\n"));
+  first->reset();  // unregistered once the server sees the close
+  EXPECT_TRUE(WaitForMetric(server, "sortd_shm_regions 1\n"));
+  EXPECT_THAT(server.Output(), HasSubstr("shared-memory regions: pageable"));
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
   std::filesystem::remove_all(dir);
 }
 

@@ -133,9 +133,9 @@ TEST_F(SplitE2E, SharedMemorySortIsSplitAcrossTwoDevices) {
   EXPECT_THAT(body, HasSubstr("kernel=\"split_sort\",stage=\"host_merge\""))
       << body;
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
-  // Regions are page-locked for both devices (--shm_pinned).
-  EXPECT_THAT(server.Output(),
-              HasSubstr("regions: adopted by the host memory of 2 device(s)"));
+  // --shm_pinned asks only devices whose driver page-locks adopted memory
+  // (NVIDIA's): PoCL's regions stay pageable, and the split is the same.
+  EXPECT_THAT(server.Output(), HasSubstr("shared-memory regions: pageable"));
 }
 
 // Both devices lost during their parts: nothing half-sorted reaches the

@@ -1,0 +1,183 @@
+// Shared-memory regions adopted by a real engine's page-locked host memory
+// through PinRegions and RegionRegistry (the OpenCL CPU device in CI; a GPU
+// with SORTD_TEST_DEVICE=gpu): only devices whose driver page-locks
+// adopted memory are asked; with the test seam, a region adopted on the
+// registry's worker is then sorted without staging, and let go again.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/opencl_engine.h"
+#include "gpu/pinned_memory.h"
+#include "server/engines.h"
+#include "server/shared_memory.h"
+#include "tests/opencl_test_util.h"
+#include "tests/sort_check.h"
+
+namespace sortd {
+namespace {
+
+using gpu::OpenClEngine;
+using gpu::PinnedHostMemory;
+using sortd::testing::Shape;
+
+// A sealed, fully allocated memfd of `bytes`, as a client sends it.
+int SealedMemfd(size_t bytes) {
+  const int fd = memfd_create("region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  EXPECT_EQ(posix_fallocate(fd, 0, static_cast<off_t>(bytes)), 0);
+  EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            0);
+  return fd;
+}
+
+// Polls `done` until it holds, for at most 30 s.
+template <typename F>
+bool Eventually(F done) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+class RegionsOnAnEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    OpenClEngine::Options options = gpu::CpuDevice();
+    options.staging.chunk_bytes = 4096;
+    auto engine = OpenClEngine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = engine->get();
+    pinned_ = dynamic_cast<PinnedHostMemory*>(engine_->host_memory().get());
+    ASSERT_NE(pinned_, nullptr);
+    // As CreateEngines makes it: a new engine on the same device.
+    EngineFactory factory =
+        [options]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+      auto made = OpenClEngine::Create(options);
+      if (!made.ok()) return made.status();
+      return std::unique_ptr<Sorter>(std::move(*made));
+    };
+    slots_.push_back(DeviceSlot{.engine = *std::move(engine),
+                                .factory = std::move(factory)});
+  }
+
+  // Registers a region of `bytes`; returns it.
+  std::shared_ptr<Region> Register(size_t bytes, std::string* token) {
+    const int fd = SealedMemfd(bytes);
+    absl::StatusOr<RegionRegistry::Registered> r = registry_.Register(fd);
+    close(fd);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return nullptr;
+    *token = r->token;
+    return registry_.Find(r->token);
+  }
+
+  RegionRegistry registry_{{.enabled = true, .max_bytes = 64 << 20}};
+  std::vector<DeviceSlot> slots_;
+  OpenClEngine* engine_ = nullptr;
+  PinnedHostMemory* pinned_ = nullptr;
+};
+
+TEST_F(RegionsOnAnEngine, OnlyDevicesWhoseDriverPageLocksAdopt) {
+  const bool nvidia = AdoptionPageLocks(*engine_);
+  EXPECT_EQ(nvidia,
+            engine_->vendor_driver().first.find("NVIDIA") != std::string::npos);
+  if (nvidia) GTEST_SKIP() << "a device whose driver page-locks";
+  PinRegions(slots_, /*pinned=*/true, registry_);
+  std::string token;
+  std::shared_ptr<Region> region = Register(1 << 20, &token);
+  ASSERT_NE(region, nullptr);
+  // No memory was handed to the registry: nothing is ever posted.
+  EXPECT_EQ(region->adopted(), 0);
+  EXPECT_EQ(registry_.adopted_bytes(), 0u);
+  EXPECT_FALSE(pinned_->Holds(region->base(), 4096));
+}
+
+TEST_F(RegionsOnAnEngine, AnAdoptedRegionIsSortedWithoutStaging) {
+  const size_t n = 50'000, bytes = n * 4;
+  std::string before_token, token;
+  std::shared_ptr<Region> before = Register(1 << 20, &before_token);
+  PinRegions(slots_, /*pinned=*/true, registry_, /*any_vendor=*/true);
+  std::shared_ptr<Region> region = Register(2 * bytes + 4096, &token);
+  ASSERT_NE(before, nullptr);
+  ASSERT_NE(region, nullptr);
+  ASSERT_TRUE(Eventually([&] { return region->adopted() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return before->adopted() == 1; }));
+  EXPECT_EQ(registry_.adopted_bytes(), before->charged() + region->charged());
+  EXPECT_TRUE(pinned_->Holds(region->base(), region->size()));
+
+  const auto keys = sortd::testing::Generate<uint32_t>(Shape::kRandom, n, 5);
+  std::vector<uint32_t> want = keys;
+  std::sort(want.begin(), want.end());
+  std::memcpy(region->base(), keys.data(), bytes);
+  const OpenClEngine::TransferStats start = engine_->transfer_stats();
+  SortJob job{.key_type = KeyType::kU32,
+              .count = n,
+              .keys = region->base(),
+              .keys_out = region->base() + bytes};
+  ASSERT_TRUE(engine_->Sort(job).ok());
+  const OpenClEngine::TransferStats end = engine_->transfer_stats();
+  EXPECT_EQ(end.direct_bytes - start.direct_bytes, 2 * bytes);
+  EXPECT_EQ(end.staged_bytes, start.staged_bytes);
+  std::vector<uint32_t> got(n);
+  std::memcpy(got.data(), region->base() + bytes, bytes);
+  EXPECT_EQ(got, want);
+
+  // Let go: the engine's memory no longer counts the pages, and the
+  // registry's count comes back down.
+  const std::byte* base = region->base();
+  region.reset();
+  registry_.Unregister(token);
+  ASSERT_TRUE(Eventually(
+      [&] { return registry_.adopted_bytes() == before->charged(); }));
+  EXPECT_FALSE(pinned_->Holds(base, 4096));
+}
+
+// A device re-created after a failure (DevicePool calls the slot's
+// factory, which PinRegions wrapped) adopts the regions with its new host
+// memory; the old memory lets them go.
+TEST_F(RegionsOnAnEngine, ARecreatedDeviceAdoptsTheRegionsAgain) {
+  PinRegions(slots_, /*pinned=*/true, registry_, /*any_vendor=*/true);
+  std::string token;
+  std::shared_ptr<Region> region = Register(1 << 20, &token);
+  ASSERT_NE(region, nullptr);
+  ASSERT_TRUE(Eventually([&] { return pinned_->Holds(region->base(), 4096); }));
+  const size_t adopted = registry_.adopted_bytes();
+  EXPECT_EQ(adopted, region->charged());
+
+  absl::StatusOr<std::unique_ptr<Sorter>> fresh = slots_[0].factory();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  auto* fresh_pinned =
+      dynamic_cast<PinnedHostMemory*>((*fresh)->host_memory().get());
+  ASSERT_NE(fresh_pinned, nullptr);
+  ASSERT_NE(fresh_pinned, pinned_);
+  ASSERT_TRUE(Eventually(
+      [&] { return fresh_pinned->Holds(region->base(), region->size()); }));
+  EXPECT_FALSE(pinned_->Holds(region->base(), 4096)) << "the old one let go";
+  EXPECT_EQ(region->adopted(), 1);
+  EXPECT_EQ(registry_.adopted_bytes(), adopted);
+
+  // Regions registered after the re-creation go to the new memory.
+  std::string later_token;
+  std::shared_ptr<Region> later = Register(1 << 20, &later_token);
+  ASSERT_NE(later, nullptr);
+  ASSERT_TRUE(
+      Eventually([&] { return fresh_pinned->Holds(later->base(), 4096); }));
+  EXPECT_FALSE(pinned_->Holds(later->base(), 4096));
+}
+
+}  // namespace
+}  // namespace sortd
