@@ -301,7 +301,9 @@ void CheckPickedDigits(OpenClEngine& engine) {
                                    {size_t{8}, size_t{0}},
                                    {size_t{4}, size_t{0}}}) {
       for (bool descending : {false, true}) {
-        for (KeyType type : {KeyType::kU64, KeyType::kI64}) {
+        // Signed keys one way, unsigned the other: both orders and both
+        // encodings of the top digit, in half the sorts.
+        for (KeyType type : {descending ? KeyType::kI64 : KeyType::kU64}) {
           std::mt19937_64 rng(groups * 2 + descending);
           std::vector<uint64_t> tops(groups);
           for (uint64_t& t : tops)
@@ -1250,8 +1252,13 @@ TEST(IntelPolicy, SortsSegmentsAndTransposes) {
            {Extra::kNone, Extra::kU32Values, Extra::kU64ValuesAndPermutation}) {
         const size_t tile = policy.radix.Tile(bits, extra != Extra::kNone);
         for (size_t n : {size_t{4097}, tile - 1, tile + 1, 3 * tile + 5,
-                         small_max, small_max + 1, size_t{300'001}}) {
+                         small_max, small_max + 1}) {
           for (bool desc : {false, true}) {
+            // Either side of the small-array build's limit, one order per
+            // payload kind (both orders run at the shorter lengths).
+            if (n >= small_max && desc != (extra == Extra::kU32Values)) {
+              continue;
+            }
             const Shape shape = (n + desc) % 3 == 0   ? Shape::kRandom
                                 : (n + desc) % 3 == 1 ? Shape::kSpecial
                                                       : Shape::kFewDistinct;

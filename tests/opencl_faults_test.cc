@@ -50,8 +50,10 @@ TEST(FaultInjection, EveryEnqueueFailureTravelsAsStatus) {
     return engine.Sort(job);
   };
   int failures = 0;
+  // The engines share a kernel cache: each is built once, not per engine.
+  const std::string cache = TempDir("fault_cache");
   for (long at = 1; at < 200; ++at) {
-    OpenClEngine::Options options = CpuDevice();
+    OpenClEngine::Options options = CpuDeviceWithCache(cache);
     options.faults.enqueue = at;
     auto engine = OpenClEngine::Create(options);
     ASSERT_TRUE(engine.ok()) << engine.status();
