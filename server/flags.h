@@ -1,6 +1,7 @@
 // sortd's command-line flags, read and checked in one place into the
-// options of the pieces the daemon is built of. The flags are defined in
-// flags.cc, except the gRPC connection limits (grpc_limits.cc) and
+// options of the pieces the daemon is built of. The flags are defined by
+// subject in flags.cc and the flags_*.cc beside it (flags_internal.h lists
+// them), except the gRPC connection limits (grpc_limits.cc) and
 // --authz_policy (authz_flags.cc, read when the policy file is loaded);
 // docs/reference.md has the table.
 //
@@ -66,9 +67,9 @@ struct SortdOptions {
 absl::StatusOr<SortdOptions> SortdOptionsFromFlags();
 
 // Whether `filename`, a flag's file as Abseil's usage output names it, is
-// this file's flags.cc: --help, --helpshort and --helppackage list its
-// flags (Abseil's default lists the program's main file's, which defines
-// none).
+// flags.cc or one of the flags_*.cc beside it: --help, --helpshort and
+// --helppackage list their flags (Abseil's default lists the program's
+// main file's, which defines none).
 bool IsSortdFlagsFile(absl::string_view filename);
 
 }  // namespace sortd

@@ -50,33 +50,38 @@ prometheus::Histogram::BucketBoundaries BatchKeyBuckets() {
   return b;
 }
 
-// Every metric family's name and help, as /metrics shows them.
+// Every metric family's name and help, as /metrics shows them; the
+// constants below are grouped by subject, in the order Metrics() registers
+// the families.
 struct Doc {
   const char* name;
   const char* help;
 };
 
-constexpr Doc kRequests{
+// The requests and their answers.
+constexpr Doc kRequests = {
     "sortd_requests_total",
     "RPCs answered, by method, gRPC status code and execution path (cpu, gpu, "
     "opencl-cpu for the OpenCL CPU device, none when rejected before any "
     "engine ran)"};
-constexpr Doc kRequestDuration{
+constexpr Doc kRequestDuration = {
     "sortd_request_duration_seconds",
     "Server-side time from receipt of a request to its answer, by method, "
     "path and size class (keys of a sort, rows of a transpose: none, 1k, "
     "64k, 1m, 16m as at most that many, over_16m)"};
-constexpr Doc kKeysSorted{"sortd_keys_sorted_total",
-                          "Keys sorted and answered, by path and key type"};
-constexpr Doc kMatricesTransposed{"sortd_matrices_transposed_total",
-                                  "32x32 bit matrices transposed, by path"};
-constexpr Doc kRequestBytes{"sortd_request_bytes_total",
-                            "Serialized request bytes received, by method"};
-constexpr Doc kKeyBytesSaved{
+constexpr Doc kKeysSorted = {"sortd_keys_sorted_total",
+                             "Keys sorted and answered, by path and key type"};
+constexpr Doc kMatricesTransposed = {"sortd_matrices_transposed_total",
+                                     "32x32 bit matrices transposed, by path"};
+constexpr Doc kRequestBytes = {"sortd_request_bytes_total",
+                               "Serialized request bytes received, by method"};
+constexpr Doc kKeyBytesSaved = {
     "sortd_response_key_bytes_saved_total",
     "Response bytes saved by sending sorted keys compact "
     "(response_key_coding), by method"};
-constexpr Doc kStageDuration{
+
+// Device runs: their stages, and the requests failed devices passed on.
+constexpr Doc kStageDuration = {
     "sortd_kernel_stage_duration_seconds",
     "Device time of each stage of an engine run, from OpenCL profiling events, "
     "by device, kernel (sort, segmented_sort, transpose) and stage (upload, "
@@ -85,34 +90,37 @@ constexpr Doc kStageDuration{
     "a run; host_enqueue and host_wait the host's wall time enqueuing a run "
     "and waiting for it, device_span the device's time from the run's first "
     "command to its last)"};
-constexpr Doc kCpuFallbacks{
+constexpr Doc kCpuFallbacks = {
     "sortd_cpu_fallbacks_total",
     "Requests the CPU path answered instead of a device, by reason: the "
     "device's status code when it failed a batch, or no_healthy_device"};
-constexpr Doc kDeviceFailovers{
+constexpr Doc kDeviceFailovers = {
     "sortd_device_failovers_total",
     "Requests a device failed that another device then took instead of the "
     "CPU path, by the device that failed them (0 from the start for every "
     "device)"};
-constexpr Doc kQueueWait{
+
+// Batching and routing: the waits, the batches formed, the routes taken and
+// the router's thresholds.
+constexpr Doc kQueueWait = {
     "sortd_queue_wait_seconds",
     "Time from a request's arrival to the start of its run (batching delay and "
     "queueing), by method"};
-constexpr Doc kBatchRequests{
+constexpr Doc kBatchRequests = {
     "sortd_batch_requests",
     "Requests in each device run the scheduler formed, by operation"};
-constexpr Doc kBatchKeys{
+constexpr Doc kBatchKeys = {
     "sortd_batch_keys",
     "Keys in each device run (32 per matrix for transposes), by operation"};
-constexpr Doc kBatches{
+constexpr Doc kBatches = {
     "sortd_device_runs_total",
     "Device runs (one launch sequence each: a batch or a lone request), by "
     "operation and device"};
-constexpr Doc kRouted{
+constexpr Doc kRouted = {
     "sortd_routed_requests_total",
     "Requests by operation and route: cpu (small), batch, solo (large), spill "
     "(devices backed up), failover (no healthy device)"};
-constexpr Doc kThresholds{
+constexpr Doc kThresholds = {
     "sortd_router_threshold_keys",
     "The router's boundaries in keys (32 per matrix for transposes): "
     "sort_cpu_max, sort_solo_min, transpose_cpu_max, transpose_solo_min; "
@@ -121,65 +129,76 @@ constexpr Doc kThresholds{
     "sort_in_place_min: batched sorts in page-locked memory of this many "
     "keys a request or more are sorted where they lie, smaller ones "
     "packed"};
-constexpr Doc kDeviceUp{
+
+// The devices: health, identity, memory and lateness.
+constexpr Doc kDeviceUp = {
     "sortd_device_up",
     "1 while a device engine serves, 0 while it is unhealthy and being "
     "re-created"};
-constexpr Doc kDeviceInfo{
+constexpr Doc kDeviceInfo = {
     "sortd_device_info",
     "Always 1 per device worker; labels: device name, vendor, driver version"};
-constexpr Doc kDeviceMemory{
+constexpr Doc kDeviceMemory = {
     "sortd_device_memory_bytes",
     "Device memory by kind: total (the device's), in_use (buffers of running "
     "work), pooled (idle, kept for reuse), pinned_staging (host staging)"};
-constexpr Doc kDeviceLateness{
+constexpr Doc kDeviceLateness = {
     "sortd_router_device_lateness",
     "How much later than the router estimated the devices have lately "
     "answered requests overflowed from the CPU path, by operation, as the "
     "router sees it at the scrape (1: on time); spill and overflow scale "
     "device estimates by it, and it fades towards 1 with a 30 s half-life "
     "between answers"};
-constexpr Doc kQueuedKeys{
+
+// Admission: what is queued, in flight and held.
+constexpr Doc kQueuedKeys = {
     "sortd_queued_keys",
     "Keys of requests waiting to run (32 per matrix for transposes)"};
-constexpr Doc kQueuedRequests{"sortd_queued_requests",
-                              "Requests waiting to run"};
-constexpr Doc kInflightRequests{
+constexpr Doc kQueuedRequests = {"sortd_queued_requests",
+                                 "Requests waiting to run"};
+constexpr Doc kInflightRequests = {
     "sortd_inflight_requests",
     "Requests admitted and not yet answered (queued or running)"};
-constexpr Doc kHeldBytes{
+constexpr Doc kHeldBytes = {
     "sortd_held_bytes",
     "Memory admitted for requests, in bytes: what every call holds and will "
     "hold (received messages, stream arrays, waiting parts, answers, CPU "
     "scratch), charged before it is held; at most sortd_max_held_bytes"};
-constexpr Doc kMaxHeldBytes{
+constexpr Doc kMaxHeldBytes = {
     "sortd_max_held_bytes",
     "The bound on sortd_held_bytes (--max_held_bytes): beyond it new calls "
     "and stream messages get RESOURCE_EXHAUSTED"};
-constexpr Doc kShmRegions{
+
+// Shared memory.
+constexpr Doc kShmRegions = {
     "sortd_shm_regions",
     "Shared-memory regions registered through --shm_socket, all clients"};
-constexpr Doc kShmAdoptedBytes{
+constexpr Doc kShmAdoptedBytes = {
     "sortd_shm_adopted_bytes",
     "Bytes of those regions page-locked for GPU transfers now "
     "(--shm_pinned), each region counted once; at most "
     "--shm_pinned_max_bytes"};
-constexpr Doc kWaitingParts{
+
+// Arrays sent as several parts.
+constexpr Doc kWaitingParts = {
     "sortd_waiting_parts",
     "Parts of arrays sent as several Sort calls (SortRequest.part) waiting "
     "for the others"};
-constexpr Doc kWaitingPartBytes{"sortd_waiting_part_bytes",
-                                "Message bytes of those waiting parts"};
-constexpr Doc kHeapTrims{
+constexpr Doc kWaitingPartBytes = {"sortd_waiting_part_bytes",
+                                   "Message bytes of those waiting parts"};
+
+// Housekeeping: heap trims and fault injection.
+constexpr Doc kHeapTrims = {
     "sortd_heap_trims_total",
     "Times sortd gave free heap memory back to the system after going idle "
     "(--idle_trim_interval)"};
-constexpr Doc kHeapTrimmedBytes{"sortd_heap_trimmed_bytes_total",
-                                "Resident bytes released by those trims"};
-constexpr Doc kFaultInjection{
+constexpr Doc kHeapTrimmedBytes = {"sortd_heap_trimmed_bytes_total",
+                                   "Resident bytes released by those trims"};
+constexpr Doc kFaultInjection = {
     "sortd_fault_injection_enabled",
     "1 when sortd was started with --inject_faults: device runs fail on "
     "purpose (tests only; never in production)"};
+
 prometheus::Family<prometheus::Gauge>& Gauges(prometheus::Registry& r,
                                               const Doc& doc) {
   return prometheus::BuildGauge().Name(doc.name).Help(doc.help).Register(r);

@@ -9,9 +9,9 @@
 // --drain_timeout), and the process exits 0.
 //
 // This file only wires the pieces together: the flags are read and
-// checked in server/flags.cc, the gRPC server is built in
-// server/grpc_server.cc, the engines in server/engines.cc, the router's
-// thresholds in server/router_setup.cc.
+// checked in server/flags.cc (and the flags_*.cc beside it), the gRPC server is
+// built in server/grpc_server.cc, the engines in server/engines.cc, the
+// router's thresholds in server/router_setup.cc.
 #include <signal.h>
 
 #include <algorithm>
@@ -135,13 +135,64 @@ void WarnOfFaultInjection(const sortd::SortdOptions& o) {
       o.inject_faults.c_str());
 }
 
+// The metrics endpoint, which also tells whether faults are injected.
+absl::StatusOr<std::unique_ptr<sortd::Metrics>> StartMetrics(
+    const sortd::SortdOptions& o) {
+  auto metrics = sortd::Metrics::Create(o.metrics_listen);
+  if (metrics.ok()) (*metrics)->SetFaultInjection(o.engines.base.faults.any());
+  return metrics;
+}
+
+// Scrapes read the registry's counts; the returned cleanup clears the
+// source (after any scrape reading it), before the registry goes.
+[[nodiscard]] auto ExportSharedMemory(sortd::Metrics& metrics,
+                                      sortd::RegionRegistry& regions) {
+  metrics.SetSharedMemorySource([&regions] {
+    return sortd::Metrics::SharedMemoryCounts{
+        .regions = regions.regions(), .adopted_bytes = regions.adopted_bytes()};
+  });
+  return absl::MakeCleanup(
+      [&metrics] { metrics.SetSharedMemorySource(nullptr); });
+}
+
+// Scrapes read the router's lateness as it fades; the returned cleanup
+// clears the source (after any scrape reading it), before the scheduler is
+// destroyed.
+[[nodiscard]] auto ExportLateness(sortd::Metrics& metrics,
+                                  sortd::Scheduler& scheduler) {
+  metrics.SetLatenessSource(
+      [&scheduler](sortd::Op op) { return scheduler.device_late(op); });
+  return absl::MakeCleanup([&metrics] { metrics.SetLatenessSource(nullptr); });
+}
+
+// The service's host buffer pool (only when it is on) and shared-memory
+// regions in `o`, and the memory budget they make logged.
+void UseServicePools(sortd::HostBufferPool& host_buffers,
+                     sortd::RegionRegistry& regions, sortd::SortdOptions& o) {
+  if (o.host_buffers.max_idle_bytes > 0) o.service.buffers = &host_buffers;
+  o.service.regions = &regions;
+  sortd::LogMemoryBudget(o.service);
+}
+
+// The engines of the devices --device names, set up to use page-locked
+// host buffers and shared-memory regions where the options say.
+absl::StatusOr<std::vector<sortd::DeviceSlot>> CreateDevices(
+    const sortd::SortdOptions& o, sortd::HostBufferPool& host_buffers,
+    sortd::RegionRegistry& regions) {
+  auto engines = sortd::CreateEngines(o.device, o.engines);
+  if (!engines.ok()) return engines;
+  sortd::UsePinnedMemory(*engines, o.host_pool_pinned, host_buffers);
+  sortd::PinRegions(*engines, o.shm_pinned, regions);
+  return engines;
+}
+
 // The scheduler's CPU workers and router thresholds in `o`: CPU-path
 // requests run as many at once as the CPU path has threads, the number the
 // router's calibration times them with (sorts of up to 32K keys run whole
-// on the thread that takes them).
+// on the thread that takes them). The thresholds are exported as metrics.
 void SetUpRouting(sortd::CpuSorter& cpu,
                   const std::vector<sortd::DeviceSlot>& engines,
-                  sortd::SortdOptions& o) {
+                  sortd::Metrics& metrics, sortd::SortdOptions& o) {
   o.scheduler.cpu_workers =
       o.request_threads > 0 ? o.request_threads : std::max(2, cpu.threads());
   LogLine("cpu path: %d threads; its requests run %d at a time\n",
@@ -150,6 +201,19 @@ void SetUpRouting(sortd::CpuSorter& cpu,
     sortd::SetRouterThresholds(o.router, cpu, *engines.front().engine,
                                &o.scheduler);
   }
+  metrics.SetThresholds(o.scheduler.sort, o.scheduler.transpose,
+                        o.scheduler.in_place_min_keys);
+}
+
+// Health turns SERVING, for the server and for the sort service, and the
+// addresses are printed.
+void MarkServing(grpc::HealthCheckServiceInterface& health,
+                 const sortd::SortdOptions& o, int port,
+                 const sortd::Metrics& metrics) {
+  health.SetServingStatus(true);
+  health.SetServingStatus(kServiceName, true);
+  sortd::PrintServing(o.grpc.listen, port, o.metrics_listen,
+                      metrics.listening_ports());
 }
 
 int Serve() {
@@ -158,23 +222,13 @@ int Serve() {
   if (!flags.ok()) return Fail(flags.status());
   sortd::SortdOptions& o = *flags;
   WarnOfFaultInjection(o);
-  auto metrics = sortd::Metrics::Create(o.metrics_listen);
+  auto metrics = StartMetrics(o);
   if (!metrics.ok()) return Fail(metrics.status());
-  (*metrics)->SetFaultInjection(o.engines.base.faults.any());
 
   sortd::HostBufferPool host_buffers(o.host_buffers);
   sortd::RegionRegistry regions(o.regions);
-  // Cleared (after any scrape reading it) before the registry goes.
-  (*metrics)->SetSharedMemorySource([&regions] {
-    return sortd::Metrics::SharedMemoryCounts{
-        .regions = regions.regions(), .adopted_bytes = regions.adopted_bytes()};
-  });
-  absl::Cleanup no_shm_source = [&metrics] {
-    (*metrics)->SetSharedMemorySource(nullptr);
-  };
-  if (o.host_buffers.max_idle_bytes > 0) o.service.buffers = &host_buffers;
-  o.service.regions = &regions;
-  sortd::LogMemoryBudget(o.service);
+  auto no_shm_source = ExportSharedMemory(**metrics, regions);
+  UseServicePools(host_buffers, regions, o);
   sortd::SortServiceImpl service(metrics->get(), o.service);
   auto authz = sortd::AuthzPolicyFromFlags(o.grpc.tls.mutual());
   if (!authz.ok()) return Fail(authz.status());
@@ -188,36 +242,23 @@ int Serve() {
   std::unique_ptr<grpc::Server> server = *std::move(started);
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
 
-  auto engines = sortd::CreateEngines(o.device, o.engines);
+  auto engines = CreateDevices(o, host_buffers, regions);
   if (!engines.ok()) {
     server->Shutdown();
     return Fail(engines.status());
   }
-  sortd::UsePinnedMemory(*engines, o.host_pool_pinned, host_buffers);
-  sortd::PinRegions(*engines, o.shm_pinned, regions);
   // The CPU path serves small requests, spills and failovers.
   sortd::CpuSorter cpu(o.cpu);
-  SetUpRouting(cpu, *engines, o);
-  (*metrics)->SetThresholds(o.scheduler.sort, o.scheduler.transpose,
-                            o.scheduler.in_place_min_keys);
+  SetUpRouting(cpu, *engines, **metrics, o);
   sortd::LogEngines(cpu, *engines);
   sortd::Scheduler scheduler(o.scheduler, &cpu, std::move(*engines),
                              metrics->get());
-  // Scrapes read the router's lateness as it fades; the source is cleared
-  // (after any scrape reading it) before the scheduler is destroyed.
-  (*metrics)->SetLatenessSource(
-      [&scheduler](sortd::Op op) { return scheduler.device_late(op); });
-  absl::Cleanup no_lateness_source = [&metrics] {
-    (*metrics)->SetLatenessSource(nullptr);
-  };
+  auto no_lateness_source = ExportLateness(**metrics, scheduler);
   service.SetScheduler(&scheduler);
   std::unique_ptr<sortd::IdleTrimmer> trimmer =
       sortd::StartIdleTrimmer(o.idle_trim_interval, host_buffers, cpu,
                               scheduler, service, metrics->get());
-  health->SetServingStatus(true);
-  health->SetServingStatus(kServiceName, true);
-  sortd::PrintServing(o.grpc.listen, port, o.metrics_listen,
-                      (*metrics)->listening_ports());
+  MarkServing(*health, o, port, **metrics);
 
   LogLine("%s: draining\n", strsignal(WaitForStopSignal()));
   health->Shutdown();  // NOT_SERVING for all, and stays so
