@@ -14,6 +14,7 @@
 #include "gpu/opencl_engine.h"
 #include "server/flags_internal.h"
 #include "server/grpc_limits.h"
+#include "server/usable_cores.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "Address for the gRPC service, host:port. Port 0 picks a free "
@@ -102,7 +103,9 @@ absl::StatusOr<SortdOptions> SortdOptionsFromFlags() {
       .shm_pinned = absl::GetFlag(FLAGS_shm_pinned),
       .regions = RegionOptions(),
       .shm = ShmSocketOptions(),
-      .cpu = {.threads = absl::GetFlag(FLAGS_cpu_threads),
+      .cpu = {.threads = absl::GetFlag(FLAGS_cpu_threads) > 0
+                             ? absl::GetFlag(FLAGS_cpu_threads)
+                             : UsableCores(),
               .scratch_max_idle_bytes =
                   static_cast<size_t>(absl::GetFlag(FLAGS_cpu_scratch_bytes))},
       .request_threads = absl::GetFlag(FLAGS_request_threads),

@@ -54,7 +54,7 @@ ABSL_FLAG(int64_t, large_request_bytes, 0,
           "on gRPC's threads.");
 ABSL_FLAG(int, large_request_threads, 0,
           "Threads handling requests of at least --large_request_bytes (0: a "
-          "quarter of the host's cores, at least 2).");
+          "quarter of the cores sortd may use, at least 2).");
 ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{2} << 20,
           "Array bytes (keys, values and permutation together) per "
           "SortStream response message; the default stays under gRPC's "

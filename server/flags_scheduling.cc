@@ -12,11 +12,12 @@
 #include "server/flags_internal.h"
 
 ABSL_FLAG(int, cpu_threads, 0,
-          "Threads of the oneTBB CPU path (0: one per hardware thread).");
+          "Threads of the oneTBB CPU path (0: one per core this process "
+          "may use: its CPU affinity, capped by its cgroup's CPU quota, "
+          "e.g. a container's CPU limit).");
 ABSL_FLAG(int, request_threads, 0,
           "Threads that run CPU-path requests concurrently (0: as many as "
-          "the CPU path has threads, --cpu_threads or one per hardware "
-          "thread, at least 2).");
+          "the CPU path has threads, at least 2).");
 ABSL_FLAG(absl::Duration, max_batch_delay, absl::Microseconds(100),
           "Longest a GPU-bound request waits for others to join its batch "
           "(100us: the best or near-best throughput and p99 for 256- to "

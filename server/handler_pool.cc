@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/usable_cores.h"
+
 namespace sortd {
 
 HandlerPool::HandlerPool(int threads) {
@@ -34,9 +36,7 @@ size_t HandlerPool::queued() const {
   return tasks_.size();
 }
 
-int HandlerPool::DefaultThreads() {
-  return std::max(2, static_cast<int>(std::thread::hardware_concurrency()) / 4);
-}
+int HandlerPool::DefaultThreads() { return std::max(2, UsableCores() / 4); }
 
 void HandlerPool::Loop() {
   while (true) {
