@@ -305,7 +305,25 @@ class Scheduler {
   bool MayTakeLocked(const Handover& h, size_t d) const;
   // Moves into `out` the waiting handovers that no device up may take.
   void StrandedHandoversLocked(Batch* out);
+  // Each runner thread's loop (server/scheduler_runner.cc). Requires mu_
+  // not held: it takes mu_ and holds it except around publishing, running
+  // a batch, giving the packing buffer back and re-creating the device.
   void RunnerLoop(size_t device_index);
+  // The runner's steps. Each returns with the lock held, releasing it only
+  // where the loop did.
+  // The device is down: gives the packing buffer back, or re-creates the
+  // device when its turn has come, or waits. Requires mu_ held (`lock`).
+  void WaitWhileDown(std::unique_lock<std::mutex>& lock, size_t device_index,
+                     batch::PackBuffer* pack);
+  // Runs the first handover this device may take, if it has room: true when
+  // it ran one. Requires mu_ held (`lock`).
+  bool RunHandover(std::unique_lock<std::mutex>& lock, size_t device_index,
+                   batch::PackBuffer* pack);
+  // Takes the next batch this device may lease into `batch`: true. Else
+  // waits (for work, room or the batching delay) and returns false.
+  // Requires mu_ held (`lock`).
+  bool TakeBatchOrWait(std::unique_lock<std::mutex>& lock, size_t device_index,
+                       batch::PackBuffer* pack, Batch* batch);
   // Re-creates a device that is down, after its back-off; called with the
   // lock held, releases it around the factory.
   void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);

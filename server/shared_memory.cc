@@ -314,6 +314,46 @@ void RegionRegistry::PostAdoption(
   }
 }
 
+absl::Status RegionRegistry::ChargeLocked(size_t charged) {
+  if (regions_.size() >= options_.max_regions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(regions_.size(),
+                     " regions are registered, the most this server maps "
+                     "at once; unregister one first"));
+  }
+  if (charged > options_.max_bytes ||
+      mapped_bytes_ > options_.max_bytes - charged) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "regions of ", mapped_bytes_,
+        " bytes are registered and this one "
+        "adds ",
+        charged, "; the limit is ", options_.max_bytes, " (--shm_max_bytes)"));
+  }
+  mapped_bytes_ += charged;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Map(int fd, size_t size,
+                                                            size_t charged) {
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const int error = errno;
+    std::lock_guard<std::mutex> lock(mu_);
+    mapped_bytes_ -= charged;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map the memfd: ", std::strerror(error)));
+  }
+  try {
+    return std::make_shared<Region>(static_cast<std::byte*>(base), size,
+                                    charged, worker_);
+  } catch (const std::bad_alloc&) {
+    munmap(base, size);
+    std::lock_guard<std::mutex> lock(mu_);
+    mapped_bytes_ -= charged;
+    return absl::ResourceExhaustedError("no memory to register a region");
+  }
+}
+
 absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
   if (!enabled()) {
     return absl::FailedPreconditionError(
@@ -328,41 +368,11 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
   if (!token.ok()) return token.status();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (regions_.size() >= options_.max_regions) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(regions_.size(),
-                       " regions are registered, the most this server maps "
-                       "at once; unregister one first"));
-    }
-    if (charged > options_.max_bytes ||
-        mapped_bytes_ > options_.max_bytes - charged) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("regions of ", mapped_bytes_,
-                       " bytes are registered and this one "
-                       "adds ",
-                       charged, "; the limit is ", options_.max_bytes,
-                       " (--shm_max_bytes)"));
-    }
-    mapped_bytes_ += charged;
+    if (absl::Status s = ChargeLocked(charged); !s.ok()) return s;
   }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    const int error = errno;
-    std::lock_guard<std::mutex> lock(mu_);
-    mapped_bytes_ -= charged;
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot map the memfd: ", std::strerror(error)));
-  }
-  std::shared_ptr<Region> region;
-  try {
-    region = std::make_shared<Region>(static_cast<std::byte*>(base), size,
-                                      charged, worker_);
-  } catch (const std::bad_alloc&) {
-    munmap(base, size);
-    std::lock_guard<std::mutex> lock(mu_);
-    mapped_bytes_ -= charged;
-    return absl::ResourceExhaustedError("no memory to register a region");
-  }
+  absl::StatusOr<std::shared_ptr<Region>> mapped = Map(fd, size, charged);
+  if (!mapped.ok()) return mapped.status();
+  std::shared_ptr<Region> region = *std::move(mapped);
   std::vector<std::shared_ptr<HostMemory>> pin_with;
   try {
     std::lock_guard<std::mutex> lock(mu_);

@@ -191,6 +191,15 @@ class RegionRegistry {
   // Has `region` adopted on the worker thread.
   void PostAdoption(const std::shared_ptr<Region>& region,
                     std::vector<std::shared_ptr<HostMemory>> memories);
+  // Register's steps.
+  // Charges a region of `charged` bytes to the registry, or refuses it when
+  // max_regions or --shm_max_bytes would be passed. Requires mu_ held.
+  absl::Status ChargeLocked(size_t charged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps `size` bytes of memfd `fd` as a region; where that fails, gives
+  // the charge back (taking mu_ for it: requires mu_ not held).
+  absl::StatusOr<std::shared_ptr<Region>> Map(int fd, size_t size,
+                                              size_t charged)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   const std::shared_ptr<AdoptionWorker> worker_;

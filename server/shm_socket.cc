@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -60,15 +61,58 @@ absl::Status PrepareDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
-// One client connection, owned by the loop thread.
-struct Connection {
-  int fd = -1;
-  std::vector<std::string> tokens;
-  absl::Time opened;
-  uid_t uid = 0;
-  pid_t pid = 0;
-  bool logged = false;  // a refusal: one log line per connection
+// One message read from a connection.
+struct Message {
+  char text[64];
+  size_t length = 0;
+  bool truncated = false;  // its text or descriptors did not fit
+  std::vector<int> fds;    // the descriptors it carried, to be closed
+  int error = 0;           // errno, where reading failed
 };
+
+// Reads one message from `fd` into `m`: false (with m->error) when
+// recvmsg failed.
+bool Receive(int fd, Message* m) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  iovec iov{.iov_base = m->text, .iov_len = sizeof m->text};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  const ssize_t n = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) {
+    m->error = errno;
+    return false;
+  }
+  for (cmsghdr* h = CMSG_FIRSTHDR(&message); h != nullptr;
+       h = CMSG_NXTHDR(&message, h)) {
+    if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t k = 0; k < count; ++k) {
+      int received;
+      std::memcpy(&received, CMSG_DATA(h) + k * sizeof(int), sizeof received);
+      m->fds.push_back(received);
+    }
+  }
+  m->length = static_cast<size_t>(n);
+  m->truncated = (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+  return true;
+}
+
+// Answers the client on `fd`; false when it does not take the answer (its
+// socket's buffer is full: it does not read).
+bool Send(int fd, const std::string& text) {
+  return send(fd, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(text.size());
+}
+
+// poll's timeout until `deadline` (at least 1 ms; -1: none).
+int PollTimeoutMs(absl::Time deadline, absl::Time now) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  return static_cast<int>(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - now) + 1));
+}
 
 std::string Reply(const absl::Status& status) {
   std::string message(status.message());
@@ -80,6 +124,16 @@ std::string Reply(const absl::Status& status) {
 }
 
 }  // namespace
+
+// One client connection, owned by the loop thread.
+struct ShmSocket::Connection {
+  int fd = -1;
+  std::vector<std::string> tokens;
+  absl::Time opened;
+  uid_t uid = 0;
+  pid_t pid = 0;
+  bool logged = false;  // a refusal: one log line per connection
+};
 
 absl::StatusOr<std::unique_ptr<ShmSocket>> ShmSocket::Start(
     const Options& options, RegionRegistry* regions) {
@@ -155,108 +209,117 @@ ShmSocket::Counts ShmSocket::counts() const {
           .open = open_.load()};
 }
 
+void ShmSocket::Drop(std::vector<Connection>& connections, size_t i) {
+  for (const std::string& t : connections[i].tokens) regions_->Unregister(t);
+  close(connections[i].fd);
+  connections.erase(connections.begin() + static_cast<ptrdiff_t>(i));
+}
+
+absl::Time ShmSocket::DropIdle(std::vector<Connection>& connections,
+                               absl::Time now) {
+  absl::Time next_deadline = absl::InfiniteFuture();
+  for (size_t i = 0; i < connections.size();) {
+    Connection& c = connections[i];
+    if (c.tokens.empty() && now - c.opened >= options_.idle_timeout) {
+      ++dropped_;
+      Drop(connections, i);
+      continue;
+    }
+    if (c.tokens.empty()) {
+      next_deadline = std::min(next_deadline, c.opened + options_.idle_timeout);
+    }
+    ++i;
+  }
+  return next_deadline;
+}
+
+void ShmSocket::Accept(std::vector<Connection>& connections) {
+  const int fd =
+      accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return;
+  Connection c;
+  c.fd = fd;
+  c.opened = absl::Now();
+  ucred credentials{};
+  socklen_t length = sizeof credentials;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0) {
+    c.uid = credentials.uid;
+    c.pid = credentials.pid;
+  }
+  if (connections.size() >= options_.max_connections) {
+    ++dropped_;
+    Send(fd, Reply(absl::ResourceExhaustedError(
+                 absl::StrCat(connections.size(),
+                              " clients are connected, the most this server "
+                              "takes; try again later"))));
+    close(fd);
+  } else {
+    ++connections_;
+    connections.push_back(c);
+  }
+}
+
+absl::StatusOr<RegionRegistry::Registered> ShmSocket::Registration(
+    const Connection& c, std::string_view request, bool truncated,
+    const std::vector<int>& fds) {
+  if (!request.empty() && request.back() == '\n') request.remove_suffix(1);
+  if (truncated || request != kRegister) {
+    return absl::InvalidArgumentError(
+        "expected the message \"REGISTER 1\" with one file descriptor");
+  }
+  if (fds.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a registration carries exactly one file descriptor, this one ",
+        fds.size()));
+  }
+  if (c.tokens.size() >= options_.max_regions_per_connection) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this connection has ", c.tokens.size(),
+                     " regions, the most one connection may register"));
+  }
+  return regions_->Register(fds[0]);
+}
+
+bool ShmSocket::Serve(Connection& c) {
+  Message m;
+  if (!Receive(c.fd, &m)) {
+    return m.error == EAGAIN || m.error == EWOULDBLOCK || m.error == EINTR;
+  }
+  if (m.length == 0 && m.fds.empty()) return false;  // the client closed
+  const absl::StatusOr<RegionRegistry::Registered> registered =
+      Registration(c, std::string_view(m.text, m.length), m.truncated, m.fds);
+  for (int fd : m.fds) close(fd);
+  if (!registered.ok()) {
+    ++refused_;
+    if (!std::exchange(c.logged, true)) {
+      LogLine("shared memory: registration from pid %d uid %u refused: %s\n",
+              static_cast<int>(c.pid), static_cast<unsigned>(c.uid),
+              registered.status().ToString().c_str());
+    }
+    return Send(c.fd, Reply(registered.status()));
+  }
+  c.tokens.push_back(registered->token);
+  ++registered_;
+  return Send(c.fd, absl::StrCat("OK ", registered->token, " ",
+                                 registered->bytes, "\n"));
+}
+
 void ShmSocket::Loop() {
   std::vector<Connection> connections;
-  auto drop = [&](size_t i) {
-    for (const std::string& t : connections[i].tokens) regions_->Unregister(t);
-    close(connections[i].fd);
-    connections.erase(connections.begin() + static_cast<ptrdiff_t>(i));
-  };
-  // Answers `c`; false when the client does not take the answer (its
-  // socket's buffer is full: it does not read).
-  auto answer = [](const Connection& c, const std::string& text) {
-    return send(c.fd, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(text.size());
-  };
-  // Reads and answers one message of connection `c`; false when the
-  // connection is to be closed.
-  auto serve = [&](Connection& c) {
-    char text[64];
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-    iovec iov{.iov_base = text, .iov_len = sizeof text};
-    msghdr message{};
-    message.msg_iov = &iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    const ssize_t n = recvmsg(c.fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-    std::vector<int> fds;
-    for (cmsghdr* h = CMSG_FIRSTHDR(&message); h != nullptr;
-         h = CMSG_NXTHDR(&message, h)) {
-      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
-      const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t k = 0; k < count; ++k) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(h) + k * sizeof(int), sizeof fd);
-        fds.push_back(fd);
-      }
-    }
-    if (n == 0 && fds.empty()) return false;  // the client closed
-    absl::StatusOr<RegionRegistry::Registered> registered;
-    std::string_view request(text, static_cast<size_t>(n));
-    if (!request.empty() && request.back() == '\n') request.remove_suffix(1);
-    if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
-        request != kRegister) {
-      registered = absl::InvalidArgumentError(
-          "expected the message \"REGISTER 1\" with one file descriptor");
-    } else if (fds.size() != 1) {
-      registered = absl::InvalidArgumentError(absl::StrCat(
-          "a registration carries exactly one file descriptor, this one ",
-          fds.size()));
-    } else if (c.tokens.size() >= options_.max_regions_per_connection) {
-      registered = absl::ResourceExhaustedError(
-          absl::StrCat("this connection has ", c.tokens.size(),
-                       " regions, the most one connection may register"));
-    } else {
-      registered = regions_->Register(fds[0]);
-    }
-    for (int fd : fds) close(fd);
-    if (!registered.ok()) {
-      ++refused_;
-      if (!std::exchange(c.logged, true)) {
-        LogLine("shared memory: registration from pid %d uid %u refused: %s\n",
-                static_cast<int>(c.pid), static_cast<unsigned>(c.uid),
-                registered.status().ToString().c_str());
-      }
-      return answer(c, Reply(registered.status()));
-    }
-    c.tokens.push_back(registered->token);
-    ++registered_;
-    return answer(c, absl::StrCat("OK ", registered->token, " ",
-                                  registered->bytes, "\n"));
-  };
-
   std::vector<pollfd> polled;
   while (!stopping_.load()) {
     open_.store(connections.size());
     const absl::Time now = absl::Now();
-    absl::Time next_deadline = absl::InfiniteFuture();
-    for (size_t i = 0; i < connections.size();) {
-      Connection& c = connections[i];
-      if (c.tokens.empty() && now - c.opened >= options_.idle_timeout) {
-        ++dropped_;
-        drop(i);
-        continue;
-      }
-      if (c.tokens.empty()) {
-        next_deadline =
-            std::min(next_deadline, c.opened + options_.idle_timeout);
-      }
-      ++i;
-    }
+    const absl::Time next_deadline = DropIdle(connections, now);
     polled.clear();
     polled.push_back({.fd = wake_fd_, .events = POLLIN, .revents = 0});
     polled.push_back({.fd = listen_fd_, .events = POLLIN, .revents = 0});
     for (const Connection& c : connections) {
       polled.push_back({.fd = c.fd, .events = POLLIN, .revents = 0});
     }
-    int timeout_ms = -1;
-    if (next_deadline != absl::InfiniteFuture()) {
-      timeout_ms = static_cast<int>(std::max<int64_t>(
-          1, absl::ToInt64Milliseconds(next_deadline - now) + 1));
-    }
-    if (poll(polled.data(), polled.size(), timeout_ms) < 0 && errno != EINTR) {
+    if (poll(polled.data(), polled.size(), PollTimeoutMs(next_deadline, now)) <
+            0 &&
+        errno != EINTR) {
       LogLine("shared memory: poll: %s\n", Errno().c_str());
       break;
     }
@@ -266,37 +329,13 @@ void ShmSocket::Loop() {
     for (size_t k = connections.size(); k-- > 0;) {
       const short events = polled[k + 2].revents;
       if (events == 0) continue;
-      if ((events & POLLIN) == 0 || !serve(connections[k])) drop(k);
-    }
-    if (polled[1].revents & POLLIN) {
-      const int fd =
-          accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd >= 0) {
-        Connection c;
-        c.fd = fd;
-        c.opened = absl::Now();
-        ucred credentials{};
-        socklen_t length = sizeof credentials;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) ==
-            0) {
-          c.uid = credentials.uid;
-          c.pid = credentials.pid;
-        }
-        if (connections.size() >= options_.max_connections) {
-          ++dropped_;
-          answer(c, Reply(absl::ResourceExhaustedError(absl::StrCat(
-                        connections.size(),
-                        " clients are connected, the most this server "
-                        "takes; try again later"))));
-          close(fd);
-        } else {
-          ++connections_;
-          connections.push_back(c);
-        }
+      if ((events & POLLIN) == 0 || !Serve(connections[k])) {
+        Drop(connections, k);
       }
     }
+    if (polled[1].revents & POLLIN) Accept(connections);
   }
-  while (!connections.empty()) drop(connections.size() - 1);
+  while (!connections.empty()) Drop(connections, connections.size() - 1);
   open_.store(0);
 }
 

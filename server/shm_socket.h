@@ -28,7 +28,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -72,7 +74,26 @@ class ShmSocket {
  private:
   ShmSocket(const Options& options, RegionRegistry* regions, int listen_fd,
             int wake_fd);
+  struct Connection;  // one client's, owned by the loop thread
+  // The loop thread: accepts connections, reads and answers their
+  // messages, and closes those idle too long, until Stop().
   void Loop();
+  // The loop's steps; each runs on the loop thread only.
+  // Closes connections[i], unregistering its regions.
+  void Drop(std::vector<Connection>& connections, size_t i);
+  // Closes the connections that registered nothing within idle_timeout;
+  // returns when the next of the others would time out (or never).
+  absl::Time DropIdle(std::vector<Connection>& connections, absl::Time now);
+  // Accepts a waiting client, or refuses it when max_connections are open.
+  void Accept(std::vector<Connection>& connections);
+  // Reads and answers one message of `c`; false when the connection is to
+  // be closed.
+  bool Serve(Connection& c);
+  // The region a message (`request`, with descriptors `fds`; `truncated`
+  // when either did not fit) registers, or why it is refused.
+  absl::StatusOr<RegionRegistry::Registered> Registration(
+      const Connection& c, std::string_view request, bool truncated,
+      const std::vector<int>& fds);
 
   const Options options_;
   RegionRegistry* const regions_;

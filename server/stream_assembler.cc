@@ -67,9 +67,9 @@ absl::Status StreamAssembler::Append(wire::Received message) {
   });
 }
 
-absl::Status StreamAssembler::Keep(std::unique_ptr<wire::Received> bytes) {
-  absl::StatusOr<wire::SortRequest> parsed =
-      wire::ParseSortRequest(bytes->data());
+absl::StatusOr<wire::SortRequest> StreamAssembler::ParseMessage(
+    std::string_view data) const {
+  absl::StatusOr<wire::SortRequest> parsed = wire::ParseSortRequest(data);
   if (!parsed.ok()) return Numbered(parsed.status());
   if (parsed->shared.has_value()) {
     return Numbered(absl::InvalidArgumentError(
@@ -85,19 +85,46 @@ absl::Status StreamAssembler::Keep(std::unique_ptr<wire::Received> bytes) {
     parsed->order = first_order_;
     parsed->key_coding = first_key_coding_;
   }
-  absl::StatusOr<SortJob> part =
-      ParseSort(*parsed, limits_, bytes->data().size());
-  if (!part.ok()) return Numbered(part.status());
+  return parsed;
+}
+
+absl::Status StreamAssembler::CheckFields(const SortJob& part) const {
   if (messages_ > 0 &&
-      (part->key_type != key_type_ || part->value_type != value_type_)) {
+      (part.key_type != key_type_ || part.value_type != value_type_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("stream message ", messages_ + 1, " sets ",
-                     wire::KeyFieldName(part->key_type), " with ",
-                     wire::ValueFieldName(part->value_type),
+                     wire::KeyFieldName(part.key_type), " with ",
+                     wire::ValueFieldName(part.value_type),
                      "; the first message set ", wire::KeyFieldName(key_type_),
                      " with ", wire::ValueFieldName(value_type_),
                      ": every message of a stream uses the same fields"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status StreamAssembler::CheckGrowth(size_t count,
+                                          size_t pair_bytes) const {
+  if ((count_ + count) * pair_bytes > limits_.max_stream_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the stream's array has grown past ", limits_.max_stream_bytes,
+        " bytes of keys and values, the most this server sorts in one "
+        "stream (--max_stream_bytes)"));
+  }
+  if (count_ + count > std::numeric_limits<uint32_t>::max()) {
+    return absl::ResourceExhaustedError(
+        "the stream's array has grown past 2^32-1 keys, the most one sort "
+        "takes");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StreamAssembler::Keep(std::unique_ptr<wire::Received> bytes) {
+  absl::StatusOr<wire::SortRequest> parsed = ParseMessage(bytes->data());
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<SortJob> part =
+      ParseSort(*parsed, limits_, bytes->data().size());
+  if (!part.ok()) return Numbered(part.status());
+  if (absl::Status s = CheckFields(*part); !s.ok()) return s;
   // The first message's terms, taken only once it is accepted.
   const KeyType key_type = messages_ == 0 ? part->key_type : key_type_;
   const ValueType value_type = messages_ == 0 ? part->value_type : value_type_;
@@ -106,17 +133,7 @@ absl::Status StreamAssembler::Keep(std::unique_ptr<wire::Received> bytes) {
   const int32_t key_coding =
       messages_ == 0 ? parsed->key_coding : first_key_coding_;
   const size_t ks = KeySize(key_type), vs = ValueSize(value_type);
-  if ((count_ + part->count) * (ks + vs) > limits_.max_stream_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the stream's array has grown past ", limits_.max_stream_bytes,
-        " bytes of keys and values, the most this server sorts in one "
-        "stream (--max_stream_bytes)"));
-  }
-  if (count_ + part->count > std::numeric_limits<uint32_t>::max()) {
-    return absl::ResourceExhaustedError(
-        "the stream's array has grown past 2^32-1 keys, the most one sort "
-        "takes");
-  }
+  if (absl::Status s = CheckGrowth(part->count, ks + vs); !s.ok()) return s;
   // What sorting these keys will hold: the whole array joined, its answer
   // and the sort's scratch (server/held_bytes.h); with the first message,
   // the answer chunk being encoded.

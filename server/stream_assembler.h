@@ -25,9 +25,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/keys.h"
 #include "core/sorter.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -87,6 +89,17 @@ class StreamAssembler {
   absl::Status Admit(Step&& step);
   // Parses, checks and keeps a message whose bytes are charged once.
   absl::Status Keep(std::unique_ptr<wire::Received> bytes);
+  // Keep's steps.
+  // Parses a message's bytes, refusing the fields a stream does not carry;
+  // a later message takes the first one's order and key coding. Its
+  // errors are already Numbered.
+  absl::StatusOr<wire::SortRequest> ParseMessage(std::string_view data) const;
+  // Refuses a later message whose key or value field differs from the
+  // first's.
+  absl::Status CheckFields(const SortJob& part) const;
+  // Refuses `count` more keys (of `pair_bytes` with their values) when the
+  // stream would grow past --max_stream_bytes or 2^32-1 keys.
+  absl::Status CheckGrowth(size_t count, size_t pair_bytes) const;
   // "stream message N: " before `s`'s message, N the message being added.
   absl::Status Numbered(const absl::Status& s) const;
 

@@ -284,6 +284,91 @@ absl::Status CheckRegionUtf8(std::string_view bytes, size_t at) {
   return absl::OkStatus();
 }
 
+// ParseSortRequest's fields, each read from `in` (its tag, of `field` and
+// wire `type`, began at byte `start`) into `request`.
+
+// A key array (fields 1 to 6, by key type).
+absl::Status ReadKeys(Reader& in, size_t start, int field, int type,
+                      KeyType key, SortRequest& request) {
+  if (type != kLengthDelimited) {
+    return in.WrongType(start, field, KeyFieldName(key), type,
+                        kLengthDelimited);
+  }
+  if (absl::Status s = in.Bytes(field, &request.keys); !s.ok()) return s;
+  request.key_type = key;
+  return absl::OkStatus();
+}
+
+// A value array (field 8: 32-bit, 9: 64-bit).
+absl::Status ReadValues(Reader& in, size_t start, int field, int type,
+                        SortRequest& request) {
+  const ValueType value = field == 8 ? ValueType::kU32 : ValueType::kU64;
+  if (type != kLengthDelimited) {
+    return in.WrongType(start, field, ValueFieldName(value), type,
+                        kLengthDelimited);
+  }
+  if (absl::Status s = in.Bytes(field, &request.values); !s.ok()) return s;
+  request.value_type = value;
+  return absl::OkStatus();
+}
+
+// `shared` (field 11); occurrences merge, as protobuf merges them.
+absl::Status ReadShared(Reader& in, size_t start, int field, int type,
+                        SortRequest& request) {
+  if (type != kLengthDelimited) {
+    return in.WrongType(start, field, "shared", type, kLengthDelimited);
+  }
+  std::string_view bytes;
+  if (absl::Status s = in.Bytes(field, &bytes); !s.ok()) return s;
+  // Its region names a file: protobuf refuses a string that is not
+  // UTF-8 (and logs it); said here, where in the region it breaks.
+  if (absl::Status s = CheckRegionUtf8(bytes, start); !s.ok()) return s;
+  if (!request.shared.has_value()) request.shared.emplace();
+  if (!request.shared->MergeFromString(std::string(bytes))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the SortRequest did not parse: at byte ", start,
+                     ", field 11 (shared) is not a SharedArrays message"));
+  }
+  return absl::OkStatus();
+}
+
+// `part` (field 13); occurrences merge, as protobuf merges them.
+absl::Status ReadPart(Reader& in, size_t start, int field, int type,
+                      SortRequest& request) {
+  if (type != kLengthDelimited) {
+    return in.WrongType(start, field, "part", type, kLengthDelimited);
+  }
+  std::string_view bytes;
+  if (absl::Status s = in.Bytes(field, &bytes); !s.ok()) return s;
+  if (!request.part.has_value()) request.part.emplace();
+  if (!request.part->MergeFromString(std::string(bytes))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the SortRequest did not parse: at byte ", start,
+                     ", field 13 (part) is not a Part message"));
+  }
+  return absl::OkStatus();
+}
+
+// The varint fields: order (7), return_permutation (10) and
+// response_key_coding (12).
+absl::Status ReadScalar(Reader& in, size_t start, int field, int type,
+                        SortRequest& request) {
+  const char* name = field == 7    ? "order"
+                     : field == 10 ? "return_permutation"
+                                   : "response_key_coding";
+  if (type != kVarint) return in.WrongType(start, field, name, type, kVarint);
+  uint64_t v = 0;
+  if (absl::Status s = in.Varint(&v, name); !s.ok()) return s;
+  if (field == 7) {
+    request.order = static_cast<int32_t>(static_cast<uint32_t>(v));
+  } else if (field == 12) {
+    request.key_coding = static_cast<int32_t>(static_cast<uint32_t>(v));
+  } else {
+    request.return_permutation = v != 0;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int ValueFieldNumber(ValueType type) { return type == ValueType::kU64 ? 9 : 8; }
@@ -332,67 +417,21 @@ absl::StatusOr<SortRequest> ParseSortRequest(std::string_view bytes) {
     const size_t start = in.at();
     int field = 0, type = 0;
     if (absl::Status s = in.Tag(&field, &type); !s.ok()) return s;
+    absl::Status read;
     if (const std::optional<KeyType> raw = key_fields::TypeOfRaw(field)) {
-      const KeyType key = *raw;
-      if (type != kLengthDelimited) {
-        return in.WrongType(start, field, KeyFieldName(key), type,
-                            kLengthDelimited);
-      }
-      if (absl::Status s = in.Bytes(field, &request.keys); !s.ok()) return s;
-      request.key_type = key;
+      read = ReadKeys(in, start, field, type, *raw, request);
     } else if (field == 8 || field == 9) {
-      const ValueType value = field == 8 ? ValueType::kU32 : ValueType::kU64;
-      if (type != kLengthDelimited) {
-        return in.WrongType(start, field, ValueFieldName(value), type,
-                            kLengthDelimited);
-      }
-      if (absl::Status s = in.Bytes(field, &request.values); !s.ok()) return s;
-      request.value_type = value;
+      read = ReadValues(in, start, field, type, request);
     } else if (field == 11) {
-      if (type != kLengthDelimited) {
-        return in.WrongType(start, field, "shared", type, kLengthDelimited);
-      }
-      std::string_view bytes;
-      if (absl::Status s = in.Bytes(field, &bytes); !s.ok()) return s;
-      // Its region names a file: protobuf refuses a string that is not
-      // UTF-8 (and logs it); said here, where in the region it breaks.
-      if (absl::Status s = CheckRegionUtf8(bytes, start); !s.ok()) return s;
-      if (!request.shared.has_value()) request.shared.emplace();
-      if (!request.shared->MergeFromString(std::string(bytes))) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the SortRequest did not parse: at byte ", start,
-                         ", field 11 (shared) is not a SharedArrays message"));
-      }
+      read = ReadShared(in, start, field, type, request);
     } else if (field == 13) {
-      if (type != kLengthDelimited) {
-        return in.WrongType(start, field, "part", type, kLengthDelimited);
-      }
-      std::string_view bytes;
-      if (absl::Status s = in.Bytes(field, &bytes); !s.ok()) return s;
-      if (!request.part.has_value()) request.part.emplace();
-      if (!request.part->MergeFromString(std::string(bytes))) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the SortRequest did not parse: at byte ", start,
-                         ", field 13 (part) is not a Part message"));
-      }
+      read = ReadPart(in, start, field, type, request);
     } else if (field == 7 || field == 10 || field == 12) {
-      const char* name = field == 7    ? "order"
-                         : field == 10 ? "return_permutation"
-                                       : "response_key_coding";
-      if (type != kVarint)
-        return in.WrongType(start, field, name, type, kVarint);
-      uint64_t v = 0;
-      if (absl::Status s = in.Varint(&v, name); !s.ok()) return s;
-      if (field == 7) {
-        request.order = static_cast<int32_t>(static_cast<uint32_t>(v));
-      } else if (field == 12) {
-        request.key_coding = static_cast<int32_t>(static_cast<uint32_t>(v));
-      } else {
-        request.return_permutation = v != 0;
-      }
-    } else if (absl::Status s = in.Skip(field, type); !s.ok()) {
-      return s;
+      read = ReadScalar(in, start, field, type, request);
+    } else {
+      read = in.Skip(field, type);
     }
+    if (!read.ok()) return read;
   }
   return request;
 }
