@@ -1,3 +1,7 @@
+// `sortctl bench`'s load generator: the size mix and back-off it follows,
+// and the run itself, closed or open loop, whose workers call the server
+// and count their results. Its requests are made in bench_inputs.cc, the
+// counting is in bench_tally.cc, the report in bench_report.cc.
 #include "client/bench.h"
 
 #include <algorithm>
@@ -16,12 +20,22 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/bench_internal.h"
 #include "client/metrics_scrape.h"
 #include "client/shared_memory.h"
 #include "client/sortctl_lib.h"
-#include "core/key_fields.h"
 
 namespace sortd::cli {
+
+using bench_internal::CallResult;
+using bench_internal::Inputs;
+using bench_internal::MakeInputs;
+using bench_internal::MakeRegion;
+using bench_internal::MergeReport;
+using bench_internal::RecordCall;
+using bench_internal::RequestKeys;
+using bench_internal::SetAnswerKeys;
+using bench_internal::WorkerRegion;
 
 const char* OpName(BenchOp op) {
   switch (op) {
@@ -36,48 +50,6 @@ const char* OpName(BenchOp op) {
 }
 
 namespace {
-
-// The requests of one size: a few distinct random inputs.
-struct Inputs {
-  uint64_t size = 0;
-  std::vector<v1::SortRequest> sorts;
-  std::vector<v1::TransposeRequest> transposes;
-};
-
-Inputs MakeInputs(const BenchOptions& o, uint64_t size, size_t class_index) {
-  Inputs in;
-  in.size = size;
-  // Large inputs take memory and time to make: fewer variants of them.
-  const int variants = std::max(
-      1, size >= (uint64_t{1} << 22) ? std::min(o.variants, 2) : o.variants);
-  for (int v = 0; v < variants; ++v) {
-    const uint64_t seed = o.seed + 7919 * class_index + 104729 * v;
-    if (o.op == BenchOp::kTranspose) {
-      v1::TransposeRequest r;
-      r.set_matrices(RandomWords(size * 32, seed));
-      in.transposes.push_back(std::move(r));
-    } else {
-      v1::SortRequest r;
-      SetKeys(o.key_type, RandomKeys(o.key_type, size, seed), &r);
-      if (o.compact_keys) r.set_response_key_coding(v1::KEY_CODING_COMPACT);
-      in.sorts.push_back(std::move(r));
-    }
-  }
-  return in;
-}
-
-const std::string& RequestKeys(const v1::SortRequest& r) {
-  const std::string* bytes = nullptr;
-  KeysOf(r, &bytes);
-  static const std::string kNone;
-  return bytes != nullptr ? *bytes : kNone;
-}
-
-// The answer's key field (of the type it names) set to `bytes`.
-void SetAnswerKeys(std::string bytes, v1::SortResponse* r) {
-  *key_fields::MutableKeys(r, key_fields::TypeOf(*r).value_or(KeyType::kU32)) =
-      std::move(bytes);
-}
 
 // Echo answers with the input unchanged.
 absl::Status VerifyEcho(const v1::SortRequest& request,
@@ -173,157 +145,7 @@ absl::Duration Backoff::Next() {
 
 void Backoff::Reset() { nominal_ = policy_.initial; }
 
-BenchVerdict JudgeBench(const BenchReport& r) {
-  std::string codes;
-  for (const auto& [code, n] : r.errors_by_code) {
-    absl::StrAppend(&codes, codes.empty() ? "" : ", ", code, " ", n);
-  }
-  if (r.mismatches > 0) {
-    return {3, absl::StrCat(r.mismatches, " of ", r.verified,
-                            " sampled answers were wrong (first: ",
-                            r.first_mismatch, ")")};
-  }
-  if (r.all.ok == 0) {
-    return {1, r.all.errors == 0
-                   ? std::string("no request was answered")
-                   : absl::StrCat("no request was answered: all ", r.all.errors,
-                                  " calls failed (", codes, ")")};
-  }
-  if (2 * r.all.errors > r.ended) {
-    return {1, absl::StrCat(r.all.errors, " of ", r.ended,
-                            " calls failed, more than half (", codes, ")")};
-  }
-  return {};
-}
-
-double BenchStats::Percentile(double p) const {
-  if (latencies.empty()) return 0;
-  const double rank = p / 100.0 * static_cast<double>(latencies.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, latencies.size() - 1);
-  const double f = rank - static_cast<double>(lo);
-  return latencies[lo] * (1 - f) + latencies[hi] * f;
-}
-
 namespace {
-
-// Shared memory: per worker, a region with every input and room for its
-// answer, and the requests that name them.
-struct WorkerRegion {
-  std::unique_ptr<SharedRegion> region;
-  std::vector<std::vector<v1::SortRequest>> sorts;  // [class][variant]
-  std::vector<std::vector<uint64_t>> out_offsets;
-};
-
-absl::StatusOr<WorkerRegion> MakeRegion(const BenchOptions& o,
-                                        const std::vector<Inputs>& inputs) {
-  WorkerRegion w;
-  size_t bytes = 0;
-  for (const Inputs& in : inputs) {
-    for (const v1::SortRequest& r : in.sorts)
-      bytes += 2 * RequestKeys(r).size();
-  }
-  absl::StatusOr<std::unique_ptr<SharedRegion>> region =
-      SharedRegion::Create(o.shm_socket, std::max<size_t>(bytes, 1));
-  if (!region.ok()) return region.status();
-  w.region = *std::move(region);
-  size_t at = 0;
-  for (const Inputs& in : inputs) {
-    w.sorts.emplace_back();
-    w.out_offsets.emplace_back();
-    for (const v1::SortRequest& r : in.sorts) {
-      const std::string& keys = RequestKeys(r);
-      std::memcpy(w.region->data() + at, keys.data(), keys.size());
-      v1::SortRequest named = r;
-      SetKeys(o.key_type, "", &named);
-      v1::SharedArrays* a = named.mutable_shared();
-      a->set_region(w.region->token());
-      a->set_count(keys.size() / KeySize(o.key_type));
-      a->set_keys_offset(at);
-      a->set_keys_out_offset(at + keys.size());
-      w.sorts.back().push_back(std::move(named));
-      w.out_offsets.back().push_back(at + keys.size());
-      at += 2 * keys.size();
-    }
-  }
-  return w;
-}
-
-// What one call gave back.
-struct CallResult {
-  absl::Status status;
-  v1::ServedBy served_by;
-  uint64_t bytes = 0;    // on the wire, both ways
-  absl::Status verdict;  // of the check, where one was made
-};
-
-void AddStats(BenchStats& into, BenchStats& from) {
-  into.ok += from.ok;
-  into.errors += from.errors;
-  into.keys += from.keys;
-  into.bytes += from.bytes;
-  into.latencies.insert(into.latencies.end(), from.latencies.begin(),
-                        from.latencies.end());
-  from = BenchStats();
-}
-
-// Adds a worker's counts to the run's, and clears them.
-void MergeReport(BenchReport& local, BenchReport& r) {
-  AddStats(r.all, local.all);
-  for (auto& [size, st] : local.by_size) AddStats(r.by_size[size], st);
-  for (auto& [k, v] : local.errors_by_code) r.errors_by_code[k] += v;
-  for (auto& [k, v] : local.paths) r.paths[k] += v;
-  for (auto& [k, v] : local.routes) r.routes[k] += v;
-  r.batch_requests_sum += local.batch_requests_sum;
-  r.batch_requests_max =
-      std::max(r.batch_requests_max, local.batch_requests_max);
-  r.device_runs_max = std::max(r.device_runs_max, local.device_runs_max);
-  r.verified += local.verified;
-  r.mismatches += local.mismatches;
-  if (r.first_mismatch.empty()) r.first_mismatch = local.first_mismatch;
-  r.started += local.started;
-  r.ended += local.ended;
-  r.late_starts += local.late_starts;
-  r.max_start_lag = std::max(r.max_start_lag, local.max_start_lag);
-  local = BenchReport();
-}
-
-// Counts one measured call of `size` keys that took `seconds`.
-void RecordCall(const CallResult& c, uint64_t size, bool checked,
-                double seconds, BenchReport& local) {
-  ++local.ended;
-  BenchStats& by = local.by_size[size];
-  if (!c.status.ok()) {
-    ++local.all.errors;
-    ++by.errors;
-    ++local.errors_by_code[absl::StatusCodeToString(c.status.code())];
-    return;
-  }
-  for (BenchStats* st : {&local.all, &by}) {
-    ++st->ok;
-    st->keys += size;
-    st->bytes += c.bytes;
-    st->latencies.push_back(seconds);
-  }
-  const v1::ServedBy& s = c.served_by;
-  ++local.paths[PathText(s.path())];
-  ++local.routes[s.route().empty() ? "unknown" : s.route()];
-  local.batch_requests_sum +=
-      static_cast<uint64_t>(std::max(1, s.batch_requests()));
-  local.batch_requests_max =
-      std::max(local.batch_requests_max, s.batch_requests());
-  local.device_runs_max = std::max<uint64_t>(
-      local.device_runs_max, static_cast<uint64_t>(s.device_runs()));
-  if (!checked) return;
-  ++local.verified;
-  if (!c.verdict.ok()) {
-    ++local.mismatches;
-    if (local.first_mismatch.empty()) {
-      local.first_mismatch =
-          absl::StrCat(FormatSize(size), " keys: ", c.verdict.message());
-    }
-  }
-}
 
 // A bench in progress: `concurrency` workers calling in a loop until the
 // deadline or the request count, each call counted once measuring starts.
@@ -345,6 +167,16 @@ class BenchRun {
  private:
   void Worker(int id);
   void OpenLoopWorker(int id);
+  // Open loop: which call is the first measured, and when measuring ends.
+  void PlanOpenLoop();
+  // Redraws the progress line every quarter second until `end` or until
+  // every worker is done; `start` is when measuring began.
+  void ShowProgressUntil(absl::Time end, absl::Time start,
+                         const BenchProgress& progress);
+  // The run's report, once the workers are joined: its measured time from
+  // `start`, the servers' CPU time since `cpu_before`, sorted latencies.
+  BenchReport FinishReport(absl::Time start,
+                           const absl::StatusOr<double>& cpu_before);
   // A size class drawn by the mix's weights.
   size_t PickClass(std::mt19937_64& rng) const {
     double w = std::uniform_real_distribution<double>(0, total_weight_)(rng);
@@ -541,19 +373,61 @@ void BenchRun::OpenLoopWorker(int id) {
   --active_;
 }
 
+void BenchRun::PlanOpenLoop() {
+  first_measured_ = static_cast<uint64_t>(
+      std::ceil(absl::ToDoubleSeconds(o_.warmup) * o_.rate));
+  if (o_.duration > absl::ZeroDuration()) {
+    measure_end_ =
+        run_start_ +
+        absl::Seconds(static_cast<double>(first_measured_) / o_.rate) +
+        o_.duration;
+  }
+}
+
+void BenchRun::ShowProgressUntil(absl::Time end, absl::Time start,
+                                 const BenchProgress& progress) {
+  for (;;) {
+    const absl::Time now = absl::Now();
+    if (now >= end || active_.load() == 0) break;
+    absl::SleepFor(std::min(absl::Milliseconds(250), end - now));
+    if (progress) {
+      std::lock_guard<std::mutex> lock(shared_.mu);
+      BenchReport partial;
+      partial.all.ok = shared_.report.all.ok;
+      partial.all.errors = shared_.report.all.errors;
+      partial.all.keys = shared_.report.all.keys;
+      partial.all.bytes = shared_.report.all.bytes;
+      progress(absl::ToDoubleSeconds(absl::Now() - start), partial);
+    }
+  }
+}
+
+BenchReport BenchRun::FinishReport(absl::Time start,
+                                   const absl::StatusOr<double>& cpu_before) {
+  BenchReport report = std::move(shared_.report);
+  if (!o_.server_metrics.empty()) {
+    absl::StatusOr<double> cpu_after = ServerCpuSeconds();
+    if (!cpu_before.ok() || !cpu_after.ok()) {
+      report.server_metrics_error = std::string(
+          (!cpu_before.ok() ? cpu_before : cpu_after).status().message());
+    } else {
+      report.server_cpu_seconds = std::max(0.0, *cpu_after - *cpu_before);
+    }
+  }
+  report.seconds = shared_.last_end > start
+                       ? absl::ToDoubleSeconds(shared_.last_end - start)
+                       : 0;
+  std::sort(report.all.latencies.begin(), report.all.latencies.end());
+  for (auto& [size, st] : report.by_size) {
+    std::sort(st.latencies.begin(), st.latencies.end());
+  }
+  return report;
+}
+
 BenchReport BenchRun::Run(const BenchProgress& progress) {
   const bool open_loop = o_.rate > 0;
   run_start_ = absl::Now();
-  if (open_loop) {
-    first_measured_ = static_cast<uint64_t>(
-        std::ceil(absl::ToDoubleSeconds(o_.warmup) * o_.rate));
-    if (o_.duration > absl::ZeroDuration()) {
-      measure_end_ =
-          run_start_ +
-          absl::Seconds(static_cast<double>(first_measured_) / o_.rate) +
-          o_.duration;
-    }
-  }
+  if (open_loop) PlanOpenLoop();
   std::vector<std::thread> threads;
   for (int i = 0; i < o_.concurrency; ++i) {
     threads.emplace_back(
@@ -578,40 +452,10 @@ BenchReport BenchRun::Run(const BenchProgress& progress) {
                              : absl::InfiniteFuture();
   // Meanwhile the progress line is redrawn every quarter second. The
   // measured time ends with the last answer, not with this loop.
-  for (;;) {
-    const absl::Time now = absl::Now();
-    if (now >= end || active_.load() == 0) break;
-    absl::SleepFor(std::min(absl::Milliseconds(250), end - now));
-    if (progress) {
-      std::lock_guard<std::mutex> lock(shared_.mu);
-      BenchReport partial;
-      partial.all.ok = shared_.report.all.ok;
-      partial.all.errors = shared_.report.all.errors;
-      partial.all.keys = shared_.report.all.keys;
-      partial.all.bytes = shared_.report.all.bytes;
-      progress(absl::ToDoubleSeconds(absl::Now() - start), partial);
-    }
-  }
+  ShowProgressUntil(end, start, progress);
   StopAll();
   for (std::thread& t : threads) t.join();
-  BenchReport report = std::move(shared_.report);
-  if (!o_.server_metrics.empty()) {
-    absl::StatusOr<double> cpu_after = ServerCpuSeconds();
-    if (!cpu_before.ok() || !cpu_after.ok()) {
-      report.server_metrics_error = std::string(
-          (!cpu_before.ok() ? cpu_before : cpu_after).status().message());
-    } else {
-      report.server_cpu_seconds = std::max(0.0, *cpu_after - *cpu_before);
-    }
-  }
-  report.seconds = shared_.last_end > start
-                       ? absl::ToDoubleSeconds(shared_.last_end - start)
-                       : 0;
-  std::sort(report.all.latencies.begin(), report.all.latencies.end());
-  for (auto& [size, st] : report.by_size) {
-    std::sort(st.latencies.begin(), st.latencies.end());
-  }
-  return report;
+  return FinishReport(start, cpu_before);
 }
 
 }  // namespace

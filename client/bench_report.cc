@@ -34,6 +34,18 @@ ReportFigures Figures(const BenchOptions& o, const BenchReport& r) {
   return f;
 }
 
+// Appends `,"NAME":{"KEY":COUNT,...}` to a JSON report.
+void AppendJsonCounts(std::string& out, const char* name,
+                      const std::map<std::string, uint64_t>& m) {
+  absl::StrAppend(&out, ",\"", name, "\":{");
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    absl::StrAppend(&out, first ? "" : ",", JsonString(k), ":", v);
+    first = false;
+  }
+  absl::StrAppend(&out, "}");
+}
+
 std::string JsonReport(const BenchOptions& o, const BenchReport& r) {
   const auto [secs, mix, mean_batch, unit] = Figures(o, r);
   const BenchStats& a = r.all;
@@ -52,15 +64,6 @@ std::string JsonReport(const BenchOptions& o, const BenchReport& r) {
       a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
       a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3, mean_batch,
       r.batch_requests_max, r.device_runs_max, r.verified, r.mismatches);
-  auto map = [&](const char* name, const std::map<std::string, uint64_t>& m) {
-    absl::StrAppend(&out, ",\"", name, "\":{");
-    bool first = true;
-    for (const auto& [k, v] : m) {
-      absl::StrAppend(&out, first ? "" : ",", JsonString(k), ":", v);
-      first = false;
-    }
-    absl::StrAppend(&out, "}");
-  };
   absl::StrAppendFormat(&out,
                         ",\"loop\":\"%s\",\"rate\":%.3f,\"late_starts\":%u,"
                         "\"max_start_lag_ms\":%.6f",
@@ -75,9 +78,9 @@ std::string JsonReport(const BenchOptions& o, const BenchReport& r) {
     absl::StrAppend(
         &out, ",\"server_metrics_error\":", JsonString(r.server_metrics_error));
   }
-  map("errors_by_code", r.errors_by_code);
-  map("paths", r.paths);
-  map("routes", r.routes);
+  AppendJsonCounts(out, "errors_by_code", r.errors_by_code);
+  AppendJsonCounts(out, "paths", r.paths);
+  AppendJsonCounts(out, "routes", r.routes);
   absl::StrAppend(&out, ",\"by_size\":[");
   bool first = true;
   for (const auto& [size, s] : r.by_size) {
@@ -95,45 +98,59 @@ std::string JsonReport(const BenchOptions& o, const BenchReport& r) {
   return out;
 }
 
-std::string TextReport(const BenchOptions& o, const BenchReport& r) {
-  const auto [secs, mix, mean_batch, unit] = Figures(o, r);
-  const BenchStats& a = r.all;
+// A rate with an SI prefix and a trailing space, e.g. "1.50 k".
+std::string RateText(double v) {
+  if (v >= 1e9) return absl::StrFormat("%.2f G", v / 1e9);
+  if (v >= 1e6) return absl::StrFormat("%.2f M", v / 1e6);
+  if (v >= 1e3) return absl::StrFormat("%.2f k", v / 1e3);
+  return absl::StrFormat("%.2f ", v);
+}
 
-  auto rate = [](double v) {
-    if (v >= 1e9) return absl::StrFormat("%.2f G", v / 1e9);
-    if (v >= 1e6) return absl::StrFormat("%.2f M", v / 1e6);
-    if (v >= 1e3) return absl::StrFormat("%.2f k", v / 1e3);
-    return absl::StrFormat("%.2f ", v);
-  };
-  auto share = [&](const std::map<std::string, uint64_t>& m) {
-    std::string s;
-    for (const auto& [k, v] : m) {
-      absl::StrAppendFormat(
-          &s, "%s%s %.0f%%", s.empty() ? "" : ", ", k,
-          100.0 * static_cast<double>(v) /
-              static_cast<double>(std::max<uint64_t>(a.ok, 1)));
-    }
-    return s.empty() ? std::string("-") : s;
-  };
-  std::string out = absl::StrFormat(
-      "sortctl bench: %s %s, sizes %s, concurrency %d, %.1f s\n", OpName(o.op),
+// Each key's share of the `answered` requests, e.g. "gpu 90%, cpu 10%";
+// "-" when there is none.
+std::string ShareText(const std::map<std::string, uint64_t>& m,
+                      uint64_t answered) {
+  std::string s;
+  for (const auto& [k, v] : m) {
+    absl::StrAppendFormat(
+        &s, "%s%s %.0f%%", s.empty() ? "" : ", ", k,
+        100.0 * static_cast<double>(v) /
+            static_cast<double>(std::max<uint64_t>(answered, 1)));
+  }
+  return s.empty() ? std::string("-") : s;
+}
+
+// The heading, and the requests, throughput and latency lines.
+void AppendThroughput(std::string& out, const BenchOptions& o,
+                      const BenchReport& r, const ReportFigures& f) {
+  const BenchStats& a = r.all;
+  absl::StrAppendFormat(
+      &out, "sortctl bench: %s %s, sizes %s, concurrency %d, %.1f s\n",
+      OpName(o.op),
       o.op == BenchOp::kTranspose ? "32x32 bit matrices"
                                   : KeyTypeName(o.key_type),
-      mix, o.concurrency, r.seconds);
+      f.mix, o.concurrency, r.seconds);
   absl::StrAppendFormat(&out, "  requests  %u answered, %u errors (%sreq/s)\n",
-                        a.ok, a.errors, rate(a.ok / secs));
-  absl::StrAppendFormat(&out, "  %-9s %s%s/s, %sB/s on the wire\n", unit,
-                        rate(a.keys / secs), unit, rate(a.bytes / secs));
+                        a.ok, a.errors, RateText(a.ok / f.secs));
+  absl::StrAppendFormat(&out, "  %-9s %s%s/s, %sB/s on the wire\n", f.unit,
+                        RateText(a.keys / f.secs), f.unit,
+                        RateText(a.bytes / f.secs));
   absl::StrAppendFormat(
       &out, "  latency   p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
       a.Percentile(50) * 1e3, a.Percentile(90) * 1e3, a.Percentile(99) * 1e3,
       a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3);
+}
+
+// The open-loop schedule's line, and the servers' CPU time.
+void AppendLoadAndServer(std::string& out, const BenchOptions& o,
+                         const BenchReport& r) {
+  const BenchStats& a = r.all;
   if (o.rate > 0) {
     absl::StrAppendFormat(
         &out,
         "  load      open loop, %scalls/s offered; %u started over 1 ms late "
         "(latest by %.3f ms)%s\n",
-        rate(o.rate), r.late_starts, r.max_start_lag * 1e3,
+        RateText(o.rate), r.late_starts, r.max_start_lag * 1e3,
         r.late_starts > 0 ? ": latency counts from when a call was due" : "");
   }
   if (r.server_cpu_seconds >= 0) {
@@ -145,24 +162,36 @@ std::string TextReport(const BenchOptions& o, const BenchReport& r) {
     absl::StrAppend(&out, "  server    CPU not read: ", r.server_metrics_error,
                     "\n");
   }
+}
+
+// Where the requests were served, and how they were batched.
+void AppendServing(std::string& out, const BenchReport& r,
+                   const ReportFigures& f) {
   absl::StrAppendFormat(&out, "  served    paths: %s; routes: %s\n",
-                        share(r.paths), share(r.routes));
+                        ShareText(r.paths, r.all.ok),
+                        ShareText(r.routes, r.all.ok));
   absl::StrAppendFormat(&out,
                         "  batches   %.1f requests per device run on average "
                         "(largest %d)%s\n",
-                        mean_batch, r.batch_requests_max,
+                        f.mean_batch, r.batch_requests_max,
                         r.device_runs_max > 1
                             ? absl::StrCat("; up to ", r.device_runs_max,
                                            " runs per request (beyond device "
                                            "memory)")
                                   .c_str()
                             : "");
+}
+
+// Per size (with more than one), the errors by code, the sampled checks
+// and the calls that never ended.
+void AppendBreakdown(std::string& out, const BenchOptions& o,
+                     const BenchReport& r, const ReportFigures& f) {
   if (r.by_size.size() > 1) {
     for (const auto& [size, s] : r.by_size) {
       absl::StrAppendFormat(
           &out, "  %-9s %u answered, %sreq/s, p50 %.3f ms, p99 %.3f ms\n",
-          FormatSize(size), s.ok, rate(s.ok / secs), s.Percentile(50) * 1e3,
-          s.Percentile(99) * 1e3);
+          FormatSize(size), s.ok, RateText(s.ok / f.secs),
+          s.Percentile(50) * 1e3, s.Percentile(99) * 1e3);
     }
   }
   if (!r.errors_by_code.empty()) {
@@ -187,6 +216,15 @@ std::string TextReport(const BenchOptions& o, const BenchReport& r) {
     absl::StrAppendFormat(&out, "  LOST      %u calls never ended\n",
                           r.started - r.ended);
   }
+}
+
+std::string TextReport(const BenchOptions& o, const BenchReport& r) {
+  const ReportFigures f = Figures(o, r);
+  std::string out;
+  AppendThroughput(out, o, r, f);
+  AppendLoadAndServer(out, o, r);
+  AppendServing(out, r, f);
+  AppendBreakdown(out, o, r, f);
   return out;
 }
 
