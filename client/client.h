@@ -316,6 +316,85 @@ class SortResultSink final : public client_wire::SortResponseSink {
   SortResult<K, V>* result_;
 };
 
+// Steps of Client::SortSpans, not part of the client's interface.
+namespace internal {
+
+// The field number of value type V (u32_values or u64_values).
+template <typename V>
+constexpr int ValueField() {
+  return std::is_same_v<V, uint64_t> ? 9 : 8;
+}
+
+// A typed sort's request, its arrays borrowed through `lease`.
+template <SortKey K, typename V>
+client_wire::OutgoingMessage SortMessage(absl::Span<const K> keys,
+                                         absl::Span<const V> values,
+                                         bool with_values,
+                                         const SortOptions& options,
+                                         client_wire::Lease* lease) {
+  client_wire::OutgoingMessage m;
+  m.Bytes(KeyField<K>(), keys.data(), keys.size() * sizeof(K), lease);
+  if (options.descending) m.Varint(7, v1::ORDER_DESCENDING);
+  if (with_values) {
+    m.Bytes(ValueField<V>(), values.data(), values.size() * sizeof(V), lease);
+  }
+  if (options.return_permutation) m.Varint(10, 1);
+  if (options.compact_keys) m.Varint(12, v1::KEY_CODING_COMPACT);
+  return m;
+}
+
+// A typed sort's arrays, for sending in parts.
+template <SortKey K, typename V>
+SortArraysView ArraysView(absl::Span<const K> keys, absl::Span<const V> values,
+                          bool with_values, const SortOptions& options) {
+  return SortArraysView{.key_field = KeyField<K>(),
+                        .keys = reinterpret_cast<const char*>(keys.data()),
+                        .key_size = sizeof(K),
+                        .value_field = with_values ? ValueField<V>() : 0,
+                        .values = reinterpret_cast<const char*>(values.data()),
+                        .value_size = with_values ? sizeof(V) : 0,
+                        .count = keys.size(),
+                        .descending = options.descending,
+                        .permutation = options.return_permutation,
+                        .compact_keys = options.compact_keys};
+}
+
+// A typed sort's request as a message of copies, for SortStream.
+template <SortKey K, typename V>
+v1::SortRequest CopiedSortRequest(absl::Span<const K> keys,
+                                  absl::Span<const V> values, bool with_values,
+                                  const SortOptions& options) {
+  v1::SortRequest request;
+  *MutableKeysField<K>(&request) = PackArray(keys);
+  if (with_values) {
+    *(std::is_same_v<V, uint64_t> ? request.mutable_u64_values()
+                                  : request.mutable_u32_values()) =
+        PackArray(values);
+  }
+  request.set_order(options.descending ? v1::ORDER_DESCENDING
+                                       : v1::ORDER_ASCENDING);
+  request.set_return_permutation(options.return_permutation);
+  if (options.compact_keys) {
+    request.set_response_key_coding(v1::KEY_CODING_COMPACT);
+  }
+  return request;
+}
+
+// A SortResponse's arrays copied into a SortResult.
+template <SortKey K, typename V>
+SortResult<K, V> ResultOf(const v1::SortResponse& response) {
+  SortResult<K, V> result;
+  result.keys = UnpackArray<K>(KeysField<K>(response));
+  result.values =
+      UnpackArray<V>(std::is_same_v<V, uint64_t> ? response.u64_values()
+                                                 : response.u32_values());
+  result.permutation = UnpackArray<uint32_t>(response.permutation());
+  result.served_by = response.served_by();
+  return result;
+}
+
+}  // namespace internal
+
 template <SortKey K, typename V>
 absl::StatusOr<SortResult<K, V>> Client::SortSpans(absl::Span<const K> keys,
                                                    absl::Span<const V> values,
@@ -323,56 +402,22 @@ absl::StatusOr<SortResult<K, V>> Client::SortSpans(absl::Span<const K> keys,
                                                    const SortOptions& options) {
   const SortInFlight counted(sorts_in_flight_);
   client_wire::Lease lease;
-  client_wire::OutgoingMessage m;
-  m.Bytes(KeyField<K>(), keys.data(), keys.size() * sizeof(K), &lease);
-  if (options.descending) m.Varint(7, v1::ORDER_DESCENDING);
-  if (with_values) {
-    m.Bytes(std::is_same_v<V, uint64_t> ? 9 : 8, values.data(),
-            values.size() * sizeof(V), &lease);
-  }
-  if (options.return_permutation) m.Varint(10, 1);
-  if (options.compact_keys) m.Varint(12, v1::KEY_CODING_COMPACT);
+  client_wire::OutgoingMessage m =
+      internal::SortMessage(keys, values, with_values, options, &lease);
   SortResult<K, V> result;
   if (const std::vector<size_t> parts = SplitOver(m.size()); !parts.empty()) {
     SortResultSink<K, V> sink(&result);
-    const SortArraysView view{
-        .key_field = KeyField<K>(),
-        .keys = reinterpret_cast<const char*>(keys.data()),
-        .key_size = sizeof(K),
-        .value_field = with_values ? (std::is_same_v<V, uint64_t> ? 9 : 8) : 0,
-        .values = reinterpret_cast<const char*>(values.data()),
-        .value_size = with_values ? sizeof(V) : 0,
-        .count = keys.size(),
-        .descending = options.descending,
-        .permutation = options.return_permutation,
-        .compact_keys = options.compact_keys};
+    const SortArraysView view =
+        internal::ArraysView(keys, values, with_values, options);
     if (absl::Status s = SortInParts(view, parts, sink); !s.ok()) return s;
     return result;
   }
   if (m.size() > options_.max_unary_bytes) {
     // Beyond one message: through SortStream, from a message of copies.
-    v1::SortRequest request;
-    *MutableKeysField<K>(&request) = PackArray(keys);
-    if (with_values) {
-      *(std::is_same_v<V, uint64_t> ? request.mutable_u64_values()
-                                    : request.mutable_u32_values()) =
-          PackArray(values);
-    }
-    request.set_order(options.descending ? v1::ORDER_DESCENDING
-                                         : v1::ORDER_ASCENDING);
-    request.set_return_permutation(options.return_permutation);
-    if (options.compact_keys) {
-      request.set_response_key_coding(v1::KEY_CODING_COMPACT);
-    }
-    absl::StatusOr<v1::SortResponse> response = SortStream(request);
+    absl::StatusOr<v1::SortResponse> response = SortStream(
+        internal::CopiedSortRequest(keys, values, with_values, options));
     if (!response.ok()) return response.status();
-    result.keys = UnpackArray<K>(KeysField<K>(*response));
-    result.values =
-        UnpackArray<V>(std::is_same_v<V, uint64_t> ? response->u64_values()
-                                                   : response->u32_values());
-    result.permutation = UnpackArray<uint32_t>(response->permutation());
-    result.served_by = response->served_by();
-    return result;
+    return internal::ResultOf<K, V>(*response);
   }
   SortResultSink<K, V> sink(&result);
   if (absl::Status s = SortRaw("Sort", std::move(m), lease, sink); !s.ok()) {

@@ -116,17 +116,43 @@ absl::Status DecodeParts(const SortArraysView& a, char* keys, char* values,
   return absl::OkStatus();
 }
 
+// Keys per part when `count` keys go out as `parts` parts: whole 128-key
+// blocks, so that compact keys apply to each.
+size_t KeysPerPart(size_t count, size_t parts) {
+  constexpr size_t kBlock = 128;
+  return ((count + parts - 1) / parts + kBlock - 1) / kBlock * kBlock;
+}
+
+// A new random group id, which joins one sort's parts on the server.
+std::string NewPartGroup() {
+  std::string group(16, '\0');
+  std::random_device rd;
+  for (char& c : group) c = static_cast<char>(rd());
+  return group;
+}
+
+// Fills `c` as part `index` of `count` of `a` in parts of `per` keys (of
+// `group`): its range, its serialized Part and its request, not yet sent.
+void PlanPart(const SortArraysView& a, size_t index, size_t count, size_t per,
+              const std::string& group, client_wire::Lease* lease,
+              PartCall& c) {
+  c.first = index * per;
+  c.n = std::min(per, a.count - c.first);
+  v1::Part part;
+  part.set_group(group);
+  part.set_index(static_cast<uint32_t>(index));
+  part.set_count(static_cast<uint32_t>(count));
+  c.part = part.SerializeAsString();
+  c.request = PartRequest(a, c, lease);
+}
+
 }  // namespace
 
 absl::Status Client::SortInParts(const SortArraysView& a,
                                  const std::vector<size_t>& connections,
                                  client_wire::SortResponseSink& sink) {
-  size_t parts = connections.size();
-  // Parts of whole 128-key blocks, so that compact keys apply to each.
-  constexpr size_t kBlock = 128;
-  const size_t per =
-      ((a.count + parts - 1) / parts + kBlock - 1) / kBlock * kBlock;
-  parts = std::max<size_t>(1, (a.count + per - 1) / per);
+  const size_t per = KeysPerPart(a.count, connections.size());
+  const size_t parts = std::max<size_t>(1, (a.count + per - 1) / per);
   // The whole answer's arrays, sized once; each part's lands in its place.
   char* keys = sink.Keys(a.key_field, a.count * a.key_size);
   char* values = a.value_field != 0
@@ -136,9 +162,7 @@ absl::Status Client::SortInParts(const SortArraysView& a,
   if (keys == nullptr && a.count > 0) {
     return absl::InternalError("the answer's key buffer was refused");
   }
-  std::string group(16, '\0');
-  std::random_device rd;
-  for (char& c : group) c = static_cast<char>(rd());
+  const std::string group = NewPartGroup();
 
   std::vector<PartCall> calls(parts);
   client_wire::Lease lease;
@@ -147,14 +171,7 @@ absl::Status Client::SortInParts(const SortArraysView& a,
   size_t pending = parts;
   for (size_t i = 0; i < parts; ++i) {
     PartCall& c = calls[i];
-    c.first = i * per;
-    c.n = std::min(per, a.count - c.first);
-    v1::Part part;
-    part.set_group(group);
-    part.set_index(static_cast<uint32_t>(i));
-    part.set_count(static_cast<uint32_t>(parts));
-    c.part = part.SerializeAsString();
-    c.request = PartRequest(a, c, &lease);
+    PlanPart(a, i, parts, per, group, &lease, c);
     Prepare(&c.context);
     // The answers name the process again: a connection that now reaches
     // another one is split over no more.

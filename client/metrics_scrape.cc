@@ -43,12 +43,12 @@ bool WaitFor(int fd, short events, absl::Time deadline) {
   }
 }
 
-}  // namespace
+// The host (without an IPv6 address's brackets) and port of "host:port".
+struct HostPort {
+  std::string host, port;
+};
 
-absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
-                                        absl::string_view path,
-                                        absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+absl::StatusOr<HostPort> SplitHostPort(absl::string_view host_port) {
   absl::string_view host = host_port, port;
   if (const size_t colon = host_port.rfind(':');
       colon != absl::string_view::npos) {
@@ -62,19 +62,26 @@ absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
     return absl::InvalidArgumentError(
         absl::StrCat("metrics address '", host_port, "': expected host:port"));
   }
+  return HostPort{std::string(host), std::string(port)};
+}
+
+// A non-blocking socket connected to the first of `to`'s addresses that
+// accepts before `deadline`; the caller closes it. `host_port` names the
+// address in errors.
+absl::StatusOr<int> Connect(const HostPort& to, absl::string_view host_port,
+                            absl::Time deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  const std::string host_s(host), port_s(port);
-  if (int e = getaddrinfo(host_s.c_str(), port_s.c_str(), &hints, &found);
+  if (int e = getaddrinfo(to.host.c_str(), to.port.c_str(), &hints, &found);
       e != 0) {
     return absl::UnavailableError(
         absl::StrCat("metrics address '", host_port, "': ", gai_strerror(e)));
   }
-  Fd sock;
+  int sock = -1;
   std::string why = "no address";
-  for (addrinfo* a = found; a != nullptr && sock.fd < 0; a = a->ai_next) {
+  for (addrinfo* a = found; a != nullptr && sock < 0; a = a->ai_next) {
     const int fd =
         socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                a->ai_protocol);
@@ -85,7 +92,7 @@ absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
       socklen_t len = sizeof(err);
       getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
       if (err == 0) {
-        sock.fd = fd;
+        sock = fd;
         break;
       }
       why = std::strerror(err);
@@ -95,19 +102,22 @@ absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
     close(fd);
   }
   freeaddrinfo(found);
-  if (sock.fd < 0) {
+  if (sock < 0) {
     return absl::UnavailableError(
         absl::StrCat("metrics at ", host_port, ": ", why));
   }
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, "\r\n\r\n");
+  return sock;
+}
+
+// Sends all of `request` on `fd` before `deadline`.
+absl::Status SendAll(int fd, const std::string& request,
+                     absl::string_view host_port, absl::Time deadline) {
   for (size_t sent = 0; sent < request.size();) {
-    const ssize_t n = send(sock.fd, request.data() + sent,
-                           request.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n =
+        send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EAGAIN &&
-               WaitFor(sock.fd, POLLOUT, deadline)) {
+    } else if (n < 0 && errno == EAGAIN && WaitFor(fd, POLLOUT, deadline)) {
       continue;
     } else if (n < 0 && errno == EINTR) {
       continue;
@@ -116,10 +126,18 @@ absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
           absl::StrCat("metrics at ", host_port, ": the request was not sent"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Everything `fd` delivers until the server closes it (HTTP/1.0), at most
+// kMaxBody bytes, before `deadline` (`timeout` after the start).
+absl::StatusOr<std::string> ReceiveAll(int fd, absl::string_view host_port,
+                                       absl::Time deadline,
+                                       absl::Duration timeout) {
   std::string response;
   char buf[16384];
   for (;;) {
-    const ssize_t n = recv(sock.fd, buf, sizeof(buf), 0);
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
     if (n > 0) {
       response.append(buf, static_cast<size_t>(n));
       if (response.size() > kMaxBody) {
@@ -129,7 +147,7 @@ absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
     } else if (n == 0) {
       break;
     } else if (errno == EINTR ||
-               (errno == EAGAIN && WaitFor(sock.fd, POLLIN, deadline))) {
+               (errno == EAGAIN && WaitFor(fd, POLLIN, deadline))) {
       continue;
     } else {
       return absl::UnavailableError(
@@ -137,6 +155,13 @@ absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
                        absl::FormatDuration(timeout)));
     }
   }
+  return response;
+}
+
+// The body of an HTTP response, which must be a 200.
+absl::StatusOr<std::string> BodyOf200(const std::string& response,
+                                      absl::string_view host_port,
+                                      absl::string_view path) {
   const size_t head_end = response.find("\r\n\r\n");
   const absl::string_view status_line =
       absl::string_view(response).substr(0, response.find("\r\n"));
@@ -148,6 +173,29 @@ absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
                      status_line.substr(0, 80), "', not 200"));
   }
   return response.substr(head_end + 4);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> HttpGetBody(absl::string_view host_port,
+                                        absl::string_view path,
+                                        absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<HostPort> to = SplitHostPort(host_port);
+  if (!to.ok()) return to.status();
+  absl::StatusOr<int> fd = Connect(*to, host_port, deadline);
+  if (!fd.ok()) return fd.status();
+  const Fd sock{*fd};
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", to->host, "\r\n\r\n");
+  if (absl::Status s = SendAll(sock.fd, request, host_port, deadline);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::string> response =
+      ReceiveAll(sock.fd, host_port, deadline, timeout);
+  if (!response.ok()) return response.status();
+  return BodyOf200(*response, host_port, path);
 }
 
 absl::StatusOr<double> SampleValue(absl::string_view exposition,

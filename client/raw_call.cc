@@ -131,18 +131,24 @@ void DecodeCompact(const compact::Encoded& e, KeyType type, bool descending,
   for (std::thread& w : workers) w.join();
 }
 
-// Reads a CompactKeys message of `length` bytes (field `field` of a
-// SortResponse) and decodes it into the sink's key buffer.
-absl::Status ReadCompactKeys(SliceReader& in, size_t length, int field,
-                             SortResponseSink& sink) {
+// A CompactKeys message as read: its arrays are views into the received
+// slices, or into the copies here when a field spans slices (so it stays
+// where it was built: the views may point into it).
+struct CompactMessage {
+  compact::Encoded e;
+  bool descending = false;
+  std::string widths, bases, deltas;  // used when a field spans slices
+};
+
+// Reads the fields of a CompactKeys message of `length` bytes (field
+// `field` of a SortResponse) into `m`, unchecked.
+absl::Status ParseCompactKeys(SliceReader& in, size_t length, int field,
+                              CompactMessage& m) {
   auto bad = [&](const char* what) {
     return absl::DataLossError(absl::StrCat("the server's compact keys (field ",
                                             field, ") did not parse: ", what));
   };
   const size_t end = in.remaining() - length;
-  compact::Encoded e;
-  bool descending = false;
-  std::string widths, bases, deltas;  // used when a field spans slices
   // Every read must end inside the message: a tag or varint that runs past
   // its end is refused before anything is sized by it.
   auto inside = [&] { return in.remaining() >= end; };
@@ -154,19 +160,21 @@ absl::Status ReadCompactKeys(SliceReader& in, size_t length, int field,
     if (type == kVarint) {
       if (!in.Varint(&v)) return bad("a truncated varint");
       if (!inside()) return bad("a varint past the message's end");
-      if (sub == 1) e.count = v;
-      if (sub == 2) descending = v != 0;
+      if (sub == 1) m.e.count = v;
+      if (sub == 2) m.descending = v != 0;
       continue;
     }
     if (type != kLengthDelimited) return bad("an unexpected wire type");
     if (!in.Varint(&v) || !inside() || v > in.remaining() - end) {
       return bad("a length past the end");
     }
-    std::string_view* view = sub == 3   ? &e.widths
-                             : sub == 4 ? &e.bases
-                             : sub == 5 ? &e.deltas
+    std::string_view* view = sub == 3   ? &m.e.widths
+                             : sub == 4 ? &m.e.bases
+                             : sub == 5 ? &m.e.deltas
                                         : nullptr;
-    std::string* storage = sub == 3 ? &widths : sub == 4 ? &bases : &deltas;
+    std::string* storage = sub == 3   ? &m.widths
+                           : sub == 4 ? &m.bases
+                                      : &m.deltas;
     if (view == nullptr) {
       if (!in.Read(nullptr, v)) return bad("a truncated field");
     } else if (!in.View(v, view, storage)) {
@@ -174,7 +182,13 @@ absl::Status ReadCompactKeys(SliceReader& in, size_t length, int field,
     }
   }
   if (in.remaining() != end) return bad("a field past the message's end");
-  if (absl::Status s = compact::Check(e); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+// Decodes the checked compact array `e` of compact field `field` into the
+// sink's key buffer.
+absl::Status DecodeIntoSink(const compact::Encoded& e, bool descending,
+                            int field, SortResponseSink& sink) {
   const KeyType type = key_fields::TypeOfCompact(field).value_or(KeyType::kU32);
   char* out = sink.Keys(key_fields::Raw(type), e.count * 4);
   if (out == nullptr && e.count > 0) {
@@ -193,6 +207,55 @@ absl::Status ReadCompactKeys(SliceReader& in, size_t length, int field,
       std::memcpy(out, aligned.data(), e.count * 4);
     }
   }
+  return absl::OkStatus();
+}
+
+// Reads a CompactKeys message of `length` bytes (field `field` of a
+// SortResponse) and decodes it into the sink's key buffer.
+absl::Status ReadCompactKeys(SliceReader& in, size_t length, int field,
+                             SortResponseSink& sink) {
+  CompactMessage m;
+  if (absl::Status s = ParseCompactKeys(in, length, field, m); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = compact::Check(m.e); !s.ok()) return s;
+  return DecodeIntoSink(m.e, m.descending, field, sink);
+}
+
+// A SortResponse that did not parse, for `what` reason.
+absl::Status ResponseParseError(const char* what) {
+  return absl::DataLossError(
+      absl::StrCat("the server's SortResponse did not parse: ", what));
+}
+
+// Reads length-delimited field `field` (not compact keys) of `length`
+// bytes: an array into the sink's buffer for it, the served_by message to
+// the sink, anything else skipped.
+absl::Status ReadLengthDelimited(SliceReader& in, int field, uint64_t length,
+                                 SortResponseSink& sink) {
+  char* out = nullptr;
+  std::string served_by;
+  bool array = true;
+  if (field >= 1 && field <= 6) {
+    out = sink.Keys(field, length);
+  } else if (field == 8 || field == 9) {
+    out = sink.Values(field, length);
+  } else if (field == 10) {
+    out = sink.Permutation(length);
+  } else {
+    array = false;
+  }
+  if (array && out == nullptr && length > 0) {
+    return absl::DataLossError(absl::StrCat(
+        "the server's SortResponse has field ", field, " of ", length,
+        " bytes, which does not fit the answer asked for"));
+  }
+  if (field == 11) {
+    served_by.resize(length);
+    out = served_by.data();
+  }
+  if (!in.Read(out, length)) return ResponseParseError("a truncated field");
+  if (field == 11) sink.ServedBy(served_by);
   return absl::OkStatus();
 }
 
@@ -259,59 +322,31 @@ absl::Status DecodeSortResponse(const grpc::ByteBuffer& response,
     return absl::DataLossError(s.error_message());
   }
   SliceReader in(std::move(slices));
-  auto bad = [&](const char* what) {
-    return absl::DataLossError(
-        absl::StrCat("the server's SortResponse did not parse: ", what));
-  };
   while (!in.done()) {
     uint64_t tag = 0;
-    if (!in.Varint(&tag)) return bad("a truncated field tag");
+    if (!in.Varint(&tag)) return ResponseParseError("a truncated field tag");
     const int field = static_cast<int>(tag >> 3), type = tag & 7;
     if (type == kVarint) {
       uint64_t ignored;
-      if (!in.Varint(&ignored)) return bad("a truncated varint");
+      if (!in.Varint(&ignored)) return ResponseParseError("a truncated varint");
       continue;
     }
     if (type == kFixed64 || type == kFixed32) {
       if (!in.Read(nullptr, type == kFixed64 ? 8 : 4)) {
-        return bad("a truncated fixed-size field");
+        return ResponseParseError("a truncated fixed-size field");
       }
       continue;
     }
-    if (type != kLengthDelimited) return bad("an unexpected wire type");
+    if (type != kLengthDelimited)
+      return ResponseParseError("an unexpected wire type");
     uint64_t length = 0;
     if (!in.Varint(&length) || length > in.remaining()) {
-      return bad("a length past the end");
+      return ResponseParseError("a length past the end");
     }
-    if (key_fields::TypeOfCompact(field)) {
-      if (absl::Status s = ReadCompactKeys(in, length, field, sink); !s.ok()) {
-        return s;
-      }
-      continue;
-    }
-    char* out = nullptr;
-    std::string served_by;
-    bool array = true;
-    if (field >= 1 && field <= 6) {
-      out = sink.Keys(field, length);
-    } else if (field == 8 || field == 9) {
-      out = sink.Values(field, length);
-    } else if (field == 10) {
-      out = sink.Permutation(length);
-    } else {
-      array = false;
-    }
-    if (array && out == nullptr && length > 0) {
-      return absl::DataLossError(absl::StrCat(
-          "the server's SortResponse has field ", field, " of ", length,
-          " bytes, which does not fit the answer asked for"));
-    }
-    if (field == 11) {
-      served_by.resize(length);
-      out = served_by.data();
-    }
-    if (!in.Read(out, length)) return bad("a truncated field");
-    if (field == 11) sink.ServedBy(served_by);
+    absl::Status s = key_fields::TypeOfCompact(field)
+                         ? ReadCompactKeys(in, length, field, sink)
+                         : ReadLengthDelimited(in, field, length, sink);
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
