@@ -49,71 +49,139 @@ absl::Status OpenClEngine::SortSegments(const SortJob& job,
   return status.ok() ? finished : status;
 }
 
-absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
-                                          absl::Span<const uint32_t> offsets) {
+namespace {
+
+// The lists of SegmentLists, by the kernel that sorts their segments.
+enum SegmentKernel : int {
+  kBitonicSegments = 0,  // bitonic segmented (up to a bitonic block)
+  kRadixSegments = 1,    // radix_segments (one radix tile)
+  kGroupSegments = 2,    // radix_segment_groups (up to segment_group_max)
+  kSegmentKernels = 3,
+};
+
+// The segments of more than one key, listed (by index) by the kernel that
+// sorts each in one work-group, and the lists' device copies with the
+// offsets'.
+struct SegmentLists {
+  std::vector<uint32_t> lists[kSegmentKernels];
+  bool any_long = false;  // one fits no kernel: all are sorted as one array
+  cl::Buffer d_offsets;
+  cl::Buffer d_lists[kSegmentKernels];
+};
+
+// Segments of more than segment_radix_above keys that fit one radix tile
+// are sorted by radix_segments (one work-group each); others of up to a
+// bitonic block by the bitonic kernel. One longer: all as one array.
+SegmentLists ListSegments(const EnginePolicy& policy, const SortJob& job,
+                          absl::Span<const uint32_t> offsets) {
   const int bits = KeyBits(job);
-  const bool with_index = WithIndex(job);
-  const size_t block = policy_.bitonic.Block(bits);
-  // Segments of more than segment_radix_above keys that fit one radix tile
-  // are sorted by radix_segments (one work-group each); others of up to a
-  // bitonic block by the bitonic kernel. One longer: all as one array.
-  const RadixSortPolicy& rp = policy_.radix;
+  const size_t block = policy.bitonic.Block(bits);
+  const RadixSortPolicy& rp = policy.radix;
   const size_t radix_above = rp.WarpLevel(bits) && rp.segment_radix_above > 0
                                  ? rp.segment_radix_above
                                  : std::numeric_limits<size_t>::max();
-  const size_t radix_tile = rp.Tile(bits, with_index);
-  std::vector<uint32_t> short_segments, radix_segments, group_segments;
-  bool any_long = false;
-  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
-    const size_t len = offsets[s + 1] - offsets[s];
+  const size_t radix_tile = rp.Tile(bits, WithIndex(job));
+  SegmentLists s;
+  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+    const size_t len = offsets[i + 1] - offsets[i];
     if (len <= 1) continue;
     if (len > radix_above && len <= radix_tile) {
-      radix_segments.push_back(static_cast<uint32_t>(s));
+      s.lists[kRadixSegments].push_back(static_cast<uint32_t>(i));
     } else if (len <= block) {
-      short_segments.push_back(static_cast<uint32_t>(s));
+      s.lists[kBitonicSegments].push_back(static_cast<uint32_t>(i));
     } else if (len <= rp.segment_group_max) {
-      group_segments.push_back(static_cast<uint32_t>(s));
+      s.lists[kGroupSegments].push_back(static_cast<uint32_t>(i));
     } else {
-      any_long = true;
+      s.any_long = true;
     }
   }
+  return s;
+}
 
-  if (any_long) return SegmentsAsOneArray(run, job, offsets);
+// One host write of the offsets or of a list, into its device copy.
+struct ListWrite {
+  cl::Buffer* buffer;
+  absl::Span<const uint32_t> words;
+  const char* what;
+};
 
-  // The offsets and the segment lists are written after the keys and
-  // before the first kernel (Upload's after_inputs): written between
-  // kernels, each small write left the device idle for a host round trip
-  // (0.13-0.24 ms with 16384 segments or more on the H100); written before
-  // the keys, they held up the keys' upload.
-  const std::vector<uint32_t>* lists[3] = {&short_segments, &radix_segments,
-                                           &group_segments};
-  cl::Buffer d_offsets;
-  cl::Buffer d_lists[3];
-  struct ListWrite {
-    cl::Buffer* buffer;
-    absl::Span<const uint32_t> words;
-    const char* what;
-  };
+// Allocates the device copies of the offsets and of every list that holds
+// segments (none where no list does), and returns their writes in order.
+absl::StatusOr<std::vector<ListWrite>> AllocateLists(
+    Run& run, absl::Span<const uint32_t> offsets, SegmentLists& s) {
   std::vector<ListWrite> writes;
-  for (int l = 0; l < 3; ++l) {
-    if (lists[l]->empty()) continue;
+  for (int l = 0; l < kSegmentKernels; ++l) {
+    if (s.lists[l].empty()) continue;
     if (writes.empty()) {  // the offsets first, once
-      writes.push_back({&d_offsets, offsets, "segment offsets"});
+      writes.push_back({&s.d_offsets, offsets, "segment offsets"});
     }
-    writes.push_back({&d_lists[l], *lists[l], "segment list"});
+    writes.push_back({&s.d_lists[l], s.lists[l], "segment list"});
   }
   for (auto& [buffer, words, what] : writes) {
     absl::StatusOr<cl::Buffer> b = run.Allocate(words.size() * 4, what);
     if (!b.ok()) return b.status();
     *buffer = *std::move(b);
   }
-  auto write_lists = [&]() -> absl::Status {
-    for (auto& [buffer, words, what] : writes) {
-      SORTD_RETURN_IF_ERROR(
-          run.WriteCopy(*buffer, words.size() * 4, words.data(), what));
-    }
-    return absl::OkStatus();
+  return writes;
+}
+
+absl::Status WriteLists(Run& run, const std::vector<ListWrite>& writes) {
+  for (const auto& [buffer, words, what] : writes) {
+    SORTD_RETURN_IF_ERROR(
+        run.WriteCopy(*buffer, words.size() * 4, words.data(), what));
+  }
+  return absl::OkStatus();
+}
+
+// One work-group per listed segment, list by list, each segment sorted
+// where it lies in a.keys[0] and a.index[0].
+absl::Status SortListedSegments(Run& run, const EnginePolicy& policy,
+                                const SortJob& job, SegmentLists& s,
+                                SortArrays& a) {
+  const int bits = KeyBits(job);
+  const bool with_index = WithIndex(job);
+  const RadixSortPolicy& rp = policy.radix;
+  auto per_segment = [&](int l, auto& kernel, size_t group_size,
+                         auto bind) -> absl::Status {
+    if (s.lists[l].empty()) return absl::OkStatus();
+    bind(kernel, s.d_lists[l]);
+    return run.Launch(kernel, s.lists[l].size(), group_size, "local_sort");
   };
+  auto in_place = [&](auto& kernel, cl::Buffer& list) {
+    kernel.Bind(a.keys[0], a.index[0], s.d_offsets, list);
+  };
+  Lane& lane = run.lane();
+  RadixKernels& radix = lane.radix[bits == 64][with_index];
+  SORTD_RETURN_IF_ERROR(per_segment(
+      kBitonicSegments, lane.bitonic[bits == 64][with_index].segmented,
+      policy.bitonic.work_group, in_place));
+  SORTD_RETURN_IF_ERROR(
+      per_segment(kRadixSegments, radix.segments, rp.work_group, in_place));
+  // Through the scratch halves of the arrays; every pass ends where it
+  // began (radix_segment_groups).
+  return per_segment(kGroupSegments, radix.segment_groups, rp.work_group,
+                     [&](auto& kernel, cl::Buffer& list) {
+                       kernel.Bind(a.keys[0], a.index[0], a.keys[1], a.index[1],
+                                   s.d_offsets, list);
+                     });
+}
+
+}  // namespace
+
+absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
+                                          absl::Span<const uint32_t> offsets) {
+  SegmentLists s = ListSegments(policy_, job, offsets);
+  if (s.any_long) return SegmentsAsOneArray(run, job, offsets);
+
+  // The offsets and the segment lists are written after the keys and
+  // before the first kernel (Upload's after_inputs): written between
+  // kernels, each small write left the device idle for a host round trip
+  // (0.13-0.24 ms with 16384 segments or more on the H100); written before
+  // the keys, they held up the keys' upload.
+  absl::StatusOr<std::vector<ListWrite>> writes =
+      AllocateLists(run, offsets, s);
+  if (!writes.ok()) return writes.status();
+  auto write_lists = [&]() -> absl::Status { return WriteLists(run, *writes); };
 
   SortArrays a;
   cl::Buffer totals;
@@ -121,33 +189,86 @@ absl::Status OpenClEngine::SegmentsOnLane(Run& run, const SortJob& job,
       PlanSort(policy_, SortAlgorithm::kRadix, job, job.count);
   SORTD_RETURN_IF_ERROR(
       Upload(run, job, plan, false, true, a, &totals, write_lists));
-  // One work-group per listed segment.
-  auto per_segment = [&](int l, auto& kernel, size_t group_size,
-                         auto bind) -> absl::Status {
-    if (lists[l]->empty()) return absl::OkStatus();
-    bind(kernel, d_lists[l]);
-    return run.Launch(kernel, lists[l]->size(), group_size, "local_sort");
-  };
-  auto in_place = [&](auto& kernel, cl::Buffer& list) {
-    kernel.Bind(a.keys[0], a.index[0], d_offsets, list);
-  };
-  Lane& lane = run.lane();
-  RadixKernels& radix = lane.radix[bits == 64][with_index];
-  SORTD_RETURN_IF_ERROR(
-      per_segment(0, lane.bitonic[bits == 64][with_index].segmented,
-                  policy_.bitonic.work_group, in_place));
-  SORTD_RETURN_IF_ERROR(
-      per_segment(1, radix.segments, rp.work_group, in_place));
-  // Through the scratch halves of the arrays; every pass ends where it
-  // began (radix_segment_groups).
-  SORTD_RETURN_IF_ERROR(per_segment(2, radix.segment_groups, rp.work_group,
-                                    [&](auto& kernel, cl::Buffer& list) {
-                                      kernel.Bind(a.keys[0], a.index[0],
-                                                  a.keys[1], a.index[1],
-                                                  d_offsets, list);
-                                    }));
+  SORTD_RETURN_IF_ERROR(SortListedSegments(run, policy_, job, s, a));
   return Download(run, job, a);
 }
+
+namespace {
+
+// What orders keys by segment after they are sorted by key: each key's
+// segment id and place before the sort (ids.keys and ids.index, two of
+// each, ping-pong), the segment offsets, and the ids' digit totals.
+struct SegmentIdArrays {
+  SortArrays ids;
+  cl::Buffer offsets, totals;
+};
+
+absl::Status AllocateSegmentIds(Run& run, const SegmentedPlan& plan,
+                                SegmentIdArrays& s) {
+  for (auto [buffer, bytes, what] :
+       {std::tuple{&s.offsets, plan.offsets_bytes, "segment offsets"},
+        {&s.ids.keys[0], plan.ids_bytes, "segment ids"},
+        {&s.ids.keys[1], plan.ids_bytes, "segment ids (alternate)"},
+        {&s.ids.index[0], plan.ids_bytes, "places"},
+        {&s.ids.index[1], plan.ids_bytes, "places (alternate)"},
+        {&s.totals, plan.id_totals_bytes, "segment digit totals"}}) {
+    absl::StatusOr<cl::Buffer> buf = run.Allocate(bytes, what);
+    if (!buf.ok()) return buf.status();
+    *buffer = *buf;
+  }
+  return absl::OkStatus();
+}
+
+// The ids' digit counts, which follow from the segments' lengths.
+std::vector<cl_uint> SegmentIdTotals(const SegmentedPlan& plan, int digit_bits,
+                                     absl::Span<const uint32_t> offsets) {
+  const size_t radix = plan.ids.radix;
+  std::vector<cl_uint> totals(plan.ids.passes * radix, 0);
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const cl_uint len = offsets[s + 1] - offsets[s];
+    for (size_t p = 0; p < plan.ids.passes; ++p) {
+      totals[p * radix + ((s >> (p * digit_bits)) & (radix - 1))] += len;
+    }
+  }
+  return totals;
+}
+
+// The keys sorted by key in `a` (with their places before the sort in
+// a.index), put in segment order: stable, so each segment stays sorted.
+absl::Status OrderBySegment(Run& run, const RadixSortPolicy& rp,
+                            const SortJob& job, const SegmentedPlan& plan,
+                            size_t segments, SegmentIdArrays& s,
+                            SortArrays& a) {
+  // Each key's segment, from its place before the sort (a.index).
+  Lane& lane = run.lane();
+  const size_t n = job.count;
+  const size_t wg = rp.work_group;
+  const cl_uint count = static_cast<cl_uint>(n);
+  const int wide = KeyBits(job) == 64;
+  SortArrays& b = s.ids;
+  RadixKernels& ids = lane.radix[0][1];
+  ids.segment_ids.Bind(a.index[a.cur], s.offsets,
+                       static_cast<cl_uint>(segments), b.keys[0], b.index[0],
+                       count);
+  SORTD_RETURN_IF_ERROR(
+      run.Launch(ids.segment_ids, DivUp(n, wg), wg, "transform"));
+  // Stable by segment: the passes the number of segments needs.
+  std::vector<bool> skip(plan.ids.passes);
+  for (size_t p = plan.id_passes; p < skip.size(); ++p) skip[p] = true;
+  SORTD_RETURN_IF_ERROR(
+      RadixPasses(run, rp, plan.ids, b, skip, &s.totals, nullptr));
+  // Keys and indices in segment order.
+  const int to = 1 - a.cur;
+  RadixKernels& gather = lane.radix[wide][1];
+  gather.segment_gather.Bind(a.keys[a.cur], a.index[a.cur], b.index[b.cur],
+                             a.keys[to], a.index[to], count);
+  SORTD_RETURN_IF_ERROR(
+      run.Launch(gather.segment_gather, DivUp(n, wg), wg, "transform"));
+  a.cur = to;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status OpenClEngine::SegmentsAsOneArray(
     Run& run, const SortJob& job, absl::Span<const uint32_t> offsets) {
@@ -162,62 +283,20 @@ absl::Status OpenClEngine::SegmentsAsOneArray(
   }
   // Offsets and the ids' digit totals are written after the keys and before
   // the first kernel (as in SegmentsOnLane).
-  SortArrays b;
-  cl::Buffer d_offsets, id_totals;
-  for (auto [buffer, bytes, what] :
-       {std::tuple{&d_offsets, plan.offsets_bytes, "segment offsets"},
-        {&b.keys[0], plan.ids_bytes, "segment ids"},
-        {&b.keys[1], plan.ids_bytes, "segment ids (alternate)"},
-        {&b.index[0], plan.ids_bytes, "places"},
-        {&b.index[1], plan.ids_bytes, "places (alternate)"},
-        {&id_totals, plan.id_totals_bytes, "segment digit totals"}}) {
-    absl::StatusOr<cl::Buffer> buf = run.Allocate(bytes, what);
-    if (!buf.ok()) return buf.status();
-    *buffer = *buf;
-  }
-  // The ids' digit counts follow from the segments' lengths.
-  const size_t radix = plan.ids.radix;
-  const int digit_bits = policy_.radix.radix_bits;
-  std::vector<cl_uint> totals(plan.ids.passes * radix, 0);
-  for (size_t s = 0; s < segments; ++s) {
-    const cl_uint len = offsets[s + 1] - offsets[s];
-    for (size_t p = 0; p < plan.ids.passes; ++p) {
-      totals[p * radix + ((s >> (p * digit_bits)) & (radix - 1))] += len;
-    }
-  }
+  SegmentIdArrays s;
+  SORTD_RETURN_IF_ERROR(AllocateSegmentIds(run, plan, s));
+  const std::vector<cl_uint> totals =
+      SegmentIdTotals(plan, policy_.radix.radix_bits, offsets);
   SortArrays a;
   SORTD_RETURN_IF_ERROR(UploadAndRadixSort(
       run, job, plan.keys, a, nullptr, [&]() -> absl::Status {
-        SORTD_RETURN_IF_ERROR(run.WriteCopy(d_offsets, plan.offsets_bytes,
+        SORTD_RETURN_IF_ERROR(run.WriteCopy(s.offsets, plan.offsets_bytes,
                                             offsets.data(), "segment offsets"));
-        return run.WriteCopy(id_totals, plan.id_totals_bytes, totals.data(),
+        return run.WriteCopy(s.totals, plan.id_totals_bytes, totals.data(),
                              "segment digit totals");
       }));
-
-  // Each key's segment, from its place before the sort (a.index).
-  Lane& lane = run.lane();
-  const size_t wg = policy_.radix.work_group;
-  const cl_uint count = static_cast<cl_uint>(n);
-  const int wide = KeyBits(job) == 64;
-  RadixKernels& ids = lane.radix[0][1];
-  ids.segment_ids.Bind(a.index[a.cur], d_offsets,
-                       static_cast<cl_uint>(segments), b.keys[0], b.index[0],
-                       count);
   SORTD_RETURN_IF_ERROR(
-      run.Launch(ids.segment_ids, DivUp(n, wg), wg, "transform"));
-  // Stable by segment: the passes the number of segments needs.
-  std::vector<bool> skip(plan.ids.passes);
-  for (size_t p = plan.id_passes; p < skip.size(); ++p) skip[p] = true;
-  SORTD_RETURN_IF_ERROR(
-      RadixPasses(run, policy_.radix, plan.ids, b, skip, &id_totals, nullptr));
-  // Keys and indices in segment order.
-  const int to = 1 - a.cur;
-  RadixKernels& gather = lane.radix[wide][1];
-  gather.segment_gather.Bind(a.keys[a.cur], a.index[a.cur], b.index[b.cur],
-                             a.keys[to], a.index[to], count);
-  SORTD_RETURN_IF_ERROR(
-      run.Launch(gather.segment_gather, DivUp(n, wg), wg, "transform"));
-  a.cur = to;
+      OrderBySegment(run, policy_.radix, job, plan, segments, s, a));
   return Download(run, job, a);
 }
 

@@ -61,6 +61,69 @@ bool NamesAGroup(const v1::Part& spec) {
 
 }  // namespace
 
+namespace {
+
+// Whether `spec`'s count and index place a part in an array (its group's
+// name is checked apart: a part that names no group fails no group).
+absl::Status CheckPlace(const v1::Part& spec) {
+  if (spec.count() == 0 || spec.count() > PartAssembler::kMaxParts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.count is ", spec.count(), "; an array has 1 to ",
+                     PartAssembler::kMaxParts, " parts"));
+  }
+  if (spec.index() >= spec.count()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.index is ", spec.index(), " of part.count ",
+                     spec.count(), " parts (0 to ", spec.count() - 1, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PartAssembler::MismatchLocked(const Group& g, const v1::Part& spec,
+                                           const Part& part) const {
+  const Terms& first = g.parts.empty() ? part.terms : g.parts[0].terms;
+  const bool repeated =
+      std::any_of(g.parts.begin(), g.parts.end(),
+                  [&](const Part& p) { return p.index == part.index; });
+  if (spec.count() != g.count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.count is ", spec.count(),
+                     " where the array's first part said ", g.count));
+  }
+  if (repeated) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part ", part.index, " of the array came twice"));
+  }
+  if (!(part.terms == first)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "part ", part.index,
+        " differs from the array's other parts in its key or value "
+        "field, order, return_permutation or response_key_coding"));
+  }
+  if (g.parts.size() + 1 < g.count &&
+      waiting_bytes_ + part.bytes > options_.max_waiting_bytes) {
+    // (The last part of a group does not wait: it is not counted.)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "parts of arrays waiting for their other parts hold ", waiting_bytes_,
+        " bytes of messages; this one's ", part.bytes,
+        " would pass the bound of ", options_.max_waiting_bytes,
+        " (--max_stream_bytes); retry"));
+  }
+  return absl::OkStatus();
+}
+
+void PartAssembler::WaitLocked(Group& g, Part part) {
+  const size_t bytes = part.bytes;
+  g.parts.push_back(std::move(part));
+  g.bytes += bytes;
+  ++g.waiting;
+  waiting_bytes_ += bytes;
+  ++waiting_parts_;
+  ChangedLocked();
+}
+
 absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
     const std::string& scope, const v1::Part& spec, Part part) {
   if (!NamesAGroup(spec)) {
@@ -70,20 +133,10 @@ absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
         " random bytes (128 bits at least: the name is what keeps other "
         "clients out of the array)"));
   }
-  if (spec.count() == 0 || spec.count() > kMaxParts) {
-    return Refuse(scope, spec,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "part.count is ", spec.count(), "; an array has 1 to ",
-                      kMaxParts, " parts")));
-  }
-  if (spec.index() >= spec.count()) {
-    return Refuse(scope, spec,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "part.index is ", spec.index(), " of part.count ",
-                      spec.count(), " parts (0 to ", spec.count() - 1, ")")));
+  if (absl::Status place = CheckPlace(spec); !place.ok()) {
+    return Refuse(scope, spec, place);
   }
   part.index = spec.index();
-  const size_t bytes = part.bytes;
   const Key key(scope, spec.group());
 
   std::vector<Part> failed, whole;
@@ -98,42 +151,14 @@ absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
       g.expires = absl::Now() + options_.timeout;
       changed_.notify_all();
     }
-    const Terms& first = g.parts.empty() ? part.terms : g.parts[0].terms;
-    const bool repeated =
-        std::any_of(g.parts.begin(), g.parts.end(),
-                    [&](const Part& p) { return p.index == part.index; });
-    if (spec.count() != g.count) {
-      refused = absl::InvalidArgumentError(
-          absl::StrCat("part.count is ", spec.count(),
-                       " where the array's first part said ", g.count));
-    } else if (repeated) {
-      refused = absl::InvalidArgumentError(
-          absl::StrCat("part ", part.index, " of the array came twice"));
-    } else if (!(part.terms == first)) {
-      refused = absl::InvalidArgumentError(absl::StrCat(
-          "part ", part.index,
-          " differs from the array's other parts in its key or value "
-          "field, order, return_permutation or response_key_coding"));
-    } else if (g.parts.size() + 1 < g.count &&
-               waiting_bytes_ + bytes > options_.max_waiting_bytes) {
-      // (The last part of a group does not wait: it is not counted.)
-      refused = absl::ResourceExhaustedError(absl::StrCat(
-          "parts of arrays waiting for their other parts hold ", waiting_bytes_,
-          " bytes of messages; this one's ", bytes, " would pass the bound of ",
-          options_.max_waiting_bytes, " (--max_stream_bytes); retry"));
-    }
+    refused = MismatchLocked(g, spec, part);
     if (!refused.ok()) {
       failed = Drop(key);
     } else if (g.parts.size() + 1 == g.count) {
       g.parts.push_back(std::move(part));
       whole = Drop(key);
     } else {
-      g.parts.push_back(std::move(part));
-      g.bytes += bytes;
-      ++g.waiting;
-      waiting_bytes_ += bytes;
-      ++waiting_parts_;
-      ChangedLocked();
+      WaitLocked(g, std::move(part));
     }
   }
   if (!refused.ok()) {

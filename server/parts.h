@@ -127,6 +127,12 @@ class PartAssembler {
   std::vector<Part> Drop(const Key& key);
   void Expire();
   void ChangedLocked();
+  // Why `part` cannot join `g` (count, index or terms unlike the group's,
+  // or no room to wait); OK when it can.
+  absl::Status MismatchLocked(const Group& g, const v1::Part& spec,
+                              const Part& part) const;
+  // Adds `part` to `g`, to wait (and be counted) for the group's others.
+  void WaitLocked(Group& g, Part part);
 
   const Options options_;
   mutable std::mutex mu_;

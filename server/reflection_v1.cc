@@ -30,6 +30,33 @@ void SetError(grpc::StatusCode code, const std::string& message,
   response->mutable_error_response()->set_error_message(message);
 }
 
+// The file that defines the extension `ext` names; null if none does.
+const FileDescriptor* FileOfExtension(const DescriptorPool& pool,
+                                      const v1::ExtensionRequest& ext) {
+  const auto* type = pool.FindMessageTypeByName(ext.containing_type());
+  const auto* field = type == nullptr ? nullptr
+                                      : pool.FindExtensionByNumber(
+                                            type, ext.extension_number());
+  return field == nullptr ? nullptr : field->file();
+}
+
+// The extension numbers of the message type `type_name`, or NOT_FOUND.
+void AnswerExtensionNumbers(const DescriptorPool& pool,
+                            const std::string& type_name,
+                            v1::ServerReflectionResponse* response) {
+  const auto* type = pool.FindMessageTypeByName(type_name);
+  if (type == nullptr) {
+    SetError(grpc::StatusCode::NOT_FOUND, "no message type " + type_name,
+             response);
+    return;
+  }
+  std::vector<const google::protobuf::FieldDescriptor*> extensions;
+  pool.FindAllExtensions(type, &extensions);
+  auto* out = response->mutable_all_extension_numbers_response();
+  out->set_base_type_name(type->full_name());
+  for (const auto* e : extensions) out->add_extension_number(e->number());
+}
+
 }  // namespace
 
 v1::ServerReflectionResponse ReflectionV1::Answer(
@@ -57,31 +84,15 @@ v1::ServerReflectionResponse ReflectionV1::Answer(
       break;
     case v1::ServerReflectionRequest::kFileContainingExtension: {
       const auto& ext = request.file_containing_extension();
-      const auto* type = pool->FindMessageTypeByName(ext.containing_type());
-      const auto* field = type == nullptr ? nullptr
-                                          : pool->FindExtensionByNumber(
-                                                type, ext.extension_number());
-      file = field == nullptr ? nullptr : field->file();
+      file = FileOfExtension(*pool, ext);
       what = "no extension " + std::to_string(ext.extension_number()) + " of " +
              ext.containing_type();
       break;
     }
-    case v1::ServerReflectionRequest::kAllExtensionNumbersOfType: {
-      const auto* type =
-          pool->FindMessageTypeByName(request.all_extension_numbers_of_type());
-      if (type == nullptr) {
-        SetError(grpc::StatusCode::NOT_FOUND,
-                 "no message type " + request.all_extension_numbers_of_type(),
-                 &response);
-        return response;
-      }
-      std::vector<const google::protobuf::FieldDescriptor*> extensions;
-      pool->FindAllExtensions(type, &extensions);
-      auto* out = response.mutable_all_extension_numbers_response();
-      out->set_base_type_name(type->full_name());
-      for (const auto* e : extensions) out->add_extension_number(e->number());
+    case v1::ServerReflectionRequest::kAllExtensionNumbersOfType:
+      AnswerExtensionNumbers(*pool, request.all_extension_numbers_of_type(),
+                             &response);
       return response;
-    }
     default:
       SetError(grpc::StatusCode::INVALID_ARGUMENT,
                "a reflection request names no question", &response);

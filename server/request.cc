@@ -192,6 +192,62 @@ wire::SortArrays SortOutputs::CompactSlices(const SortJob& job, size_t first,
   return a;
 }
 
+namespace {
+
+// One array of a shared-memory request, where it lies in the region.
+struct Range {
+  const char* name;
+  uint64_t offset;
+  size_t bytes;
+  bool output;
+};
+
+// The arrays `shared` places for `n` keys of `ks` bytes (and values of `vs`;
+// and a permutation if asked for), inputs and outputs.
+std::vector<Range> SharedRanges(const v1::SharedArrays& shared, size_t n,
+                                size_t ks, size_t vs, bool permutation) {
+  std::vector<Range> ranges = {
+      {"keys_offset", shared.keys_offset(), n * ks, false},
+      {"keys_out_offset", shared.keys_out_offset(), n * ks, true}};
+  if (vs > 0) {
+    ranges.push_back({"values_offset", shared.values_offset(), n * vs, false});
+    ranges.push_back(
+        {"values_out_offset", shared.values_out_offset(), n * vs, true});
+  }
+  if (permutation) {
+    ranges.push_back({"permutation_offset", shared.permutation_offset(),
+                      n * sizeof(uint32_t), true});
+  }
+  return ranges;
+}
+
+// Every range within the region, and no output overlapping another range.
+absl::Status CheckRanges(const std::vector<Range>& ranges,
+                         const Region& region) {
+  for (const Range& r : ranges) {
+    if (r.offset > region.size() || r.bytes > region.size() - r.offset) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shared.", r.name, " ", r.offset, " + ", r.bytes,
+          " bytes lies outside the region's ", region.size(), " bytes"));
+    }
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    for (size_t j = i + 1; j < ranges.size(); ++j) {
+      const Range &a = ranges[i], &b = ranges[j];
+      if (!a.output && !b.output) continue;
+      if (a.bytes > 0 && b.bytes > 0 && a.offset < b.offset + b.bytes &&
+          b.offset < a.offset + a.bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("shared.", a.name, " and shared.", b.name,
+                         " overlap; an output may overlap nothing else"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status PlaceInRegion(const v1::SharedArrays& shared, bool permutation,
                            const Region& region, const RequestLimits& limits,
                            SortJob& job) {
@@ -213,42 +269,10 @@ absl::Status PlaceInRegion(const v1::SharedArrays& shared, bool permutation,
         " bytes of keys and values; this server sorts at most ",
         limits.max_stream_bytes, " in one call (--max_stream_bytes)")));
   }
-  struct Range {
-    const char* name;
-    uint64_t offset;
-    size_t bytes;
-    bool output;
-  };
-  std::vector<Range> ranges = {
-      {"keys_offset", shared.keys_offset(), n * ks, false},
-      {"keys_out_offset", shared.keys_out_offset(), n * ks, true}};
-  if (vs > 0) {
-    ranges.push_back({"values_offset", shared.values_offset(), n * vs, false});
-    ranges.push_back(
-        {"values_out_offset", shared.values_out_offset(), n * vs, true});
-  }
-  if (permutation) {
-    ranges.push_back({"permutation_offset", shared.permutation_offset(),
-                      n * sizeof(uint32_t), true});
-  }
-  for (const Range& r : ranges) {
-    if (r.offset > region.size() || r.bytes > region.size() - r.offset) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shared.", r.name, " ", r.offset, " + ", r.bytes,
-          " bytes lies outside the region's ", region.size(), " bytes"));
-    }
-  }
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    for (size_t j = i + 1; j < ranges.size(); ++j) {
-      const Range &a = ranges[i], &b = ranges[j];
-      if (!a.output && !b.output) continue;
-      if (a.bytes > 0 && b.bytes > 0 && a.offset < b.offset + b.bytes &&
-          b.offset < a.offset + a.bytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("shared.", a.name, " and shared.", b.name,
-                         " overlap; an output may overlap nothing else"));
-      }
-    }
+  if (absl::Status s =
+          CheckRanges(SharedRanges(shared, n, ks, vs, permutation), region);
+      !s.ok()) {
+    return s;
   }
   std::byte* base = region.base();
   job.count = n;

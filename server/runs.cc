@@ -376,31 +376,26 @@ absl::Status MergeRuns(const SortJob& in, const std::byte* in_permutation,
   return absl::OkStatus();
 }
 
-absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
-                        int* runs, int concurrent_runs) {
-  if (run_keys == 0 || job.count <= run_keys) {
-    if (runs != nullptr) *runs = 1;
-    return engine.Sort(job);
-  }
-  const size_t n = job.count;
-  const size_t ks = KeySize(job.key_type);
-  const size_t vs = ValueSize(job.value_type);
-  const bool with_perm = job.permutation_out != nullptr;
-  // Runs of equal length (within one key), each at most run_keys.
+namespace {
+
+// Bounds of `n` keys' runs of equal length (within one key), each at most
+// `run_keys`: run r is [bounds[r], bounds[r + 1]).
+std::vector<size_t> RunBounds(size_t n, size_t run_keys) {
   const size_t k = DivUp(n, run_keys);
   const size_t len = DivUp(n, k);
   std::vector<size_t> bounds(k + 1);
   for (size_t r = 0; r <= k; ++r) bounds[r] = std::min(r * len, n);
-  if (runs != nullptr) *runs = static_cast<int>(k);
+  return bounds;
+}
 
-  // The sorted runs, before the merge (not zero-filled: every byte is
-  // written by a run).
-  const size_t bytes = n * (ks + vs + (with_perm ? 4 : 0));
-  std::unique_ptr<std::byte[]> scratch(new std::byte[bytes]);
-  std::byte* keys = scratch.get();
-  std::byte* values = keys + n * ks;
-  std::byte* perm = values + n * vs;
-
+// Sorts every run of `job` into `keys`, `values` and `perm` (SortRunInto),
+// up to `concurrent_runs` at once, the caller's thread among them; the first
+// run's failure stops the runs not yet begun.
+absl::Status SortEveryRun(Sorter& engine, const SortJob& job,
+                          const std::vector<size_t>& bounds,
+                          int concurrent_runs, std::byte* keys,
+                          std::byte* values, std::byte* perm) {
+  const size_t k = bounds.size() - 1;
   std::atomic<size_t> next{0};
   std::mutex mu;
   absl::Status status;
@@ -437,7 +432,36 @@ absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
   }
   worker();
   for (std::thread& t : pool) t.join();
-  if (!status.ok()) return status;
+  return status;
+}
+
+}  // namespace
+
+absl::Status SortInRuns(Sorter& engine, const SortJob& job, size_t run_keys,
+                        int* runs, int concurrent_runs) {
+  if (run_keys == 0 || job.count <= run_keys) {
+    if (runs != nullptr) *runs = 1;
+    return engine.Sort(job);
+  }
+  const size_t n = job.count;
+  const size_t ks = KeySize(job.key_type);
+  const size_t vs = ValueSize(job.value_type);
+  const bool with_perm = job.permutation_out != nullptr;
+  const std::vector<size_t> bounds = RunBounds(n, run_keys);
+  if (runs != nullptr) *runs = static_cast<int>(bounds.size() - 1);
+
+  // The sorted runs, before the merge (not zero-filled: every byte is
+  // written by a run).
+  const size_t bytes = n * (ks + vs + (with_perm ? 4 : 0));
+  std::unique_ptr<std::byte[]> scratch(new std::byte[bytes]);
+  std::byte* keys = scratch.get();
+  std::byte* values = keys + n * ks;
+  std::byte* perm = values + n * vs;
+  if (absl::Status sorted = SortEveryRun(engine, job, bounds, concurrent_runs,
+                                         keys, values, perm);
+      !sorted.ok()) {
+    return sorted;
+  }
 
   const absl::Time start = absl::Now();
   SortJob in = job;

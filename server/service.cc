@@ -494,6 +494,36 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
                   response);
 }
 
+namespace {
+
+// Echo's answer: the job's arrays copied to its outputs as they came, with
+// the identity permutation.
+void CopyUnsorted(const SortJob& job) {
+  const size_t ks = KeySize(job.key_type), vs = ValueSize(job.value_type);
+  if (job.count > 0) {
+    std::memcpy(job.keys_out, job.keys, job.count * ks);
+    if (vs > 0) std::memcpy(job.values_out, job.values, job.count * vs);
+  }
+  if (job.permutation_out != nullptr) {
+    for (uint32_t i = 0; i < job.count; ++i) {
+      std::memcpy(job.permutation_out + size_t{i} * 4, &i, 4);
+    }
+  }
+}
+
+// How an Echo call received at `received` was served: on the CPU, by no
+// sort, alone.
+TaskResult EchoResult(absl::Time received) {
+  TaskResult result;
+  result.path = ExecutionPath::kCpu;
+  result.device = "echo (no sort)";
+  result.batch_requests = 1;
+  result.compute = absl::Now() - received;
+  return result;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* SortServiceImpl::EchoCall(
     std::shared_ptr<UnaryCall> call, const grpc::ByteBuffer* request) {
   if (absl::Status read = ReadRequest(*call, request); !read.ok()) {
@@ -529,21 +559,8 @@ grpc::ServerUnaryReactor* SortServiceImpl::EchoCall(
   }
   SortJob* job = &placed;
   call->units = job->count;
-  const size_t ks = KeySize(job->key_type), vs = ValueSize(job->value_type);
-  if (job->count > 0) {
-    std::memcpy(job->keys_out, job->keys, job->count * ks);
-    if (vs > 0) std::memcpy(job->values_out, job->values, job->count * vs);
-  }
-  if (job->permutation_out != nullptr) {
-    for (uint32_t i = 0; i < job->count; ++i) {
-      std::memcpy(job->permutation_out + size_t{i} * 4, &i, 4);
-    }
-  }
-  TaskResult result;
-  result.path = ExecutionPath::kCpu;
-  result.device = "echo (no sort)";
-  result.batch_requests = 1;
-  result.compute = absl::Now() - call->received;
+  CopyUnsorted(*job);
+  TaskResult result = EchoResult(call->received);
   v1::ServedBy by = ServedBy(result);
   by.set_route("echo");
   grpc::ByteBuffer answer;
