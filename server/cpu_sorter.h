@@ -43,7 +43,7 @@
 
 namespace sortd {
 
-class CpuScratchPool;  // server/cpu_sorter.cc
+class CpuScratchPool;  // server/cpu_scratch_pool.h
 
 class CpuSorter final : public Sorter {
  public:
