@@ -47,6 +47,8 @@
 
 namespace sortd::gpu {
 
+struct RawEnds;  // radix_passes.h
+
 class OpenClEngine final : public Sorter {
  public:
   struct Options {
@@ -210,13 +212,51 @@ class OpenClEngine final : public Sorter {
   };
 
   OpenClEngine(Device device, const Options& options);
+  // Builds the engine (engine_init.cc), in the steps below.
   absl::Status Init();
+  // The policy Options names or overrides, if any, checked against the
+  // device.
+  absl::Status ChoosePolicy();
+  // The context, program cache, memory budget (split between the lanes),
+  // buffer pool and pinned host memory.
+  absl::Status CreateContextAndMemory();
+  // Each lane's queues and staging ring, all lanes free.
+  absl::Status CreateLanes();
+  // The radix program for `bits`-wide keys with `items` keys a work-item,
+  // its sub-groups probed where the policy ranks by sub-groups.
+  absl::StatusOr<cl::Program> BuildRadixProgram(int bits, bool with_index,
+                                                int items);
+  // The radix (and short-array, streaming) and bitonic programs of one key
+  // width, with or without an index, and every lane's kernels of them.
+  absl::Status BuildSortKernels(int wide, int with_index);
   absl::Status InitTranspose();
+  // The sub-group transpose kernel (`subgroup`: its -D macro) for every
+  // lane if it builds and its sub-groups are a multiple of 32 (true); else
+  // false, with why not in `why_not` and transpose_fallback_.
+  absl::StatusOr<bool> TrySubgroupTranspose(const char* subgroup,
+                                            std::string* why_not);
+  // The portable transpose kernel for every lane.
+  absl::Status UsePortableTranspose();
   // Where `bits`-wide keys are ranked by sub-groups: runs the program's
   // radix_sub_group_probe and fails unless every work-item is in a
   // sub-group of radix.warp_size consecutive local ids.
   absl::Status CheckSubGroups(const cl::Program& program, int bits);
   absl::Status WarmUp();
+  // The warm-up's array sizes and the cases among them (engine_warm_up.cc).
+  struct WarmUpSizes;
+  // The sizes the warm-up sorts, within a lane's budget; FAILED_PRECONDITION
+  // where not even the small ones fit. Sets the policy's stream_keys_32_min
+  // to the size that verifies the streaming build, if any (WarmUp restores
+  // it).
+  absl::StatusOr<WarmUpSizes> ChooseWarmUpSizes();
+  // Every kind of sort of `n` generated keys, each answer checked.
+  absl::Status WarmUpSize(size_t n, const WarmUpSizes& sizes);
+  // One warm-up sort of the `n` keys at `keys` (segment by segment where
+  // `offsets` is set), with or without a permutation, checked against
+  // `want`.
+  absl::Status WarmUpSort(KeyType type, size_t n, const std::byte* keys,
+                          const std::vector<uint32_t>* offsets, bool with_index,
+                          const std::vector<uint32_t>& want);
   // Compares a warm-up sort's answer with `want`, the reference order.
   absl::Status CheckWarmUpSort(const SortJob& job,
                                const std::vector<uint32_t>& want,
@@ -256,6 +296,12 @@ class OpenClEngine final : public Sorter {
       Run& run, const SortJob& job, const SortPlan& plan, SortArrays& a,
       Settle* settle = nullptr,
       const std::function<absl::Status()>& after_inputs = nullptr);
+  // UploadAndRadixSort's passes by picked digits, after the upload: the
+  // picked passes, then radix_settle, its picks read back into `settle`.
+  absl::Status PickedRadixSort(Run& run, const SortJob& job,
+                               const SortPlan& plan, SortArrays& a,
+                               cl::Buffer& totals, const RawEnds& raw_ends,
+                               Settle* settle);
   // After the settle of a sort by picked digits (and, for arrays of less
   // than kSettleBeforeDownloadBytes, after their download): where
   // radix_settle found a run too long to sort, or more digits to sort, the
