@@ -305,6 +305,12 @@ class Scheduler {
   bool MayTakeLocked(const Handover& h, size_t d) const;
   // Moves into `out` the waiting handovers that no device up may take.
   void StrandedHandoversLocked(Batch* out);
+  // Queues `batch` for another device up that has not failed it (`tried`,
+  // with `device_index` added) and snapshots the queue into `queue`; false,
+  // leaving `batch` as it is, where no device may take it. Requires mu_
+  // held.
+  bool HandOverLocked(size_t device_index, Batch& batch,
+                      std::vector<bool> tried, QueueSnapshot* queue);
   // Each runner thread's loop (server/scheduler_runner.cc). Requires mu_
   // not held: it takes mu_ and holds it except around publishing, running
   // a batch, giving the packing buffer back and re-creating the device.

@@ -321,23 +321,7 @@ void Scheduler::FailOver(size_t device_index, Batch& batch,
     // A drain past its deadline starts nothing new on a device: the CPU
     // path answers these UNAVAILABLE.
     if ((marked_down || DeviceFault(error)) && !abandoning_) {
-      Handover h;
-      h.tried = std::move(tried);
-      h.tried.resize(pool_.size());
-      h.tried[device_index] = true;
-      h.from = dev.name;
-      for (size_t d = 0; d < pool_.size() && !handed; ++d) {
-        handed = MayTakeLocked(h, d);
-      }
-      if (handed) {
-        for (const auto& t : batch) h.units += t->units;
-        h.batch = std::move(batch);
-        batch.clear();
-        handover_units_ += h.units;
-        handover_requests_ += h.batch.size();
-        handovers_.push_back(std::move(h));
-        queue = QueueLocked();
-      }
+      handed = HandOverLocked(device_index, batch, std::move(tried), &queue);
     }
     stats_.failovers += batch.size();
     if (marked_down) {
@@ -372,6 +356,28 @@ void Scheduler::FailOver(size_t device_index, Batch& batch,
     listener_->OnCpuFallback(reason);
     EnqueueCpu(t, Route::kFailover);
   }
+}
+
+bool Scheduler::HandOverLocked(size_t device_index, Batch& batch,
+                               std::vector<bool> tried, QueueSnapshot* queue) {
+  Handover h;
+  h.tried = std::move(tried);
+  h.tried.resize(pool_.size());
+  h.tried[device_index] = true;
+  h.from = pool_[device_index].name;
+  bool taker = false;
+  for (size_t d = 0; d < pool_.size() && !taker; ++d) {
+    taker = MayTakeLocked(h, d);
+  }
+  if (!taker) return false;
+  for (const auto& t : batch) h.units += t->units;
+  h.batch = std::move(batch);
+  batch.clear();
+  handover_units_ += h.units;
+  handover_requests_ += h.batch.size();
+  handovers_.push_back(std::move(h));
+  *queue = QueueLocked();
+  return true;
 }
 
 absl::Status Scheduler::RunOnEngine(Sorter& engine, Batch& batch,
