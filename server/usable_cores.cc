@@ -72,6 +72,21 @@ std::optional<std::string> CgroupV2Path(absl::string_view proc_self_cgroup) {
   return std::nullopt;
 }
 
+std::string CgroupV1CpuPath(absl::string_view proc_self_cgroup) {
+  // "ID:CONTROLLERS:PATH", CONTROLLERS a comma-separated list.
+  for (absl::string_view line : absl::StrSplit(proc_self_cgroup, '\n')) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (f.size() != 3) continue;
+    for (absl::string_view c : absl::StrSplit(f[1], ',')) {
+      if (c == "cpu" && f[2] != "/") {
+        return std::string(absl::StripAsciiWhitespace(f[2]));
+      }
+    }
+  }
+  return "";
+}
+
 int UsableCoresUnder(const std::string& root, int affinity,
                      absl::string_view proc_self_cgroup) {
   int cores = std::max(1, affinity);
@@ -90,9 +105,14 @@ int UsableCoresUnder(const std::string& root, int affinity,
       dir =
           slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
     }
-  } else {
-    cap(CoresOfCfsQuota(ReadSmallFile(root + "/cpu/cpu.cfs_quota_us"),
-                        ReadSmallFile(root + "/cpu/cpu.cfs_period_us")));
+  }
+  // cgroup v1's cpu controller (also on hybrid hosts, whose v2 line names
+  // no cpu.max): the process's own cgroup, and the root of the hierarchy
+  // as a container sees it.
+  for (const std::string& dir :
+       {root + "/cpu" + CgroupV1CpuPath(proc_self_cgroup), root + "/cpu"}) {
+    cap(CoresOfCfsQuota(ReadSmallFile(dir + "/cpu.cfs_quota_us"),
+                        ReadSmallFile(dir + "/cpu.cfs_period_us")));
   }
   return cores;
 }

@@ -27,8 +27,11 @@ std::optional<int> CoresOfCfsQuota(absl::string_view quota,
 // The cgroup v2 path of this process from /proc/self/cgroup's text (its
 // "0::PATH" line), or nullopt on a cgroup v1 host.
 std::optional<std::string> CgroupV2Path(absl::string_view proc_self_cgroup);
+// The cgroup v1 path of this process's cpu controller ("" at the root or
+// where there is none).
+std::string CgroupV1CpuPath(absl::string_view proc_self_cgroup);
 // The tightest limit among `affinity` and the quotas of a cgroup v2 path and
-// its ancestors below `root` (/sys/fs/cgroup), or of cgroup v1's cpu
+// its ancestors below `root` (/sys/fs/cgroup), and of cgroup v1's cpu
 // controller there.
 int UsableCoresUnder(const std::string& root, int affinity,
                      absl::string_view proc_self_cgroup);

@@ -19,7 +19,7 @@ import sys
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 60
 ROOTS = ("server", "gpu", "client", "core")
-SUFFIXES = (".cc", ".h", ".cl")
+SUFFIXES = (".cc", ".h", ".cl", ".clh", ".clt")
 
 
 def code_only(text):
@@ -110,7 +110,7 @@ def main():
             if lines > MAX_FILE_LINES:
                 problems.append(f"{rel}: {lines} lines "
                                 f"(at most {MAX_FILE_LINES})")
-            if path.suffix == ".cl":
+            if path.suffix not in (".cc", ".h"):
                 continue
             for first, count, head in long_functions(path):
                 problems.append(f"{rel}:{first}: a function of {count} lines "

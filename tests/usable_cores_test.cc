@@ -75,6 +75,15 @@ TEST_F(FakeCgroups, CgroupV1QuotaOfTheCpuController) {
   EXPECT_EQ(UsableCoresUnder(root_, 32, "4:cpu,cpuacct:/docker/x\n"), 6);
   Write("/cpu/cpu.cfs_quota_us", "-1\n");
   EXPECT_EQ(UsableCoresUnder(root_, 32, "4:cpu,cpuacct:/docker/x\n"), 32);
+  // The process's own cgroup under the controller, also on a hybrid host
+  // whose unified line names a cgroup without cpu.max.
+  Write("/cpu/docker/x/cpu.cfs_quota_us", "300000\n");
+  Write("/cpu/docker/x/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(CgroupV1CpuPath("4:cpu,cpuacct:/docker/x\n0::/user.slice\n"),
+            "/docker/x");
+  EXPECT_EQ(
+      UsableCoresUnder(root_, 32, "4:cpu,cpuacct:/docker/x\n0::/user.slice\n"),
+      3);
 }
 
 TEST(UsableCores, ThisProcessHasAtLeastOne) {
