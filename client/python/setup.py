@@ -1,7 +1,9 @@
 """Builds the sortd package with its gRPC stubs generated from ../../proto.
 
 The stubs are made at build time from the repository's proto files (never
-kept in the tree), with grpc_tools (Debian: python3-grpc-tools).
+kept in the tree), with grpc_tools (Debian: python3-grpc-tools). The
+version is the repository's VERSION file, also written into the package as
+sortd/_version.py.
 """
 import pathlib
 
@@ -10,6 +12,7 @@ from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
 PROTO = HERE.parent.parent / "proto"
+VERSION = (HERE.parent.parent / "VERSION").read_text().strip()
 
 
 def _protoc(args):
@@ -37,6 +40,9 @@ class BuildWithStubs(build_py):
         _protoc([f"-I{PROTO / 'grpc' / 'health' / 'v1'}",
                  f"--python_out={health}", "health.proto"])
         (health / "__init__.py").touch()
+        (out / "sortd" / "_version.py").write_text(
+            f'"""The package version (the repository\'s VERSION)."""\n'
+            f"__version__ = {VERSION!r}\n")
 
 
-setup(cmdclass={"build_py": BuildWithStubs})
+setup(version=VERSION, cmdclass={"build_py": BuildWithStubs})

@@ -7,4 +7,7 @@
 from sortd.client import Client, Error, SortResult
 
 __all__ = ["Client", "Error", "SortResult"]
-__version__ = "0.1.0"
+try:
+    from sortd._version import __version__  # written by the package build
+except ImportError:  # the source tree, not built
+    __version__ = "unknown"

@@ -1,6 +1,7 @@
 """The Python client against the real sortd (SORTD_BINARY), every answer
 checked against a NumPy reference."""
 import os
+import pathlib
 import re
 import socket
 import subprocess
@@ -16,6 +17,12 @@ from sortd.v1 import sortd_pb2
 
 KEY_TYPES = [np.uint32, np.int32, np.float32, np.uint64, np.int64,
              np.float64]
+
+
+def test_version_is_the_repositorys():
+    """The installed package carries the repository's VERSION."""
+    version_file = pathlib.Path(__file__).resolve().parents[3] / "VERSION"
+    assert sortd.__version__ == version_file.read_text().strip()
 
 
 def order_bits(keys, descending):
