@@ -94,7 +94,8 @@ absl::StatusOr<DeviceList> ParseDeviceFlag(const std::string& flag) {
         list.entries.push_back({DeviceKind::kGpu, d});
       }
     } else {
-      LogLine("--device=auto: %s\n", gpus.status().ToString().c_str());
+      LogAt(LogLevel::kWarning, "--device=auto: %s\n",
+            gpus.status().ToString().c_str());
       list.entries.push_back({DeviceKind::kCpu, 0});
     }
   }
@@ -114,7 +115,8 @@ absl::StatusOr<std::vector<Part>> FindParts(const DeviceList& list,
     auto found = gpu::FindDevice(entry.kind, entry.index);
     if (!found.ok()) {
       if (list.auto_mode) {
-        LogLine("--device=auto: %s\n", found.status().ToString().c_str());
+        LogAt(LogLevel::kWarning, "--device=auto: %s\n",
+              found.status().ToString().c_str());
         continue;
       }
       return found.status();
@@ -151,18 +153,19 @@ absl::StatusOr<DeviceSlot> BringUp(const Part& part, const EngineSetup& setup) {
   if (!engine.ok()) return engine.status();
   for (const std::string* fallback :
        {&(*engine)->policy_fallback(), &(*engine)->transpose_fallback()}) {
-    if (!fallback->empty()) LogLine("WARNING: %s\n", fallback->c_str());
+    if (!fallback->empty())
+      LogAt(LogLevel::kWarning, "%s\n", fallback->c_str());
   }
-  LogLine("OpenCL device %s (path %s)\nsortd: policy %s\n",
-          (*engine)->info().ToString().c_str(), PathName((*engine)->path()),
-          (*engine)->policy().ToString().c_str());
+  LogLine("OpenCL device %s (path %s)\n", (*engine)->info().ToString().c_str(),
+          PathName((*engine)->path()));
+  LogLine("policy %s\n", (*engine)->policy().ToString().c_str());
   if (const std::vector<std::string> idle =
           (*engine)->policy().radix.IdleKnobs();
       !idle.empty()) {
-    LogLine(
-        "WARNING: %s: policy knobs set without effect under the policy's "
-        "pass form and ranking: %s\n",
-        (*engine)->info().name.c_str(), absl::StrJoin(idle, " ").c_str());
+    LogAt(LogLevel::kWarning,
+          "%s: policy knobs set without effect under the policy's "
+          "pass form and ranking: %s\n",
+          (*engine)->info().name.c_str(), absl::StrJoin(idle, " ").c_str());
   }
   const SortJob u32{.key_type = KeyType::kU32};
   LogLine(
@@ -197,22 +200,24 @@ absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(
                        " device ", part.device.info.name, ": ",
                        slot.status().message()));
     }
-    LogLine("--device=auto: passing over the OpenCL %s device %s: %s\n", kind,
-            part.device.info.name.c_str(), slot.status().ToString().c_str());
+    LogAt(LogLevel::kWarning,
+          "--device=auto: passing over the OpenCL %s device %s: %s\n", kind,
+          part.device.info.name.c_str(), slot.status().ToString().c_str());
   }
-  if (slots.empty()) LogLine("no OpenCL device: serving on the CPU path\n");
+  if (slots.empty())
+    LogAt(LogLevel::kWarning, "no OpenCL device: serving on the CPU path\n");
   // --device=auto on a node whose GPU is missing (or failed) still serves,
   // slowly: say so where nobody can miss it. --device=gpu refuses instead.
   if (list->auto_mode &&
       std::none_of(slots.begin(), slots.end(), [](const DeviceSlot& s) {
         return s.engine->path() == ExecutionPath::kGpu;
       })) {
-    LogLine(
-        "WARNING: --device=auto found no usable GPU: SERVING WITHOUT A GPU, "
-        "on %s (work is labelled path=%s); start with --device=gpu to refuse "
-        "to start without one\n",
-        slots.empty() ? "the CPU path alone" : "the OpenCL CPU device",
-        slots.empty() ? "cpu" : "opencl-cpu");
+    LogAt(LogLevel::kWarning,
+          "--device=auto found no usable GPU: SERVING WITHOUT A GPU, "
+          "on %s (work is labelled path=%s); start with --device=gpu to refuse "
+          "to start without one\n",
+          slots.empty() ? "the CPU path alone" : "the OpenCL CPU device",
+          slots.empty() ? "cpu" : "opencl-cpu");
   }
   return slots;
 }

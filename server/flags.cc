@@ -1,5 +1,5 @@
-// sortd's flags on the gRPC port (address, TLS), the metrics endpoint and
-// the service's own behaviour (Echo, request logging, parts, draining, idle
+// sortd's flags on the gRPC port (address, TLS), the metrics endpoint, the
+// log and the service's own behaviour (Echo, parts, draining, idle
 // trimming); and SortdOptionsFromFlags, which checks every flag and
 // assembles the daemon's options from the readers of each subject
 // (flags_internal.h lists the files).
@@ -14,6 +14,7 @@
 #include "gpu/opencl_engine.h"
 #include "server/flags_internal.h"
 #include "server/grpc_limits.h"
+#include "server/log.h"
 #include "server/usable_cores.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -44,6 +45,13 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "certificate signed by one of them (mutual TLS).");
 ABSL_FLAG(bool, log_requests, false,
           "Log the start and end of every request to stderr.");
+ABSL_FLAG(std::string, log_level, "info",
+          "The least severe log lines written: debug, info, warning or "
+          "error.");
+ABSL_FLAG(std::string, log_format, "text",
+          "Log lines as text (time, 'sortd:', level when not info, message) "
+          "or json (one object a line: time, level, request id where the "
+          "line is about one request, msg).");
 
 namespace sortd {
 namespace {
@@ -113,6 +121,17 @@ absl::StatusOr<SortdOptions> SortdOptionsFromFlags() {
       .router = RouterPinsFromFlags(),
       .idle_trim_interval = absl::GetFlag(FLAGS_idle_trim_interval),
       .drain_timeout = absl::GetFlag(FLAGS_drain_timeout)};
+}
+
+absl::Status SetLogOptionsFromFlags() {
+  absl::StatusOr<LogLevel> level =
+      ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) return level.status();
+  absl::StatusOr<LogFormat> format =
+      ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  if (!format.ok()) return format.status();
+  SetLogOptions(*level, *format);
+  return absl::OkStatus();
 }
 
 bool IsSortdFlagsFile(absl::string_view filename) {

@@ -66,6 +66,10 @@ struct SortdOptions {
 // (or group of flags) out of range.
 absl::StatusOr<SortdOptions> SortdOptionsFromFlags();
 
+// --log_level and --log_format, applied to the log from here on; or
+// INVALID_ARGUMENT naming the flag.
+absl::Status SetLogOptionsFromFlags();
+
 // Whether `filename`, a flag's file as Abseil's usage output names it, is
 // flags.cc or one of the flags_*.cc beside it: --help, --helpshort and
 // --helppackage list their flags (Abseil's default lists the program's

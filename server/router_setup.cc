@@ -55,17 +55,17 @@ void CalibrateThresholds(const RouterPins& pins, Sorter& cpu, Sorter& device,
             absl::FormatDuration(absl::Now() - start).c_str());
     ApplyCalibration(*c, o);
   } else {
-    LogLine("calibration failed (%s); default thresholds\n",
-            c.status().ToString().c_str());
+    LogAt(LogLevel::kWarning, "calibration failed (%s); default thresholds\n",
+          c.status().ToString().c_str());
   }
 }
 
 void LogThresholds(const Scheduler::Options& o) {
   if (o.sort.solo_min <= o.sort.cpu_max) {
-    LogLine(
-        "router: --solo_min_keys=%zu is at most the CPU path's %zu keys: "
-        "sorts up to %zu keys go to the CPU path first\n",
-        o.sort.solo_min, o.sort.cpu_max, o.sort.cpu_max);
+    LogAt(LogLevel::kWarning,
+          "router: --solo_min_keys=%zu is at most the CPU path's %zu keys: "
+          "sorts up to %zu keys go to the CPU path first\n",
+          o.sort.solo_min, o.sort.cpu_max, o.sort.cpu_max);
   }
   LogLine(
       "router: sorts of <= %zu keys on the CPU path, >= %zu "

@@ -351,10 +351,10 @@ void Scheduler::AbandonQueued() {
     handover_units_ = handover_requests_ = 0;
   }
   if (!abandoned.empty()) {
-    LogLine(
-        "drain timeout: answering %zu queued request(s) "
-        "UNAVAILABLE\n",
-        abandoned.size());
+    LogAt(LogLevel::kWarning,
+          "drain timeout: answering %zu queued request(s) "
+          "UNAVAILABLE\n",
+          abandoned.size());
   }
   // CPU-path tasks not yet started answer UNAVAILABLE themselves.
   for (auto& t : abandoned) {

@@ -174,9 +174,9 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
     listener_->OnDeviceInfo(name, info.first, info.second);
     listener_->OnDeviceState(name, true);
   } else {
-    LogLine("re-creating device %s failed (%s); next try in %s\n", name.c_str(),
-            r.error.ToString().c_str(),
-            absl::FormatDuration(r.next_try).c_str());
+    LogAt(LogLevel::kWarning,
+          "re-creating device %s failed (%s); next try in %s\n", name.c_str(),
+          r.error.ToString().c_str(), absl::FormatDuration(r.next_try).c_str());
   }
   lock.lock();
 }
@@ -333,16 +333,17 @@ void Scheduler::FailOver(size_t device_index, Batch& batch,
       stats_.failovers += stranded.size();
     }
   }
-  LogLine("a %s batch of %zu request(s) failed on %s (%s); %s\n", OpName(op),
-          requests, dev.name.c_str(), error.ToString().c_str(),
-          handed ? "another device answers them" : "the CPU path answers them");
+  LogAt(LogLevel::kWarning,
+        "a %s batch of %zu request(s) failed on %s (%s); %s\n", OpName(op),
+        requests, dev.name.c_str(), error.ToString().c_str(),
+        handed ? "another device answers them" : "the CPU path answers them");
   if (marked_down) {
-    LogLine(
-        "device %s is unhealthy; the other devices, or the CPU path with "
-        "none up, answer its share until it is re-created (first try in "
-        "%s)\n",
-        dev.name.c_str(),
-        absl::FormatDuration(options_.reinit_backoff).c_str());
+    LogAt(LogLevel::kWarning,
+          "device %s is unhealthy; the other devices, or the CPU path with "
+          "none up, answer its share until it is re-created (first try in "
+          "%s)\n",
+          dev.name.c_str(),
+          absl::FormatDuration(options_.reinit_backoff).c_str());
     listener_->OnDeviceState(dev.name, false);
   }
   if (handed) Publish(queue);

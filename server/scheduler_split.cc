@@ -126,10 +126,10 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
   }
   EndSplit(devices, task->units / devices.size(), leased_units, error->ok());
   if (!error->ok()) {
-    LogLine(
-        "a sort of %zu keys split across %zu devices failed (%s); it is "
-        "sorted again on one device\n",
-        task->sort.count, devices.size(), error->ToString().c_str());
+    LogAt(LogLevel::kWarning,
+          "a sort of %zu keys split across %zu devices failed (%s); it is "
+          "sorted again on one device\n",
+          task->sort.count, devices.size(), error->ToString().c_str());
     return false;
   }
   AnswerSplit(task, names, path, memory, report, start);
@@ -168,11 +168,11 @@ void Scheduler::EndSplit(const std::vector<size_t>& devices, size_t share,
   }
   cv_.notify_all();
   for (const std::string& name : lost) {
-    LogLine(
-        "device %s is unhealthy after its part of a split sort; the other "
-        "devices, or the CPU path with none up, answer its share until it "
-        "is re-created\n",
-        name.c_str());
+    LogAt(LogLevel::kWarning,
+          "device %s is unhealthy after its part of a split sort; the other "
+          "devices, or the CPU path with none up, answer its share until it "
+          "is re-created\n",
+          name.c_str());
     listener_->OnDeviceState(name, false);
   }
   for (auto& t : stranded) {

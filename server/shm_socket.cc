@@ -292,9 +292,10 @@ bool ShmSocket::Serve(Connection& c) {
   if (!registered.ok()) {
     ++refused_;
     if (!std::exchange(c.logged, true)) {
-      LogLine("shared memory: registration from pid %d uid %u refused: %s\n",
-              static_cast<int>(c.pid), static_cast<unsigned>(c.uid),
-              registered.status().ToString().c_str());
+      LogAt(LogLevel::kWarning,
+            "shared memory: registration from pid %d uid %u refused: %s\n",
+            static_cast<int>(c.pid), static_cast<unsigned>(c.uid),
+            registered.status().ToString().c_str());
     }
     return Send(c.fd, Reply(registered.status()));
   }
@@ -320,7 +321,7 @@ void ShmSocket::Loop() {
     if (poll(polled.data(), polled.size(), PollTimeoutMs(next_deadline, now)) <
             0 &&
         errno != EINTR) {
-      LogLine("shared memory: poll: %s\n", Errno().c_str());
+      LogAt(LogLevel::kError, "shared memory: poll: %s\n", Errno().c_str());
       break;
     }
     if (polled[0].revents != 0) break;  // Stop()

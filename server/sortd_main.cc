@@ -48,6 +48,8 @@
 #include "server/shared_memory.h"
 #include "server/shm_socket.h"
 
+using sortd::LogAt;
+using sortd::LogLevel;
 using sortd::LogLine;
 
 namespace {
@@ -59,7 +61,7 @@ constexpr char kServiceName[] = "sortd.v1.SortService";
 std::atomic<grpc::Server*> g_stopped_server{nullptr};
 
 int Fail(const absl::Status& status) {
-  LogLine("%s\n", status.ToString().c_str());
+  LogAt(LogLevel::kError, "%s\n", status.ToString().c_str());
   return 1;
 }
 
@@ -100,8 +102,9 @@ void Drain(sortd::SortServiceImpl& service, sortd::Scheduler& scheduler,
   const int unacknowledged =
       sortd::WaitForAnswersAcknowledged(port, deadline + absl::Seconds(1));
   if (unacknowledged > 0) {
-    LogLine("%d connection(s) still had answers in flight at the deadline\n",
-            unacknowledged);
+    LogAt(LogLevel::kWarning,
+          "%d connection(s) still had answers in flight at the deadline\n",
+          unacknowledged);
   }
   server.Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   server.Wait();
@@ -128,11 +131,11 @@ absl::StatusOr<std::unique_ptr<sortd::ShmSocket>> StartSharedMemory(
 // Fault injection is for tests only; a sortd running with it says so.
 void WarnOfFaultInjection(const sortd::SortdOptions& o) {
   if (!o.engines.base.faults.any()) return;
-  LogLine(
-      "FAULT INJECTION ENABLED (--inject_faults=%s): device "
-      "runs fail on purpose and answers may fail over or fail; "
-      "for tests only, never use in production\n",
-      o.inject_faults.c_str());
+  LogAt(LogLevel::kWarning,
+        "FAULT INJECTION ENABLED (--inject_faults=%s): device "
+        "runs fail on purpose and answers may fail over or fail; "
+        "for tests only, never use in production\n",
+        o.inject_faults.c_str());
 }
 
 // The metrics endpoint, which also tells whether faults are injected.
@@ -217,6 +220,7 @@ void MarkServing(grpc::HealthCheckServiceInterface& health,
 }
 
 int Serve() {
+  if (absl::Status s = sortd::SetLogOptionsFromFlags(); !s.ok()) return Fail(s);
   LogLine("%s starting\n", sortd::VersionText("sortd").c_str());
   absl::StatusOr<sortd::SortdOptions> flags = sortd::SortdOptionsFromFlags();
   if (!flags.ok()) return Fail(flags.status());

@@ -156,6 +156,12 @@ class ServerProcess {
     return found;
   }
 
+  // Every line printed so far, stdout's and stderr's as they arrived.
+  std::vector<std::string> Lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
   std::string Output() {
     std::lock_guard<std::mutex> lock(mu_);
     std::string all;
