@@ -181,6 +181,12 @@ BenchVerdict JudgeBench(const BenchReport& r);
 std::string FormatReport(const BenchOptions& options, const BenchReport& r,
                          bool json);
 
+// A concurrency sweep's table: one row per run, runs[i] made at
+// concurrency levels[i] with `options` otherwise.
+std::string FormatSweep(const BenchOptions& options,
+                        const std::vector<BenchReport>& runs,
+                        const std::vector<int>& levels);
+
 }  // namespace sortd::cli
 
 #endif  // SORTD_CLIENT_BENCH_H_

@@ -1,7 +1,9 @@
-// sortctl bench's report: a summary a person reads, or one JSON line.
+// sortctl bench's report: a summary a person reads, or one JSON line; and a
+// concurrency sweep's table.
 #include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -233,6 +235,32 @@ std::string TextReport(const BenchOptions& o, const BenchReport& r) {
 std::string FormatReport(const BenchOptions& o, const BenchReport& r,
                          bool json) {
   return json ? JsonReport(o, r) : TextReport(o, r);
+}
+
+std::string FormatSweep(const BenchOptions& o,
+                        const std::vector<BenchReport>& runs,
+                        const std::vector<int>& levels) {
+  const char* unit = o.op == BenchOp::kTranspose ? "matrices" : "keys";
+  std::string out = absl::StrFormat(
+      "sortctl bench sweep: %s %s, sizes %s\n"
+      "%11s %12s %13s %12s %10s %10s %10s %8s\n",
+      OpName(o.op),
+      o.op == BenchOp::kTranspose ? "32x32 bit matrices"
+                                  : KeyTypeName(o.key_type),
+      Figures(o, runs.empty() ? BenchReport{} : runs.front()).mix,
+      "concurrency", "req/s", absl::StrCat(unit, "/s"), "bytes/s", "p50 ms",
+      "p99 ms", "max ms", "errors");
+  for (size_t i = 0; i < runs.size() && i < levels.size(); ++i) {
+    const BenchStats& a = runs[i].all;
+    const double secs = std::max(runs[i].seconds, 1e-9);
+    absl::StrAppendFormat(
+        &out, "%11d %12s %13s %12s %10.3f %10.3f %10.3f %8u\n", levels[i],
+        RateText(a.ok / secs), RateText(a.keys / secs),
+        absl::StrCat(RateText(a.bytes / secs), "B"), a.Percentile(50) * 1e3,
+        a.Percentile(99) * 1e3,
+        a.latencies.empty() ? 0.0 : a.latencies.back() * 1e3, a.errors);
+  }
+  return out;
 }
 
 }  // namespace sortd::cli

@@ -95,6 +95,10 @@ ABSL_FLAG(std::string, sizes, "1k",
           "bench: request sizes in keys (matrices for transpose): one size "
           "(4096, 64k, 16m) or a weighted mix such as 1k:70,64k:25,16m:5");
 ABSL_FLAG(int, concurrency, 16, "bench: concurrent calls (one thread each)");
+ABSL_FLAG(std::string, sweep, "",
+          "bench: concurrency levels to run one after another, e.g. "
+          "1,4,16,64 (each with --duration or --requests and --warmup); "
+          "prints a table, or one JSON report a level with --json");
 ABSL_FLAG(double, rate, 0,
           "bench: open loop, calls a second due at fixed times whatever the "
           "answers do (latency from when each was due); 0: closed loop, each "

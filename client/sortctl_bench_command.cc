@@ -6,11 +6,15 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/bench.h"
 #include "client/cli_io.h"
@@ -128,38 +132,97 @@ absl::StatusOr<cli::BenchOptions> BenchOptionsFromFlags() {
   return o;
 }
 
-}  // namespace
-
-int RunBench() {
-  absl::StatusOr<cli::BenchOptions> options = BenchOptionsFromFlags();
-  if (!options.ok()) return Usage(std::string(options.status().message()));
-  const cli::BenchOptions& o = *options;
-  auto client = Connect();
-  if (!client.ok()) return LocalError(client.status());
-  if (absl::Status h = (*client)->CheckHealth(); !h.ok()) {
-    return ServerError(h);
+// --sweep's concurrency levels; empty when the flag is.
+absl::StatusOr<std::vector<int>> ParseSweep(const std::string& text) {
+  std::vector<int> levels;
+  if (text.empty()) return levels;
+  for (absl::string_view field : absl::StrSplit(text, ',')) {
+    int level = 0;
+    if (!absl::SimpleAtoi(field, &level) || level < 1 || level > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bench: --sweep: concurrency levels 1 to 4096, comma-separated; "
+          "got '",
+          field, "'"));
+    }
+    levels.push_back(level);
   }
+  if (levels.size() > 32) {
+    return absl::InvalidArgumentError("bench: --sweep: at most 32 levels");
+  }
+  return levels;
+}
+
+// One measured run of `o`, with a progress line (`label` before it).
+absl::StatusOr<cli::BenchReport> RunOnce(sortd::Client& client,
+                                         const cli::BenchOptions& o,
+                                         const std::string& label) {
   Progress progress(absl::GetFlag(FLAGS_json));
   const std::string bound =
       o.duration > absl::ZeroDuration()
           ? absl::StrFormat("/%.0f s", absl::ToDoubleSeconds(o.duration))
           : absl::StrCat(" s, ", o.max_requests, " requests");
-  absl::StatusOr<cli::BenchReport> report = cli::RunBench(
-      **client, o, [&](double seconds, const cli::BenchReport& r) {
+  absl::StatusOr<cli::BenchReport> report =
+      cli::RunBench(client, o, [&](double seconds, const cli::BenchReport& r) {
         progress.Step(absl::StrFormat(
-            "bench %.1f%s: %u answered (%.0f req/s), %u errors", seconds, bound,
-            r.all.ok, r.all.ok / std::max(seconds, 1e-9), r.all.errors));
+            "bench %s%.1f%s: %u answered (%.0f req/s), %u errors", label,
+            seconds, bound, r.all.ok, r.all.ok / std::max(seconds, 1e-9),
+            r.all.errors));
       });
   progress.Clear();
-  if (!report.ok()) return ServerError(report.status());
-  std::fputs(cli::FormatReport(o, *report, absl::GetFlag(FLAGS_json)).c_str(),
-             stdout);
-  const cli::BenchVerdict verdict = cli::JudgeBench(*report);
+  return report;
+}
+
+// The run's exit status, said on stderr when it is not 0.
+int Verdict(const cli::BenchReport& report) {
+  const cli::BenchVerdict verdict = cli::JudgeBench(report);
   if (verdict.exit_code != 0) {
     std::fprintf(stderr, "sortctl: bench: exit %d: %s\n", verdict.exit_code,
                  verdict.reason.c_str());
   }
   return verdict.exit_code;
+}
+
+// One run per concurrency level, in order: with --json one report line as
+// each ends, else a table at the end. The exit status is the worst run's.
+int RunSweep(sortd::Client& client, cli::BenchOptions o,
+             const std::vector<int>& levels) {
+  const bool json = absl::GetFlag(FLAGS_json);
+  std::vector<cli::BenchReport> runs;
+  int exit_code = 0;
+  for (int level : levels) {
+    o.concurrency = level;
+    absl::StatusOr<cli::BenchReport> report =
+        RunOnce(client, o, absl::StrCat("concurrency ", level, " "));
+    if (!report.ok()) return ServerError(report.status());
+    if (json) std::fputs(cli::FormatReport(o, *report, true).c_str(), stdout);
+    std::fflush(stdout);
+    exit_code = std::max(exit_code, Verdict(*report));
+    runs.push_back(*std::move(report));
+  }
+  if (!json) std::fputs(cli::FormatSweep(o, runs, levels).c_str(), stdout);
+  return exit_code;
+}
+
+}  // namespace
+
+int RunBench() {
+  absl::StatusOr<cli::BenchOptions> options = BenchOptionsFromFlags();
+  if (!options.ok()) return Usage(std::string(options.status().message()));
+  absl::StatusOr<std::vector<int>> sweep =
+      ParseSweep(absl::GetFlag(FLAGS_sweep));
+  if (!sweep.ok()) return Usage(std::string(sweep.status().message()));
+  auto client = Connect();
+  if (!client.ok()) return LocalError(client.status());
+  if (absl::Status h = (*client)->CheckHealth(); !h.ok()) {
+    return ServerError(h);
+  }
+  if (!sweep->empty()) return RunSweep(**client, *options, *sweep);
+  absl::StatusOr<cli::BenchReport> report = RunOnce(**client, *options, "");
+  if (!report.ok()) return ServerError(report.status());
+  std::fputs(
+      cli::FormatReport(*options, *report, absl::GetFlag(FLAGS_json)).c_str(),
+      stdout);
+  return Verdict(*report);
 }
 
 }  // namespace sortctl

@@ -47,6 +47,7 @@ ABSL_DECLARE_FLAG(int64_t, requests);
 ABSL_DECLARE_FLAG(absl::Duration, warmup);
 ABSL_DECLARE_FLAG(int64_t, verify_every);
 ABSL_DECLARE_FLAG(int, variants);
+ABSL_DECLARE_FLAG(std::string, sweep);
 ABSL_DECLARE_FLAG(std::string, shm_socket);
 ABSL_DECLARE_FLAG(bool, compact);
 ABSL_DECLARE_FLAG(int, connections);

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "core/transpose.h"
 #include "core/version.h"
@@ -514,6 +515,28 @@ TEST_F(E2ETest, SortctlBenchIsBoundedVerifiesAndReports) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("20 answered, 0 errors"));
   EXPECT_THAT(r.out, HasSubstr("verified  20 sampled answers, all correct"));
+
+  // A concurrency sweep: one run a level, in order; JSON lines or a table
+  // with a row a level.
+  r = RunCommand(Sortctl(*server_,
+                         "bench --sizes=1k --sweep=1,3 --requests=30 "
+                         "--duration=0 --warmup=0 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(
+      std::vector<std::string>(absl::StrSplit(r.out, '\n', absl::SkipEmpty())),
+      ::testing::ElementsAre(HasSubstr("\"concurrency\":1,\"seconds\""),
+                             HasSubstr("\"concurrency\":3,\"seconds\"")));
+  r = RunCommand(Sortctl(*server_,
+                         "bench --sizes=1k --sweep=2,4 --requests=20 "
+                         "--duration=0 --warmup=0"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> rows =
+      absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(rows.size(), 4u) << r.out;  // title, heading, two levels
+  EXPECT_THAT(rows[1], HasSubstr("concurrency"));
+  EXPECT_THAT(rows[2], ::testing::StartsWith("          2 "));
+  EXPECT_THAT(rows[3], ::testing::StartsWith("          4 "));
+  EXPECT_THAT(rows[3], ::testing::EndsWith(" 0"));  // no errors
 
   // Unbounded or malformed runs are refused before any call.
   r = RunCommand(Sortctl(*server_, "bench --duration=0"));

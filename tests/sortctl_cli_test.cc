@@ -98,6 +98,7 @@ TEST(SortctlCli, BadUsageExitsTwoAndNamesTheArgument) {
       {"bench --duration=25h", "--duration"},
       {"bench --duration", "'duration'"},
       {"bench --concurrency=0", "--concurrency"},
+      {"bench --sweep=1,0", "--sweep"},
       {"bench --requests=-1", "--requests"},
       {"bench --op=shuffle", "--op: 'shuffle'"},
       {"bench --rate=-5", "--rate"},
