@@ -55,6 +55,12 @@ struct ClientOptions {
   // whose request it still holds (up to 256 KiB each by default); larger
   // ones fail at once.
   int max_attempts = 4;
+  // The least time between two DNS resolutions of the target (a dns:///
+  // name of many replicas). The client resolves again when a connection
+  // ends, as sortd ends each after --grpc_max_connection_age: that is how
+  // replicas added behind the name start getting calls. 30 s is gRPC's
+  // own default.
+  absl::Duration min_resolve_interval = absl::Seconds(30);
 
   // TLS: set tls_ca to the PEM file of the CA that signed the server's
   // certificate (empty with `tls` true: the system's roots). For mutual TLS

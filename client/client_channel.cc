@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <future>
 #include <map>
@@ -157,6 +158,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
   args.SetServiceConfigJSON(
       DefaultServiceConfig(*policy, options.max_attempts));
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, options.max_attempts > 1 ? 1 : 0);
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS,
+              static_cast<int>(std::clamp<int64_t>(
+                  absl::ToInt64Milliseconds(options.min_resolve_interval), 0,
+                  int64_t{24} * 3600 * 1000)));
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       Credentials(options, args);
   if (!credentials.ok()) return credentials.status();
