@@ -134,6 +134,15 @@ absl::Status SetLogOptionsFromFlags() {
   return absl::OkStatus();
 }
 
+void WarnOfFaultInjection(const SortdOptions& o) {
+  if (!o.engines.base.faults.any()) return;
+  LogAt(LogLevel::kWarning,
+        "FAULT INJECTION ENABLED (--inject_faults=%s): device "
+        "runs fail on purpose and answers may fail over or fail; "
+        "for tests only, never use in production\n",
+        o.inject_faults.c_str());
+}
+
 bool IsSortdFlagsFile(absl::string_view filename) {
   for (absl::string_view self :
        {absl::string_view(__FILE__), MemoryFlagsFile(), DeviceFlagsFile(),

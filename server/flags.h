@@ -70,6 +70,10 @@ absl::StatusOr<SortdOptions> SortdOptionsFromFlags();
 // INVALID_ARGUMENT naming the flag.
 absl::Status SetLogOptionsFromFlags();
 
+// Fault injection is for tests only: a sortd running with it says so, in a
+// warning.
+void WarnOfFaultInjection(const SortdOptions& options);
+
 // Whether `filename`, a flag's file as Abseil's usage output names it, is
 // flags.cc or one of the flags_*.cc beside it: --help, --helpshort and
 // --helppackage list their flags (Abseil's default lists the program's

@@ -11,7 +11,8 @@
 // This file only wires the pieces together: the flags are read and
 // checked in server/flags.cc (and the flags_*.cc beside it), the gRPC server is
 // built in server/grpc_server.cc, the engines in server/engines.cc, the
-// router's thresholds in server/router_setup.cc.
+// router's thresholds in server/router_setup.cc, and the stop signals and
+// the drain are in server/shutdown.cc.
 #include <signal.h>
 
 #include <algorithm>
@@ -32,7 +33,6 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/authz_flags.h"
-#include "server/connections.h"
 #include "server/cpu_sorter.h"
 #include "server/engines.h"
 #include "server/flags.h"
@@ -47,6 +47,7 @@
 #include "server/service.h"
 #include "server/shared_memory.h"
 #include "server/shm_socket.h"
+#include "server/shutdown.h"
 
 using sortd::LogAt;
 using sortd::LogLevel;
@@ -65,53 +66,6 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Signals are taken by sigwait in Serve(); blocked before any thread (gRPC,
-// oneTBB, the metrics server) starts so that none of those threads
-// receives them instead.
-void BlockStopSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-}
-
-// Blocks until SIGTERM or SIGINT (blocked in every thread since main()).
-int WaitForStopSignal() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  return signal_number;
-}
-
-// Health is NOT_SERVING already. New calls are answered UNAVAILABLE at
-// once; calls in flight run (the scheduler no longer waits for batches to
-// fill). Whatever has not started by the drain deadline gets UNAVAILABLE.
-void Drain(sortd::SortServiceImpl& service, sortd::Scheduler& scheduler,
-           grpc::Server& server, int port, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  scheduler.StartDrain();
-  service.StartDrain();
-  if (!service.WaitForCalls(deadline)) scheduler.AbandonQueued();
-  // Only then gRPC's shutdown, whose GOAWAY makes it close each connection
-  // once it has no call: first the clients' hosts acknowledge every byte
-  // of their answers, which a closing socket would otherwise cut off.
-  const int unacknowledged =
-      sortd::WaitForAnswersAcknowledged(port, deadline + absl::Seconds(1));
-  if (unacknowledged > 0) {
-    LogAt(LogLevel::kWarning,
-          "%d connection(s) still had answers in flight at the deadline\n",
-          unacknowledged);
-  }
-  server.Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-  server.Wait();
-  service.StopHandlers();
-  scheduler.Drain(absl::Now());
-}
-
 // The socket co-located clients register shared memory over; null when
 // shared memory is off.
 absl::StatusOr<std::unique_ptr<sortd::ShmSocket>> StartSharedMemory(
@@ -126,16 +80,6 @@ absl::StatusOr<std::unique_ptr<sortd::ShmSocket>> StartSharedMemory(
         options.path.c_str(), max_bytes);
   }
   return shm;
-}
-
-// Fault injection is for tests only; a sortd running with it says so.
-void WarnOfFaultInjection(const sortd::SortdOptions& o) {
-  if (!o.engines.base.faults.any()) return;
-  LogAt(LogLevel::kWarning,
-        "FAULT INJECTION ENABLED (--inject_faults=%s): device "
-        "runs fail on purpose and answers may fail over or fail; "
-        "for tests only, never use in production\n",
-        o.inject_faults.c_str());
 }
 
 // The metrics endpoint, which also tells whether faults are injected.
@@ -225,7 +169,7 @@ int Serve() {
   absl::StatusOr<sortd::SortdOptions> flags = sortd::SortdOptionsFromFlags();
   if (!flags.ok()) return Fail(flags.status());
   sortd::SortdOptions& o = *flags;
-  WarnOfFaultInjection(o);
+  sortd::WarnOfFaultInjection(o);
   auto metrics = StartMetrics(o);
   if (!metrics.ok()) return Fail(metrics.status());
 
@@ -264,9 +208,9 @@ int Serve() {
                               scheduler, service, metrics->get());
   MarkServing(*health, o, port, **metrics);
 
-  LogLine("%s: draining\n", strsignal(WaitForStopSignal()));
+  LogLine("%s: draining\n", strsignal(sortd::WaitForStopSignal()));
   health->Shutdown();  // NOT_SERVING for all, and stays so
-  Drain(service, scheduler, *server, port, o.drain_timeout);
+  sortd::Drain(service, scheduler, *server, port, o.drain_timeout);
   if (*shm != nullptr) (*shm)->Stop();  // no call uses a region any more
   sortd::LogStopped(host_buffers, cpu);
   // The stopped gRPC server is left to the process's exit: destroying it
@@ -282,7 +226,7 @@ int Serve() {
 
 int main(int argc, char** argv) {
   sortd::KeepLargeBlocksInHeap();
-  BlockStopSignals();
+  sortd::BlockStopSignals();
   signal(SIGPIPE, SIG_IGN);
 
   absl::FlagsUsageConfig usage;  // unset members keep their defaults
