@@ -121,7 +121,18 @@ std::string FormatLogLine(LogLevel level, LogFormat format, absl::Time time,
       line += absl::AsciiStrToUpper(LevelName(level));
       line += ": ";
     }
-    absl::StrAppend(&line, message, "\n");
+    // One event, one line: a newline or other control character inside the
+    // message (a client's text quoted in an error) is written escaped, so
+    // that no client can forge a line of its own.
+    for (const char c : message) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u == 0x7f) {
+        absl::StrAppendFormat(&line, "\\x%02x", u);
+      } else {
+        line.push_back(c);
+      }
+    }
+    line += "\n";
     return line;
   }
   absl::StrAppend(&line, "{\"time\":\"", when, "\",\"level\":\"",

@@ -37,6 +37,15 @@ TEST(Log, TextNamesTheLevelOnlyWhenItIsNotInfo) {
               HasSubstr("sortd: ERROR: x\n"));
 }
 
+// A message quoting a client's text cannot start a line of its own.
+TEST(Log, TextEscapesControlCharactersInsideTheMessage) {
+  EXPECT_EQ(FormatLogLine(LogLevel::kInfo, LogFormat::kText, kWhen,
+                          "bad name 'a\n2026-01-01T00:00:00.000Z sortd: "
+                          "forged\r\x1b[1m'\n"),
+            "2026-11-18T11:06:40.123Z sortd: bad name 'a\\x0a2026-01-01T00:00:"
+            "00.000Z sortd: forged\\x0d\\x1b[1m'\n");
+}
+
 TEST(Log, JsonCarriesTimeLevelMessageAndTheRequestId) {
   const google::protobuf::Struct line = Parse(
       FormatLogLine(LogLevel::kInfo, LogFormat::kJson, kWhen,
