@@ -5,6 +5,7 @@
 // --json, one JSON object).
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <string>
 #include <utility>
@@ -222,6 +223,31 @@ std::string TransposeOutputText(const std::string& m) {
   return text;
 }
 
+// The end of a sort or a transpose: the answer checked when --verify asks
+// (a wrong one exits kExitMismatch), written to --output when one is named,
+// and the summary printed.
+int Finish(Summary& summary, Progress& progress,
+           const std::function<absl::Status()>& verify,
+           const std::function<std::string()>& output_text) {
+  if (absl::GetFlag(FLAGS_verify)) {
+    progress.Step("verifying");
+    absl::Status s = verify();
+    progress.Clear();
+    if (!s.ok()) {
+      std::fprintf(stderr, "sortctl: verification FAILED: %s\n",
+                   std::string(s.message()).c_str());
+      return kExitMismatch;
+    }
+    summary.verified = true;
+  }
+  if (!absl::GetFlag(FLAGS_output).empty()) {
+    absl::Status s = WriteOutput(absl::GetFlag(FLAGS_output), output_text());
+    if (!s.ok()) return LocalError(s);
+  }
+  PrintSummary(summary);
+  return 0;
+}
+
 }  // namespace
 
 int RunSort() {
@@ -258,24 +284,10 @@ int RunSort() {
   if (!response.ok()) return ServerError(response.status());
 
   Summary summary = SortSummary(*response, n, type, stream, wall_ms);
-  if (absl::GetFlag(FLAGS_verify)) {
-    progress.Step("verifying");
-    absl::Status s = sortd::cli::VerifySort(*request, *response);
-    progress.Clear();
-    if (!s.ok()) {
-      std::fprintf(stderr, "sortctl: verification FAILED: %s\n",
-                   std::string(s.message()).c_str());
-      return kExitMismatch;
-    }
-    summary.verified = true;
-  }
-  if (!absl::GetFlag(FLAGS_output).empty()) {
-    absl::Status s = WriteOutput(absl::GetFlag(FLAGS_output),
-                                 SortOutputText(*request, *response));
-    if (!s.ok()) return LocalError(s);
-  }
-  PrintSummary(summary);
-  return 0;
+  return Finish(
+      summary, progress,
+      [&] { return sortd::cli::VerifySort(*request, *response); },
+      [&] { return SortOutputText(*request, *response); });
 }
 
 int RunTranspose() {
@@ -314,23 +326,13 @@ int RunTranspose() {
                   .json_fields = {{"matrices", absl::StrCat(count)}},
                   .served_by = response->served_by(),
                   .wall_ms = wall_ms};
-  if (absl::GetFlag(FLAGS_verify)) {
-    absl::Status s =
-        sortd::cli::VerifyTranspose(request.matrices(), response->matrices());
-    if (!s.ok()) {
-      std::fprintf(stderr, "sortctl: verification FAILED: %s\n",
-                   std::string(s.message()).c_str());
-      return kExitMismatch;
-    }
-    summary.verified = true;
-  }
-  if (!absl::GetFlag(FLAGS_output).empty()) {
-    absl::Status s = WriteOutput(absl::GetFlag(FLAGS_output),
-                                 TransposeOutputText(response->matrices()));
-    if (!s.ok()) return LocalError(s);
-  }
-  PrintSummary(summary);
-  return 0;
+  return Finish(
+      summary, progress,
+      [&] {
+        return sortd::cli::VerifyTranspose(request.matrices(),
+                                           response->matrices());
+      },
+      [&] { return TransposeOutputText(response->matrices()); });
 }
 
 int RunHealth() {
