@@ -21,6 +21,7 @@
 #include "server/engines.h"
 #include "server/shared_memory.h"
 #include "tests/opencl_test_util.h"
+#include "tests/sealed_memfd.h"
 #include "tests/sort_check.h"
 
 namespace sortd {
@@ -30,16 +31,7 @@ using gpu::OpenClEngine;
 using gpu::PinnedHostMemory;
 using sortd::testing::Shape;
 
-// A sealed, fully allocated memfd of `bytes`, as a client sends it.
-int SealedMemfd(size_t bytes) {
-  const int fd = memfd_create("region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
-  EXPECT_EQ(posix_fallocate(fd, 0, static_cast<off_t>(bytes)), 0);
-  EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
-            0);
-  return fd;
-}
+using testing::SealedMemfd;
 
 // Polls `done` until it holds, for at most 30 s.
 template <typename F>

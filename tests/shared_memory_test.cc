@@ -21,22 +21,14 @@
 #include <vector>
 
 #include "core/host_memory.h"
+#include "tests/sealed_memfd.h"
 
 namespace sortd {
 namespace {
 
 constexpr auto kDeadline = std::chrono::seconds(30);
 
-// A sealed, fully allocated memfd of `bytes`, as a client sends it.
-int SealedMemfd(size_t bytes) {
-  const int fd = memfd_create("region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
-  EXPECT_EQ(posix_fallocate(fd, 0, static_cast<off_t>(bytes)), 0);
-  EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
-            0);
-  return fd;
-}
+using testing::SealedMemfd;
 
 // A HostMemory that adopts anything, counting calls per address, and whose
 // handles check on release that the range is still mapped. With a gate
