@@ -30,9 +30,11 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
   # throw-away certificates for the TLS tests
   openssl
-  # the Python client (client/python), built and tested offline in a venv
+  # the Python client (client/python): its wheel, built by the default
+  # build (stubs from grpc-tools), installed offline in a venv over the
+  # system's grpcio, protobuf and numpy (the wheel's requirements) and tested
   python3-venv python3-pip python3-setuptools python3-wheel python3-grpcio
-  python3-grpc-tools python3-numpy python3-pytest
+  python3-protobuf python3-grpc-tools python3-numpy python3-pytest
   # the Go example (client/go), generated and built offline (GOPATH mode)
   golang-go golang-google-grpc-dev golang-google-protobuf-dev
   golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc

@@ -1,18 +1,27 @@
-"""Builds the sortd package with its gRPC stubs generated from ../../proto.
+"""Builds the sortd package with its gRPC stubs generated from sortd.proto.
 
-The stubs are made at build time from the repository's proto files (never
-kept in the tree), with grpc_tools (Debian: python3-grpc-tools). The
-version is the repository's VERSION file, also written into the package as
+The stubs are made at build time from the proto files (never kept in the
+tree), with grpc_tools (Debian: python3-grpc-tools). The version is the
+repository's VERSION file, also written into the package as
 sortd/_version.py.
+
+The proto files and VERSION are read from beside this file where they are
+(a source distribution: its sdist command copies them in, so that it builds
+without the repository), else from the repository (../../proto,
+../../VERSION).
 """
 import pathlib
+import shutil
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
 HERE = pathlib.Path(__file__).resolve().parent
-PROTO = HERE.parent.parent / "proto"
-VERSION = (HERE.parent.parent / "VERSION").read_text().strip()
+ROOT = HERE if (HERE / "VERSION").exists() else HERE.parent.parent
+PROTO = ROOT / "proto"
+VERSION = (ROOT / "VERSION").read_text().strip()
+PROTO_FILES = ["sortd/v1/sortd.proto", "grpc/health/v1/health.proto"]
 
 
 def _protoc(args):
@@ -45,4 +54,18 @@ class BuildWithStubs(build_py):
             f"__version__ = {VERSION!r}\n")
 
 
-setup(version=VERSION, cmdclass={"build_py": BuildWithStubs})
+class SdistWithProtos(sdist):
+    """sdist, with VERSION and the proto files inside, so that it builds
+    without the repository."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        base = pathlib.Path(base_dir)
+        shutil.copyfile(ROOT / "VERSION", base / "VERSION")
+        for name in PROTO_FILES:
+            (base / "proto" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(PROTO / name, base / "proto" / name)
+
+
+setup(version=VERSION,
+      cmdclass={"build_py": BuildWithStubs, "sdist": SdistWithProtos})

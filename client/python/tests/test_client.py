@@ -1,11 +1,10 @@
 """The Python client against the real sortd (SORTD_BINARY), every answer
 checked against a NumPy reference."""
+import importlib
 import os
 import pathlib
-import re
 import socket
 import subprocess
-import tempfile
 import time
 
 import grpc
@@ -14,9 +13,8 @@ import pytest
 
 import sortd
 from sortd.v1 import sortd_pb2
-
-KEY_TYPES = [np.uint32, np.int32, np.float32, np.uint64, np.int64,
-             np.float64]
+from sortd_testing import (KEY_TYPES, assert_bits_equal, generate,
+                           reference, start_sortd)
 
 
 def test_version_is_the_repositorys():
@@ -25,68 +23,18 @@ def test_version_is_the_repositorys():
     assert sortd.__version__ == version_file.read_text().strip()
 
 
-def order_bits(keys, descending):
-    """Unsigned bits that ascend in the server's order (IEEE-754
-    totalOrder for floats)."""
-    k = np.asarray(keys)
-    u = k.view(np.uint32 if k.itemsize == 4 else np.uint64)
-    sign = u.dtype.type(1) << u.dtype.type(8 * k.itemsize - 1)
-    if k.dtype.kind == "f":
-        bits = np.where(u & sign, ~u, u | sign)
-    elif k.dtype.kind == "i":
-        bits = u ^ sign
-    else:
-        bits = u.copy()
-    return ~bits if descending else bits
-
-
-def reference(keys, descending):
-    return np.argsort(order_bits(keys, descending), kind="stable")
-
-
-def generate(dtype, n, seed):
-    rng = np.random.default_rng(seed)
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        k = rng.standard_normal(n).astype(dtype) * 1000
-        special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0],
-                           dtype=dtype)
-        k[: min(n, 6)] = special[: min(n, 6)]
-    else:
-        info = np.iinfo(dtype)
-        # Few distinct values, so that stability shows.
-        k = rng.integers(info.min, info.max, size=64, dtype=dtype,
-                         endpoint=True)[rng.integers(0, 64, size=n)]
-    return k
-
-
-def assert_bits_equal(a, b):
-    assert a.dtype == b.dtype
-    assert a.tobytes() == b.tobytes()
-
-
-def start_sortd(*args):
-    """The real sortd on a free loopback port: (process, address)."""
-    proc = subprocess.Popen(
-        [os.environ["SORTD_BINARY"], "--device=cpu", "--listen=127.0.0.1:0",
-         "--metrics_listen=", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-        m = re.search(r"serving on (\S+)", line)
-        if m:
-            return proc, m.group(1)
-    raise AssertionError(f"sortd did not start (exit {proc.wait()})")
-
-
-@pytest.fixture(scope="module")
-def server():
-    shm = os.path.join(tempfile.mkdtemp(prefix="sortd-py-shm-"), "sortd.sock")
-    proc, address = start_sortd("--cpu_threads=2",
-                                "--max_request_bytes=1048576",
-                                f"--shm_socket={shm}")
-    yield address, shm
-    proc.terminate()
-    assert proc.wait(timeout=60) == 0
+def test_the_package_is_the_installed_one_with_its_generated_code():
+    """Imported from where it was installed (SORTD_INSTALLED_UNDER, the
+    venv), not from the source tree, with the stubs the build generated."""
+    under = os.environ.get("SORTD_INSTALLED_UNDER")
+    if under:
+        assert pathlib.Path(sortd.__file__).resolve().is_relative_to(
+            pathlib.Path(under).resolve()), sortd.__file__
+    for module in ("sortd._version", "sortd._health.health_pb2",
+                   "sortd.v1.sortd_pb2_grpc", "sortd.aio"):
+        importlib.import_module(module)
+    assert "Sort" in sortd_pb2.DESCRIPTOR.services_by_name[
+        "SortService"].methods_by_name
 
 
 @pytest.fixture
@@ -113,6 +61,34 @@ def test_sorts_every_key_type_with_values_and_permutation(client, dtype,
     assert_bits_equal(r.keys, keys[want])
     np.testing.assert_array_equal(r.values, values[want])
     assert r.served_by.batch_requests >= 1
+
+
+def test_served_by_names_the_path_as_sortctl_does(client):
+    r = client.sort(np.array([2, 1], dtype=np.uint32))
+    # sortd --device=cpu: the oneTBB path, "cpu" as sortctl prints it.
+    assert r.served_by.path == "cpu"
+    assert r.served_by.proto.path == sortd_pb2.EXECUTION_PATH_CPU
+    assert r.served_by.route and r.served_by.device
+    assert r.served_by.batch_requests >= 1
+
+
+def test_a_timeout_of_0_is_an_immediate_deadline(server):
+    keys = np.arange(10, dtype=np.uint32)
+    with sortd.Client(server[0], timeout=0) as c:
+        for call in (lambda: c.sort(keys), lambda: c.health(),
+                     lambda: c.transpose(np.zeros((1, 32), np.uint32)),
+                     lambda: c.sort(keys, timeout=0)):
+            with pytest.raises(sortd.Error) as e:
+                call()
+            assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        # A call's own timeout overrides the client's.
+        np.testing.assert_array_equal(c.sort(keys, timeout=30).keys, keys)
+    with sortd.Client(server[0], timeout=30) as c:
+        with pytest.raises(sortd.Error) as e:
+            c.sort(keys, timeout=0)
+        assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        # None is the client's default (30 s), not 0.
+        np.testing.assert_array_equal(c.sort(keys, timeout=None).keys, keys)
 
 
 def test_keys_only_and_empty(client):
