@@ -109,10 +109,6 @@ struct RadixSortPolicy {
   // three-launch alone, leaves a policy that still fits.
   bool direct_place_32 = false;
   bool direct_place_64 = false;
-  // The digit-counting (and encoding) kernel runs at most this many
-  // work-groups per compute unit, each striding over tiles, so that few
-  // groups add their counts to the same global counters.
-  int count_groups_per_cu = 8;
   // 16-byte vectors each work-item of the digit count loads at once (1-4).
   int count_unroll = 1;
   // Radix passes over at most small_max keys use tiles of small_items keys

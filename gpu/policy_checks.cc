@@ -57,7 +57,6 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
                std::max(r.Tile(32, true), r.Tile(64, false)) &&
            (1 << r.status_count_bits) > r.work_group * r.small_items,
        "radix.status_count_bits is at most 30 and holds a tile's count");
-  need(r.count_groups_per_cu >= 1, "radix.count_groups_per_cu is at least 1");
   need(r.count_unroll >= 1 && r.count_unroll <= 4, "radix.count_unroll is 1-4");
   need(r.segment_group_max <= (size_t{1} << 30),
        "radix.segment_group_max is at most 2^30 keys");

@@ -166,7 +166,6 @@ std::vector<Knob> RadixRankingKnobs() {
 // and picked digits, in ToString() order.
 std::vector<Knob> RadixPassKnobs() {
   return {
-      Number("radix.count_groups_per_cu", &E::radix, &R::count_groups_per_cu),
       Number("radix.count_unroll", &E::radix, &R::count_unroll),
       Number("radix.small_items", &E::radix, &R::small_items),
       Number("radix.small_max", &E::radix, &R::small_max),
