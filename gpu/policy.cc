@@ -32,7 +32,7 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t local_radix = size_t{1} << LocalBits();
   // Key, index and counter arrays carry the kernel's bank padding (one
   // element in 32).
-  const size_t padded_tile = tile + (bank_pad ? tile / 32 : 0);
+  const size_t padded_tile = tile + tile / 32;
   const size_t counters = local_radix * work_group;
   // Warp-level ranking: 32-bit counters per warp and digit; otherwise
   // 16-bit counters per work-item and sub-digit, padded.
@@ -40,7 +40,7 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t warps = warp_size > 0 ? work_group / warp_size : 0;
   const size_t counter_bytes =
       WarpLevel(key_bits) ? warps * radix * 4
-                          : (counters + (bank_pad ? counters / 32 : 0)) * 2;
+                          : (counters + counters / 32) * 2;
   // The one-launch pass adds each digit's global base and a tile slot;
   // radix_segment_groups, built for every policy, each digit's base.
   const size_t onesweep_bytes = OneLaunch() ? radix * 4 + 4 : radix * 4;
@@ -199,7 +199,7 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
       "-DKEY_BITS=", key_bits, " -DRADIX_BITS=", r.radix_bits,
       " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
       " -DITEMS=", items, " -DHAS_INDEX=", with_index ? 1 : 0,
-      " -DBANK_PAD=", r.bank_pad ? 1 : 0, " -DLOOKBACK=", r.lookback,
+      " -DLOOKBACK=", r.lookback,
       " -DRANKING=", RankingCode(rank));
   if (r.pass == RadixPass::kOneLaunchEarlyCounts) {
     absl::StrAppend(&out, " -DEARLY_COUNTS=1");

@@ -86,8 +86,6 @@ struct RadixSortPolicy {
   // index array in local memory a tile can hold more keys. 0: as above.
   int items_32_keys = 0;
   int items_64_keys = 0;
-  // Pad the scatter's local arrays against bank conflicts.
-  bool bank_pad = true;
   RadixPass pass = RadixPass::kThreeLaunch;
   // Predecessor tiles the look-back reads at once (one-launch passes).
   int lookback = 8;

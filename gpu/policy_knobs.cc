@@ -129,7 +129,6 @@ std::vector<Knob> RadixTileKnobs() {
       Number("radix.items_64", &E::radix, &R::items_64),
       Number("radix.items_32_keys", &E::radix, &R::items_32_keys),
       Number("radix.items_64_keys", &E::radix, &R::items_64_keys),
-      Flag("radix.bank_pad", &R::bank_pad),
       Enum("radix.pass", &R::pass, kPassNames),
       Number("radix.lookback", &E::radix, &R::lookback),
   };

@@ -937,18 +937,16 @@ TEST(Algorithms, BitonicAndRadixBothMatchTheReference) {
 
 // 8-bit passes, ranked in one 8-bit step or in two stable 4-bit steps.
 TEST(Algorithms, EightBitDigits) {
-  // Both ranking widths, with and without the scatter's bank padding.
-  for (auto [local_bits, bank_pad] : {std::pair{0, 1}, {4, 1}, {4, 0}}) {
-    SCOPED_TRACE(
-        absl::StrCat("local_bits=", local_bits, " bank_pad=", bank_pad));
+  // Both ranking widths.
+  for (int local_bits : {0, 4}) {
+    SCOPED_TRACE(absl::StrCat("local_bits=", local_bits));
     OpenClEngine::Options options = CpuDevice();
     EnginePolicy p = EnginePolicy::For(Engine().info());
     p.radix = {.radix_bits = 8,
                .local_bits = local_bits,
                .work_group = 64,
                .items_32 = 8,
-               .items_64 = 8,
-               .bank_pad = bank_pad != 0};
+               .items_64 = 8};
     options.policy = p;
     options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
     auto engine = OpenClEngine::Create(options);
@@ -984,7 +982,6 @@ TEST(Algorithms, OnesweepPasses) {
                .work_group = 64,
                .items_32 = 8,
                .items_64 = 8,
-               .bank_pad = true,
                .pass = RadixPass::kOneLaunch};
     options.policy = p;
     options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
@@ -1125,7 +1122,6 @@ TEST_P(WarpRanking, SortsEveryShape) {
              .items_64 = 4,
              .items_32_keys = 16,  // keys-only tiles twice as long
              .items_64_keys = 8,
-             .bank_pad = true,
              .pass = c.pass,
              .ranking = c.ranking,
              .warp_size = c.warp_size,
@@ -1343,7 +1339,6 @@ RadixSortPolicy SmallOneLaunchTiles(RadixPass pass, TileRanking ranking) {
           .items_64 = 4,
           .items_32_keys = 16,
           .items_64_keys = 8,
-          .bank_pad = true,
           .pass = pass,
           .ranking = ranking};
 }

@@ -146,7 +146,7 @@ TEST(Policy, OverridesReadWhatToStringPrints) {
   EXPECT_EQ(p.bitonic.max_keys, 0u);
   for (const char* bad :
        {"radix.nonsense=1", "radix.pass=two-launch", "radix.lookback=-1",
-        "radix.bank_pad=2", "radix.lookback"}) {
+        "radix.bank_pad=1", "radix.lookback"}) {
     EnginePolicy q = base;
     const absl::Status s = ApplyPolicyOverrides(bad, &q);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;

@@ -42,7 +42,6 @@
 //                so each warp's start within each digit is known before the
 //                ranking, and every key is written to its place in local
 //                memory as soon as it is ranked (no ranks held in registers)
-//   BANK_PAD     (default 1) pad local arrays against bank conflicts
 //   LOOKBACK     (default 8) predecessor tiles the look-back reads at once
 //   COUNT_UNROLL (default 1) 16-byte vectors each work-item loads at once
 //                when only counting digits
