@@ -36,11 +36,10 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t counters = local_radix * work_group;
   // Warp-level ranking: 32-bit counters per warp and digit; otherwise
   // 16-bit counters per work-item and sub-digit, padded.
-  const TileRanking rank = Ranking(key_bits);
+  const TileRanking rank = ranking;
   const size_t warps = warp_size > 0 ? work_group / warp_size : 0;
   const size_t counter_bytes =
-      WarpLevel(key_bits) ? warps * radix * 4
-                          : (counters + counters / 32) * 2;
+      WarpLevel() ? warps * radix * 4 : (counters + counters / 32) * 2;
   // The one-launch pass adds each digit's global base and a tile slot;
   // radix_segment_groups, built for every policy, each digit's base.
   const size_t onesweep_bytes = OneLaunch() ? radix * 4 + 4 : radix * 4;
@@ -187,20 +186,19 @@ std::vector<std::string> RadixSortPolicy::IdleKnobs() const {
        "late_lookback_unordered_32=1");
   note(late_lookback_tiles_32 > 0, LateRanked(32, false),
        absl::StrCat("late_lookback_tiles_32=", late_lookback_tiles_32));
-  note(segment_radix_above > 0, WarpLevel(32) || WarpLevel(64),
+  note(segment_radix_above > 0, WarpLevel(),
        absl::StrCat("segment_radix_above=", segment_radix_above));
   return idle;
 }
 
 std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
                               bool with_index, int items, bool stream_keys) {
-  const TileRanking rank = r.Ranking(key_bits);
+  const TileRanking rank = r.ranking;
   std::string out = absl::StrCat(
       "-DKEY_BITS=", key_bits, " -DRADIX_BITS=", r.radix_bits,
       " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
       " -DITEMS=", items, " -DHAS_INDEX=", with_index ? 1 : 0,
-      " -DLOOKBACK=", r.lookback,
-      " -DRANKING=", RankingCode(rank));
+      " -DLOOKBACK=", r.lookback, " -DRANKING=", RankingCode(rank));
   if (r.pass == RadixPass::kOneLaunchEarlyCounts) {
     absl::StrAppend(&out, " -DEARLY_COUNTS=1");
   }
@@ -218,7 +216,7 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
   if (r.LateRanked(key_bits, with_index)) {
     absl::StrAppend(&out, " -DLATE_RANKED=1");
   }
-  if (r.WarpLevel(key_bits) && r.warp_size != 32) {
+  if (r.WarpLevel() && r.warp_size != 32) {
     absl::StrAppend(&out, " -DWARP_SIZE=", r.warp_size);
   }
   if (rank == TileRanking::kSubgroup) {

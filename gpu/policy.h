@@ -89,9 +89,7 @@ struct RadixSortPolicy {
   RadixPass pass = RadixPass::kThreeLaunch;
   // Predecessor tiles the look-back reads at once (one-launch passes).
   int lookback = 8;
-  TileRanking ranking = TileRanking::kWorkItemCounters;
-  // 64-bit keys' ranking, where it differs from `ranking`.
-  std::optional<TileRanking> ranking_64 = std::nullopt;
+  TileRanking ranking = TileRanking::kWorkItemCounters;  // both key widths
   // Work-items of a warp under warp-level ranking: 32 for kWarpBallots and
   // kWarpMasks (NVIDIA's warp); 8, 16 or 32 for kSubgroup (the kernels'
   // required sub-group size) and kWarpEmulated.
@@ -227,21 +225,15 @@ struct RadixSortPolicy {
   int Tile(int key_bits, bool with_index, size_t count) const {
     return Small(count) ? work_group * small_items : Tile(key_bits, with_index);
   }
-  TileRanking Ranking(int key_bits) const {
-    return key_bits == 64 && ranking_64 ? *ranking_64 : ranking;
-  }
-  bool WarpLevel(int key_bits) const {
-    return Ranking(key_bits) != TileRanking::kWorkItemCounters;
-  }
+  bool WarpLevel() const { return ranking != TileRanking::kWorkItemCounters; }
   // Whether the builds for `key_bits`-wide keys place keys as they rank
   // them: the knob, where the passes and the ranking have that form.
   bool DirectPlace(int key_bits) const {
-    const TileRanking rank = Ranking(key_bits);
     return (key_bits == 64 ? direct_place_64 : direct_place_32) &&
            pass == RadixPass::kOneLaunchEarlyCounts &&
-           (rank == TileRanking::kWarpBallots ||
-            rank == TileRanking::kWarpEmulated ||
-            rank == TileRanking::kSubgroup);
+           (ranking == TileRanking::kWarpBallots ||
+            ranking == TileRanking::kWarpEmulated ||
+            ranking == TileRanking::kSubgroup);
   }
   int LocalBits() const { return local_bits > 0 ? local_bits : radix_bits; }
   bool OneLaunch() const { return pass != RadixPass::kThreeLaunch; }

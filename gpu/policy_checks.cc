@@ -70,36 +70,33 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
        "radix.picked_margin_bits_32 is -16 to 32, _64 -16 to 64");
   need(r.warp_size == 8 || r.warp_size == 16 || r.warp_size == 32,
        "radix.warp_size is 8, 16 or 32");
-  need(r.pass != RadixPass::kOneLaunchEarlyCounts ||
-           (r.WarpLevel(32) && r.WarpLevel(64)),
+  need(r.pass != RadixPass::kOneLaunchEarlyCounts || r.WarpLevel(),
        "radix.pass=one-launch-early-counts needs warp-level ranking");
 }
 
-// What warp-level and sub-group ranking of `bits`-wide keys need.
-void CheckRanking(const RadixSortPolicy& r, const DeviceInfo& device, int bits,
+// What warp-level and sub-group ranking need.
+void CheckRanking(const RadixSortPolicy& r, const DeviceInfo& device,
                   Constraints& c) {
   auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
   const bool ptx = NvidiaPtxRuns(device);
-  const TileRanking rank = r.Ranking(bits);
-  const std::string of = absl::StrCat(" (", bits, "-bit keys)");
+  const TileRanking rank = r.ranking;
   need(rank == TileRanking::kWorkItemCounters ||
            (r.warp_size > 0 && r.work_group % r.warp_size == 0),
        absl::StrCat("warp-level ranking needs radix.work_group % ", r.warp_size,
-                    " == 0 (radix.warp_size)", of));
+                    " == 0 (radix.warp_size)"));
   need(rank == TileRanking::kWorkItemCounters || r.local_bits == 0,
-       "radix.local_bits applies only to work-item ranking" + of);
+       "radix.local_bits applies only to work-item ranking");
   need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
            ptx,
        "warp-ballots and warp-masks ranking need an NVIDIA GPU that runs "
-       "PTX" +
-           of);
+       "PTX");
   need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
            r.warp_size == 32,
-       "warp-ballots and warp-masks ranking need radix.warp_size=32" + of);
+       "warp-ballots and warp-masks ranking need radix.warp_size=32");
   need(rank != TileRanking::kSubgroup || SubgroupOpsRun(device, r.subgroup_ops),
        absl::StrCat("subgroup ranking with radix.subgroup_ops=",
                     SubgroupOpsName(r.subgroup_ops), " needs the device's ",
-                    SubgroupOpsExtensions(r.subgroup_ops), of));
+                    SubgroupOpsExtensions(r.subgroup_ops)));
 }
 
 // What the builds for `bits`-wide keys need.
@@ -108,7 +105,6 @@ void CheckKeyWidth(const EnginePolicy& p, const DeviceInfo& device, int bits,
   auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
   const RadixSortPolicy& r = p.radix;
   const BitonicPolicy& bitonic = p.bitonic;
-  CheckRanking(r, device, bits, c);
   for (bool with_index : {true, false}) {
     const std::string what =
         absl::StrCat(bits, "-bit keys", with_index ? " with an index" : "");
@@ -152,6 +148,7 @@ std::vector<std::string> EnginePolicy::Violations(
   Constraints c;
   auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
   CheckRadix(radix, device, c);
+  CheckRanking(radix, device, c);
   for (int bits : {32, 64}) CheckKeyWidth(*this, device, bits, c);
   need(static_cast<size_t>(bitonic.work_group) <= device.max_work_group,
        absl::StrCat("bitonic.work_group is at most the device's ",

@@ -138,22 +138,6 @@ std::vector<Knob> RadixTileKnobs() {
 std::vector<Knob> RadixRankingKnobs() {
   return {
       Enum("radix.ranking", &R::ranking, kRankingNames),
-      {"radix.ranking_64",
-       [](const E& p) {
-         return p.radix.ranking_64
-                    ? std::string(NameOf(*p.radix.ranking_64, kRankingNames))
-                    : std::string("same");
-       },
-       [](absl::string_view v, E& p) {
-         if (v == "same") {
-           p.radix.ranking_64.reset();
-           return true;
-         }
-         TileRanking r{};
-         if (!Parse(v, kRankingNames, &r)) return false;
-         p.radix.ranking_64 = r;
-         return true;
-       }},
       Number("radix.warp_size", &E::radix, &R::warp_size),
       Enum("radix.subgroup_ops", &R::subgroup_ops, kSubgroupOpsNames),
       Flag("radix.direct_place_32", &R::direct_place_32),

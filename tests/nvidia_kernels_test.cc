@@ -73,7 +73,7 @@ TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
         // ballots where the policy ranks by them, the status prefetch.
         std::vector<std::string> want = {"bar.warp.sync", "shfl.sync",
                                          "prefetch.global.L2"};
-        if (p.radix.Ranking(bits) == TileRanking::kWarpBallots) {
+        if (p.radix.ranking == TileRanking::kWarpBallots) {
           want.push_back("vote.sync.ballot");
         }
         for (const char* kernel :
@@ -117,7 +117,6 @@ TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
 TEST_F(NvidiaKernels, MasksRankingBuildsCompileToPtx) {
   EnginePolicy p = EnginePolicy::For(H100());
   p.radix.ranking = TileRanking::kWarpMasks;
-  p.radix.ranking_64 = std::nullopt;
   p.radix.direct_place_32 = p.radix.direct_place_64 = false;
   ASSERT_TRUE(p.CheckFits(H100()).ok()) << p.CheckFits(H100());
   for (int bits : {32, 64}) {

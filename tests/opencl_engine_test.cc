@@ -444,8 +444,8 @@ TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
       "bitonic.max_keys=0,bitonic.max_keys_64=0,bitonic.max_keys_32_keys=0";
   // Warp-level ranking where the device's policy ranks by work-item (its
   // portable form, warp-emulated, on the CPU device).
-  if (base.radix.Ranking(32) == TileRanking::kWorkItemCounters ||
-      base.radix.Ranking(32) == TileRanking::kWarpMasks) {
+  if (base.radix.ranking == TileRanking::kWorkItemCounters ||
+      base.radix.ranking == TileRanking::kWarpMasks) {
     absl::StrAppend(&overrides, ",radix.ranking=warp-emulated");
   }
   for (auto [picked, marked] : {std::pair{"1", "0"}, std::pair{"0", "0"},
@@ -1138,7 +1138,7 @@ TEST_P(WarpRanking, SortsEveryShape) {
   SCOPED_TRACE(p.ToString());
   auto engine = OpenClEngine::Create(options);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  EXPECT_EQ((*engine)->policy().radix.Ranking(64), c.ranking);
+  EXPECT_EQ((*engine)->policy().radix.ranking, c.ranking);
   EXPECT_EQ((*engine)->policy().radix.LocalBits(), c.radix_bits);
   if (c.ranking == TileRanking::kSubgroup) {
     // The size the kernels saw on the device (radix_sub_group_probe).
