@@ -29,13 +29,12 @@ size_t RadixSortPolicy::SettleLocalBytes(int key_bits) const {
 size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t tile = Tile(key_bits, with_index);
   const size_t radix = size_t{1} << radix_bits;
-  const size_t local_radix = size_t{1} << LocalBits();
   // Key, index and counter arrays carry the kernel's bank padding (one
   // element in 32).
   const size_t padded_tile = tile + tile / 32;
-  const size_t counters = local_radix * work_group;
+  const size_t counters = radix * work_group;
   // Warp-level ranking: 32-bit counters per warp and digit; otherwise
-  // 16-bit counters per work-item and sub-digit, padded.
+  // 16-bit counters per work-item and digit, padded.
   const TileRanking rank = ranking;
   const size_t warps = warp_size > 0 ? work_group / warp_size : 0;
   const size_t counter_bytes =
@@ -196,9 +195,9 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
   const TileRanking rank = r.ranking;
   std::string out = absl::StrCat(
       "-DKEY_BITS=", key_bits, " -DRADIX_BITS=", r.radix_bits,
-      " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
-      " -DITEMS=", items, " -DHAS_INDEX=", with_index ? 1 : 0,
-      " -DLOOKBACK=", r.lookback, " -DRANKING=", RankingCode(rank));
+      " -DWG=", r.work_group, " -DITEMS=", items,
+      " -DHAS_INDEX=", with_index ? 1 : 0, " -DLOOKBACK=", r.lookback,
+      " -DRANKING=", RankingCode(rank));
   if (r.pass == RadixPass::kOneLaunchEarlyCounts) {
     absl::StrAppend(&out, " -DEARLY_COUNTS=1");
   }

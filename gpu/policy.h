@@ -40,7 +40,7 @@ enum class RadixPass {
 // How the scatter ranks the keys of a tile by digit (-DRANKING, values in
 // gpu/kernels/sort_constants.h).
 enum class TileRanking {
-  // Per-work-item counters in local memory, local_bits at a time.
+  // Per-work-item counters in local memory.
   kWorkItemCounters,
   // Each warp of 32 work-items ranks a whole digit in one step, its warp
   // operations done through local memory: the portable twin of kBallots.
@@ -74,11 +74,9 @@ enum class SubgroupOps {
 };
 
 struct RadixSortPolicy {
-  int radix_bits = 4;  // digit width of a global pass: 4 or 8
-  // Digit width of kWorkItemCounters ranking: 0 (= radix_bits) or 4 under
-  // 8-bit passes (two stable 4-bit ranking steps per pass). Warp-level
-  // ranking ranks a whole digit: 0 there.
-  int local_bits = 0;
+  // Digit width of a pass: 4 or 8. Every ranking ranks a whole digit in
+  // one step.
+  int radix_bits = 4;
   int work_group = 256;  // work-items per group
   int items_32 = 16;     // keys per work-item, 32-bit keys
   int items_64 = 8;      // keys per work-item, 64-bit keys
@@ -235,7 +233,6 @@ struct RadixSortPolicy {
             ranking == TileRanking::kWarpEmulated ||
             ranking == TileRanking::kSubgroup);
   }
-  int LocalBits() const { return local_bits > 0 ? local_bits : radix_bits; }
   bool OneLaunch() const { return pass != RadixPass::kThreeLaunch; }
   // Whether the passes prefetch their status lines: the knob, where the
   // passes have statuses (one launch).

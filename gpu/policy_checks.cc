@@ -45,8 +45,6 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
   const bool ptx = NvidiaPtxRuns(device);
   need(r.radix_bits == 4 || r.radix_bits == 8, "radix.radix_bits is 4 or 8");
-  need(r.local_bits == 0 || r.radix_bits % r.local_bits == 0,
-       "radix.local_bits divides radix.radix_bits");
   need(r.work_group >= 1 &&
            static_cast<size_t>(r.work_group) <= device.max_work_group,
        absl::StrCat("radix.work_group is at most the device's ",
@@ -84,8 +82,6 @@ void CheckRanking(const RadixSortPolicy& r, const DeviceInfo& device,
            (r.warp_size > 0 && r.work_group % r.warp_size == 0),
        absl::StrCat("warp-level ranking needs radix.work_group % ", r.warp_size,
                     " == 0 (radix.warp_size)"));
-  need(rank == TileRanking::kWorkItemCounters || r.local_bits == 0,
-       "radix.local_bits applies only to work-item ranking");
   need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
            ptx,
        "warp-ballots and warp-masks ranking need an NVIDIA GPU that runs "

@@ -123,7 +123,6 @@ using B = BitonicPolicy;
 std::vector<Knob> RadixTileKnobs() {
   return {
       Number("radix.radix_bits", &E::radix, &R::radix_bits),
-      Number("radix.local_bits", &E::radix, &R::local_bits),
       Number("radix.work_group", &E::radix, &R::work_group),
       Number("radix.items_32", &E::radix, &R::items_32),
       Number("radix.items_64", &E::radix, &R::items_64),

@@ -935,50 +935,40 @@ TEST(Algorithms, BitonicAndRadixBothMatchTheReference) {
   }
 }
 
-// 8-bit passes, ranked in one 8-bit step or in two stable 4-bit steps.
+// 8-bit passes, each tile ranked by work-item counters in one 8-bit step.
 TEST(Algorithms, EightBitDigits) {
-  // Both ranking widths.
-  for (int local_bits : {0, 4}) {
-    SCOPED_TRACE(absl::StrCat("local_bits=", local_bits));
-    OpenClEngine::Options options = CpuDevice();
-    EnginePolicy p = EnginePolicy::For(Engine().info());
-    p.radix = {.radix_bits = 8,
-               .local_bits = local_bits,
-               .work_group = 64,
-               .items_32 = 8,
-               .items_64 = 8};
-    options.policy = p;
-    options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
-    auto engine = OpenClEngine::Create(options);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    for (size_t n :
-         {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
-      for (Shape shape :
-           {Shape::kRandom, Shape::kFewDistinct, Shape::kSpecial}) {
-        CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 3), false,
-                  Extra::kU64ValuesAndPermutation, "8-bit f32");
-        CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 3),
-                  true, Extra::kPermutation, "8-bit i64");
-      }
+  OpenClEngine::Options options = CpuDevice();
+  EnginePolicy p = EnginePolicy::For(Engine().info());
+  p.radix = {.radix_bits = 8, .work_group = 64, .items_32 = 8, .items_64 = 8};
+  options.policy = p;
+  options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  for (size_t n :
+       {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
+    for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kSpecial}) {
+      CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 3), false,
+                Extra::kU64ValuesAndPermutation, "8-bit f32");
+      CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 3), true,
+                Extra::kPermutation, "8-bit i64");
     }
-    size_t total = 0;
-    const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
-    CheckSegmented(**engine,
-                   sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
-                   offsets, true, true);
   }
+  size_t total = 0;
+  const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
+  CheckSegmented(**engine,
+                 sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
+                 offsets, true, true);
 }
 
 // One launch per pass with a decoupled look-back (radix_onesweep), under
 // 4-bit and 8-bit passes; sizes from one tile to hundreds of tiles, so that
 // look-backs cross many tiles that publish aggregates and prefixes.
 TEST(Algorithms, OnesweepPasses) {
-  for (auto [radix_bits, local_bits] : {std::pair{4, 0}, {8, 4}}) {
+  for (int radix_bits : {4, 8}) {
     SCOPED_TRACE(absl::StrCat("radix_bits=", radix_bits));
     OpenClEngine::Options options = CpuDevice();
     EnginePolicy p = EnginePolicy::For(Engine().info());
     p.radix = {.radix_bits = radix_bits,
-               .local_bits = local_bits,
                .work_group = 64,
                .items_32 = 8,
                .items_64 = 8,
@@ -1139,7 +1129,6 @@ TEST_P(WarpRanking, SortsEveryShape) {
   auto engine = OpenClEngine::Create(options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_EQ((*engine)->policy().radix.ranking, c.ranking);
-  EXPECT_EQ((*engine)->policy().radix.LocalBits(), c.radix_bits);
   if (c.ranking == TileRanking::kSubgroup) {
     // The size the kernels saw on the device (radix_sub_group_probe).
     EXPECT_EQ((*engine)->radix_sub_group_size(), c.warp_size);
@@ -1333,7 +1322,6 @@ TEST(OpenClEngine, PolicyOverridesApplyAfterThePolicyIsChosen) {
 // statuses set their knobs on it.
 RadixSortPolicy SmallOneLaunchTiles(RadixPass pass, TileRanking ranking) {
   return {.radix_bits = 8,
-          .local_bits = ranking == TileRanking::kWorkItemCounters ? 4 : 0,
           .work_group = 64,
           .items_32 = 8,
           .items_64 = 4,

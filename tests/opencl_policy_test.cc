@@ -70,10 +70,6 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   p.radix.work_group = 48;
   EXPECT_THAT(p.CheckFits(other).message(), HasSubstr("% 32 == 0"));
   p.radix.work_group = 64;
-  p.radix.local_bits = 2;
-  EXPECT_THAT(p.CheckFits(other).message(),
-              HasSubstr("local_bits applies only to work-item ranking"));
-  p.radix.local_bits = 0;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
   // Direct placement takes early counts and ballots, sub-groups or their
   // twin; elsewhere the knob does nothing, and the policy still fits.
@@ -146,7 +142,8 @@ TEST(Policy, OverridesReadWhatToStringPrints) {
   EXPECT_EQ(p.bitonic.max_keys, 0u);
   for (const char* bad :
        {"radix.nonsense=1", "radix.pass=two-launch", "radix.lookback=-1",
-        "radix.bank_pad=1", "radix.ranking_64=same", "radix.lookback"}) {
+        "radix.bank_pad=1", "radix.ranking_64=same", "radix.local_bits=4",
+        "radix.lookback"}) {
     EnginePolicy q = base;
     const absl::Status s = ApplyPolicyOverrides(bad, &q);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -168,7 +165,6 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy& p = Engine().policy();
   EXPECT_TRUE(p.CheckFits(Engine().info()).ok());
   EXPECT_THAT(p.ToString(), HasSubstr("radix.radix_bits="));
-  EXPECT_THAT(p.ToString(), HasSubstr("radix.local_bits="));
   EXPECT_THAT(p.ToString(), HasSubstr("transpose.matrices_per_group="));
   // The NVIDIA entry (8-bit passes, each ranked in one warp-level step,
   // one launch per pass) fits an H100's limits.
@@ -225,7 +221,6 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   old_nvidia.nv_compute_major = 7;
   EXPECT_EQ(EnginePolicy::For(old_nvidia).radix.ranking,
             TileRanking::kWarpBallots);
-  EXPECT_EQ(np.radix.LocalBits(), 8);
   EXPECT_GT(np.radix.Items(32, false), np.radix.Items(32, true));
   EXPECT_TRUE(np.CheckFits(nvidia).ok()) << np.ToString();
   // The same entry is refused by a device of another vendor (PTX).

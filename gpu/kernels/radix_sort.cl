@@ -8,10 +8,6 @@
 // (gpu/policy.cc, RadixBuildOptions):
 //   KEY_BITS     32 or 64
 //   RADIX_BITS   digit width of a global pass (4 or 8)
-//   LOCAL_BITS   digit width of the work-item ranking (default RADIX_BITS);
-//                4 under an 8-bit pass ranks a tile in two stable 4-bit
-//                steps, so the ranking counters stay small while the global
-//                passes halve
 //   WG           work-group size of every kernel here
 //   ITEMS        keys per work-item in histogram and scatter; TILE = WG*ITEMS
 //   HAS_INDEX    1: an uint index travels with every key (payload gather and
