@@ -35,22 +35,16 @@ size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t counters = radix * work_group;
   // Warp-level ranking: 32-bit counters per warp and digit; otherwise
   // 16-bit counters per work-item and digit, padded.
-  const TileRanking rank = ranking;
   const size_t warps = warp_size > 0 ? work_group / warp_size : 0;
   const size_t counter_bytes =
       WarpLevel() ? warps * radix * 4 : (counters + counters / 32) * 2;
   // The one-launch pass adds each digit's global base and a tile slot;
   // radix_segment_groups, built for every policy, each digit's base.
   const size_t onesweep_bytes = OneLaunch() ? radix * 4 + 4 : radix * 4;
-  // Keys (and indices) share one array with kWarpMasks' digit masks
-  // (three sets of a word per warp and digit), which are dead by the time
-  // the keys are exchanged.
   const size_t tile_bytes =
       padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0);
-  const size_t mask_bytes =
-      rank == TileRanking::kWarpMasks ? warps * radix * 3 * 4 : 0;
-  return (std::max(tile_bytes, mask_bytes) + 7) / 8 * 8 + counter_bytes +
-         radix * 4 + work_group * 4 + onesweep_bytes;
+  return (tile_bytes + 7) / 8 * 8 + counter_bytes + radix * 4 + work_group * 4 +
+         onesweep_bytes;
 }
 
 namespace {
@@ -149,8 +143,6 @@ int RankingCode(TileRanking r) {
       return SORTD_RANK_WARP_EMULATED;
     case TileRanking::kWarpBallots:
       return SORTD_RANK_WARP_BALLOTS;
-    case TileRanking::kWarpMasks:
-      return SORTD_RANK_WARP_MASKS;
     case TileRanking::kSubgroup:
       return SORTD_RANK_SUBGROUP;
   }

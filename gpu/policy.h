@@ -48,9 +48,6 @@ enum class TileRanking {
   // Warp-level, the lanes sharing a digit found by one PTX ballot per digit
   // bit (NVIDIA sm_70 and later).
   kWarpBallots,
-  // Warp-level, the lanes sharing a digit found through per-warp masks in
-  // local memory: a local atomic OR and one warp barrier per key (NVIDIA).
-  kWarpMasks,
   // Warp-level, a warp being an OpenCL sub-group of radix.warp_size
   // work-items (the kernels' required sub-group size): the lanes sharing a
   // digit found by one sub-group ballot (or reduction) per digit bit, the
@@ -88,8 +85,8 @@ struct RadixSortPolicy {
   // Predecessor tiles the look-back reads at once (one-launch passes).
   int lookback = 8;
   TileRanking ranking = TileRanking::kWorkItemCounters;  // both key widths
-  // Work-items of a warp under warp-level ranking: 32 for kWarpBallots and
-  // kWarpMasks (NVIDIA's warp); 8, 16 or 32 for kSubgroup (the kernels'
+  // Work-items of a warp under warp-level ranking: 32 for kWarpBallots
+  // (NVIDIA's warp); 8, 16 or 32 for kSubgroup (the kernels'
   // required sub-group size) and kWarpEmulated.
   int warp_size = 32;
   // kSubgroup ranking's built-ins.
@@ -154,7 +151,7 @@ struct RadixSortPolicy {
   // late_lookback_unordered_32 is on, the ranked passes (with direct
   // placement) of at least late_lookback_tiles_32 tiles (0: never). Where
   // the passes have no such form (other pass forms, no unranked first
-  // pass, no direct placement, the masks ranking) the knobs do nothing,
+  // pass, no direct placement) the knobs do nothing,
   // so that overriding those leaves a policy that still fits.
   bool late_lookback_unordered_32 = false;
   size_t late_lookback_tiles_32 = 0;
@@ -284,8 +281,8 @@ struct TransposePolicy {
 };
 
 // Whether the device runs the NVIDIA PTX fast paths (kWarpBallots,
-// kWarpMasks, status_prefetch): an NVIDIA GPU of compute capability 7 or
-// later (or one that does not report it).
+// status_prefetch, stream_keys_32_min): an NVIDIA GPU of compute capability 7
+// or later (or one that does not report it).
 bool NvidiaPtxRuns(const DeviceInfo& device);
 
 // Whether the device has the extensions of kSubgroup ranking with `ops`

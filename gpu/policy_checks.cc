@@ -82,13 +82,10 @@ void CheckRanking(const RadixSortPolicy& r, const DeviceInfo& device,
            (r.warp_size > 0 && r.work_group % r.warp_size == 0),
        absl::StrCat("warp-level ranking needs radix.work_group % ", r.warp_size,
                     " == 0 (radix.warp_size)"));
-  need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
-           ptx,
-       "warp-ballots and warp-masks ranking need an NVIDIA GPU that runs "
-       "PTX");
-  need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
-           r.warp_size == 32,
-       "warp-ballots and warp-masks ranking need radix.warp_size=32");
+  need(rank != TileRanking::kWarpBallots || ptx,
+       "warp-ballots ranking needs an NVIDIA GPU that runs PTX");
+  need(rank != TileRanking::kWarpBallots || r.warp_size == 32,
+       "warp-ballots ranking needs radix.warp_size=32");
   need(rank != TileRanking::kSubgroup || SubgroupOpsRun(device, r.subgroup_ops),
        absl::StrCat("subgroup ranking with radix.subgroup_ops=",
                     SubgroupOpsName(r.subgroup_ops), " needs the device's ",

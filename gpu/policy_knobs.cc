@@ -29,7 +29,6 @@ constexpr std::pair<TileRanking, const char*> kRankingNames[] = {
     {TileRanking::kWorkItemCounters, "work-item"},
     {TileRanking::kWarpEmulated, "warp-emulated"},
     {TileRanking::kWarpBallots, "warp-ballots"},
-    {TileRanking::kWarpMasks, "warp-masks"},
     {TileRanking::kSubgroup, "subgroup"}};
 
 template <typename E, size_t N>

@@ -444,8 +444,7 @@ TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
       "bitonic.max_keys=0,bitonic.max_keys_64=0,bitonic.max_keys_32_keys=0";
   // Warp-level ranking where the device's policy ranks by work-item (its
   // portable form, warp-emulated, on the CPU device).
-  if (base.radix.ranking == TileRanking::kWorkItemCounters ||
-      base.radix.ranking == TileRanking::kWarpMasks) {
+  if (base.radix.ranking == TileRanking::kWorkItemCounters) {
     absl::StrAppend(&overrides, ",radix.ranking=warp-emulated");
   }
   for (auto [picked, marked] : {std::pair{"1", "0"}, std::pair{"0", "0"},
@@ -1050,7 +1049,6 @@ std::vector<WarpRankingCase> WarpRankingCases() {
       {"Emulated32", TileRanking::kWarpEmulated, 32, std::nullopt, all},
       {"Emulated16", TileRanking::kWarpEmulated, 16, std::nullopt, some},
       {"PtxBallots", TileRanking::kWarpBallots, 32, std::nullopt, all},
-      {"PtxMasks", TileRanking::kWarpMasks, 32, std::nullopt, all},
       {"Subgroup16", TileRanking::kSubgroup, 16, std::nullopt, all},
       {"Subgroup16KhrBallot", TileRanking::kSubgroup, 16,
        SubgroupOps::kKhrBallot, intel},
@@ -1062,9 +1060,6 @@ std::vector<WarpRankingCase> WarpRankingCases() {
   std::vector<WarpRankingCase> cases;
   for (const Ranking& r : rankings) {
     for (const PassShape& s : r.shapes) {
-      // Keys placed as ranked: not with masks, which share the keys' local
-      // memory.
-      if (s.direct_place && r.ranking == TileRanking::kWarpMasks) continue;
       const char* pass = s.pass == kThree ? "ThreeLaunch"
                          : s.pass == kOne ? "OneLaunch"
                                           : "EarlyCounts";
@@ -1086,8 +1081,7 @@ TEST_P(WarpRanking, SortsEveryShape) {
   const WarpRankingCase& c = GetParam();
   const DeviceInfo& info = Engine().info();
   SubgroupOps ops = SubgroupOps::kKhrBallot;
-  if (c.ranking == TileRanking::kWarpBallots ||
-      c.ranking == TileRanking::kWarpMasks) {
+  if (c.ranking == TileRanking::kWarpBallots) {
     if (!absl::StrContains(info.vendor, "NVIDIA")) {
       GTEST_SKIP() << "PTX ranking is for NVIDIA devices: " << info.ToString();
     }

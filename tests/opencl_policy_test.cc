@@ -65,7 +65,7 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   EXPECT_TRUE(p.Violations(other).empty()) << p.ToString();
   p.radix.ranking = TileRanking::kWarpBallots;
   EXPECT_THAT(p.CheckFits(other).message(),
-              HasSubstr("warp-ballots and warp-masks ranking need an NVIDIA"));
+              HasSubstr("warp-ballots ranking needs an NVIDIA"));
   p.radix.ranking = TileRanking::kWarpEmulated;
   p.radix.work_group = 48;
   EXPECT_THAT(p.CheckFits(other).message(), HasSubstr("% 32 == 0"));
@@ -143,7 +143,7 @@ TEST(Policy, OverridesReadWhatToStringPrints) {
   for (const char* bad :
        {"radix.nonsense=1", "radix.pass=two-launch", "radix.lookback=-1",
         "radix.bank_pad=1", "radix.ranking_64=same", "radix.local_bits=4",
-        "radix.lookback"}) {
+        "radix.ranking=warp-masks", "radix.lookback"}) {
     EnginePolicy q = base;
     const absl::Status s = ApplyPolicyOverrides(bad, &q);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -633,7 +633,7 @@ TEST(IntelPolicy, BuildOptionsAndConstraints) {
   q = np;
   q.radix.warp_size = 16;
   EXPECT_THAT(q.CheckFits(nvidia).message(),
-              HasSubstr("need radix.warp_size=32"));
+              HasSubstr("needs radix.warp_size=32"));
   q = np;
   q.radix.ranking = TileRanking::kSubgroup;
   EXPECT_THAT(q.CheckFits(nvidia).message(),
@@ -642,7 +642,7 @@ TEST(IntelPolicy, BuildOptionsAndConstraints) {
   q = p;
   q.radix.ranking = TileRanking::kWarpBallots;
   EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
-              HasSubstr("need an NVIDIA GPU that runs PTX"));
+              HasSubstr("ranking needs an NVIDIA GPU that runs PTX"));
   q = p;
   q.transpose.sub_group_size = 16;
   EXPECT_THAT(q.CheckFits(IntelGpu()).message(),

@@ -18,14 +18,12 @@
 //                variants (rank_tile_warp, radix_warp.clh) rank a whole
 //                digit in one step: SORTD_RANK_WARP_BALLOTS finds the lanes
 //                of a digit by one PTX ballot per digit bit (NVIDIA sm_70
-//                and later), SORTD_RANK_WARP_MASKS by per-warp digit masks in
-//                local memory (a local atomic OR and one warp barrier per
-//                key; NVIDIA), SORTD_RANK_SUBGROUP by sub-group ballots
+//                and later), SORTD_RANK_SUBGROUP by sub-group ballots
 //                (or a sub-group reduction) and shuffles (OpenCL sub-group
 //                extensions: Intel GPUs), SORTD_RANK_WARP_EMULATED is the
 //                portable twin of the ballots
 //   WARP_SIZE    (default 32) lanes of a warp for warp-level ranking: 32 for
-//                the PTX variants; 8, 16 or 32 for the sub-group variant
+//                the PTX variant; 8, 16 or 32 for the sub-group variant
 //                (every kernel then requires sub-groups of that size) and
 //                the emulated one
 //   SUBGROUP_OPS with SORTD_RANK_SUBGROUP: which sub-group built-ins
@@ -392,7 +390,7 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
   shift = pass_shift(shift, picks);
   const uint tile = get_group_id(0);
   const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
-                               lindex, counts, digit_start, tmp, masks);
+                               lindex, counts, digit_start, tmp);
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
     if (li < count) {
