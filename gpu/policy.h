@@ -27,13 +27,12 @@ namespace sortd::gpu {
 enum class RadixPass {
   // Digit histogram, scan and scatter launches: runs on any device.
   kThreeLaunch,
-  // One launch with a decoupled look-back: tiles wait on tiles that
-  // started before them, which needs a device that keeps started
-  // work-groups running (NVIDIA, PoCL). Arrays of 2^30 keys or more and
-  // long segments still take three launches.
-  kOneLaunch,
-  // As kOneLaunch, but a tile counts its digits, publishes them and looks
-  // back before it ranks its keys (needs warp-level ranking).
+  // One launch with a decoupled look-back: a tile counts its digits,
+  // publishes them and looks back before it ranks its keys (needs
+  // warp-level ranking). Tiles wait on tiles that started before them,
+  // which needs a device that keeps started work-groups running (NVIDIA,
+  // Intel, PoCL). Arrays of 2^30 keys or more and long segments still take
+  // three launches.
   kOneLaunchEarlyCounts,
 };
 
@@ -328,7 +327,7 @@ struct EnginePolicy {
 };
 
 // Sets the knobs named in `spec`, a comma-separated list of key=value as
-// ToString() prints them (e.g. "radix.pass=one-launch,radix.lookback=8");
+// ToString() prints them (e.g. "radix.pass=three-launch,radix.lookback=8");
 // INVALID_ARGUMENT names a bad key or value. For benchmarks of other
 // shapes on one device; CheckFits still decides whether it runs.
 absl::Status ApplyPolicyOverrides(absl::string_view spec, EnginePolicy* policy);

@@ -23,7 +23,6 @@ constexpr std::pair<SubgroupOps, const char*> kSubgroupOpsNames[] = {
     {SubgroupOps::kIntel, "intel"}};
 constexpr std::pair<RadixPass, const char*> kPassNames[] = {
     {RadixPass::kThreeLaunch, "three-launch"},
-    {RadixPass::kOneLaunch, "one-launch"},
     {RadixPass::kOneLaunchEarlyCounts, "one-launch-early-counts"}};
 constexpr std::pair<TileRanking, const char*> kRankingNames[] = {
     {TileRanking::kWorkItemCounters, "work-item"},

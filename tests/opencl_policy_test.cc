@@ -79,7 +79,7 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   EXPECT_TRUE(p.radix.DirectPlace(32));
   EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
               HasSubstr("-DDIRECT_PLACE=1"));
-  p.radix.pass = RadixPass::kOneLaunch;
+  p.radix.pass = RadixPass::kThreeLaunch;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
   EXPECT_FALSE(p.radix.DirectPlace(32));
   EXPECT_FALSE(p.radix.DirectPlace(64));
@@ -143,11 +143,23 @@ TEST(Policy, OverridesReadWhatToStringPrints) {
   for (const char* bad :
        {"radix.nonsense=1", "radix.pass=two-launch", "radix.lookback=-1",
         "radix.bank_pad=1", "radix.ranking_64=same", "radix.local_bits=4",
-        "radix.ranking=warp-masks", "radix.lookback"}) {
+        "radix.ranking=warp-masks", "radix.pass=one-launch",
+        "radix.lookback"}) {
     EnginePolicy q = base;
     const absl::Status s = ApplyPolicyOverrides(bad, &q);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(q.ToString(), base.ToString()) << bad;  // untouched
+  }
+  // Pass forms, rankings and knobs that no policy has: refused by name.
+  EnginePolicy q = base;
+  EXPECT_THAT(ApplyPolicyOverrides("radix.pass=one-launch", &q).message(),
+              HasSubstr("not a value of radix.pass"));
+  EXPECT_THAT(ApplyPolicyOverrides("radix.ranking=warp-masks", &q).message(),
+              HasSubstr("not a value of radix.ranking"));
+  for (const char* knob : {"radix.bank_pad", "radix.local_bits",
+                           "radix.ranking_64", "radix.count_groups_per_cu"}) {
+    EXPECT_THAT(ApplyPolicyOverrides(absl::StrCat(knob, "=1"), &q).message(),
+                HasSubstr(absl::StrCat("no knob named '", knob, "'")));
   }
   // The build options are made from the policy alone.
   EXPECT_THAT(RadixBuildOptions(base.radix, 32, false, 32),
@@ -378,7 +390,8 @@ TEST(Policy, IdleKnobsAreNamed) {
   EnginePolicy portable = EnginePolicy::For(other);
   ASSERT_TRUE(portable.CheckFits(other).ok()) << portable.CheckFits(other);
   EnginePolicy prefetch = portable;
-  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=one-launch,"
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=one-launch-early-counts,"
+                                   "radix.ranking=warp-emulated,"
                                    "radix.status_prefetch=1",
                                    &prefetch)
                   .ok());
