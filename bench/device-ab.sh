@@ -4,7 +4,7 @@
 # so variants are only compared within one run, and
 # run in alternating rounds (A B C A B C ...).
 #   AB="label|--benchmark_flag ...;label2|..." (e.g.
-#     "ballots|;masks|--policy=radix.ranking=warp-masks,radix.ranking_64=warp-ballots,radix.direct_place_32=0,radix.late_lookback_tiles_32=0,radix.items_32_keys=24")
+#     "ballots|;emulated|--policy=radix.ranking=warp-emulated;lb8|--policy=radix.lookback=8")
 #   SIZES (24,26), CASES (u32,u64), REPS (5), ROUNDS (2)
 # Writes $OUT/ab.jsonl (each line tagged with label and round) and prints
 # the medians per variant (bench/ab-summary.py).

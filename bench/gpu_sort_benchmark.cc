@@ -13,7 +13,7 @@
 //
 //   gpu_sort_benchmark [--device=gpu|gpu:N|opencl-cpu] [--sizes=16,20,24]
 //                      [--reps=5] [--transpose_log2=24]
-//                      [--policy=radix.pass=one-launch,radix.lookback=8,...]
+//                      [--policy=radix.pass=three-launch,radix.lookback=8,...]
 //                      (the device's policy with these knobs changed: the
 //                      keys and values its "policy" line prints; e.g.
 //                      bitonic.max_keys=0,bitonic.max_keys_64=0,

@@ -224,7 +224,7 @@ absl::StatusOr<cl::Program> OpenClEngine::BuildRadixProgram(int bits,
   absl::StatusOr<cl::Program> radix = cache_->Get(
       "radix_sort", RadixBuildOptions(policy_.radix, bits, with_index, items));
   if (!radix.ok()) return radix.status();
-  if (policy_.radix.Ranking(bits) == TileRanking::kSubgroup) {
+  if (policy_.radix.ranking == TileRanking::kSubgroup) {
     SORTD_RETURN_IF_ERROR(CheckSubGroups(*radix, bits));
   }
   return radix;
@@ -256,16 +256,16 @@ absl::Status OpenClEngine::BuildSortKernels(int wide, int with_index) {
   // Kernel objects hold their arguments: each lane has its own.
   for (auto& lane : lanes_) {
     SORTD_RETURN_IF_ERROR(RadixKernelsOf(*radix, lane->radix[wide][with_index],
-                                         r.WarpLevel(bits), unordered_pass,
+                                         r.WarpLevel(), unordered_pass,
                                          late_ranked));
     if (small.ok()) {
       SORTD_RETURN_IF_ERROR(
           RadixKernelsOf(*small, lane->radix_small[wide][with_index],
-                         r.WarpLevel(bits), unordered_pass, late_ranked));
+                         r.WarpLevel(), unordered_pass, late_ranked));
     }
     if (stream.ok()) {
       SORTD_RETURN_IF_ERROR(RadixKernelsOf(*stream, lane->radix_stream,
-                                           r.WarpLevel(bits), unordered_pass,
+                                           r.WarpLevel(), unordered_pass,
                                            late_ranked));
     }
     SORTD_RETURN_IF_ERROR(

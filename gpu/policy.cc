@@ -29,30 +29,22 @@ size_t RadixSortPolicy::SettleLocalBytes(int key_bits) const {
 size_t RadixSortPolicy::ScatterLocalBytes(int key_bits, bool with_index) const {
   const size_t tile = Tile(key_bits, with_index);
   const size_t radix = size_t{1} << radix_bits;
-  const size_t local_radix = size_t{1} << LocalBits();
   // Key, index and counter arrays carry the kernel's bank padding (one
   // element in 32).
-  const size_t padded_tile = tile + (bank_pad ? tile / 32 : 0);
-  const size_t counters = local_radix * work_group;
+  const size_t padded_tile = tile + tile / 32;
+  const size_t counters = radix * work_group;
   // Warp-level ranking: 32-bit counters per warp and digit; otherwise
-  // 16-bit counters per work-item and sub-digit, padded.
-  const TileRanking rank = Ranking(key_bits);
+  // 16-bit counters per work-item and digit, padded.
   const size_t warps = warp_size > 0 ? work_group / warp_size : 0;
   const size_t counter_bytes =
-      WarpLevel(key_bits) ? warps * radix * 4
-                          : (counters + (bank_pad ? counters / 32 : 0)) * 2;
+      WarpLevel() ? warps * radix * 4 : (counters + counters / 32) * 2;
   // The one-launch pass adds each digit's global base and a tile slot;
   // radix_segment_groups, built for every policy, each digit's base.
   const size_t onesweep_bytes = OneLaunch() ? radix * 4 + 4 : radix * 4;
-  // Keys (and indices) share one array with kWarpMasks' digit masks
-  // (three sets of a word per warp and digit), which are dead by the time
-  // the keys are exchanged.
   const size_t tile_bytes =
       padded_tile * (key_bits / 8) + (with_index ? padded_tile * 4 : 0);
-  const size_t mask_bytes =
-      rank == TileRanking::kWarpMasks ? warps * radix * 3 * 4 : 0;
-  return (std::max(tile_bytes, mask_bytes) + 7) / 8 * 8 + counter_bytes +
-         radix * 4 + work_group * 4 + onesweep_bytes;
+  return (tile_bytes + 7) / 8 * 8 + counter_bytes + radix * 4 + work_group * 4 +
+         onesweep_bytes;
 }
 
 namespace {
@@ -151,8 +143,6 @@ int RankingCode(TileRanking r) {
       return SORTD_RANK_WARP_EMULATED;
     case TileRanking::kWarpBallots:
       return SORTD_RANK_WARP_BALLOTS;
-    case TileRanking::kWarpMasks:
-      return SORTD_RANK_WARP_MASKS;
     case TileRanking::kSubgroup:
       return SORTD_RANK_SUBGROUP;
   }
@@ -187,19 +177,18 @@ std::vector<std::string> RadixSortPolicy::IdleKnobs() const {
        "late_lookback_unordered_32=1");
   note(late_lookback_tiles_32 > 0, LateRanked(32, false),
        absl::StrCat("late_lookback_tiles_32=", late_lookback_tiles_32));
-  note(segment_radix_above > 0, WarpLevel(32) || WarpLevel(64),
+  note(segment_radix_above > 0, WarpLevel(),
        absl::StrCat("segment_radix_above=", segment_radix_above));
   return idle;
 }
 
 std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
                               bool with_index, int items, bool stream_keys) {
-  const TileRanking rank = r.Ranking(key_bits);
+  const TileRanking rank = r.ranking;
   std::string out = absl::StrCat(
       "-DKEY_BITS=", key_bits, " -DRADIX_BITS=", r.radix_bits,
-      " -DLOCAL_BITS=", r.LocalBits(), " -DWG=", r.work_group,
-      " -DITEMS=", items, " -DHAS_INDEX=", with_index ? 1 : 0,
-      " -DBANK_PAD=", r.bank_pad ? 1 : 0, " -DLOOKBACK=", r.lookback,
+      " -DWG=", r.work_group, " -DITEMS=", items,
+      " -DHAS_INDEX=", with_index ? 1 : 0, " -DLOOKBACK=", r.lookback,
       " -DRANKING=", RankingCode(rank));
   if (r.pass == RadixPass::kOneLaunchEarlyCounts) {
     absl::StrAppend(&out, " -DEARLY_COUNTS=1");
@@ -218,7 +207,7 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
   if (r.LateRanked(key_bits, with_index)) {
     absl::StrAppend(&out, " -DLATE_RANKED=1");
   }
-  if (r.WarpLevel(key_bits) && r.warp_size != 32) {
+  if (r.WarpLevel() && r.warp_size != 32) {
     absl::StrAppend(&out, " -DWARP_SIZE=", r.warp_size);
   }
   if (rank == TileRanking::kSubgroup) {

@@ -27,20 +27,19 @@ namespace sortd::gpu {
 enum class RadixPass {
   // Digit histogram, scan and scatter launches: runs on any device.
   kThreeLaunch,
-  // One launch with a decoupled look-back: tiles wait on tiles that
-  // started before them, which needs a device that keeps started
-  // work-groups running (NVIDIA, PoCL). Arrays of 2^30 keys or more and
-  // long segments still take three launches.
-  kOneLaunch,
-  // As kOneLaunch, but a tile counts its digits, publishes them and looks
-  // back before it ranks its keys (needs warp-level ranking).
+  // One launch with a decoupled look-back: a tile counts its digits,
+  // publishes them and looks back before it ranks its keys (needs
+  // warp-level ranking). Tiles wait on tiles that started before them,
+  // which needs a device that keeps started work-groups running (NVIDIA,
+  // Intel, PoCL). Arrays of 2^30 keys or more and long segments still take
+  // three launches.
   kOneLaunchEarlyCounts,
 };
 
 // How the scatter ranks the keys of a tile by digit (-DRANKING, values in
 // gpu/kernels/sort_constants.h).
 enum class TileRanking {
-  // Per-work-item counters in local memory, local_bits at a time.
+  // Per-work-item counters in local memory.
   kWorkItemCounters,
   // Each warp of 32 work-items ranks a whole digit in one step, its warp
   // operations done through local memory: the portable twin of kBallots.
@@ -48,9 +47,6 @@ enum class TileRanking {
   // Warp-level, the lanes sharing a digit found by one PTX ballot per digit
   // bit (NVIDIA sm_70 and later).
   kWarpBallots,
-  // Warp-level, the lanes sharing a digit found through per-warp masks in
-  // local memory: a local atomic OR and one warp barrier per key (NVIDIA).
-  kWarpMasks,
   // Warp-level, a warp being an OpenCL sub-group of radix.warp_size
   // work-items (the kernels' required sub-group size): the lanes sharing a
   // digit found by one sub-group ballot (or reduction) per digit bit, the
@@ -74,11 +70,9 @@ enum class SubgroupOps {
 };
 
 struct RadixSortPolicy {
-  int radix_bits = 4;  // digit width of a global pass: 4 or 8
-  // Digit width of kWorkItemCounters ranking: 0 (= radix_bits) or 4 under
-  // 8-bit passes (two stable 4-bit ranking steps per pass). Warp-level
-  // ranking ranks a whole digit: 0 there.
-  int local_bits = 0;
+  // Digit width of a pass: 4 or 8. Every ranking ranks a whole digit in
+  // one step.
+  int radix_bits = 4;
   int work_group = 256;  // work-items per group
   int items_32 = 16;     // keys per work-item, 32-bit keys
   int items_64 = 8;      // keys per work-item, 64-bit keys
@@ -86,16 +80,12 @@ struct RadixSortPolicy {
   // index array in local memory a tile can hold more keys. 0: as above.
   int items_32_keys = 0;
   int items_64_keys = 0;
-  // Pad the scatter's local arrays against bank conflicts.
-  bool bank_pad = true;
   RadixPass pass = RadixPass::kThreeLaunch;
   // Predecessor tiles the look-back reads at once (one-launch passes).
   int lookback = 8;
-  TileRanking ranking = TileRanking::kWorkItemCounters;
-  // 64-bit keys' ranking, where it differs from `ranking`.
-  std::optional<TileRanking> ranking_64 = std::nullopt;
-  // Work-items of a warp under warp-level ranking: 32 for kWarpBallots and
-  // kWarpMasks (NVIDIA's warp); 8, 16 or 32 for kSubgroup (the kernels'
+  TileRanking ranking = TileRanking::kWorkItemCounters;  // both key widths
+  // Work-items of a warp under warp-level ranking: 32 for kWarpBallots
+  // (NVIDIA's warp); 8, 16 or 32 for kSubgroup (the kernels'
   // required sub-group size) and kWarpEmulated.
   int warp_size = 32;
   // kSubgroup ranking's built-ins.
@@ -109,10 +99,6 @@ struct RadixSortPolicy {
   // three-launch alone, leaves a policy that still fits.
   bool direct_place_32 = false;
   bool direct_place_64 = false;
-  // The digit-counting (and encoding) kernel runs at most this many
-  // work-groups per compute unit, each striding over tiles, so that few
-  // groups add their counts to the same global counters.
-  int count_groups_per_cu = 8;
   // 16-byte vectors each work-item of the digit count loads at once (1-4).
   int count_unroll = 1;
   // Radix passes over at most small_max keys use tiles of small_items keys
@@ -164,7 +150,7 @@ struct RadixSortPolicy {
   // late_lookback_unordered_32 is on, the ranked passes (with direct
   // placement) of at least late_lookback_tiles_32 tiles (0: never). Where
   // the passes have no such form (other pass forms, no unranked first
-  // pass, no direct placement, the masks ranking) the knobs do nothing,
+  // pass, no direct placement) the knobs do nothing,
   // so that overriding those leaves a policy that still fits.
   bool late_lookback_unordered_32 = false;
   size_t late_lookback_tiles_32 = 0;
@@ -233,23 +219,16 @@ struct RadixSortPolicy {
   int Tile(int key_bits, bool with_index, size_t count) const {
     return Small(count) ? work_group * small_items : Tile(key_bits, with_index);
   }
-  TileRanking Ranking(int key_bits) const {
-    return key_bits == 64 && ranking_64 ? *ranking_64 : ranking;
-  }
-  bool WarpLevel(int key_bits) const {
-    return Ranking(key_bits) != TileRanking::kWorkItemCounters;
-  }
+  bool WarpLevel() const { return ranking != TileRanking::kWorkItemCounters; }
   // Whether the builds for `key_bits`-wide keys place keys as they rank
   // them: the knob, where the passes and the ranking have that form.
   bool DirectPlace(int key_bits) const {
-    const TileRanking rank = Ranking(key_bits);
     return (key_bits == 64 ? direct_place_64 : direct_place_32) &&
            pass == RadixPass::kOneLaunchEarlyCounts &&
-           (rank == TileRanking::kWarpBallots ||
-            rank == TileRanking::kWarpEmulated ||
-            rank == TileRanking::kSubgroup);
+           (ranking == TileRanking::kWarpBallots ||
+            ranking == TileRanking::kWarpEmulated ||
+            ranking == TileRanking::kSubgroup);
   }
-  int LocalBits() const { return local_bits > 0 ? local_bits : radix_bits; }
   bool OneLaunch() const { return pass != RadixPass::kThreeLaunch; }
   // Whether the passes prefetch their status lines: the knob, where the
   // passes have statuses (one launch).
@@ -301,8 +280,8 @@ struct TransposePolicy {
 };
 
 // Whether the device runs the NVIDIA PTX fast paths (kWarpBallots,
-// kWarpMasks, status_prefetch): an NVIDIA GPU of compute capability 7 or
-// later (or one that does not report it).
+// status_prefetch, stream_keys_32_min): an NVIDIA GPU of compute capability 7
+// or later (or one that does not report it).
 bool NvidiaPtxRuns(const DeviceInfo& device);
 
 // Whether the device has the extensions of kSubgroup ranking with `ops`
@@ -348,7 +327,7 @@ struct EnginePolicy {
 };
 
 // Sets the knobs named in `spec`, a comma-separated list of key=value as
-// ToString() prints them (e.g. "radix.pass=one-launch,radix.lookback=8");
+// ToString() prints them (e.g. "radix.pass=three-launch,radix.lookback=8");
 // INVALID_ARGUMENT names a bad key or value. For benchmarks of other
 // shapes on one device; CheckFits still decides whether it runs.
 absl::Status ApplyPolicyOverrides(absl::string_view spec, EnginePolicy* policy);

@@ -45,8 +45,6 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
   auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
   const bool ptx = NvidiaPtxRuns(device);
   need(r.radix_bits == 4 || r.radix_bits == 8, "radix.radix_bits is 4 or 8");
-  need(r.local_bits == 0 || r.radix_bits % r.local_bits == 0,
-       "radix.local_bits divides radix.radix_bits");
   need(r.work_group >= 1 &&
            static_cast<size_t>(r.work_group) <= device.max_work_group,
        absl::StrCat("radix.work_group is at most the device's ",
@@ -57,7 +55,6 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
                std::max(r.Tile(32, true), r.Tile(64, false)) &&
            (1 << r.status_count_bits) > r.work_group * r.small_items,
        "radix.status_count_bits is at most 30 and holds a tile's count");
-  need(r.count_groups_per_cu >= 1, "radix.count_groups_per_cu is at least 1");
   need(r.count_unroll >= 1 && r.count_unroll <= 4, "radix.count_unroll is 1-4");
   need(r.segment_group_max <= (size_t{1} << 30),
        "radix.segment_group_max is at most 2^30 keys");
@@ -71,36 +68,28 @@ void CheckRadix(const RadixSortPolicy& r, const DeviceInfo& device,
        "radix.picked_margin_bits_32 is -16 to 32, _64 -16 to 64");
   need(r.warp_size == 8 || r.warp_size == 16 || r.warp_size == 32,
        "radix.warp_size is 8, 16 or 32");
-  need(r.pass != RadixPass::kOneLaunchEarlyCounts ||
-           (r.WarpLevel(32) && r.WarpLevel(64)),
+  need(r.pass != RadixPass::kOneLaunchEarlyCounts || r.WarpLevel(),
        "radix.pass=one-launch-early-counts needs warp-level ranking");
 }
 
-// What warp-level and sub-group ranking of `bits`-wide keys need.
-void CheckRanking(const RadixSortPolicy& r, const DeviceInfo& device, int bits,
+// What warp-level and sub-group ranking need.
+void CheckRanking(const RadixSortPolicy& r, const DeviceInfo& device,
                   Constraints& c) {
   auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
   const bool ptx = NvidiaPtxRuns(device);
-  const TileRanking rank = r.Ranking(bits);
-  const std::string of = absl::StrCat(" (", bits, "-bit keys)");
+  const TileRanking rank = r.ranking;
   need(rank == TileRanking::kWorkItemCounters ||
            (r.warp_size > 0 && r.work_group % r.warp_size == 0),
        absl::StrCat("warp-level ranking needs radix.work_group % ", r.warp_size,
-                    " == 0 (radix.warp_size)", of));
-  need(rank == TileRanking::kWorkItemCounters || r.local_bits == 0,
-       "radix.local_bits applies only to work-item ranking" + of);
-  need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
-           ptx,
-       "warp-ballots and warp-masks ranking need an NVIDIA GPU that runs "
-       "PTX" +
-           of);
-  need((rank != TileRanking::kWarpBallots && rank != TileRanking::kWarpMasks) ||
-           r.warp_size == 32,
-       "warp-ballots and warp-masks ranking need radix.warp_size=32" + of);
+                    " == 0 (radix.warp_size)"));
+  need(rank != TileRanking::kWarpBallots || ptx,
+       "warp-ballots ranking needs an NVIDIA GPU that runs PTX");
+  need(rank != TileRanking::kWarpBallots || r.warp_size == 32,
+       "warp-ballots ranking needs radix.warp_size=32");
   need(rank != TileRanking::kSubgroup || SubgroupOpsRun(device, r.subgroup_ops),
        absl::StrCat("subgroup ranking with radix.subgroup_ops=",
                     SubgroupOpsName(r.subgroup_ops), " needs the device's ",
-                    SubgroupOpsExtensions(r.subgroup_ops), of));
+                    SubgroupOpsExtensions(r.subgroup_ops)));
 }
 
 // What the builds for `bits`-wide keys need.
@@ -109,7 +98,6 @@ void CheckKeyWidth(const EnginePolicy& p, const DeviceInfo& device, int bits,
   auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
   const RadixSortPolicy& r = p.radix;
   const BitonicPolicy& bitonic = p.bitonic;
-  CheckRanking(r, device, bits, c);
   for (bool with_index : {true, false}) {
     const std::string what =
         absl::StrCat(bits, "-bit keys", with_index ? " with an index" : "");
@@ -153,6 +141,7 @@ std::vector<std::string> EnginePolicy::Violations(
   Constraints c;
   auto need = [&](bool ok, std::string what) { c.Need(ok, std::move(what)); };
   CheckRadix(radix, device, c);
+  CheckRanking(radix, device, c);
   for (int bits : {32, 64}) CheckKeyWidth(*this, device, bits, c);
   need(static_cast<size_t>(bitonic.work_group) <= device.max_work_group,
        absl::StrCat("bitonic.work_group is at most the device's ",

@@ -23,13 +23,11 @@ constexpr std::pair<SubgroupOps, const char*> kSubgroupOpsNames[] = {
     {SubgroupOps::kIntel, "intel"}};
 constexpr std::pair<RadixPass, const char*> kPassNames[] = {
     {RadixPass::kThreeLaunch, "three-launch"},
-    {RadixPass::kOneLaunch, "one-launch"},
     {RadixPass::kOneLaunchEarlyCounts, "one-launch-early-counts"}};
 constexpr std::pair<TileRanking, const char*> kRankingNames[] = {
     {TileRanking::kWorkItemCounters, "work-item"},
     {TileRanking::kWarpEmulated, "warp-emulated"},
     {TileRanking::kWarpBallots, "warp-ballots"},
-    {TileRanking::kWarpMasks, "warp-masks"},
     {TileRanking::kSubgroup, "subgroup"}};
 
 template <typename E, size_t N>
@@ -123,13 +121,11 @@ using B = BitonicPolicy;
 std::vector<Knob> RadixTileKnobs() {
   return {
       Number("radix.radix_bits", &E::radix, &R::radix_bits),
-      Number("radix.local_bits", &E::radix, &R::local_bits),
       Number("radix.work_group", &E::radix, &R::work_group),
       Number("radix.items_32", &E::radix, &R::items_32),
       Number("radix.items_64", &E::radix, &R::items_64),
       Number("radix.items_32_keys", &E::radix, &R::items_32_keys),
       Number("radix.items_64_keys", &E::radix, &R::items_64_keys),
-      Flag("radix.bank_pad", &R::bank_pad),
       Enum("radix.pass", &R::pass, kPassNames),
       Number("radix.lookback", &E::radix, &R::lookback),
   };
@@ -139,22 +135,6 @@ std::vector<Knob> RadixTileKnobs() {
 std::vector<Knob> RadixRankingKnobs() {
   return {
       Enum("radix.ranking", &R::ranking, kRankingNames),
-      {"radix.ranking_64",
-       [](const E& p) {
-         return p.radix.ranking_64
-                    ? std::string(NameOf(*p.radix.ranking_64, kRankingNames))
-                    : std::string("same");
-       },
-       [](absl::string_view v, E& p) {
-         if (v == "same") {
-           p.radix.ranking_64.reset();
-           return true;
-         }
-         TileRanking r{};
-         if (!Parse(v, kRankingNames, &r)) return false;
-         p.radix.ranking_64 = r;
-         return true;
-       }},
       Number("radix.warp_size", &E::radix, &R::warp_size),
       Enum("radix.subgroup_ops", &R::subgroup_ops, kSubgroupOpsNames),
       Flag("radix.direct_place_32", &R::direct_place_32),
@@ -166,7 +146,6 @@ std::vector<Knob> RadixRankingKnobs() {
 // and picked digits, in ToString() order.
 std::vector<Knob> RadixPassKnobs() {
   return {
-      Number("radix.count_groups_per_cu", &E::radix, &R::count_groups_per_cu),
       Number("radix.count_unroll", &E::radix, &R::count_unroll),
       Number("radix.small_items", &E::radix, &R::small_items),
       Number("radix.small_max", &E::radix, &R::small_max),

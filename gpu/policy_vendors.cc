@@ -76,10 +76,10 @@ constexpr NvidiaModelTuning kNvidiaModels[] = {
 // The radix launch shape of nvidia-ptx. The H100's tuning, measured in
 // same-call A/Bs of kernel time (docs/decisions/004-radix-kernel.md): 8-bit
 // passes, 7-17% faster than 4-bit ones at 2^24-2^26 and the fastest of nine
-// shapes swept; the scatter's bank padding (1.17x u32, 1.45x u64 at 2^26);
-// one-launch passes with warp-level ranking of a whole digit and early
-// counts (2.2x u32 keys, 1.9x f32 argsort at 2^26 over the three-launch
-// pass), with longer tiles for keys-only sorts.
+// shapes swept; the scatter's bank padding, which every build has (1.17x
+// u32, 1.45x u64 at 2^26); one-launch passes with warp-level ranking of a
+// whole digit and early counts (2.2x u32 keys, 1.9x f32 argsort at 2^26
+// over the three-launch pass), with longer tiles for keys-only sorts.
 RadixSortPolicy NvidiaRadixShape() {
   return {.radix_bits = 8,
           .work_group = 256,
@@ -89,7 +89,6 @@ RadixSortPolicy NvidiaRadixShape() {
           // the longest tried (36 does not fit 48 KiB of local memory).
           .items_32_keys = 32,
           .items_64_keys = 16,
-          .bank_pad = true,
           .pass = RadixPass::kOneLaunchEarlyCounts,
           .lookback = 4};
 }
@@ -259,7 +258,6 @@ EnginePolicy IntelSubgroupPolicy(const DeviceInfo& device) {
       .items_64 = 12,
       .items_32_keys = 32,
       .items_64_keys = 16,
-      .bank_pad = true,
       .pass = RadixPass::kOneLaunchEarlyCounts,
       .ranking = TileRanking::kSubgroup,
       .warp_size = 16,

@@ -9,6 +9,11 @@
 namespace sortd::gpu {
 namespace {
 
+// The digit-counting (and encoding) kernel runs at most this many
+// work-groups per compute unit, each striding over tiles, so that few groups
+// add their counts to the same global digit counters.
+constexpr size_t kCountGroupsPerCu = 8;
+
 // The kernels of `plan`'s build: the short-array one below small_max, the
 // streaming-load one for long arrays of 32-bit keys.
 RadixKernels& KernelsFor(Run& run, const RadixPassPlan& plan) {
@@ -234,12 +239,10 @@ absl::Status EncodeKeys(Run& run, const RadixSortPolicy& policy,
                 KindCode(job.key_type),
                 cl_uint{job.order == Order::kDescending}, totals,
                 cl_uint{count_digits}, cl_uint{encode});
-  // Few groups, each striding over tiles: fewer global atomics on the same
-  // digit counters.
   const size_t groups =
       std::min<size_t>(DivUp(job.count, policy.Tile(bits, WithIndex(job))),
                        std::max<size_t>(1, size_t{run.info().compute_units} *
-                                               policy.count_groups_per_cu));
+                                               kCountGroupsPerCu));
   return run.Launch(k.encode, groups, policy.work_group,
                     count_digits ? "histogram" : "transform");
 }

@@ -77,7 +77,7 @@ SegmentLists ListSegments(const EnginePolicy& policy, const SortJob& job,
   const int bits = KeyBits(job);
   const size_t block = policy.bitonic.Block(bits);
   const RadixSortPolicy& rp = policy.radix;
-  const size_t radix_above = rp.WarpLevel(bits) && rp.segment_radix_above > 0
+  const size_t radix_above = rp.WarpLevel() && rp.segment_radix_above > 0
                                  ? rp.segment_radix_above
                                  : std::numeric_limits<size_t>::max();
   const size_t radix_tile = rp.Tile(bits, WithIndex(job));

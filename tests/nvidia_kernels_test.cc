@@ -6,7 +6,6 @@
 // compiles. Whether the PTX runs correctly is for the kernel suite on a GPU
 // (bench/device-run.sh).
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,7 +72,7 @@ TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
         // ballots where the policy ranks by them, the status prefetch.
         std::vector<std::string> want = {"bar.warp.sync", "shfl.sync",
                                          "prefetch.global.L2"};
-        if (p.radix.Ranking(bits) == TileRanking::kWarpBallots) {
+        if (p.radix.ranking == TileRanking::kWarpBallots) {
           want.push_back("vote.sync.ballot");
         }
         for (const char* kernel :
@@ -108,31 +107,6 @@ TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
        {"ld.global.cs.u32", ".entry radix_onesweep",
         ".entry radix_late_onesweep", ".entry radix_unordered_onesweep"}) {
     EXPECT_TRUE(absl::StrContains(stream, w)) << "no " << w << " in the PTX";
-  }
-}
-
-// The other PTX ranking, through per-warp masks in local memory, which
-// the policy no longer uses but an override selects
-// (radix.ranking=warp-masks; it places no keys as it ranks them).
-TEST_F(NvidiaKernels, MasksRankingBuildsCompileToPtx) {
-  EnginePolicy p = EnginePolicy::For(H100());
-  p.radix.ranking = TileRanking::kWarpMasks;
-  p.radix.ranking_64 = std::nullopt;
-  p.radix.direct_place_32 = p.radix.direct_place_64 = false;
-  ASSERT_TRUE(p.CheckFits(H100()).ok()) << p.CheckFits(H100());
-  for (int bits : {32, 64}) {
-    for (bool with_index : {false, true}) {
-      const std::string options = RadixBuildOptions(
-          p.radix, bits, with_index, p.radix.Items(bits, with_index));
-      SCOPED_TRACE(options);
-      const std::string ptx = CompileToPtx("radix_sort", options);
-      // Calls to atomic_or on local memory (the masks; clang leaves
-      // OpenCL's atomics to the driver): the ballots builds have none.
-      for (const char* w : {"_Z9atomic_orPU3AS3Vjj", "bar.warp.sync",
-                            ".entry radix_onesweep", ".entry radix_segments"}) {
-        EXPECT_TRUE(absl::StrContains(ptx, w)) << "no " << w << " in the PTX";
-      }
-    }
   }
 }
 

@@ -444,8 +444,7 @@ TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
       "bitonic.max_keys=0,bitonic.max_keys_64=0,bitonic.max_keys_32_keys=0";
   // Warp-level ranking where the device's policy ranks by work-item (its
   // portable form, warp-emulated, on the CPU device).
-  if (base.radix.Ranking(32) == TileRanking::kWorkItemCounters ||
-      base.radix.Ranking(32) == TileRanking::kWarpMasks) {
+  if (base.radix.ranking == TileRanking::kWorkItemCounters) {
     absl::StrAppend(&overrides, ",radix.ranking=warp-emulated");
   }
   for (auto [picked, marked] : {std::pair{"1", "0"}, std::pair{"0", "0"},
@@ -935,93 +934,39 @@ TEST(Algorithms, BitonicAndRadixBothMatchTheReference) {
   }
 }
 
-// 8-bit passes, ranked in one 8-bit step or in two stable 4-bit steps.
+// 8-bit passes, each tile ranked by work-item counters in one 8-bit step.
 TEST(Algorithms, EightBitDigits) {
-  // Both ranking widths, with and without the scatter's bank padding.
-  for (auto [local_bits, bank_pad] : {std::pair{0, 1}, {4, 1}, {4, 0}}) {
-    SCOPED_TRACE(
-        absl::StrCat("local_bits=", local_bits, " bank_pad=", bank_pad));
-    OpenClEngine::Options options = CpuDevice();
-    EnginePolicy p = EnginePolicy::For(Engine().info());
-    p.radix = {.radix_bits = 8,
-               .local_bits = local_bits,
-               .work_group = 64,
-               .items_32 = 8,
-               .items_64 = 8,
-               .bank_pad = bank_pad != 0};
-    options.policy = p;
-    options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
-    auto engine = OpenClEngine::Create(options);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    for (size_t n :
-         {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
-      for (Shape shape :
-           {Shape::kRandom, Shape::kFewDistinct, Shape::kSpecial}) {
-        CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 3), false,
-                  Extra::kU64ValuesAndPermutation, "8-bit f32");
-        CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 3),
-                  true, Extra::kPermutation, "8-bit i64");
-      }
+  OpenClEngine::Options options = CpuDevice();
+  EnginePolicy p = EnginePolicy::For(Engine().info());
+  p.radix = {.radix_bits = 8, .work_group = 64, .items_32 = 8, .items_64 = 8};
+  options.policy = p;
+  options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
+  auto engine = OpenClEngine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  for (size_t n :
+       {size_t{3}, size_t{511}, size_t{512}, size_t{513}, size_t{100'000}}) {
+    for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kSpecial}) {
+      CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 3), false,
+                Extra::kU64ValuesAndPermutation, "8-bit f32");
+      CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 3), true,
+                Extra::kPermutation, "8-bit i64");
     }
-    size_t total = 0;
-    const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
-    CheckSegmented(**engine,
-                   sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
-                   offsets, true, true);
   }
-}
-
-// One launch per pass with a decoupled look-back (radix_onesweep), under
-// 4-bit and 8-bit passes; sizes from one tile to hundreds of tiles, so that
-// look-backs cross many tiles that publish aggregates and prefixes.
-TEST(Algorithms, OnesweepPasses) {
-  for (auto [radix_bits, local_bits] : {std::pair{4, 0}, {8, 4}}) {
-    SCOPED_TRACE(absl::StrCat("radix_bits=", radix_bits));
-    OpenClEngine::Options options = CpuDevice();
-    EnginePolicy p = EnginePolicy::For(Engine().info());
-    p.radix = {.radix_bits = radix_bits,
-               .local_bits = local_bits,
-               .work_group = 64,
-               .items_32 = 8,
-               .items_64 = 8,
-               .bank_pad = true,
-               .pass = RadixPass::kOneLaunch};
-    options.policy = p;
-    options.algorithm = sortd::gpu::SortAlgorithm::kRadix;
-    auto engine = OpenClEngine::Create(options);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    EXPECT_THAT((*engine)->policy().ToString(),
-                HasSubstr("radix.pass=one-launch "));
-    for (size_t n :
-         {size_t{1}, size_t{511}, size_t{512}, size_t{513}, size_t{150'001}}) {
-      for (Shape shape : {Shape::kRandom, Shape::kFewDistinct, Shape::kSorted,
-                          Shape::kReversed, Shape::kSpecial}) {
-        const std::string what = absl::StrCat("n=", n);
-        CheckSort(**engine, sortd::testing::Generate<uint32_t>(shape, n, 5),
-                  false, Extra::kNone, "onesweep u32 " + what);
-        CheckSort(**engine, sortd::testing::Generate<float>(shape, n, 6), true,
-                  Extra::kU64ValuesAndPermutation, "onesweep f32 " + what);
-        CheckSort(**engine, sortd::testing::Generate<int64_t>(shape, n, 7),
-                  false, Extra::kPermutation, "onesweep i64 " + what);
-      }
-    }
-    // Segments keep the three-launch passes (no totals per segment).
-    size_t total = 0;
-    const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
-    CheckSegmented(**engine,
-                   sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
-                   offsets, false, true);
-  }
+  size_t total = 0;
+  const std::vector<uint32_t> offsets = MixedOffsets(2048, 9, &total);
+  CheckSegmented(**engine,
+                 sortd::testing::Generate<uint32_t>(Shape::kRandom, total, 4),
+                 offsets, true, true);
 }
 
 // Warp-level ranking: the portable twin (warp operations through local
 // memory) everywhere, with warps of 32 and of 16 work-items (the Intel
-// policy's); NVIDIA's PTX versions where the device is one; the sub-group
+// policy's); NVIDIA's PTX version where the device is one; the sub-group
 // version where the device has sub-group ranking's extensions, with each
 // kind of sub-group built-ins it has and sub-groups of 16 (and 8 and 32
-// once); with three-launch and one-launch passes, 4-bit and 8-bit digits,
-// and sizes that end mid-warp and mid-tile (the padding keys must rank
-// last). One test per ranking and pass shape, so that they run at once.
+// once); with three-launch and one-launch passes (keys placed as ranked or
+// not), 4-bit and 8-bit digits, and sizes that end mid-warp and mid-tile
+// (the padding keys must rank last). One test per ranking and pass shape, so that they run at once.
 struct WarpRankingCase {
   std::string name;
   TileRanking ranking;
@@ -1042,12 +987,10 @@ std::vector<WarpRankingCase> WarpRankingCases() {
     bool direct_place;
   };
   constexpr RadixPass kThree = RadixPass::kThreeLaunch;
-  constexpr RadixPass kOne = RadixPass::kOneLaunch;
   constexpr RadixPass kEarly = RadixPass::kOneLaunchEarlyCounts;
-  const std::vector<PassShape> all = {{8, kThree, false}, {8, kOne, false},
-                                      {8, kEarly, false}, {8, kEarly, true},
-                                      {4, kThree, false}, {4, kEarly, false},
-                                      {4, kEarly, true}};
+  const std::vector<PassShape> all = {{8, kThree, false}, {8, kEarly, false},
+                                      {8, kEarly, true},  {4, kThree, false},
+                                      {4, kEarly, false}, {4, kEarly, true}};
   // The Intel policy's form (8-bit digits, early counts, keys placed as
   // ranked) and the three-launch pass.
   const std::vector<PassShape> some = {{8, kEarly, true}, {4, kThree, false}};
@@ -1063,7 +1006,6 @@ std::vector<WarpRankingCase> WarpRankingCases() {
       {"Emulated32", TileRanking::kWarpEmulated, 32, std::nullopt, all},
       {"Emulated16", TileRanking::kWarpEmulated, 16, std::nullopt, some},
       {"PtxBallots", TileRanking::kWarpBallots, 32, std::nullopt, all},
-      {"PtxMasks", TileRanking::kWarpMasks, 32, std::nullopt, all},
       {"Subgroup16", TileRanking::kSubgroup, 16, std::nullopt, all},
       {"Subgroup16KhrBallot", TileRanking::kSubgroup, 16,
        SubgroupOps::kKhrBallot, intel},
@@ -1075,12 +1017,7 @@ std::vector<WarpRankingCase> WarpRankingCases() {
   std::vector<WarpRankingCase> cases;
   for (const Ranking& r : rankings) {
     for (const PassShape& s : r.shapes) {
-      // Keys placed as ranked: not with masks, which share the keys' local
-      // memory.
-      if (s.direct_place && r.ranking == TileRanking::kWarpMasks) continue;
-      const char* pass = s.pass == kThree ? "ThreeLaunch"
-                         : s.pass == kOne ? "OneLaunch"
-                                          : "EarlyCounts";
+      const char* pass = s.pass == kThree ? "ThreeLaunch" : "EarlyCounts";
       cases.push_back({absl::StrCat(r.name, "_", s.radix_bits, "bit_", pass,
                                     s.direct_place ? "_DirectPlace" : ""),
                        r.ranking, r.warp_size, r.ops, s.radix_bits, s.pass,
@@ -1099,8 +1036,7 @@ TEST_P(WarpRanking, SortsEveryShape) {
   const WarpRankingCase& c = GetParam();
   const DeviceInfo& info = Engine().info();
   SubgroupOps ops = SubgroupOps::kKhrBallot;
-  if (c.ranking == TileRanking::kWarpBallots ||
-      c.ranking == TileRanking::kWarpMasks) {
+  if (c.ranking == TileRanking::kWarpBallots) {
     if (!absl::StrContains(info.vendor, "NVIDIA")) {
       GTEST_SKIP() << "PTX ranking is for NVIDIA devices: " << info.ToString();
     }
@@ -1125,7 +1061,6 @@ TEST_P(WarpRanking, SortsEveryShape) {
              .items_64 = 4,
              .items_32_keys = 16,  // keys-only tiles twice as long
              .items_64_keys = 8,
-             .bank_pad = true,
              .pass = c.pass,
              .ranking = c.ranking,
              .warp_size = c.warp_size,
@@ -1142,8 +1077,7 @@ TEST_P(WarpRanking, SortsEveryShape) {
   SCOPED_TRACE(p.ToString());
   auto engine = OpenClEngine::Create(options);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  EXPECT_EQ((*engine)->policy().radix.Ranking(64), c.ranking);
-  EXPECT_EQ((*engine)->policy().radix.LocalBits(), c.radix_bits);
+  EXPECT_EQ((*engine)->policy().radix.ranking, c.ranking);
   if (c.ranking == TileRanking::kSubgroup) {
     // The size the kernels saw on the device (radix_sub_group_probe).
     EXPECT_EQ((*engine)->radix_sub_group_size(), c.warp_size);
@@ -1337,19 +1271,17 @@ TEST(OpenClEngine, PolicyOverridesApplyAfterThePolicyIsChosen) {
 // statuses set their knobs on it.
 RadixSortPolicy SmallOneLaunchTiles(RadixPass pass, TileRanking ranking) {
   return {.radix_bits = 8,
-          .local_bits = ranking == TileRanking::kWorkItemCounters ? 4 : 0,
           .work_group = 64,
           .items_32 = 8,
           .items_64 = 4,
           .items_32_keys = 16,
           .items_64_keys = 8,
-          .bank_pad = true,
           .pass = pass,
           .ranking = ranking};
 }
 
 // Marked look-back statuses (one area zeroed once per sort, each pass's
-// words marked with its parity) under both one-launch pass forms, and the
+// words marked with its parity), keys placed as ranked or not, and the
 // digit count's unrolled loads (3: a remainder loop too). Keys whose odd
 // digits are all equal skip those passes, so a pass's parity must follow
 // the passes that ran, not the pass number; each engine sorts several sizes
@@ -1365,8 +1297,8 @@ TEST(Algorithms, MarkedLookBackStatuses) {
     bool prefetch;
   };
   for (auto [pass, ranking, direct_place, count_unroll, prefetch] :
-       {Config{RadixPass::kOneLaunch, TileRanking::kWorkItemCounters, false, 3,
-               false},
+       {Config{RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated,
+               false, 3, false},
         {RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated, true, 2,
          nvidia},
         {RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated, false, 4,
@@ -1418,7 +1350,8 @@ TEST(Algorithms, MarkedLookBackStatuses) {
   EnginePolicy portable = EnginePolicy::For(other);
   EXPECT_FALSE(portable.radix.status_prefetch);
   EXPECT_TRUE(portable.CheckFits(other).ok()) << portable.ToString();
-  portable.radix.pass = RadixPass::kOneLaunch;
+  portable.radix.pass = RadixPass::kOneLaunchEarlyCounts;
+  portable.radix.ranking = TileRanking::kWarpEmulated;
   portable.radix.status_prefetch = true;
   EXPECT_THAT(portable.CheckFits(other).message(),
               HasSubstr("status_prefetch needs an NVIDIA GPU"));
@@ -1429,7 +1362,7 @@ TEST(Algorithms, MarkedLookBackStatuses) {
 // can have a prefix that does not fit, and publishes none. Here the count
 // is 12 bits wide so that 4096 keys reach it (production: 30 bits, 2^30
 // keys); all-equal keys put every key in one digit, so the last tile's
-// prefix is 4096. Unmarked and marked statuses, both one-launch forms.
+// prefix is 4096. Unmarked and marked statuses.
 TEST(Algorithms, LastTilePrefixWiderThanTheStatusCount) {
   constexpr int kBits = 12;
   constexpr size_t kMax = size_t{1} << kBits;
@@ -1439,7 +1372,7 @@ TEST(Algorithms, LastTilePrefixWiderThanTheStatusCount) {
     size_t marked_max;
   };
   for (auto [pass, ranking, marked_max] :
-       {Config{RadixPass::kOneLaunch, TileRanking::kWorkItemCounters, 0},
+       {Config{RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated, 0},
         {RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated,
          size_t{1} << 28}}) {
     OpenClEngine::Options options = CpuDevice();

@@ -65,15 +65,11 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   EXPECT_TRUE(p.Violations(other).empty()) << p.ToString();
   p.radix.ranking = TileRanking::kWarpBallots;
   EXPECT_THAT(p.CheckFits(other).message(),
-              HasSubstr("warp-ballots and warp-masks ranking need an NVIDIA"));
+              HasSubstr("warp-ballots ranking needs an NVIDIA"));
   p.radix.ranking = TileRanking::kWarpEmulated;
   p.radix.work_group = 48;
   EXPECT_THAT(p.CheckFits(other).message(), HasSubstr("% 32 == 0"));
   p.radix.work_group = 64;
-  p.radix.local_bits = 2;
-  EXPECT_THAT(p.CheckFits(other).message(),
-              HasSubstr("local_bits applies only to work-item ranking"));
-  p.radix.local_bits = 0;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
   // Direct placement takes early counts and ballots, sub-groups or their
   // twin; elsewhere the knob does nothing, and the policy still fits.
@@ -83,16 +79,16 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   EXPECT_TRUE(p.radix.DirectPlace(32));
   EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
               HasSubstr("-DDIRECT_PLACE=1"));
-  p.radix.pass = RadixPass::kOneLaunch;
+  p.radix.pass = RadixPass::kThreeLaunch;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
   EXPECT_FALSE(p.radix.DirectPlace(32));
   EXPECT_FALSE(p.radix.DirectPlace(64));
   EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
               ::testing::Not(HasSubstr("-DDIRECT_PLACE")));
-  // Early counts need warp-level ranking for both key widths.
+  // Early counts need warp-level ranking.
   p.radix.direct_place_32 = p.radix.direct_place_64 = false;
   p.radix.pass = RadixPass::kOneLaunchEarlyCounts;
-  p.radix.ranking_64 = TileRanking::kWorkItemCounters;
+  p.radix.ranking = TileRanking::kWorkItemCounters;
   EXPECT_THAT(p.CheckFits(other).message(),
               HasSubstr("one-launch-early-counts needs warp-level ranking"));
   // Several broken constraints: each is named.
@@ -137,20 +133,33 @@ TEST(Policy, OverridesReadWhatToStringPrints) {
   EXPECT_THAT(other.name, HasSubstr("+ overrides"));
   EnginePolicy p = base;
   ASSERT_TRUE(
-      ApplyPolicyOverrides("radix.pass=three-launch, radix.ranking_64=same,"
+      ApplyPolicyOverrides("radix.pass=three-launch, "
                            "radix.ranking=warp-emulated,bitonic.max_keys=0",
                            &p)
           .ok());
   EXPECT_EQ(p.radix.pass, RadixPass::kThreeLaunch);
-  EXPECT_EQ(p.radix.Ranking(64), TileRanking::kWarpEmulated);
+  EXPECT_EQ(p.radix.ranking, TileRanking::kWarpEmulated);
   EXPECT_EQ(p.bitonic.max_keys, 0u);
   for (const char* bad :
        {"radix.nonsense=1", "radix.pass=two-launch", "radix.lookback=-1",
-        "radix.bank_pad=2", "radix.lookback"}) {
+        "radix.bank_pad=1", "radix.ranking_64=same", "radix.local_bits=4",
+        "radix.ranking=warp-masks", "radix.pass=one-launch",
+        "radix.lookback"}) {
     EnginePolicy q = base;
     const absl::Status s = ApplyPolicyOverrides(bad, &q);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(q.ToString(), base.ToString()) << bad;  // untouched
+  }
+  // Pass forms, rankings and knobs that no policy has: refused by name.
+  EnginePolicy q = base;
+  EXPECT_THAT(ApplyPolicyOverrides("radix.pass=one-launch", &q).message(),
+              HasSubstr("not a value of radix.pass"));
+  EXPECT_THAT(ApplyPolicyOverrides("radix.ranking=warp-masks", &q).message(),
+              HasSubstr("not a value of radix.ranking"));
+  for (const char* knob : {"radix.bank_pad", "radix.local_bits",
+                           "radix.ranking_64", "radix.count_groups_per_cu"}) {
+    EXPECT_THAT(ApplyPolicyOverrides(absl::StrCat(knob, "=1"), &q).message(),
+                HasSubstr(absl::StrCat("no knob named '", knob, "'")));
   }
   // The build options are made from the policy alone.
   EXPECT_THAT(RadixBuildOptions(base.radix, 32, false, 32),
@@ -168,7 +177,6 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy& p = Engine().policy();
   EXPECT_TRUE(p.CheckFits(Engine().info()).ok());
   EXPECT_THAT(p.ToString(), HasSubstr("radix.radix_bits="));
-  EXPECT_THAT(p.ToString(), HasSubstr("radix.local_bits="));
   EXPECT_THAT(p.ToString(), HasSubstr("transpose.matrices_per_group="));
   // The NVIDIA entry (8-bit passes, each ranked in one warp-level step,
   // one launch per pass) fits an H100's limits.
@@ -182,8 +190,7 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   EXPECT_EQ(np.radix.radix_bits, 8);
   EXPECT_EQ(np.name, "nvidia-ptx");
   // Ballots, keys placed as ranked, for either key width.
-  EXPECT_EQ(np.radix.Ranking(32), TileRanking::kWarpBallots);
-  EXPECT_EQ(np.radix.Ranking(64), TileRanking::kWarpBallots);
+  EXPECT_EQ(np.radix.ranking, TileRanking::kWarpBallots);
   EXPECT_TRUE(np.radix.DirectPlace(32));
   EXPECT_TRUE(np.radix.DirectPlace(64));
   // Marked look-back statuses up to their limit, status lines prefetched.
@@ -226,7 +233,6 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   old_nvidia.nv_compute_major = 7;
   EXPECT_EQ(EnginePolicy::For(old_nvidia).radix.ranking,
             TileRanking::kWarpBallots);
-  EXPECT_EQ(np.radix.LocalBits(), 8);
   EXPECT_GT(np.radix.Items(32, false), np.radix.Items(32, true));
   EXPECT_TRUE(np.CheckFits(nvidia).ok()) << np.ToString();
   // The same entry is refused by a device of another vendor (PTX).
@@ -329,33 +335,21 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
   EXPECT_FALSE(PlanRadixPasses(r, 32, true, 8192 * tile, true).late_ranked);
   EXPECT_FALSE(PlanRadixPasses(r, 64, false, 8192 * tile, true).late_ranked);
   // Where the passes have no late form the knobs do nothing: a policy
-  // with other passes or the masks ranking still fits.
-  for (const char* other :
-       {"radix.pass=three-launch",
-        "radix.ranking=warp-masks,radix.ranking_64=warp-ballots"}) {
-    EnginePolicy q = np;
-    ASSERT_TRUE(ApplyPolicyOverrides(other, &q).ok()) << other;
-    EXPECT_EQ(q.radix.late_lookback_tiles_32, 8192u);
-    EXPECT_FALSE(q.radix.LateRanked(32, false)) << other;
-    // The unranked first pass, which ranks nothing, keeps its late walk
-    // under the masks ranking; three launches have neither.
-    EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
-                ::testing::Not(HasSubstr(q.radix.OneLaunch() ? "-DLATE_RANKED"
-                                                             : "-DLATE_")))
-        << other;
-    EXPECT_TRUE(q.CheckFits(nvidia).ok()) << q.CheckFits(nvidia);
-    EXPECT_FALSE(q.radix.DirectPlace(32)) << other;
-    // 64-bit keys keep ballots (and direct placement) under the masks
-    // override; three launches have none.
-    EXPECT_EQ(q.radix.DirectPlace(64), q.radix.OneLaunch()) << other;
-    EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
-                ::testing::Not(HasSubstr("-DDIRECT_PLACE")))
-        << other;
-    if (!q.radix.OneLaunch()) {
-      EXPECT_THAT(RadixBuildOptions(q.radix, 64, true, 8),
-                  ::testing::Not(HasSubstr("-DSTATUS_PREFETCH")));
-    }
-  }
+  // of three-launch passes still fits, and builds no late walk, no direct
+  // placement and no status prefetch.
+  EnginePolicy q = np;
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &q).ok());
+  EXPECT_EQ(q.radix.late_lookback_tiles_32, 8192u);
+  EXPECT_FALSE(q.radix.LateRanked(32, false));
+  EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
+              ::testing::Not(HasSubstr("-DLATE_")));
+  EXPECT_TRUE(q.CheckFits(nvidia).ok()) << q.CheckFits(nvidia);
+  EXPECT_FALSE(q.radix.DirectPlace(32));
+  EXPECT_FALSE(q.radix.DirectPlace(64));
+  EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
+              ::testing::Not(HasSubstr("-DDIRECT_PLACE")));
+  EXPECT_THAT(RadixBuildOptions(q.radix, 64, true, 8),
+              ::testing::Not(HasSubstr("-DSTATUS_PREFETCH")));
 }
 
 // The knobs an override left on but idle are named (the startup log and
@@ -380,18 +374,6 @@ TEST(Policy, IdleKnobsAreNamed) {
                                RadixSortPolicy::kMarkedStatusLimit),
                   "radix.late_lookback_unordered_32=1",
                   "radix.late_lookback_tiles_32=8192"));
-  // The masks ranking has no direct placement for 32-bit keys, so no
-  // ranked late walk; the unranked first pass keeps its own.
-  EnginePolicy masks = np;
-  ASSERT_TRUE(ApplyPolicyOverrides("radix.ranking=warp-masks,"
-                                   "radix.ranking_64=warp-ballots",
-                                   &masks)
-                  .ok());
-  EXPECT_THAT(
-      masks.radix.IdleKnobs(),
-      ::testing::UnorderedElementsAre("radix.direct_place_32=1",
-                                      "radix.late_lookback_tiles_32=8192"));
-
   // Work-item ranking has no work-group segment sort either.
   EnginePolicy counters = three;
   ASSERT_TRUE(ApplyPolicyOverrides("radix.ranking=work-item", &counters).ok());
@@ -408,7 +390,8 @@ TEST(Policy, IdleKnobsAreNamed) {
   EnginePolicy portable = EnginePolicy::For(other);
   ASSERT_TRUE(portable.CheckFits(other).ok()) << portable.CheckFits(other);
   EnginePolicy prefetch = portable;
-  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=one-launch,"
+  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=one-launch-early-counts,"
+                                   "radix.ranking=warp-emulated,"
                                    "radix.status_prefetch=1",
                                    &prefetch)
                   .ok());
@@ -428,10 +411,8 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
   const EnginePolicy p = EnginePolicy::For(IntelGpu());
   EXPECT_EQ(p.name, "intel-subgroups");
   EXPECT_TRUE(p.CheckFits(IntelGpu()).ok()) << p.CheckFits(IntelGpu());
-  for (int bits : {32, 64}) {
-    EXPECT_EQ(p.radix.Ranking(bits), TileRanking::kSubgroup);
-    EXPECT_TRUE(p.radix.DirectPlace(bits));
-  }
+  EXPECT_EQ(p.radix.ranking, TileRanking::kSubgroup);
+  for (int bits : {32, 64}) EXPECT_TRUE(p.radix.DirectPlace(bits));
   EXPECT_EQ(p.radix.warp_size, 16);
   EXPECT_EQ(p.radix.radix_bits, 8);
   EXPECT_EQ(p.radix.pass, RadixPass::kOneLaunchEarlyCounts);
@@ -522,7 +503,7 @@ TEST(IntelPolicy, FitsSixtyFourKiBAndShrinksOnLess) {
       EXPECT_LE(q.radix.ScatterLocalBytes(bits, with_index), 48u * 1024);
     }
   }
-  EXPECT_EQ(q.radix.Ranking(32), TileRanking::kSubgroup);
+  EXPECT_EQ(q.radix.ranking, TileRanking::kSubgroup);
   EXPECT_EQ(q.radix.work_group % q.radix.warp_size, 0);
 }
 
@@ -665,18 +646,16 @@ TEST(IntelPolicy, BuildOptionsAndConstraints) {
   q = np;
   q.radix.warp_size = 16;
   EXPECT_THAT(q.CheckFits(nvidia).message(),
-              HasSubstr("need radix.warp_size=32"));
+              HasSubstr("needs radix.warp_size=32"));
   q = np;
   q.radix.ranking = TileRanking::kSubgroup;
-  q.radix.ranking_64 = TileRanking::kSubgroup;
   EXPECT_THAT(q.CheckFits(nvidia).message(),
               HasSubstr("subgroup ranking with radix.subgroup_ops=khr-ballot "
                         "needs the device's"));
   q = p;
   q.radix.ranking = TileRanking::kWarpBallots;
-  q.radix.ranking_64.reset();
   EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
-              HasSubstr("need an NVIDIA GPU that runs PTX"));
+              HasSubstr("ranking needs an NVIDIA GPU that runs PTX"));
   q = p;
   q.transpose.sub_group_size = 16;
   EXPECT_THAT(q.CheckFits(IntelGpu()).message(),

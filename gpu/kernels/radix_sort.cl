@@ -8,10 +8,6 @@
 // (gpu/policy.cc, RadixBuildOptions):
 //   KEY_BITS     32 or 64
 //   RADIX_BITS   digit width of a global pass (4 or 8)
-//   LOCAL_BITS   digit width of the work-item ranking (default RADIX_BITS);
-//                4 under an 8-bit pass ranks a tile in two stable 4-bit
-//                steps, so the ranking counters stay small while the global
-//                passes halve
 //   WG           work-group size of every kernel here
 //   ITEMS        keys per work-item in histogram and scatter; TILE = WG*ITEMS
 //   HAS_INDEX    1: an uint index travels with every key (payload gather and
@@ -22,14 +18,12 @@
 //                variants (rank_tile_warp, radix_warp.clh) rank a whole
 //                digit in one step: SORTD_RANK_WARP_BALLOTS finds the lanes
 //                of a digit by one PTX ballot per digit bit (NVIDIA sm_70
-//                and later), SORTD_RANK_WARP_MASKS by per-warp digit masks in
-//                local memory (a local atomic OR and one warp barrier per
-//                key; NVIDIA), SORTD_RANK_SUBGROUP by sub-group ballots
+//                and later), SORTD_RANK_SUBGROUP by sub-group ballots
 //                (or a sub-group reduction) and shuffles (OpenCL sub-group
 //                extensions: Intel GPUs), SORTD_RANK_WARP_EMULATED is the
 //                portable twin of the ballots
 //   WARP_SIZE    (default 32) lanes of a warp for warp-level ranking: 32 for
-//                the PTX variants; 8, 16 or 32 for the sub-group variant
+//                the PTX variant; 8, 16 or 32 for the sub-group variant
 //                (every kernel then requires sub-groups of that size) and
 //                the emulated one
 //   SUBGROUP_OPS with SORTD_RANK_SUBGROUP: which sub-group built-ins
@@ -42,7 +36,6 @@
 //                so each warp's start within each digit is known before the
 //                ranking, and every key is written to its place in local
 //                memory as soon as it is ranked (no ranks held in registers)
-//   BANK_PAD     (default 1) pad local arrays against bank conflicts
 //   LOOKBACK     (default 8) predecessor tiles the look-back reads at once
 //   COUNT_UNROLL (default 1) 16-byte vectors each work-item loads at once
 //                when only counting digits
@@ -397,7 +390,7 @@ void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
   shift = pass_shift(shift, picks);
   const uint tile = get_group_id(0);
   const uint count = RANK_TILE(keys_in, index_in, n, shift, mode, tile, lkeys,
-                               lindex, counts, digit_start, tmp, masks);
+                               lindex, counts, digit_start, tmp);
   for (uint j = 0; j < ITEMS; ++j) {
     const uint li = j * WG + lid;
     if (li < count) {

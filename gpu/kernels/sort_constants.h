@@ -30,13 +30,11 @@
 // How the scatter ranks a tile (-DRANKING). Work-item counters in local
 // memory; or warp-level ranking of a whole digit, with the warp's
 // operations emulated through local memory (the portable twin), with PTX
-// ballots, or with per-warp digit masks in local memory (both NVIDIA only),
-// or with OpenCL sub-group operations (a warp is a sub-group of a required
-// size: Intel GPUs).
+// ballots (NVIDIA only), or with OpenCL sub-group operations (a warp is a
+// sub-group of a required size: Intel GPUs).
 #define SORTD_RANK_WORK_ITEM 0
 #define SORTD_RANK_WARP_EMULATED 1
 #define SORTD_RANK_WARP_BALLOTS 2
-#define SORTD_RANK_WARP_MASKS 3
 #define SORTD_RANK_SUBGROUP 4
 
 // Which sub-group built-ins SORTD_RANK_SUBGROUP uses (-DSUBGROUP_OPS): the
