@@ -8,9 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -24,6 +22,7 @@
 #include "client/metrics_scrape.h"
 #include "client/shared_memory.h"
 #include "client/sortctl_lib.h"
+#include "core/mutex.h"
 
 namespace sortd::cli {
 
@@ -63,9 +62,9 @@ absl::Status VerifyEcho(const v1::SortRequest& request,
 }
 
 struct Shared {
-  std::mutex mu;
-  BenchReport report;
-  absl::Time last_end = absl::InfinitePast();
+  Mutex mu;
+  BenchReport report ABSL_GUARDED_BY(mu);
+  absl::Time last_end ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 };
 
 }  // namespace
@@ -204,18 +203,20 @@ class BenchRun {
   // waits end with it.
   void StopAll() {
     {
-      std::lock_guard<std::mutex> lock(stop_mu_);
+      MutexLock lock(&stop_mu_);
       stop_ = true;
     }
-    stop_cv_.notify_all();
+    stop_cv_.NotifyAll();
   }
   void WaitUnlessStopped(absl::Duration d) {
-    std::unique_lock<std::mutex> lock(stop_mu_);
-    stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(d),
-                      [&] { return stop_.load(); });
+    const auto until =
+        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(d);
+    MutexLock lock(&stop_mu_);
+    while (!stop_.load() && stop_cv_.WaitUntil(&stop_mu_, until)) {
+    }
   }
   void Flush(BenchReport& local, absl::Time last_end) {
-    std::lock_guard<std::mutex> lock(shared_.mu);
+    MutexLock lock(&shared_.mu);
     MergeReport(local, shared_.report);
     shared_.last_end = std::max(shared_.last_end, last_end);
   }
@@ -236,8 +237,8 @@ class BenchRun {
   std::atomic<bool> measuring_;
   std::atomic<int> active_;
   std::atomic<bool> stop_{false};
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
+  Mutex stop_mu_;  // orders StopAll's notification with a waiter's check
+  CondVar stop_cv_;
 };
 
 CallResult BenchRun::Call(int id, size_t c, size_t variant, bool check,
@@ -391,7 +392,7 @@ void BenchRun::ShowProgressUntil(absl::Time end, absl::Time start,
     if (now >= end || active_.load() == 0) break;
     absl::SleepFor(std::min(absl::Milliseconds(250), end - now));
     if (progress) {
-      std::lock_guard<std::mutex> lock(shared_.mu);
+      MutexLock lock(&shared_.mu);
       BenchReport partial;
       partial.all.ok = shared_.report.all.ok;
       partial.all.errors = shared_.report.all.errors;
@@ -404,7 +405,14 @@ void BenchRun::ShowProgressUntil(absl::Time end, absl::Time start,
 
 BenchReport BenchRun::FinishReport(absl::Time start,
                                    const absl::StatusOr<double>& cpu_before) {
-  BenchReport report = std::move(shared_.report);
+  BenchReport report;
+  absl::Time last_end;
+  {
+    // The workers are joined: never contended.
+    MutexLock lock(&shared_.mu);
+    report = std::move(shared_.report);
+    last_end = shared_.last_end;
+  }
   if (!o_.server_metrics.empty()) {
     absl::StatusOr<double> cpu_after = ServerCpuSeconds();
     if (!cpu_before.ok() || !cpu_after.ok()) {
@@ -414,9 +422,8 @@ BenchReport BenchRun::FinishReport(absl::Time start,
       report.server_cpu_seconds = std::max(0.0, *cpu_after - *cpu_before);
     }
   }
-  report.seconds = shared_.last_end > start
-                       ? absl::ToDoubleSeconds(shared_.last_end - start)
-                       : 0;
+  report.seconds =
+      last_end > start ? absl::ToDoubleSeconds(last_end - start) : 0;
   std::sort(report.all.latencies.begin(), report.all.latencies.end());
   for (auto& [size, st] : report.by_size) {
     std::sort(st.latencies.begin(), st.latencies.end());

@@ -7,12 +7,11 @@
 #include "client/client.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace sortd {
@@ -127,18 +126,18 @@ absl::StatusOr<grpc::ByteBuffer> Client::CallRaw(const char* method,
     while (cq.Next(&tag, &ok)) {
     }
   } else {
-    std::mutex mu;
-    std::condition_variable cv;
+    Mutex mu;
+    CondVar cv;
     bool done = false;
     connection.generic->UnaryCall(&context, path, grpc::StubOptions(), &request,
                                   &response, [&](grpc::Status s) {
-                                    std::lock_guard<std::mutex> lock(mu);
+                                    MutexLock lock(&mu);
                                     status = std::move(s);
                                     done = true;
-                                    cv.notify_all();
+                                    cv.NotifyAll();
                                   });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
+    MutexLock lock(&mu);
+    while (!done) cv.Wait(&mu);
   }
   if (!status.ok()) return FromGrpcStatus(status);
   return response;

@@ -29,6 +29,7 @@
 #include "absl/types/span.h"
 #include "client/raw_call.h"
 #include "core/key_fields.h"
+#include "core/mutex.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "sortd/v1/sortd.grpc.pb.h"
@@ -278,8 +279,9 @@ class Client {
     ~SortInFlight() { --n_; }
     std::atomic<int>& n_;
   };
-  std::mutex instances_mu_;
-  std::vector<std::string> instances_;  // per connection; "": not known
+  Mutex instances_mu_;
+  // Per connection; "": not known.
+  std::vector<std::string> instances_ ABSL_GUARDED_BY(instances_mu_);
   ClientOptions options_;
   // Whether every call reaches the same server (one literal address, or
   // pick_first): only then is a sort split into parts.

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <future>
 #include <map>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "client/client.h"
+#include "core/mutex.h"
 
 namespace sortd {
 
@@ -201,14 +201,14 @@ void Client::NoteInstance(size_t i, const grpc::ClientContext& context) {
   const auto& metadata = context.GetServerInitialMetadata();
   auto it = metadata.find("sortd-instance");
   if (it == metadata.end()) return;
-  std::lock_guard<std::mutex> lock(instances_mu_);
+  MutexLock lock(&instances_mu_);
   instances_[i].assign(it->second.data(), it->second.size());
 }
 
 std::vector<size_t> Client::SameServerConnections() {
   for (size_t i = 0; i < pool_.size(); ++i) {
     {
-      std::lock_guard<std::mutex> lock(instances_mu_);
+      MutexLock lock(&instances_mu_);
       if (!instances_[i].empty()) continue;
     }
     // An empty sort: a few bytes each way, and the process's name back.
@@ -224,7 +224,7 @@ std::vector<size_t> Client::SameServerConnections() {
                                 [&](grpc::Status s) { done.set_value(s); });
     if (done.get_future().get().ok()) NoteInstance(i, context);
   }
-  std::lock_guard<std::mutex> lock(instances_mu_);
+  MutexLock lock(&instances_mu_);
   std::map<std::string, std::vector<size_t>> by_instance;
   for (size_t i = 0; i < pool_.size(); ++i) {
     if (!instances_[i].empty()) by_instance[instances_[i]].push_back(i);

@@ -1,9 +1,7 @@
 // Client::SortInParts: one array sent as several calls over several
 // connections, which the server joins, sorts once and answers in slices.
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/raw_call.h"
+#include "core/mutex.h"
 
 namespace sortd {
 namespace {
@@ -166,8 +165,8 @@ absl::Status Client::SortInParts(const SortArraysView& a,
 
   std::vector<PartCall> calls(parts);
   client_wire::Lease lease;
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   size_t pending = parts;
   for (size_t i = 0; i < parts; ++i) {
     PartCall& c = calls[i];
@@ -179,14 +178,14 @@ absl::Status Client::SortInParts(const SortArraysView& a,
     pool_[connections[i]].generic->UnaryCall(
         &c.context, "/sortd.v1.SortService/Sort", grpc::StubOptions(),
         &c.request, &c.response, [&, i](grpc::Status s) {
-          std::lock_guard<std::mutex> lock(mu);
+          MutexLock lock(&mu);
           calls[i].status = std::move(s);
-          if (--pending == 0) cv.notify_all();
+          if (--pending == 0) cv.NotifyAll();
         });
   }
   {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return pending == 0; });
+    MutexLock lock(&mu);
+    while (pending != 0) cv.Wait(&mu);
   }
   for (size_t i = 0; i < parts; ++i) {
     calls[i].request.Clear();

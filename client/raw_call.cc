@@ -263,7 +263,7 @@ absl::Status ReadLengthDelimited(SliceReader& in, int field, uint64_t length,
 
 grpc::Slice Lease::Borrow(const void* data, size_t size) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++outstanding_;
   }
   return grpc::Slice(const_cast<void*>(data), size, &Lease::Release, this);
@@ -271,13 +271,13 @@ grpc::Slice Lease::Borrow(const void* data, size_t size) {
 
 void Lease::Release(void* self) {
   auto* lease = static_cast<Lease*>(self);
-  std::lock_guard<std::mutex> lock(lease->mu_);
-  if (--lease->outstanding_ == 0) lease->cv_.notify_all();
+  MutexLock lock(&lease->mu_);
+  if (--lease->outstanding_ == 0) lease->cv_.NotifyAll();
 }
 
 void Lease::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return outstanding_ == 0; });
+  MutexLock lock(&mu_);
+  while (outstanding_ != 0) cv_.Wait(&mu_);
 }
 
 void OutgoingMessage::Header(uint64_t tag, const uint64_t* length) {

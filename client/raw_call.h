@@ -17,15 +17,14 @@
 #ifndef SORTD_CLIENT_RAW_CALL_H_
 #define SORTD_CLIENT_RAW_CALL_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "core/compact_keys.h"
+#include "core/mutex.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 
@@ -40,16 +39,16 @@ class Lease {
   ~Lease() { Wait(); }
 
   // A slice of `size` bytes at `data`, not copied; counted until released.
-  grpc::Slice Borrow(const void* data, size_t size);
+  grpc::Slice Borrow(const void* data, size_t size) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until every borrowed slice has been released.
-  void Wait();
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   static void Release(void* self);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int outstanding_ = 0;
+  Mutex mu_;
+  CondVar cv_;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A message built field by field in wire order.

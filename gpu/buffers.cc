@@ -53,7 +53,7 @@ absl::StatusOr<PooledBuffer> BufferPool::Acquire(size_t bytes,
                                                  const char* what) {
   const size_t capacity = SizeClass(bytes);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = idle_.find(capacity);
     if (it != idle_.end() && !it->second.empty()) {
       cl::Buffer b = std::move(it->second.back().buffer);
@@ -79,14 +79,14 @@ absl::StatusOr<PooledBuffer> BufferPool::Acquire(size_t bytes,
     return ClStatus(
         err, absl::StrCat("allocating ", capacity, " device bytes for ", what));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++stats_.allocations;
   stats_.in_use_bytes += capacity;
   return PooledBuffer(this, std::move(b), capacity);
 }
 
 void BufferPool::Release(cl::Buffer buffer, size_t capacity) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stats_.in_use_bytes -= capacity;
   if (capacity > max_pooled_bytes_) return;  // freed: it could never fit
   // Room for it at the expense of what has been idle longest: the sizes
@@ -115,13 +115,13 @@ bool BufferPool::EvictOldestLocked() {
 }
 
 void BufferPool::Trim() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   idle_.clear();
   stats_.pooled_bytes = 0;
 }
 
 BufferPool::Stats BufferPool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

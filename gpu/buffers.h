@@ -30,11 +30,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
 #include "gpu/cl.h"
 
 namespace sortd::gpu {
@@ -96,16 +96,17 @@ class BufferPool {
     cl::Buffer buffer;
     uint64_t released;  // release_clock_ when it came back
   };
-  // Frees the buffer idle longest, of any class (mu_ held). False if none.
-  bool EvictOldestLocked();
+  // Frees the buffer idle longest, of any class. False if none.
+  bool EvictOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   cl::Context context_;
   size_t max_pooled_bytes_;
   size_t max_total_bytes_;
-  mutable std::mutex mu_;
-  std::map<size_t, std::vector<Idle>> idle_;  // per class, oldest first
-  uint64_t release_clock_ = 0;
-  Stats stats_;
+  mutable Mutex mu_;
+  // Per class, oldest first.
+  std::map<size_t, std::vector<Idle>> idle_ ABSL_GUARDED_BY(mu_);
+  uint64_t release_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 class StagingRing {

@@ -214,6 +214,8 @@ absl::Status OpenClEngine::CreateLanes() {
     }
     lanes_.push_back(std::move(lane));
   }
+  // Not shared yet, so never contended: taken as everywhere free_lanes_ is.
+  MutexLock lock(&lanes_mu_);
   for (auto& lane : lanes_) free_lanes_.push_back(lane.get());
   return absl::OkStatus();
 }

@@ -19,18 +19,18 @@
 namespace sortd::gpu {
 
 OpenClEngine::LaneLease::LaneLease(OpenClEngine* e) : engine_(e) {
-  std::unique_lock<std::mutex> lock(e->lanes_mu_);
-  e->lanes_cv_.wait(lock, [e] { return !e->free_lanes_.empty(); });
+  MutexLock lock(&e->lanes_mu_);
+  while (e->free_lanes_.empty()) e->lanes_cv_.Wait(&e->lanes_mu_);
   lane_ = e->free_lanes_.back();
   e->free_lanes_.pop_back();
 }
 
 OpenClEngine::LaneLease::~LaneLease() {
   {
-    std::lock_guard<std::mutex> lock(engine_->lanes_mu_);
+    MutexLock lock(&engine_->lanes_mu_);
     engine_->free_lanes_.push_back(lane_);
   }
-  engine_->lanes_cv_.notify_one();
+  engine_->lanes_cv_.NotifyOne();
 }
 
 std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes() const {

@@ -21,10 +21,8 @@
 #define SORTD_GPU_OPENCL_ENGINE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "core/mutex.h"
 #include "core/sorter.h"
 #include "gpu/buffers.h"
 #include "gpu/cl.h"
@@ -328,9 +327,9 @@ class OpenClEngine final : public Sorter {
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool transpose_subgroup_ = false;
   int radix_sub_group_size_ = 0;
-  std::mutex lanes_mu_;
-  std::condition_variable lanes_cv_;
-  std::vector<Lane*> free_lanes_;
+  Mutex lanes_mu_;
+  CondVar lanes_cv_;
+  std::vector<Lane*> free_lanes_ ABSL_GUARDED_BY(lanes_mu_);
 };
 
 }  // namespace sortd::gpu

@@ -29,12 +29,12 @@ PinnedHostMemory::~PinnedHostMemory() {
 void* PinnedHostMemory::Allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (bytes > max_bytes_ || reserved_ > max_bytes_ - bytes) return nullptr;
     reserved_ += bytes;
   }
   auto unreserve = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reserved_ -= bytes;
   };
   cl_int err = CL_SUCCESS;
@@ -51,7 +51,7 @@ void* PinnedHostMemory::Allocate(size_t bytes) {
     unreserve();
     return nullptr;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   blocks_[reinterpret_cast<uintptr_t>(data)] = {std::move(buffer), bytes};
   bytes_ += bytes;
   return data;
@@ -60,7 +60,7 @@ void* PinnedHostMemory::Allocate(size_t bytes) {
 void PinnedHostMemory::Free(void* data, size_t /*bytes*/) {
   Block block;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = blocks_.find(reinterpret_cast<uintptr_t>(data));
     if (it == blocks_.end()) return;
     block = std::move(it->second);
@@ -102,7 +102,7 @@ std::shared_ptr<void> PinnedHostMemory::Adopt(void* data, size_t bytes) {
   // cannot both pin it, nor pin memory given out here; until the buffer
   // exists Holds does not count it.
   try {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (Overlaps(adopted_, address, bytes) ||
         Overlaps(blocks_, address, bytes)) {
       return nullptr;
@@ -112,7 +112,7 @@ std::shared_ptr<void> PinnedHostMemory::Adopt(void* data, size_t bytes) {
     return nullptr;
   }
   auto drop = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     adopted_.erase(address);
   };
   cl_int err = CL_SUCCESS;
@@ -126,7 +126,7 @@ std::shared_ptr<void> PinnedHostMemory::Adopt(void* data, size_t bytes) {
   try {
     handle = std::shared_ptr<void>(data, [self, address](void*) {
       Block block;  // released after the lock
-      std::lock_guard<std::mutex> lock(self->mu_);
+      MutexLock lock(&self->mu_);
       auto it = self->adopted_.find(address);
       if (it == self->adopted_.end()) return;
       block = std::move(it->second);
@@ -135,7 +135,7 @@ std::shared_ptr<void> PinnedHostMemory::Adopt(void* data, size_t bytes) {
   } catch (const std::bad_alloc&) {  // the deleter ran: the range is free
     return nullptr;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   adopted_.at(address).buffer = std::move(buffer);
   return handle;
 }
@@ -149,17 +149,17 @@ bool PinnedHostMemory::Holds(const void* data, size_t bytes) const {
     return it->second.buffer() != nullptr &&  // not still being adopted
            address + bytes <= it->first + it->second.bytes;
   };
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return within(blocks_) || within(adopted_);
 }
 
 size_t PinnedHostMemory::Available() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return max_bytes_ - reserved_;
 }
 
 PinnedHostMemory::Stats PinnedHostMemory::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return {blocks_.size(), bytes_};
 }
 

@@ -28,10 +28,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "absl/status/statusor.h"
 #include "core/host_memory.h"
+#include "core/mutex.h"
 #include "gpu/cl.h"
 
 namespace sortd::gpu {
@@ -75,12 +75,12 @@ class PinnedHostMemory final
   cl::Context context_;
   cl::CommandQueue queue_;  // maps and unmaps only
   const size_t max_bytes_;
-  mutable std::mutex mu_;
-  std::map<uintptr_t, Block> blocks_;  // by address
+  mutable Mutex mu_;
+  std::map<uintptr_t, Block> blocks_ ABSL_GUARDED_BY(mu_);  // by address
   // By address, not counted in bytes_; a null buffer: being adopted.
-  std::map<uintptr_t, Block> adopted_;
-  size_t bytes_ = 0;     // in blocks given out
-  size_t reserved_ = 0;  // bytes_ and blocks being made
+  std::map<uintptr_t, Block> adopted_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;     // in blocks given out
+  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;  // bytes_ and blocks being made
 };
 
 }  // namespace sortd::gpu

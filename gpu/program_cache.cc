@@ -56,7 +56,7 @@ absl::StatusOr<cl::Program> ProgramCache::Get(
   const std::string& extra = diagnostics_.extra_options;
   const std::string options =
       extra.empty() ? build_options : absl::StrCat(build_options, " ", extra);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto key = std::make_pair(source_name, options);
   if (auto it = programs_.find(key); it != programs_.end()) return it->second;
 
@@ -85,7 +85,7 @@ absl::StatusOr<cl::Program> ProgramCache::Get(
 }
 
 ProgramCache::Stats ProgramCache::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

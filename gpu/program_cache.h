@@ -13,11 +13,11 @@
 #define SORTD_GPU_PROGRAM_CACHE_H_
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
 #include "gpu/cl.h"
 #include "gpu/device.h"
 
@@ -66,9 +66,10 @@ class ProgramCache {
   Device device_;
   std::string disk_dir_;
   Diagnostics diagnostics_;
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, cl::Program> programs_;
-  Stats stats_;
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, std::string>, cl::Program> programs_
+      ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sortd::gpu

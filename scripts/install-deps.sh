@@ -41,7 +41,8 @@ PACKAGES=(
   # static checks of deploy/: YAML lint, YAML parsing (kubectl: below)
   yamllint python3-yaml
   # fuzzing (libFuzzer) and sanitizer runtimes: scripts/fuzz.sh builds with
-  # clang; scripts/sanitize.sh uses gcc's ASan/UBSan/TSan
+  # clang, as the thread_safety test (scripts/thread-safety.sh) checks
+  # with it; scripts/sanitize.sh uses gcc's ASan/UBSan/TSan
   clang libclang-rt-14-dev libasan8 libubsan1 libtsan2
 )
 # `kubectl kustomize` renders deploy/k8s offline. Debian's kubectl is in

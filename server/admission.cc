@@ -113,14 +113,14 @@ void Admission::ReleaseLocked(size_t units, bool last,
   // Notified under the lock: once WaitIdle sees nothing admitted its
   // caller may destroy this object, which must not happen inside
   // notify_all.
-  if (last) idle_.notify_all();
+  if (last) idle_.NotifyAll();
 }
 
 absl::StatusOr<size_t> Admission::Admit(size_t units,
                                         const std::string& client) {
   const size_t charge =
       limits_.strict ? units : std::min(units, limits_.max_call_units);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const absl::Status refused = CheckLocked(0, charge, /*fresh=*/true, client);
   if (!refused.ok()) {
     ++counts_.refused;
@@ -132,7 +132,7 @@ absl::StatusOr<size_t> Admission::Admit(size_t units,
 
 absl::Status Admission::Grow(size_t charged, size_t more, bool fresh,
                              const std::string& client) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const absl::Status refused = CheckLocked(charged, more, fresh, client);
   if (!refused.ok()) {
     if (fresh) ++counts_.refused;
@@ -143,12 +143,12 @@ absl::Status Admission::Grow(size_t charged, size_t more, bool fresh,
 }
 
 void Admission::Shrink(size_t units, bool last, const std::string& client) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ReleaseLocked(units, last, client);
 }
 
 void Admission::Release(size_t charged, const std::string& client) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ReleaseLocked(charged, /*last=*/true, client);
 }
 
@@ -188,51 +188,51 @@ void Admission::Hold::Reset() {
 }
 
 void Admission::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   closed_ = true;
 }
 
 bool Admission::WaitIdle(absl::Time deadline,
                          const std::function<absl::Time()>& now) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (absl::Time t = now(); requests_ > 0 && t < deadline; t = now()) {
     // A minute at a time: an infinite deadline must not overflow the wait.
     const absl::Duration d =
         std::clamp(deadline - t, absl::ZeroDuration(), absl::Minutes(1));
-    idle_.wait_for(lock, absl::ToChronoNanoseconds(d));
+    idle_.WaitFor(&mu_, absl::ToChronoNanoseconds(d));
   }
   return requests_ == 0;
 }
 
 void Admission::WaitIdle() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return requests_ == 0; });
+  MutexLock lock(&mu_);
+  while (requests_ > 0) idle_.Wait(&mu_);
 }
 
 size_t Admission::units() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return units_;
 }
 
 size_t Admission::client_units(const std::string& client) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = clients_.find(client);
   return it == clients_.end() ? 0 : it->second.units;
 }
 
 size_t Admission::client_requests(const std::string& client) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = clients_.find(client);
   return it == clients_.end() ? 0 : it->second.requests;
 }
 
 size_t Admission::requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return requests_;
 }
 
 Admission::Counts Admission::counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return counts_;
 }
 

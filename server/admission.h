@@ -27,17 +27,16 @@
 #ifndef SORTD_SERVER_ADMISSION_H_
 #define SORTD_SERVER_ADMISSION_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/mutex.h"
 
 namespace sortd {
 
@@ -120,43 +119,51 @@ class Admission {
   // is always admitted (unless closed), its size bounded by the server's
   // request limit, as refusing it would refuse it forever; strict: a
   // request of more than max_call_units is refused.
-  absl::StatusOr<size_t> Admit(size_t units, const std::string& client = "");
+  absl::StatusOr<size_t> Admit(size_t units, const std::string& client = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Gives back what Admit charged for `client`. Nothing of this object is
   // touched after the last release has woken WaitIdle.
-  void Release(size_t charged, const std::string& client = "");
+  void Release(size_t charged, const std::string& client = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every later Admit is refused UNAVAILABLE (the server is shutting down).
-  void Close();
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits until nothing is admitted or `now()` reaches `deadline`; true
   // when idle. Waits last the difference between `now()`'s times.
-  bool WaitIdle(absl::Time deadline, const std::function<absl::Time()>& now);
+  bool WaitIdle(absl::Time deadline, const std::function<absl::Time()>& now)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until nothing is admitted.
-  void WaitIdle();
+  void WaitIdle() ABSL_LOCKS_EXCLUDED(mu_);
 
-  size_t requests() const;
+  size_t requests() const ABSL_LOCKS_EXCLUDED(mu_);
   // Units charged now, over every request; of one client's.
-  size_t units() const;
-  size_t client_units(const std::string& client) const;
+  size_t units() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t client_units(const std::string& client) const ABSL_LOCKS_EXCLUDED(mu_);
   // Requests of one client admitted and not yet released.
-  size_t client_requests(const std::string& client) const;
-  Counts counts() const;
+  size_t client_requests(const std::string& client) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  Counts counts() const ABSL_LOCKS_EXCLUDED(mu_);
   const Limits& limits() const { return limits_; }
 
  private:
   // Why `more` units for a request already charged `charged` (0: a new
   // one) are refused, or OK; with the lock held.
   absl::Status CheckLocked(size_t charged, size_t more, bool fresh,
-                           const std::string& client = "") const;
+                           const std::string& client = "") const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The same for `client`'s share (Limits::max_client_requests and
   // max_client_units).
   absl::Status CheckClientLocked(size_t more, bool fresh,
-                                 const std::string& client) const;
-  void ChangedLocked();
+                                 const std::string& client) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Charges `more` units (and, `fresh`, one request) to the budget and
   // `client`; gives back `units` (and, `last`, the request).
-  void ChargeLocked(size_t more, bool fresh, const std::string& client);
-  void ReleaseLocked(size_t units, bool last, const std::string& client);
+  void ChargeLocked(size_t more, bool fresh, const std::string& client)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLocked(size_t units, bool last, const std::string& client)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hold's steps.
   absl::Status Grow(size_t charged, size_t more, bool fresh,
                     const std::string& client);
@@ -167,13 +174,14 @@ class Admission {
   };
 
   const Limits limits_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_;
-  size_t units_ = 0, requests_ = 0;
+  mutable Mutex mu_;
+  CondVar idle_;
+  size_t units_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t requests_ ABSL_GUARDED_BY(mu_) = 0;
   // Clients with a request admitted or units held.
-  std::map<std::string, ClientShare> clients_;
-  bool closed_ = false;
-  Counts counts_;
+  std::map<std::string, ClientShare> clients_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  Counts counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sortd

@@ -11,7 +11,7 @@ namespace sortd {
 CpuScratchPool::Block CpuScratchPool::Take(size_t bytes) {
   const size_t capacity = Capacity(bytes);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // The smallest idle block that holds `bytes` and is at most twice as
     // large as a new one would be: a larger one would be held up by a
     // sort that needs little of it while a larger sort allocates anew.
@@ -41,7 +41,7 @@ CpuScratchPool::Block CpuScratchPool::Take(size_t bytes) {
     Trim();
     block.data = static_cast<std::byte*>(::operator new(capacity, kAlignment));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   in_use_bytes_ += capacity;
   ++allocated_;
   return block;
@@ -50,7 +50,7 @@ CpuScratchPool::Block CpuScratchPool::Take(size_t bytes) {
 void CpuScratchPool::Return(const Block& block) {
   std::vector<Block> to_free;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     in_use_bytes_ -= block.capacity;
     if (block.capacity > max_idle_bytes_) {
       to_free.push_back(block);
@@ -71,7 +71,7 @@ void CpuScratchPool::Return(const Block& block) {
 void CpuScratchPool::Trim() {
   std::vector<Block> to_free;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     to_free.swap(idle_);
     idle_bytes_ = 0;
   }
@@ -79,7 +79,7 @@ void CpuScratchPool::Trim() {
 }
 
 CpuSorter::ScratchStats CpuScratchPool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return {idle_bytes_, in_use_bytes_, reused_, allocated_};
 }
 

@@ -9,10 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <vector>
 
+#include "core/mutex.h"
 #include "server/cpu_sorter.h"
 
 namespace sortd {
@@ -60,10 +60,13 @@ class CpuScratchPool {
 
   const size_t min_bytes_;
   const size_t max_idle_bytes_;
-  mutable std::mutex mu_;
-  std::vector<Block> idle_;  // the longest idle first
-  size_t idle_bytes_ = 0, in_use_bytes_ = 0;
-  uint64_t reused_ = 0, allocated_ = 0;
+  mutable Mutex mu_;
+  // The longest idle first.
+  std::vector<Block> idle_ ABSL_GUARDED_BY(mu_);
+  size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_use_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reused_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t allocated_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The uninitialised scratch of one sort: a block of `pool` from

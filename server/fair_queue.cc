@@ -73,43 +73,44 @@ FairQueue::FairQueue(const Options& options)
 void FairQueue::Submit(std::string_view client, size_t units,
                        std::function<void()> work) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     shares_.Push(client, units, std::move(work));
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void FairQueue::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
   }
 }
 
 void FairQueue::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
     FairShares::Item item;
     if (!shares_.Pop(bulk_running_ < bulk_limit_, &item)) {
-      if (stopping_ && shares_.empty()) return;
-      cv_.wait(lock);
+      if (stopping_ && shares_.empty()) break;
+      cv_.Wait(&mu_);
       continue;
     }
     if (item.bulk) ++bulk_running_;
-    lock.unlock();
+    mu_.Unlock();
     item.work();
     item.work = nullptr;  // its captures go before the lock is taken
-    lock.lock();
+    mu_.Lock();
     if (item.bulk) {
       --bulk_running_;
       // A bulk task may wait for this one; the waker may not be it.
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
   }
+  mu_.Unlock();
 }
 
 }  // namespace sortd

@@ -25,19 +25,19 @@
 #ifndef SORTD_SERVER_FAIR_QUEUE_H_
 #define SORTD_SERVER_FAIR_QUEUE_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace sortd {
 
@@ -108,19 +108,20 @@ class FairQueue {
   FairQueue& operator=(const FairQueue&) = delete;
 
   // Queues `work` of `units` for `client`.
-  void Submit(std::string_view client, size_t units,
-              std::function<void()> work);
+  void Submit(std::string_view client, size_t units, std::function<void()> work)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Finishes everything already submitted, then joins the threads.
-  void Stop();
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Run();
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  FairShares shares_;  // guarded by mu_
-  int bulk_running_ = 0, bulk_limit_ = 1;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  FairShares shares_ ABSL_GUARDED_BY(mu_);
+  int bulk_running_ ABSL_GUARDED_BY(mu_) = 0;
+  int bulk_limit_ = 1;  // set before the threads start
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

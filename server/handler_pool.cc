@@ -16,23 +16,23 @@ HandlerPool::HandlerPool(int threads) {
 
 HandlerPool::~HandlerPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  ready_.notify_all();
+  ready_.NotifyAll();
   for (std::thread& t : threads_) t.join();
 }
 
 void HandlerPool::Post(absl::AnyInvocable<void() &&> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     tasks_.push_back(std::move(task));
   }
-  ready_.notify_one();
+  ready_.NotifyOne();
 }
 
 size_t HandlerPool::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return tasks_.size();
 }
 
@@ -42,8 +42,8 @@ void HandlerPool::Loop() {
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && tasks_.empty()) ready_.Wait(&mu_);
       // Stopping, the tasks already posted still run: each answers a call.
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());

@@ -10,20 +10,16 @@
 //
 // Tasks run in the order posted, each on one of the pool's threads; the
 // destructor runs every task already posted, then joins the threads.
-//
-// (std::mutex rather than absl::Mutex: ThreadSanitizer sees the ordering
-// that pthread mutexes give, not that of Debian's uninstrumented Abseil.)
 #ifndef SORTD_SERVER_HANDLER_POOL_H_
 #define SORTD_SERVER_HANDLER_POOL_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "core/mutex.h"
 
 namespace sortd {
 
@@ -35,21 +31,21 @@ class HandlerPool {
   HandlerPool(const HandlerPool&) = delete;
   HandlerPool& operator=(const HandlerPool&) = delete;
 
-  void Post(absl::AnyInvocable<void() &&> task);
+  void Post(absl::AnyInvocable<void() &&> task) ABSL_LOCKS_EXCLUDED(mu_);
   // Tasks posted and not yet started.
-  size_t queued() const;
+  size_t queued() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The threads a pool gets when asked for 0: a quarter of the host's
   // cores, at least 2.
   static int DefaultThreads();
 
  private:
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
-  mutable std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<absl::AnyInvocable<void() &&>> tasks_;  // guarded by mu_
-  bool stopping_ = false;                            // guarded by mu_
+  mutable Mutex mu_;
+  CondVar ready_;
+  std::deque<absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -7,10 +7,10 @@
 #include <iterator>
 #include <list>
 #include <map>
-#include <mutex>
 #include <new>
 #include <vector>
 
+#include "core/mutex.h"
 #include "grpc/slice.h"
 
 namespace sortd {
@@ -64,7 +64,7 @@ struct HostBufferPool::Shared {
 
   // An idle block of a fitting size into `out`; false if there is none.
   bool TakeIdle(size_t bytes, Block* out) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     // The smallest idle block that holds `bytes` and is at most a quarter
     // larger than a new one would be (so that the block a request of this
     // size allocated fits the next one: 1 MiB and a few bytes take 2 MiB).
@@ -83,10 +83,11 @@ struct HostBufferPool::Shared {
     return true;
   }
 
-  // Takes an idle block out of `idle` and its index; mu held. Entries of
-  // one capacity keep the order they were returned in, so the oldest
-  // block's entry is the first of its capacity.
-  Block TakeOut(std::list<Block>::iterator it) {
+  // Takes an idle block out of `idle` and its index. Entries of one
+  // capacity keep the order they were returned in, so the oldest block's
+  // entry is the first of its capacity.
+  Block TakeOut(std::list<Block>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto entry = by_capacity.find(it->capacity);
     while (entry != by_capacity.end() && entry->second != it) ++entry;
     assert(entry != by_capacity.end());
@@ -100,7 +101,7 @@ struct HostBufferPool::Shared {
   void Return(const Block& block) {
     std::vector<Block> to_free;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       in_use_bytes -= block.capacity;
       // A block from other memory than the pool's now (set after it was
       // handed out) is not kept; one from the heap is (taken where the
@@ -127,7 +128,7 @@ struct HostBufferPool::Shared {
   bool FreeIdleFrom(const std::shared_ptr<HostMemory>& memory, size_t bytes) {
     std::vector<Block> to_free;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       size_t held = 0;
       for (const Block& b : idle) {
         if (b.memory == memory) held += b.capacity;
@@ -150,7 +151,7 @@ struct HostBufferPool::Shared {
   void Trim() {
     std::list<Block> freed;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       freed.swap(idle);
       by_capacity.clear();
       idle_bytes = 0;
@@ -159,13 +160,16 @@ struct HostBufferPool::Shared {
   }
 
   const Options options;
-  std::shared_ptr<HostMemory> memory;  // guarded by mu
-  mutable std::mutex mu;
-  std::list<Block> idle;  // the longest idle first
+  mutable Mutex mu;
+  std::shared_ptr<HostMemory> memory ABSL_GUARDED_BY(mu);
+  std::list<Block> idle ABSL_GUARDED_BY(mu);  // the longest idle first
   // `idle` by capacity: with small blocks pooled there may be thousands.
-  std::multimap<size_t, std::list<Block>::iterator> by_capacity;
-  size_t idle_bytes = 0, in_use_bytes = 0;
-  uint64_t reused = 0, allocated = 0;
+  std::multimap<size_t, std::list<Block>::iterator> by_capacity
+      ABSL_GUARDED_BY(mu);
+  size_t idle_bytes ABSL_GUARDED_BY(mu) = 0;
+  size_t in_use_bytes ABSL_GUARDED_BY(mu) = 0;
+  uint64_t reused ABSL_GUARDED_BY(mu) = 0;
+  uint64_t allocated ABSL_GUARDED_BY(mu) = 0;
 };
 
 HostBufferPool::HostBufferPool(const Options& options)
@@ -182,7 +186,7 @@ grpc::Slice HostBufferPool::Allocate(size_t bytes) {
     const size_t capacity = Shared::Capacity(bytes);
     std::shared_ptr<HostMemory> memory;
     {
-      std::lock_guard<std::mutex> lock(shared_->mu);
+      MutexLock lock(&shared_->mu);
       memory = shared_->memory;
     }
     // Page-locked memory is capped (gpu/pinned_memory.h): where idle
@@ -199,7 +203,7 @@ grpc::Slice HostBufferPool::Allocate(size_t bytes) {
       delete block;
       throw std::bad_alloc();
     }
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(&shared_->mu);
     shared_->in_use_bytes += capacity;
     ++shared_->allocated;
   }
@@ -219,14 +223,14 @@ void HostBufferPool::Trim() { shared_->Trim(); }
 
 void HostBufferPool::SetMemory(std::shared_ptr<HostMemory> memory) {
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(&shared_->mu);
     shared_->memory = std::move(memory);
   }
   shared_->Trim();  // idle blocks from the memory before
 }
 
 HostBufferPool::Stats HostBufferPool::stats() const {
-  std::lock_guard<std::mutex> lock(shared_->mu);
+  MutexLock lock(&shared_->mu);
   return {shared_->idle_bytes, shared_->in_use_bytes, shared_->reused,
           shared_->allocated};
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <utility>
 
@@ -53,9 +54,9 @@ IdleTrimmer::IdleTrimmer(Options options, std::function<Activity()> probe,
 
 IdleTrimmer::~IdleTrimmer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -68,9 +69,14 @@ void IdleTrimmer::Loop() {
   // builds and calibration leave garbage too).
   uint64_t last_progress = 0;
   bool dirty = true;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, interval, [this] { return stop_; })) {
-    lock.unlock();
+  mu_.Lock();
+  for (;;) {
+    // An interval's wait, cut short by stop_.
+    const auto deadline = std::chrono::steady_clock::now() + interval;
+    while (!stop_ && cv_.WaitUntil(&mu_, deadline)) {
+    }
+    if (stop_) break;
+    mu_.Unlock();
     const Activity now = probe_();
     Tick tick;
     if (now.busy || now.progress != last_progress) {
@@ -83,8 +89,9 @@ void IdleTrimmer::Loop() {
     }
     tick.resident_bytes = options_.resident();
     if (on_tick_) on_tick_(tick);
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 }  // namespace sortd

@@ -19,14 +19,13 @@
 #ifndef SORTD_SERVER_MEMORY_H_
 #define SORTD_SERVER_MEMORY_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "absl/time/time.h"
+#include "core/mutex.h"
 
 namespace sortd {
 
@@ -77,14 +76,14 @@ class IdleTrimmer {
   IdleTrimmer& operator=(const IdleTrimmer&) = delete;
 
  private:
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
   Options options_;
   std::function<Activity()> probe_;
   std::function<void(const Tick&)> on_tick_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -276,7 +276,7 @@ Metrics::Metrics()
 
 std::vector<prometheus::MetricFamily> Metrics::Collect() const {
   {
-    std::lock_guard<std::mutex> lock(lateness_mu_);
+    MutexLock lock(&lateness_mu_);
     if (lateness_source_) {
       late_sort_.Set(lateness_source_(Op::kSort));
       late_transpose_.Set(lateness_source_(Op::kTranspose));
@@ -292,12 +292,12 @@ std::vector<prometheus::MetricFamily> Metrics::Collect() const {
 
 void Metrics::SetSharedMemorySource(
     std::function<SharedMemoryCounts()> source) {
-  std::lock_guard<std::mutex> lock(lateness_mu_);
+  MutexLock lock(&lateness_mu_);
   shm_source_ = std::move(source);
 }
 
 void Metrics::SetLatenessSource(std::function<double(Op)> source) {
-  std::lock_guard<std::mutex> lock(lateness_mu_);
+  MutexLock lock(&lateness_mu_);
   lateness_source_ = std::move(source);
 }
 

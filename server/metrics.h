@@ -12,12 +12,12 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -134,10 +134,9 @@ class Metrics final : public SchedulerListener {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> scraped_;  // Collect(), served
-  mutable std::mutex lateness_mu_;
-  std::function<double(Op)> lateness_source_;  // guarded by lateness_mu_
-  // guarded by lateness_mu_
-  std::function<SharedMemoryCounts()> shm_source_;
+  mutable Mutex lateness_mu_;
+  std::function<double(Op)> lateness_source_ ABSL_GUARDED_BY(lateness_mu_);
+  std::function<SharedMemoryCounts()> shm_source_ ABSL_GUARDED_BY(lateness_mu_);
   std::shared_ptr<prometheus::Collectable> process_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string listen_host_;  // where the exposer listens, for ~Metrics

@@ -24,15 +24,15 @@ PartAssembler::~PartAssembler() {
   FailAll(absl::UnavailableError(
       "sortd is shutting down: the array's other parts will not come"));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   reaper_.join();
 }
 
 size_t PartAssembler::waiting_groups() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return groups_.size();
 }
 
@@ -142,14 +142,14 @@ absl::StatusOr<std::vector<PartAssembler::Part>> PartAssembler::Add(
   std::vector<Part> failed, whole;
   absl::Status refused;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!closed_.ok()) return closed_;
     auto [it, fresh] = groups_.try_emplace(key);
     Group& g = it->second;
     if (fresh) {
       g.count = spec.count();
       g.expires = absl::Now() + options_.timeout;
-      changed_.notify_all();
+      changed_.NotifyAll();
     }
     refused = MismatchLocked(g, spec, part);
     if (!refused.ok()) {
@@ -179,7 +179,7 @@ absl::Status PartAssembler::Refuse(const std::string& scope,
   if (!NamesAGroup(spec)) return refused;  // names no group
   std::vector<Part> failed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     failed = Drop(Key(scope, spec.group()));
   }
   FailParts(failed, absl::Status(refused.code(),
@@ -192,7 +192,7 @@ absl::Status PartAssembler::Refuse(const std::string& scope,
 void PartAssembler::FailAll(const absl::Status& status) {
   std::vector<Part> failed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [name, g] : groups_) {
       for (Part& p : g.parts) failed.push_back(std::move(p));
     }
@@ -206,14 +206,14 @@ void PartAssembler::FailAll(const absl::Status& status) {
 
 void PartAssembler::Close(const absl::Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = status;
   }
   FailAll(status);
 }
 
 void PartAssembler::Expire() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
     absl::Time next = absl::InfiniteFuture();
     const absl::Time now = absl::Now();
@@ -239,19 +239,20 @@ void PartAssembler::Expire() {
     }
     if (!expired.empty()) {
       ChangedLocked();
-      lock.unlock();
+      mu_.Unlock();
       for (auto& [parts, what] : expired) {
         FailParts(parts, absl::DeadlineExceededError(what));
       }
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     if (next == absl::InfiniteFuture()) {
-      changed_.wait(lock);
+      changed_.Wait(&mu_);
     } else {
-      changed_.wait_until(lock, absl::ToChronoTime(next));
+      changed_.WaitUntil(&mu_, absl::ToChronoTime(next));
     }
   }
+  mu_.Unlock();
 }
 
 }  // namespace sortd

@@ -29,12 +29,10 @@
 #ifndef SORTD_SERVER_PARTS_H_
 #define SORTD_SERVER_PARTS_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -42,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/mutex.h"
 #include "core/sorter.h"
 #include "sortd/v1/sortd.pb.h"
 
@@ -104,13 +103,13 @@ class PartAssembler {
                       const absl::Status& refused);
 
   // Fails every waiting part with `status`.
-  void FailAll(const absl::Status& status);
+  void FailAll(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // The same, and refuses every part that comes later with `status` (the
   // server is draining: the rest of a new array would never come).
-  void Close(const absl::Status& status);
+  void Close(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Groups waiting for parts.
-  size_t waiting_groups() const;
+  size_t waiting_groups() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Group {
@@ -124,23 +123,25 @@ class PartAssembler {
   using Key = std::pair<std::string, std::string>;  // scope, name
 
   // Removes `key`'s group and hands back its parts to be failed.
-  std::vector<Part> Drop(const Key& key);
-  void Expire();
-  void ChangedLocked();
+  std::vector<Part> Drop(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Expire() ABSL_LOCKS_EXCLUDED(mu_);
+  void ChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why `part` cannot join `g` (count, index or terms unlike the group's,
   // or no room to wait); OK when it can.
   absl::Status MismatchLocked(const Group& g, const v1::Part& spec,
-                              const Part& part) const;
+                              const Part& part) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds `part` to `g`, to wait (and be counted) for the group's others.
-  void WaitLocked(Group& g, Part part);
+  void WaitLocked(Group& g, Part part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  std::map<Key, Group> groups_;
-  size_t waiting_bytes_ = 0, waiting_parts_ = 0;
-  bool stopping_ = false;
-  absl::Status closed_;  // set by Close
+  mutable Mutex mu_;
+  CondVar changed_;
+  std::map<Key, Group> groups_ ABSL_GUARDED_BY(mu_);
+  size_t waiting_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t waiting_parts_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status closed_ ABSL_GUARDED_BY(mu_);  // set by Close
   std::thread reaper_;
 };
 

@@ -6,7 +6,6 @@
 #include <exception>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -17,6 +16,7 @@
 
 #include "absl/time/clock.h"
 #include "core/keys.h"
+#include "core/mutex.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "server/out_of_memory.h"
 
@@ -397,14 +397,14 @@ absl::Status SortEveryRun(Sorter& engine, const SortJob& job,
                           std::byte* values, std::byte* perm) {
   const size_t k = bounds.size() - 1;
   std::atomic<size_t> next{0};
-  std::mutex mu;
+  Mutex mu;
   absl::Status status;
   auto worker = [&] {
     for (;;) {
       const size_t r = next.fetch_add(1);
       if (r >= k) return;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(&mu);
         if (!status.ok()) return;
       }
       StageTimes stages;
@@ -414,7 +414,7 @@ absl::Status SortEveryRun(Sorter& engine, const SortJob& job,
         return SortRunInto(engine, job, bounds[r], bounds[r + 1], keys, values,
                            perm, job.stages != nullptr ? &stages : nullptr);
       });
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (!s.ok() && status.ok()) status = s;
       if (job.stages != nullptr) AddStages(stages, job.stages);
     }

@@ -107,13 +107,13 @@ absl::Time Scheduler::Now() const {
 }
 
 int Scheduler::healthy_devices() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return pool_.devices_up();
 }
 
 Scheduler::Stats Scheduler::stats() const {
   const Admission::Counts counts = admission_.counts();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Stats s = stats_;
   s.submitted = counts.admitted + counts.refused;
   s.rejected = counts.refused;
@@ -142,7 +142,7 @@ Scheduler::QueueSnapshot Scheduler::QueueLocked() {
 }
 
 void Scheduler::Publish(const QueueSnapshot& queue) {
-  std::lock_guard<std::mutex> lock(publish_mu_);
+  MutexLock lock(&publish_mu_);
   if (queue.seq <= published_seq_) return;
   published_seq_ = queue.seq;
   listener_->OnQueue(queue.units, queue.requests, queue.inflight);
@@ -160,7 +160,7 @@ void Scheduler::Submit(std::shared_ptr<Task> task) {
   task->charged = *charged;
   task->holds = 2;  // its answer, and this call
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++inflight_;
   }
   SubmitAdmitted(task);
@@ -183,26 +183,29 @@ void Scheduler::SubmitAdmitted(const std::shared_ptr<Task>& task) {
   // Queue wait and the batching delay count from here: validation and
   // sizing the response are not queueing.
   task->enqueued = Now();
-  std::unique_lock<std::mutex> lock(mu_);
-  RouteEstimate estimate;
-  const Route route = RouteLocked(*task, &estimate);
-  task->route = route;
-  const bool device = route == Route::kSolo || route == Route::kBatch;
-  // Overflowed: a size of the CPU path's sent to a device by estimate.
-  const Thresholds& th =
-      task->op == Op::kSort ? options_.sort : options_.transpose;
-  if (device && task->units <= th.cpu_max) {
-    task->device_estimate = estimate.device;
-  }
+  Route route;
+  bool device;
   QueueSnapshot queue;
-  if (device) {
-    batchers_.Add(task, route == Route::kSolo);
-    queue = QueueLocked();
-  } else if (route == Route::kSpill) {
-    ++stats_.spilled;
+  {
+    MutexLock lock(&mu_);
+    RouteEstimate estimate;
+    route = RouteLocked(*task, &estimate);
+    task->route = route;
+    device = route == Route::kSolo || route == Route::kBatch;
+    // Overflowed: a size of the CPU path's sent to a device by estimate.
+    const Thresholds& th =
+        task->op == Op::kSort ? options_.sort : options_.transpose;
+    if (device && task->units <= th.cpu_max) {
+      task->device_estimate = estimate.device;
+    }
+    if (device) {
+      batchers_.Add(task, route == Route::kSolo);
+      queue = QueueLocked();
+    } else if (route == Route::kSpill) {
+      ++stats_.spilled;
+    }
   }
-  lock.unlock();
-  if (device) cv_.notify_all();
+  if (device) cv_.NotifyAll();
   listener_->OnRoute(task->op, route);
   if (route == Route::kFailover) listener_->OnCpuFallback("no_healthy_device");
   if (device) {
@@ -248,7 +251,7 @@ double Scheduler::DeviceLateness::Add(double answered_s, double estimated_s,
 }
 
 double Scheduler::device_late(Op op) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return late_[static_cast<int>(op)].At(Now());
 }
 
@@ -256,7 +259,7 @@ void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
   task->route = route;
   QueueSnapshot queue;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cpu_queued_units_ += task->units;
     ++cpu_queued_requests_;
     queue = QueueLocked();
@@ -270,7 +273,7 @@ void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {
   const absl::Status expired = Expired(*task, start);
   bool abandon;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cpu_queued_units_ -= task->units;
     --cpu_queued_requests_;
     abandon = abandoning_;
@@ -311,7 +314,7 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
     const absl::Time now = Now();
     double late;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       late = late_[static_cast<int>(task->op)].Add(
           absl::ToDoubleSeconds(now - task->enqueued), task->device_estimate,
           now);
@@ -321,7 +324,7 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
   task->done(result);
   QueueSnapshot queue;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     --inflight_;
     queue = QueueLocked();
   }
@@ -331,17 +334,17 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
 
 void Scheduler::StartDrain() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     draining_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Scheduler::AbandonQueued() {
   admission_.Close();
   Batch abandoned;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     abandoning_ = true;
     abandoned = batchers_.TakeAll();
     for (Handover& h : handovers_) {
@@ -367,7 +370,7 @@ void Scheduler::AbandonQueued() {
 void Scheduler::Drain(absl::Time deadline) {
   StartDrain();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
   }
   admission_.WaitIdle(deadline, [this] { return Now(); });
@@ -375,10 +378,10 @@ void Scheduler::Drain(absl::Time deadline) {
   // Running work finishes.
   admission_.WaitIdle();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& threads : runners_) {
     for (std::thread& t : threads) {
       if (t.joinable()) t.join();

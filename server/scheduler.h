@@ -74,13 +74,11 @@
 #ifndef SORTD_SERVER_SCHEDULER_H_
 #define SORTD_SERVER_SCHEDULER_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -89,6 +87,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/mutex.h"
 #include "core/sorter.h"
 #include "server/admission.h"
 #include "server/batch_codec.h"
@@ -245,28 +244,28 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  void Submit(std::shared_ptr<Task> task);
+  void Submit(std::shared_ptr<Task> task) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops batching delays, runs what is queued (and what is submitted
   // meanwhile: calls already accepted by gRPC) until `deadline`, then
   // answers whatever has not started UNAVAILABLE, waits for running work
   // and stops every thread; later submissions get UNAVAILABLE.
-  void Drain(absl::Time deadline);
+  void Drain(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The parts of Drain, for a server that must also wait for gRPC's own
   // shutdown: StartDrain closes batches at once (submissions are still
   // served); AbandonQueued answers every task not yet started UNAVAILABLE
   // and refuses later submissions.
-  void StartDrain();
-  void AbandonQueued();
+  void StartDrain() ABSL_LOCKS_EXCLUDED(mu_);
+  void AbandonQueued() ABSL_LOCKS_EXCLUDED(mu_);
 
-  Stats stats() const;
-  int healthy_devices() const;
+  Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  int healthy_devices() const ABSL_LOCKS_EXCLUDED(mu_);
   // Gives idle memory the scheduler keeps back to the system (the split
   // sorts' scratch), for sortd's idle trim.
   void TrimIdle() { split_scratch_.Trim(); }
   // The factor the router scales device estimates of `op` by now.
-  double device_late(Op op) const;
+  double device_late(Op op) const ABSL_LOCKS_EXCLUDED(mu_);
   const Options& options() const { return options_; }
 
  private:
@@ -281,13 +280,22 @@ class Scheduler {
   static Batchers::Limits BatchLimits(const Options& options,
                                       const DevicePool& pool);
   absl::Time Now() const;
-  QueueSnapshot QueueLocked();
-  void Publish(const QueueSnapshot& queue);
-  Route RouteLocked(const Task& task, RouteEstimate* estimate) const;
+  QueueSnapshot QueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Publish(const QueueSnapshot& queue) ABSL_LOCKS_EXCLUDED(publish_mu_);
+  Route RouteLocked(const Task& task, RouteEstimate* estimate) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnqueueCpu(std::shared_ptr<Task> task, Route route);
   void RunCpu(const std::shared_ptr<Task>& task);
   // Submit after admission: prepare, route, queue or answer.
   void SubmitAdmitted(const std::shared_ptr<Task>& task);
+  // The device whose runner holds a lease on it, read without mu_ by that
+  // runner: the pool's slots never move (sized at construction) and a
+  // device is re-created (its engine replaced) only with nothing in flight.
+  // The analysis cannot see a lease, hence no checking here.
+  DevicePool::Device& LeasedDevice(size_t device_index)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return pool_[device_index];
+  }
   // Drops one of the task's holds; the last releases its admission (and is
   // the caller's last touch of the scheduler).
   void Unhold(Task& task);
@@ -302,37 +310,37 @@ class Scheduler {
   // device may succeed where it failed (see FailOver).
   static bool DeviceFault(const absl::Status& error);
   // Whether device `d` is up and has not failed `h`.
-  bool MayTakeLocked(const Handover& h, size_t d) const;
+  bool MayTakeLocked(const Handover& h, size_t d) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves into `out` the waiting handovers that no device up may take.
-  void StrandedHandoversLocked(Batch* out);
+  void StrandedHandoversLocked(Batch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `batch` for another device up that has not failed it (`tried`,
   // with `device_index` added) and snapshots the queue into `queue`; false,
-  // leaving `batch` as it is, where no device may take it. Requires mu_
-  // held.
+  // leaving `batch` as it is, where no device may take it.
   bool HandOverLocked(size_t device_index, Batch& batch,
-                      std::vector<bool> tried, QueueSnapshot* queue);
+                      std::vector<bool> tried, QueueSnapshot* queue)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each runner thread's loop (server/scheduler_runner.cc). Requires mu_
   // not held: it takes mu_ and holds it except around publishing, running
   // a batch, giving the packing buffer back and re-creating the device.
-  void RunnerLoop(size_t device_index);
+  void RunnerLoop(size_t device_index) ABSL_LOCKS_EXCLUDED(mu_);
   // The runner's steps. Each returns with the lock held, releasing it only
   // where the loop did.
   // The device is down: gives the packing buffer back, or re-creates the
-  // device when its turn has come, or waits. Requires mu_ held (`lock`).
-  void WaitWhileDown(std::unique_lock<std::mutex>& lock, size_t device_index,
-                     batch::PackBuffer* pack);
+  // device when its turn has come, or waits.
+  void WaitWhileDown(size_t device_index, batch::PackBuffer* pack)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs the first handover this device may take, if it has room: true when
-  // it ran one. Requires mu_ held (`lock`).
-  bool RunHandover(std::unique_lock<std::mutex>& lock, size_t device_index,
-                   batch::PackBuffer* pack);
+  // it ran one.
+  bool RunHandover(size_t device_index, batch::PackBuffer* pack)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the next batch this device may lease into `batch`: true. Else
   // waits (for work, room or the batching delay) and returns false.
-  // Requires mu_ held (`lock`).
-  bool TakeBatchOrWait(std::unique_lock<std::mutex>& lock, size_t device_index,
-                       batch::PackBuffer* pack, Batch* batch);
-  // Re-creates a device that is down, after its back-off; called with the
-  // lock held, releases it around the factory.
-  void Reinit(std::unique_lock<std::mutex>& lock, size_t device_index);
+  bool TakeBatchOrWait(size_t device_index, batch::PackBuffer* pack,
+                       Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-creates a device that is down, after its back-off; releases the
+  // lock around the factory.
+  void Reinit(size_t device_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `batch` on the device; `tried` marks the devices that failed it
   // before (empty: none). True when it gave the runner's lease of
   // `leased_units` back itself: a split sort does, before it answers, so
@@ -381,7 +389,8 @@ class Scheduler {
   // nothing in flight, whose engines each take a part of `job` in one run;
   // empty when fewer than two, or when a part is beyond a device's memory.
   std::vector<size_t> SplitDevicesLocked(size_t device_index,
-                                         const SortJob& job) const;
+                                         const SortJob& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RunOnEngine(Sorter& engine, Batch& batch, StageTimes* stages,
                            batch::PackBuffer* pack, int* device_runs);
   // A failed device run: marks the device down if its engine says so, and
@@ -401,28 +410,31 @@ class Scheduler {
   SchedulerListener null_listener_;
   Admission admission_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;  // runners: work, state changes
-  // Guarded by mu_:
-  DevicePool pool_;
-  Batchers batchers_;
-  size_t cpu_queued_units_ = 0, cpu_queued_requests_ = 0;
+  mutable Mutex mu_;
+  CondVar cv_;  // runners: work, state changes
+  DevicePool pool_ ABSL_GUARDED_BY(mu_);
+  Batchers batchers_ ABSL_GUARDED_BY(mu_);
+  size_t cpu_queued_units_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t cpu_queued_requests_ ABSL_GUARDED_BY(mu_) = 0;
   // Failed batches waiting for another device, oldest first, and their
   // units and requests.
-  std::deque<Handover> handovers_;
-  size_t handover_units_ = 0, handover_requests_ = 0;
-  bool draining_ = false;    // batches close at once
-  bool abandoning_ = false;  // drain deadline passed: unstarted -> error
-  bool stopping_ = false;    // runners exit
-  Stats stats_;
-  size_t inflight_ = 0;     // admitted and not yet answered
-  DeviceLateness late_[2];  // by Op
-  uint64_t queue_seq_ = 0;
+  std::deque<Handover> handovers_ ABSL_GUARDED_BY(mu_);
+  size_t handover_units_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t handover_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // batches close at once
+  // The drain deadline passed: unstarted tasks answer an error.
+  bool abandoning_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // runners exit
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  // Admitted and not yet answered.
+  size_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  DeviceLateness late_[2] ABSL_GUARDED_BY(mu_);  // by Op
+  uint64_t queue_seq_ ABSL_GUARDED_BY(mu_) = 0;
 
   RouterConfig router_;  // from options_ and the devices
   std::vector<std::vector<std::thread>> runners_;  // by device
-  std::mutex publish_mu_;
-  uint64_t published_seq_ = 0;  // guarded by publish_mu_
+  Mutex publish_mu_;
+  uint64_t published_seq_ ABSL_GUARDED_BY(publish_mu_) = 0;
   FairQueue cpu_queue_;
   SplitScratchCache split_scratch_;
 };

@@ -23,57 +23,58 @@ namespace {
 
 // Waits for `cv` at most `d` (a minute at a time: callers loop, and an
 // infinite duration must not overflow the wait).
-void WaitAtMost(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                absl::Duration d) {
+void WaitAtMost(CondVar& cv, Mutex* mu, absl::Duration d)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
   d = std::clamp(d, absl::ZeroDuration(), absl::Minutes(1));
-  cv.wait_for(lock, absl::ToChronoNanoseconds(d));
+  cv.WaitFor(mu, absl::ToChronoNanoseconds(d));
 }
 
 }  // namespace
 
 void Scheduler::RunnerLoop(size_t device_index) {
   batch::PackBuffer pack;  // this runner's packing buffer, reused
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
-    if (stopping_) return;
+    if (stopping_) {
+      mu_.Unlock();
+      return;
+    }
     if (!pool_[device_index].up) {
-      WaitWhileDown(lock, device_index, &pack);
+      WaitWhileDown(device_index, &pack);
       continue;
     }
-    if (RunHandover(lock, device_index, &pack)) continue;
+    if (RunHandover(device_index, &pack)) continue;
     Batch batch;
-    if (!TakeBatchOrWait(lock, device_index, &pack, &batch)) continue;
+    if (!TakeBatchOrWait(device_index, &pack, &batch)) continue;
     size_t units = 0;
     for (const auto& t : batch) units += t->units;
     pool_.Lease(device_index, units);
     const QueueSnapshot queue = QueueLocked();
-    lock.unlock();
+    mu_.Unlock();
     Publish(queue);
     const bool returned = RunBatch(device_index, batch, {}, &pack, units);
-    lock.lock();
+    mu_.Lock();
     if (!returned) pool_.Return(device_index, units);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 
-void Scheduler::WaitWhileDown(std::unique_lock<std::mutex>& lock,
-                              size_t device_index, batch::PackBuffer* pack) {
+void Scheduler::WaitWhileDown(size_t device_index, batch::PackBuffer* pack) {
   if (pack->bytes() > 0) {
     // The failed engine's memory is not kept through its re-creation.
-    lock.unlock();
+    mu_.Unlock();
     pack->Release();
-    lock.lock();
+    mu_.Lock();
     return;
   }
   if (pool_.WantsReinit(device_index)) {
-    Reinit(lock, device_index);
+    Reinit(device_index);
   } else {
-    cv_.wait(lock);
+    cv_.Wait(&mu_);
   }
 }
 
-bool Scheduler::RunHandover(std::unique_lock<std::mutex>& lock,
-                            size_t device_index, batch::PackBuffer* pack) {
+bool Scheduler::RunHandover(size_t device_index, batch::PackBuffer* pack) {
   // A batch another device failed goes first: it has waited once already.
   // Only the devices that have not failed it may take it, so the first of
   // them with room does, even while a device that may not take it holds
@@ -85,9 +86,8 @@ bool Scheduler::RunHandover(std::unique_lock<std::mutex>& lock,
       !pool_.HasRoom(device_index, options_.full_pipeline_depth)) {
     return false;
   }
-  auto it = std::find_if(
-      handovers_.begin(), handovers_.end(),
-      [&](const Handover& h) { return MayTakeLocked(h, device_index); });
+  auto it = handovers_.begin();
+  while (it != handovers_.end() && !MayTakeLocked(*it, device_index)) ++it;
   if (it == handovers_.end()) return false;
   Handover h = std::move(*it);
   handovers_.erase(it);
@@ -97,32 +97,31 @@ bool Scheduler::RunHandover(std::unique_lock<std::mutex>& lock,
   pool_.Lease(device_index, h.units);
   const std::string to = pool_[device_index].name;
   const QueueSnapshot queue = QueueLocked();
-  lock.unlock();
+  mu_.Unlock();
   Publish(queue);
   listener_->OnDeviceFailover(h.from, to, h.batch.size());
   const bool returned =
       RunBatch(device_index, h.batch, std::move(h.tried), pack, h.units);
-  lock.lock();
+  mu_.Lock();
   if (!returned) pool_.Return(device_index, h.units);
-  cv_.notify_all();
+  cv_.NotifyAll();
   return true;
 }
 
-bool Scheduler::TakeBatchOrWait(std::unique_lock<std::mutex>& lock,
-                                size_t device_index, batch::PackBuffer* pack,
+bool Scheduler::TakeBatchOrWait(size_t device_index, batch::PackBuffer* pack,
                                 Batch* batch) {
   // Beyond pipeline_depth batches in flight, only a full batch or a solo
   // task no longer than one goes.
   const bool within_depth = pool_.MayLease(device_index);
   if (!within_depth &&
       !pool_.MayLease(device_index, options_.full_pipeline_depth)) {
-    cv_.wait(lock);
+    cv_.Wait(&mu_);
     return false;
   }
   absl::Time wake = absl::InfiniteFuture();
   if (!within_depth) {
     if (batchers_.TakeFull(Now(), draining_, batch)) return true;
-    cv_.wait(lock);
+    cv_.Wait(&mu_);
     return false;
   }
   if (batchers_.TakeReady(Now(), draining_, batch, &wake)) return true;
@@ -130,34 +129,32 @@ bool Scheduler::TakeBatchOrWait(std::unique_lock<std::mutex>& lock,
     // Nothing queued: the packing buffer (page-locked memory, as large
     // as the largest batch) goes back once a second has passed without
     // a wake-up.
-    if (cv_.wait_for(lock, std::chrono::seconds(1)) ==
-        std::cv_status::timeout) {
-      lock.unlock();
+    if (!cv_.WaitFor(&mu_, std::chrono::seconds(1))) {
+      mu_.Unlock();
       pack->Release();
-      lock.lock();
+      mu_.Lock();
     }
   } else if (wake == absl::InfiniteFuture()) {
-    cv_.wait(lock);
+    cv_.Wait(&mu_);
   } else {
-    WaitAtMost(cv_, lock, wake - Now());
+    WaitAtMost(cv_, &mu_, wake - Now());
   }
   return false;
 }
 
-void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
-                       size_t device_index) {
+void Scheduler::Reinit(size_t device_index) {
   pool_.BeginReinit(device_index);
   while (!stopping_ && Now() < pool_[device_index].next_attempt) {
-    WaitAtMost(cv_, lock, pool_[device_index].next_attempt - Now());
+    WaitAtMost(cv_, &mu_, pool_[device_index].next_attempt - Now());
   }
   if (stopping_) {
     pool_.AbortReinit(device_index);
     return;
   }
   const EngineFactory make = pool_.FreeEngine(device_index);
-  lock.unlock();
+  mu_.Unlock();
   absl::StatusOr<std::unique_ptr<Sorter>> engine = make();
-  lock.lock();
+  mu_.Lock();
   const DevicePool::Reinit r =
       pool_.EndReinit(device_index, std::move(engine), Now());
   const DevicePool::Device& dev = pool_[device_index];
@@ -167,8 +164,8 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
     ++stats_.reinits;
     info = dev.engine->vendor_driver();
   }
-  lock.unlock();
-  cv_.notify_all();
+  mu_.Unlock();
+  cv_.NotifyAll();
   if (r.up) {
     LogLine("device %s re-created; it serves again\n", name.c_str());
     listener_->OnDeviceInfo(name, info.first, info.second);
@@ -178,7 +175,7 @@ void Scheduler::Reinit(std::unique_lock<std::mutex>& lock,
           "re-creating device %s failed (%s); next try in %s\n", name.c_str(),
           r.error.ToString().c_str(), absl::FormatDuration(r.next_try).c_str());
   }
-  lock.lock();
+  mu_.Lock();
 }
 
 Batch Scheduler::TakeLive(Batch& batch, absl::Time now) {
@@ -187,7 +184,7 @@ Batch Scheduler::TakeLive(Batch& batch, absl::Time now) {
   for (auto& t : batch) {
     if (absl::Status e = Expired(*t, now); !e.ok()) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         ++stats_.dropped;
       }
       TaskResult result;
@@ -205,7 +202,7 @@ bool Scheduler::RunBatch(size_t device_index, Batch& batch,
                          size_t leased_units) {
   // Only this runner's lease uses the engine until it is returned: the
   // pool re-creates a device only with nothing in flight.
-  DevicePool::Device& dev = pool_[device_index];
+  DevicePool::Device& dev = LeasedDevice(device_index);
   const absl::Time start = Now();
   Batch live = TakeLive(batch, start);
   if (live.empty()) return false;
@@ -240,7 +237,7 @@ bool Scheduler::RunBatch(size_t device_index, Batch& batch,
   listener_->OnBatch(op, dev.name, live.size(), units);
   listener_->OnDeviceMemory(dev.name, dev.engine->memory_bytes());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++stats_.gpu_runs;
     stats_.gpu_tasks += live.size();
     stats_.largest_batch = std::max(stats_.largest_batch, live.size());
@@ -306,14 +303,14 @@ void Scheduler::StrandedHandoversLocked(Batch* out) {
 // no request routed after it finds that device still up.
 void Scheduler::FailOver(size_t device_index, Batch& batch,
                          std::vector<bool> tried, const absl::Status& error) {
-  const DevicePool::Device& dev = pool_[device_index];
+  const DevicePool::Device& dev = LeasedDevice(device_index);
   const Op op = batch.front()->op;
   const size_t requests = batch.size();
   bool marked_down = false, handed = false;
   Batch stranded;
   QueueSnapshot queue;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (dev.up && !dev.engine->healthy()) {
       pool_.MarkDown(device_index, Now());
       marked_down = true;
@@ -347,7 +344,7 @@ void Scheduler::FailOver(size_t device_index, Batch& batch,
     listener_->OnDeviceState(dev.name, false);
   }
   if (handed) Publish(queue);
-  if (marked_down || handed) cv_.notify_all();
+  if (marked_down || handed) cv_.NotifyAll();
   for (auto& t : stranded) {
     listener_->OnCpuFallback("no_healthy_device");
     EnqueueCpu(t, Route::kFailover);

@@ -47,7 +47,7 @@ Scheduler::SplitOutcome Scheduler::TrySplit(size_t device_index, Batch& live,
     return SplitOutcome::kAnswered;
   }
   // A part this device failed: its failover decides, as for any run.
-  if (!error.ok() && !pool_[device_index].engine->healthy()) {
+  if (!error.ok() && !LeasedDevice(device_index).engine->healthy()) {
     FailOver(device_index, live, std::move(tried), error);
     return SplitOutcome::kFailedOver;
   }
@@ -88,7 +88,7 @@ bool Scheduler::RunSplit(size_t device_index, const std::shared_ptr<Task>& task,
   std::vector<Sorter*> engines;
   std::vector<std::string> names;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Everything held for the split is had before any lease is taken:
     // without memory for it the sort runs on one device.
     try {
@@ -141,7 +141,7 @@ void Scheduler::EndSplit(const std::vector<size_t>& devices, size_t share,
   std::vector<std::string> lost;
   Batch stranded;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 1; i < devices.size(); ++i) {
       const size_t d = devices[i];
       pool_.Return(d, share);
@@ -166,7 +166,7 @@ void Scheduler::EndSplit(const std::vector<size_t>& devices, size_t share,
       ++stats_.split_failures;
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (const std::string& name : lost) {
     LogAt(LogLevel::kWarning,
           "device %s is unhealthy after its part of a split sort; the other "

@@ -15,13 +15,12 @@
 #define SORTD_SERVER_SERVICE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string_view>
 
 #include "absl/time/time.h"
+#include "core/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "server/admission.h"
 #include "server/authz.h"
@@ -49,23 +48,27 @@ class OpenCalls {
     if (open_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The last one: wake a drain waiting for none (under the mutex, so
       // that a waiter between its check and its wait is not missed).
-      std::lock_guard<std::mutex> lock(mu_);
-      none_.notify_all();
+      MutexLock lock(&mu_);
+      none_.NotifyAll();
     }
   }
   int64_t open() const { return open_.load(std::memory_order_relaxed); }
   // Whether none is open by `deadline`.
   bool WaitForNone(absl::Time deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return none_.wait_until(lock, absl::ToChronoTime(deadline), [this] {
-      return open_.load(std::memory_order_acquire) == 0;
-    });
+    const auto until = absl::ToChronoTime(deadline);
+    MutexLock lock(&mu_);
+    while (open_.load(std::memory_order_acquire) != 0) {
+      if (!none_.WaitUntil(&mu_, until)) {
+        return open_.load(std::memory_order_acquire) == 0;
+      }
+    }
+    return true;
   }
 
  private:
   std::atomic<int64_t> open_{0};
-  std::mutex mu_;
-  std::condition_variable none_;
+  Mutex mu_;  // orders Closed's notification with a waiter's check
+  CondVar none_;
 };
 
 // The generated service with every method taking raw byte buffers.

@@ -97,7 +97,7 @@ absl::Status CheckRegionFd(int fd, size_t* size, size_t* resident) {
 }  // namespace
 
 bool AdoptionWorker::Post(std::function<void()>& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return false;
   try {
     if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
@@ -105,16 +105,16 @@ bool AdoptionWorker::Post(std::function<void()>& job) {
   } catch (const std::exception&) {  // bad_alloc, or no thread to be had
     return false;
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   return true;
 }
 
 void AdoptionWorker::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   if (!thread_.joinable()) return;
   if (thread_.get_id() == std::this_thread::get_id()) {
     thread_.detach();  // the last job let the last holder go: it ends alone
@@ -124,13 +124,13 @@ void AdoptionWorker::Stop() {
 }
 
 void AdoptionWorker::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-    if (jobs_.empty()) return;  // stopping, and every job run
+    while (!stopping_ && jobs_.empty()) cv_.Wait(&mu_);
+    if (jobs_.empty()) break;  // stopping, and every job run
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
-    lock.unlock();
+    mu_.Unlock();
     try {
       job();
     } catch (const std::exception&) {
@@ -138,24 +138,25 @@ void AdoptionWorker::Loop() {
       // stays pageable; the thread serves on.
     }
     job = nullptr;  // what it held is let go here, unlocked
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 bool AdoptionWorker::Reserve(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (bytes > max_bytes_ || adopted_bytes_ > max_bytes_ - bytes) return false;
   adopted_bytes_ += bytes;
   return true;
 }
 
 void AdoptionWorker::Unreserve(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   adopted_bytes_ -= bytes;
 }
 
 size_t AdoptionWorker::adopted_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return adopted_bytes_;
 }
 
@@ -167,7 +168,7 @@ Region::~Region() {
   std::vector<std::shared_ptr<void>> adoptions;
   bool reserved = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     adoptions.swap(adoptions_);
     reserved = reserved_;
   }
@@ -204,7 +205,7 @@ int Region::AdoptInto(
     const std::vector<std::shared_ptr<HostMemory>>& memories) {
   if (memories.empty()) return 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (reserved_ || !adoptions_.empty()) return 0;  // adopted already
   }
   if (worker_ != nullptr && !worker_->Reserve(charged_)) return 0;  // cap
@@ -216,7 +217,7 @@ int Region::AdoptInto(
     } catch (const std::exception&) {  // that device copies through staging
     }
     if (handle == nullptr) continue;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     try {
       adopters_.reserve(adoptions_.size() + 1);
       adoptions_.push_back(std::move(handle));
@@ -231,7 +232,7 @@ int Region::AdoptInto(
     if (adopted == 0) {
       worker_->Unreserve(charged_);
     } else {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       reserved_ = true;
     }
   }
@@ -242,7 +243,7 @@ bool Region::Readopt(const std::shared_ptr<HostMemory>& old,
                      const std::shared_ptr<HostMemory>& fresh) {
   std::shared_ptr<void> released;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!reserved_) return false;  // never adopted: stays pageable
     for (size_t i = 0; i < adopters_.size(); ++i) {
       if (adopters_[i] != old) continue;
@@ -260,7 +261,7 @@ bool Region::Readopt(const std::shared_ptr<HostMemory>& old,
     } catch (const std::exception&) {
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (handle != nullptr) {
     try {
       adopters_.reserve(adoptions_.size() + 1);
@@ -280,7 +281,7 @@ bool Region::Readopt(const std::shared_ptr<HostMemory>& old,
 }
 
 int Region::adopted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int>(adoptions_.size());
 }
 
@@ -291,7 +292,7 @@ RegionRegistry::RegionRegistry(const Options& options)
 RegionRegistry::~RegionRegistry() {
   std::map<std::string, std::shared_ptr<Region>> regions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     regions.swap(regions_);
     mapped_bytes_ = 0;
   }
@@ -338,7 +339,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Map(int fd, size_t size,
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     const int error = errno;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     mapped_bytes_ -= charged;
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot map the memfd: ", std::strerror(error)));
@@ -348,7 +349,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Map(int fd, size_t size,
                                     charged, worker_);
   } catch (const std::bad_alloc&) {
     munmap(base, size);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     mapped_bytes_ -= charged;
     return absl::ResourceExhaustedError("no memory to register a region");
   }
@@ -367,7 +368,7 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
   absl::StatusOr<std::string> token = NewToken();
   if (!token.ok()) return token.status();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (absl::Status s = ChargeLocked(charged); !s.ok()) return s;
   }
   absl::StatusOr<std::shared_ptr<Region>> mapped = Map(fd, size, charged);
@@ -375,11 +376,11 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
   std::shared_ptr<Region> region = *std::move(mapped);
   std::vector<std::shared_ptr<HostMemory>> pin_with;
   try {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     pin_with = pin_with_;
     regions_.emplace(*token, region);
   } catch (const std::bad_alloc&) {
-    std::lock_guard<std::mutex> lock(mu_);  // unmapped as `region` goes
+    MutexLock lock(&mu_);  // unmapped as `region` goes
     mapped_bytes_ -= charged;
     return absl::ResourceExhaustedError("no memory to register a region");
   }
@@ -389,7 +390,7 @@ absl::StatusOr<RegionRegistry::Registered> RegionRegistry::Register(int fd) {
 }
 
 std::shared_ptr<Region> RegionRegistry::Find(const std::string& token) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = regions_.find(token);
   return it == regions_.end() ? nullptr : it->second;
 }
@@ -399,7 +400,7 @@ void RegionRegistry::PinWith(
   if (memories.empty()) return;
   std::vector<std::shared_ptr<Region>> registered;
   try {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pinned_) return;
     pin_with_ = memories;
     pinned_ = true;
@@ -418,7 +419,7 @@ void RegionRegistry::Repin(const std::shared_ptr<HostMemory>& old,
   if (old == nullptr || old == fresh) return;
   std::vector<std::shared_ptr<Region>> registered;
   try {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = std::find(pin_with_.begin(), pin_with_.end(), old);
     if (it == pin_with_.end()) return;
     if (fresh != nullptr) {
@@ -444,7 +445,7 @@ void RegionRegistry::Repin(const std::shared_ptr<HostMemory>& old,
 
 void RegionRegistry::Unregister(const std::string& token) {
   std::shared_ptr<Region> region;  // unmapped when the last user lets go,
-  std::lock_guard<std::mutex> lock(mu_);  // after the lock (declared first)
+  MutexLock lock(&mu_);            // after the lock (declared first)
   auto it = regions_.find(token);
   if (it == regions_.end()) return;
   mapped_bytes_ -= it->second->charged();
@@ -453,12 +454,12 @@ void RegionRegistry::Unregister(const std::string& token) {
 }
 
 size_t RegionRegistry::mapped_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return mapped_bytes_;
 }
 
 size_t RegionRegistry::regions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return regions_.size();
 }
 

@@ -34,13 +34,11 @@
 #ifndef SORTD_SERVER_SHARED_MEMORY_H_
 #define SORTD_SERVER_SHARED_MEMORY_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/host_memory.h"
+#include "core/mutex.h"
 
 namespace sortd {
 
@@ -66,9 +65,9 @@ class AdoptionWorker {
   // before it, taking it from the caller; false when it cannot (stopped, no
   // memory, no thread), and `job` is left as it was for the caller to run
   // or drop.
-  bool Post(std::function<void()>& job);
+  bool Post(std::function<void()>& job) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the jobs already posted, then ends the thread; later Posts fail.
-  void Stop();
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reserves `bytes` of the cap; false past it.
   bool Reserve(size_t bytes);
@@ -76,11 +75,11 @@ class AdoptionWorker {
   size_t adopted_bytes() const;
 
  private:
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
   const size_t max_bytes_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   size_t adopted_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -121,7 +120,7 @@ class Region {
   size_t size_;
   size_t charged_;
   const std::shared_ptr<AdoptionWorker> worker_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Let go before the unmapping.
   std::vector<std::shared_ptr<void>> adoptions_ ABSL_GUARDED_BY(mu_);
   // Which memory holds each of adoptions_, by index.
@@ -203,7 +202,7 @@ class RegionRegistry {
 
   const Options options_;
   const std::shared_ptr<AdoptionWorker> worker_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Region>> regions_ ABSL_GUARDED_BY(mu_);
   size_t mapped_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<HostMemory>> pin_with_ ABSL_GUARDED_BY(mu_);

@@ -1,9 +1,7 @@
 // SortServiceImpl: the SortStream RPC.
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/compact_keys.h"
+#include "core/mutex.h"
 #include "server/log.h"
 #include "server/out_of_memory.h"
 #include "server/service.h"
@@ -35,18 +34,18 @@ class StreamIdleWatch {
 
   bool on() const { return on_; }
   absl::Duration timeout() const { return timeout_; }
-  void Add(SortStreamReactor* stream);
-  void Remove(SortStreamReactor* stream);
+  void Add(SortStreamReactor* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  void Remove(SortStreamReactor* stream) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
   const absl::Duration timeout_;
   const bool on_;
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::set<SortStreamReactor*> streams_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar changed_;
+  std::set<SortStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -80,12 +79,12 @@ class SortStreamReactor final
       End(SortServiceImpl::Draining());
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Read();
   }
 
   void OnReadDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reading_.store(false);
     Touch();
     if (ended_.load()) return;  // ended while it waited (the idle watch)
@@ -114,7 +113,7 @@ class SortStreamReactor final
   // next message or to take an answer chunk, and has waited the whole
   // timeout.
   void EndIfIdle() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const absl::Duration idle = IdleFor();
     const StreamIdleWatch& watch = *service_->stream_watch_;
     if (ended_.load() || idle < watch.timeout()) return;
@@ -182,8 +181,7 @@ class SortStreamReactor final
 
  private:
   void Touch() { last_.store(absl::ToUnixNanos(absl::Now())); }
-  // With mu_ held.
-  void Read() {
+  void Read() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Touch();
     reading_.store(true);
     StartRead(&chunk_);
@@ -320,7 +318,7 @@ class SortStreamReactor final
 
   // reading_: between StartRead and OnReadDone, set with mu_ held (and
   // read by EndIfIdle under it). ended_: Finish called (once).
-  std::mutex mu_;
+  Mutex mu_;
   std::atomic<bool> reading_{false}, ended_{false};
   // writing_: between StartWrite and OnWriteDone; write_idle_: the idle
   // watch cancelled the call while a write waited.
@@ -362,28 +360,28 @@ StreamIdleWatch::StreamIdleWatch(absl::Duration timeout)
 
 StreamIdleWatch::~StreamIdleWatch() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void StreamIdleWatch::Add(SortStreamReactor* stream) {
   if (!on_) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   streams_.insert(stream);
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 void StreamIdleWatch::Remove(SortStreamReactor* stream) {
   if (!on_) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   streams_.erase(stream);
 }
 
 void StreamIdleWatch::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
     // Streams idle past the timeout, referenced so that they outlive
     // their ending outside the lock; and the next time one may be.
@@ -401,12 +399,12 @@ void StreamIdleWatch::Loop() {
       }
     }
     if (!idle.empty()) {
-      lock.unlock();
+      mu_.Unlock();
       for (SortStreamReactor* s : idle) {
         s->EndIfIdle();
         s->Unref();
       }
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     // A stream that is not waiting now may start to at any time (without
@@ -414,8 +412,9 @@ void StreamIdleWatch::Loop() {
     // at again within a quarter of the timeout, so that an idle stream
     // ends between 1 and 1.25 timeouts after its last message.
     next = std::min(next, now + timeout_ / 4);
-    changed_.wait_until(lock, absl::ToChronoTime(next));
+    changed_.WaitUntil(&mu_, absl::ToChronoTime(next));
   }
+  mu_.Unlock();
 }
 
 }  // namespace sortd

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <mutex>
 #include <new>
 #include <system_error>
 #include <thread>
@@ -14,6 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "core/keys.h"
+#include "core/mutex.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/task_arena.h"
 #include "server/out_of_memory.h"
@@ -193,7 +193,7 @@ void SetSplitThreadFailuresForTesting(int count) {
 SplitScratchCache::~SplitScratchCache() { Trim(); }
 
 std::pair<std::byte*, size_t> SplitScratchCache::Take(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Not one much larger than asked for: that would hold the difference.
   if (idle_ == nullptr || idle_size_ < bytes || idle_size_ / 2 > bytes) {
     return {nullptr, 0};
@@ -206,7 +206,7 @@ void SplitScratchCache::Give(std::byte* data, size_t size) {
   std::byte* drop = data;
   size_t drop_size = size;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (size <= max_idle_bytes_ && size >= idle_size_) {
       // The larger one stays idle: it serves the same sorts and more.
       std::swap(drop, idle_);
@@ -220,7 +220,7 @@ void SplitScratchCache::Trim() {
   std::byte* drop;
   size_t drop_size;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     drop = std::exchange(idle_, nullptr);
     drop_size = std::exchange(idle_size_, 0);
   }
@@ -228,12 +228,12 @@ void SplitScratchCache::Trim() {
 }
 
 size_t SplitScratchCache::idle_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return idle_size_;
 }
 
 uint64_t SplitScratchCache::reused() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return reused_;
 }
 

@@ -26,12 +26,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/mutex.h"
 #include "core/sorter.h"
 
 namespace sortd {
@@ -78,10 +78,10 @@ class SplitScratchCache {
 
  private:
   const size_t max_idle_bytes_;
-  mutable std::mutex mu_;
-  std::byte* idle_ = nullptr;  // guarded by mu_
-  size_t idle_size_ = 0;       // guarded by mu_
-  uint64_t reused_ = 0;        // guarded by mu_
+  mutable Mutex mu_;
+  std::byte* idle_ ABSL_GUARDED_BY(mu_) = nullptr;
+  size_t idle_size_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reused_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Sorts `job` across `engines` (at least one; each must take its part in
