@@ -3,7 +3,8 @@
 # from outside, as an operator would use it:
 #
 #   * the image: at most SORTD_IMAGE_MAX_MB (500) MB, a non-root user, the
-#     health check, the kernel-cache volume, ports 50051 and 9464;
+#     health check, the kernel-cache volume, ports 50051 and 9464, Intel's
+#     OpenCL ICD (intel.icd) the only one registered;
 #   * sortd started from the image (its ENTRYPOINT, as the image's user),
 #     with no GPU: --device=auto falls back to the CPU path and says so;
 #   * with the host's build/sortctl: health, verified sorts of every key
