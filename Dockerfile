@@ -1,23 +1,39 @@
-# sortd container image for Intel GPU hosts. Without a GPU (or without
-# /dev/dri passed in), sortd --device=auto serves on its CPU path (oneTBB).
+# sortd container image for Intel GPU hosts (the default) or NVIDIA GPU
+# hosts (GPU_VENDOR=nvidia). Without a GPU (or without it passed in), sortd
+# --device=auto serves on its CPU path (oneTBB).
 #
 #   docker build -t sortd --build-arg SORTD_REVISION="$(git describe --always --dirty=+dirty --abbrev=12)" .
 #   docker run --rm -p 50051:50051 -p 9464:9464 \
 #     --device /dev/dri --group-add "$(stat -c %g /dev/dri/renderD128)" \
 #     -v sortd-kernels:/var/cache/sortd sortd
 #
-# OPENCL_DRIVERS picks the OpenCL drivers of the runtime stage (Debian
-# packages): Intel's GPU compute runtime by default; add pocl-opencl-icd for
-# the OpenCL CPU device, or leave it empty for the CPU path alone:
+# GPU_VENDOR picks the GPU the image is for:
+#   intel   (default) Intel's GPU compute runtime, intel-opencl-icd;
+#   nvidia  no driver package: the NVIDIA container runtime mounts the
+#           host driver's libnvidia-opencl.so.1, which the image registers
+#           as an OpenCL ICD (/etc/OpenCL/vendors/nvidia.icd); the
+#           environment asks that runtime for every GPU and for the compute
+#           and utility driver capabilities.
+#
+#   docker build --build-arg GPU_VENDOR=nvidia -t sortd:nvidia .
+#   docker run --rm --runtime=nvidia --gpus all -p 50051:50051 -p 9464:9464 sortd:nvidia
+#
+# OPENCL_DRIVERS picks the OpenCL driver packages of the runtime stage
+# (Debian packages); "vendor", the default, is GPU_VENDOR's own
+# (intel-opencl-icd, or none for nvidia). Add pocl-opencl-icd for the
+# OpenCL CPU device, or leave it empty for the CPU path alone:
 #
 #   docker build --build-arg OPENCL_DRIVERS="intel-opencl-icd pocl-opencl-icd" .
 #
 # docs/decisions/013-runtime-image.md has the sizes of these variants.
 # deploy/image-test.sh builds the image and checks it from outside.
 
+ARG GPU_VENDOR=intel
+
 # Build stage: the install script of README's commands and .ci/run, asked
 # for the build's packages alone (--build-only), and the tests and
 # benchmarks configured off: the image carries sortd and sortctl only.
+# Neither depends on GPU_VENDOR: its variants share these layers.
 # Its first part, the dependencies alone, is a stage of its own (deps), so
 # that a builder can keep it tagged while the source layers above it change.
 FROM debian:bookworm AS deps
@@ -41,9 +57,15 @@ RUN SORTD_REVISION=${SORTD_REVISION} cmake -S . -B /build -DCMAKE_BUILD_TYPE=Rel
 # Runtime stage: the shared libraries sortd and sortctl link, the OpenCL ICD
 # loader and the drivers of OPENCL_DRIVERS. No documentation, manual pages
 # or translations (copyright files stay), no apt lists.
-FROM debian:bookworm
-ARG OPENCL_DRIVERS="intel-opencl-icd"
-RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' \
+FROM debian:bookworm AS runtime
+ARG GPU_VENDOR
+ARG OPENCL_DRIVERS="vendor"
+RUN drivers="${OPENCL_DRIVERS}" \
+ && if [ "$drivers" = vendor ]; then case ${GPU_VENDOR} in \
+      intel) drivers=intel-opencl-icd ;; nvidia) drivers= ;; \
+      *) echo "GPU_VENDOR is intel or nvidia, not ${GPU_VENDOR}" >&2; exit 1 ;; \
+    esac; fi \
+ && printf '%s\n' 'path-exclude=/usr/share/doc/*' \
       'path-include=/usr/share/doc/*/copyright' 'path-exclude=/usr/share/man/*' \
       'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
       'path-exclude=/usr/share/lintian/*' \
@@ -52,7 +74,7 @@ RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' \
  && apt-get install -y -qq --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libtbb12 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1 \
-      ocl-icd-libopencl1 ${OPENCL_DRIVERS} \
+      ocl-icd-libopencl1 $drivers \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old \
       /var/log/apt /var/log/dpkg.log /usr/share/doc/*/changelog* \
@@ -74,3 +96,18 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=120s --retries=3 \
   CMD ["sortctl", "--target=127.0.0.1:50051", "--timeout=2s", "health"]
 ENTRYPOINT ["sortd", "--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464", \
             "--kernel_cache_dir=/var/cache/sortd"]
+
+FROM runtime AS runtime-intel
+
+# The driver's OpenCL library comes from the host, mounted by the NVIDIA
+# container runtime, which reads these variables from the image.
+FROM runtime AS runtime-nvidia
+USER root
+RUN mkdir -p /etc/OpenCL/vendors \
+ && echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+USER sortd
+ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility
+
+# The default repeated: buildah 1.28 (Debian 12) does not apply the global
+# ARG's default to a stage name.
+FROM runtime-${GPU_VENDOR:-intel}

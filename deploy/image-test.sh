@@ -3,13 +3,18 @@
 # from outside, as an operator would use it:
 #
 #   * the image: at most SORTD_IMAGE_MAX_MB (500) MB, a non-root user, the
-#     health check, the kernel-cache volume, ports 50051 and 9464;
+#     health check, the kernel-cache volume, ports 50051 and 9464, Intel's
+#     OpenCL ICD (intel.icd) the only one registered;
 #   * sortd started from the image (its ENTRYPOINT, as the image's user),
 #     with no GPU: --device=auto falls back to the CPU path and says so;
 #   * with the host's build/sortctl: health, verified sorts of every key
 #     type, a verified transpose; /metrics carries sortd's metrics and
 #     names the git revision the image was built from;
 #   * SIGTERM with a sort in flight: the sort completes, sortd exits 0;
+#   * the NVIDIA variant (GPU_VENDOR=nvidia): its size, the ICD file naming
+#     libnvidia-opencl.so.1 as the only one, the NVIDIA container runtime's
+#     variables; with no GPU (nor the driver the NVIDIA runtime would
+#     mount) --device=auto serves on the CPU path and says so;
 #   * the kernel cache on a host directory mounted at /var/cache/sortd: an
 #     image built with PoCL (OPENCL_DRIVERS=pocl-opencl-icd) compiles its
 #     programs there on the first start, and the second start loads every
@@ -49,6 +54,7 @@ REPO=$(pwd)
 
 IMAGE=${SORTD_IMAGE:-localhost/sortd:test}
 IMAGE_POCL=${IMAGE}-pocl
+IMAGE_NVIDIA=${IMAGE}-nvidia
 IMAGE_DEPS=${SORTD_IMAGE_DEPS:-localhost/sortd-build-deps:test}
 CACHE=${SORTD_IMAGE_CACHE:-/var/tmp/sortd-image}
 MAX_MB=${SORTD_IMAGE_MAX_MB:-500}
@@ -289,6 +295,22 @@ image_config() {  # the image's Docker config, as JSON
 
 # --- containers --------------------------------------------------------
 
+# in_image IMAGE COMMAND...: runs COMMAND in a container of IMAGE (not its
+# entrypoint), as the image's user; prints its output.
+in_image() {
+  local image=$1
+  shift
+  if [ "$ENGINE" = docker ]; then
+    docker run --rm --network none --entrypoint "$1" "$image" "${@:2}"
+  else
+    local c status=0
+    c=$("${B[@]}" from --quiet --pull-never "$image")
+    "${B[@]}" run --isolation chroot "$c" -- "$@" || status=$?
+    "${B[@]}" rm "$c" >/dev/null
+    return $status
+  fi
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -416,7 +438,7 @@ forget_default_store() {
   [ "$ENGINE" = buildah ] || return 0
   [ -d /var/lib/containers/storage/vfs-images ] || return 0
   local old=(buildah --storage-driver vfs) name
-  for name in "$IMAGE" "$IMAGE_POCL" "$IMAGE_DEPS"; do
+  for name in "$IMAGE" "$IMAGE_POCL" "$IMAGE_NVIDIA" "$IMAGE_DEPS"; do
     if "${old[@]}" inspect --type image "$name" >/dev/null 2>&1; then
       "${old[@]}" rmi -f "$name" >/dev/null 2>&1 || true
       log "removed $name from buildah's default vfs store"
@@ -464,6 +486,11 @@ for p in problems:
     print("image-test: FAIL: " + p, file=sys.stderr)
 sys.exit(1 if problems else 0)
 EOF
+
+icds=$(in_image "$IMAGE" ls /etc/OpenCL/vendors) ||
+  fail "listing /etc/OpenCL/vendors in the image"
+[ "$icds" = intel.icd ] ||
+  fail "the image's ICDs are $(echo "$icds" | xargs), not Intel's (intel.icd) alone"
 
 # The CPU path: no GPU and no OpenCL CPU device in the image.
 VOLUME=$WORK/kernels
@@ -540,6 +567,51 @@ if [ "$started" -ge "$drained" ] || [ "$drained" -ge "$ended" ]; then
   fail "the sort was not in flight when the drain began"
 fi
 log "SIGTERM: the sort in flight completed, sortd exited 0 in ${STOP_SECONDS}s"
+
+# The NVIDIA variant: no driver package, the host driver's ICD registered,
+# the NVIDIA container runtime's variables; no GPU here, so the CPU path.
+build_image "$IMAGE_NVIDIA" --build-arg GPU_VENDOR=nvidia \
+  --build-arg SORTD_REVISION="$REVISION"
+echo "image size for NVIDIA: $(($(image_bytes "$IMAGE_NVIDIA") / 1000000)) MB"
+python3 - "$(image_config "$IMAGE_NVIDIA")" <<'EOF' || fail "NVIDIA image configuration"
+import json, sys
+c = json.loads(sys.argv[1])
+env = dict(e.split("=", 1) for e in c.get("Env") or [])
+problems = []
+for k, v in (("NVIDIA_VISIBLE_DEVICES", "all"),
+             ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")):
+    if env.get(k) != v:
+        problems.append("%s is %r, not %r" % (k, env.get(k), v))
+if c.get("User") in (None, "", "root", "0"):
+    problems.append("runs as root (User %r)" % c.get("User"))
+for p in problems:
+    print("image-test: FAIL: " + p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+icds=$(in_image "$IMAGE_NVIDIA" ls /etc/OpenCL/vendors) ||
+  fail "listing /etc/OpenCL/vendors in the NVIDIA image"
+[ "$icds" = nvidia.icd ] ||
+  fail "the NVIDIA image's ICDs are $(echo "$icds" | xargs), not nvidia.icd alone"
+icd=$(in_image "$IMAGE_NVIDIA" cat /etc/OpenCL/vendors/nvidia.icd) ||
+  fail "reading nvidia.icd in the NVIDIA image"
+[ "$icd" = libnvidia-opencl.so.1 ] ||
+  fail "nvidia.icd names $icd, not libnvidia-opencl.so.1"
+GRPC_PORT=$(free_port)
+METRICS_PORT=$(free_port)
+LOG=$WORK/sortd-nvidia.log
+start "sortd-image-test-nvidia-$$" "$IMAGE_NVIDIA" "$VOLUME" "$LOG" \
+  --device=auto --listen="127.0.0.1:$GRPC_PORT" \
+  --metrics_listen="127.0.0.1:$METRICS_PORT"
+wait_serving "$CONTAINER" "$LOG" 120
+grep -q "SERVING WITHOUT A GPU, on the CPU path alone" "$LOG" ||
+  { cat "$LOG" >&2; fail "the NVIDIA image without a GPU did not fall back to the CPU path"; }
+sortctl sort --type u32 --random 100000 --verify >"$WORK/out" 2>&1 ||
+  { cat "$WORK/out" >&2; fail "verified sort from the NVIDIA image"; }
+grep -q "keys (ascending) on cpu" "$WORK/out" ||
+  { cat "$WORK/out" >&2; fail "the NVIDIA image's sort was not answered on the CPU path"; }
+terminate "$CONTAINER" 30
+[ "$EXIT_CODE" = 0 ] || { cat "$LOG" >&2; fail "sortd (NVIDIA image) exited $EXIT_CODE"; }
+log "NVIDIA image: nvidia.icd names libnvidia-opencl.so.1 alone, runtime variables set; no GPU: serves on the CPU path"
 
 # The kernel cache on a host directory, with the OpenCL CPU device (PoCL).
 # Every program is built (or loaded) at startup whatever --warm_up_keys

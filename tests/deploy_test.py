@@ -17,7 +17,9 @@
   * the Dockerfile's build stage runs the same install and build scripts as
     README's commands and .ci/run, and its runtime stage carries the ICD
     loader, Intel's GPU runtime by default (OPENCL_DRIVERS), a non-root user,
-    the health check and the cache volume; .dockerignore leaves out build
+    the health check and the cache volume; its NVIDIA variant
+    (GPU_VENDOR=nvidia) registers the host driver's OpenCL ICD and sets the
+    NVIDIA container runtime's variables; .dockerignore leaves out build
     trees and .git (deploy/image-test.sh builds and runs the image);
   * the compose stack's services, ports, volumes and mounted files;
   * promtool check config / check rules / test rules (sortd-rules.test.yml),
@@ -31,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -158,14 +161,22 @@ def check_memory_limit(flagfile, helpfull, limit, gpus):
 
 # What `kubectl kustomize` renders, and what each must carry beyond the
 # common checks: the kernel cache's volume kind, the Prometheus Operator's
-# PodMonitor, the HPA on queue depth.
+# resources (PodMonitor, PrometheusRule, the dashboards' ConfigMap), the HPA
+# on queue depth, the GPU vendor (its resource, RuntimeClass, image tag).
+INTEL = {"gpu": "gpu.intel.com/i915", "runtime_class": None,
+         "render_groups": True, "tag": None}
+NVIDIA = {"gpu": "nvidia.com/gpu", "runtime_class": "nvidia",
+          "render_groups": False, "tag": "-nvidia"}
 KUSTOMIZATIONS = {
-    "base": {"cache": "emptyDir", "podmonitor": False, "queue_hpa": False},
-    "overlays/dev": {"cache": "emptyDir", "podmonitor": False,
-                     "queue_hpa": False},
-    "overlays/prod": {"cache": "persistentVolumeClaim", "podmonitor": True,
-                      "queue_hpa": True},
+    "base": dict(INTEL, cache="emptyDir", monitoring=False, queue_hpa=False),
+    "overlays/dev": dict(INTEL, cache="emptyDir", monitoring=False,
+                         queue_hpa=False),
+    "overlays/prod": dict(INTEL, cache="persistentVolumeClaim",
+                          monitoring=True, queue_hpa=True),
+    "overlays/nvidia": dict(NVIDIA, cache="persistentVolumeClaim",
+                            monitoring=True, queue_hpa=True),
 }
+GPU_RESOURCES = {INTEL["gpu"], NVIDIA["gpu"]}
 
 
 def check_k8s(repo, sortd):
@@ -208,9 +219,21 @@ def check_rendered(repo, sortd, objs, expect):
           "Deployment selector does not match its pod labels")
     c = pod["containers"][0]
     res = c.get("resources", {})
-    check(res.get("requests", {}).get("gpu.intel.com/i915") == 1 and
-          res.get("limits", {}).get("gpu.intel.com/i915") == 1,
-          "container does not request and limit gpu.intel.com/i915: 1")
+    gpu = expect["gpu"]
+    check(res.get("requests", {}).get(gpu) == 1 and
+          res.get("limits", {}).get(gpu) == 1,
+          "container does not request and limit %s: 1" % gpu)
+    others = (set(res.get("requests", {})) | set(res.get("limits", {}))) & (
+        GPU_RESOURCES - {gpu})
+    check(not others, "container asks for %s beside %s" % (sorted(others),
+                                                          gpu))
+    check(pod.get("runtimeClassName") == expect["runtime_class"],
+          "runtimeClassName is %r, not %r" % (pod.get("runtimeClassName"),
+                                              expect["runtime_class"]))
+    tag = c.get("image", "").rpartition(":")[2]
+    check((expect["tag"] is None and not tag.endswith(NVIDIA["tag"])) or
+          (expect["tag"] is not None and tag.endswith(expect["tag"])),
+          "image %s is not the %s image" % (c.get("image"), gpu))
     check("cpu" in res.get("requests", {}) and
           "memory" in res.get("requests", {}) and
           "memory" in res.get("limits", {}),
@@ -224,8 +247,9 @@ def check_rendered(repo, sortd, objs, expect):
     check(psc.get("runAsNonRoot") is True, "pod does not run as non-root")
     check(psc.get("seccompProfile", {}).get("type") == "RuntimeDefault",
           "pod has no RuntimeDefault seccomp profile")
-    check(psc.get("supplementalGroups"),
-          "pod has no supplementalGroups for the GPU render node")
+    check(bool(psc.get("supplementalGroups")) == expect["render_groups"],
+          "supplementalGroups for the GPU render node expected: %s, has: %s"
+          % (expect["render_groups"], psc.get("supplementalGroups")))
     check(csc.get("allowPrivilegeEscalation") is False and
           csc.get("readOnlyRootFilesystem") is True and
           csc.get("capabilities", {}).get("drop") == ["ALL"],
@@ -242,7 +266,8 @@ def check_rendered(repo, sortd, objs, expect):
           "flags or kernel-cache volume not mounted")
     check("--flagfile=/etc/sortd/sortd.flags" in c.get("args", []),
           "sortd is not started with the ConfigMap's flagfile")
-    cm = by_kind.get("ConfigMap", [{}])[0]
+    cm = next((m for m in by_kind.get("ConfigMap", [])
+               if m["metadata"]["name"].startswith("sortd-flags")), {})
     flags = cm.get("data", {}).get("sortd.flags", "")
     # Shared memory: --shm_socket inside a pod-local emptyDir mounted in
     # the container (a sidecar mounts the same volume).
@@ -269,7 +294,7 @@ def check_rendered(repo, sortd, objs, expect):
           "but %s" % (devices or "no --device"))
     check(not re.search(r"^--inject_faults", flags, re.M),
           "the flagfile injects faults (--inject_faults is for tests only)")
-    gpus = res.get("limits", {}).get("gpu.intel.com/i915", 0)
+    gpus = res.get("limits", {}).get(gpu, 0)
     if check("memory" in res.get("limits", {}), "no memory limit"):
         check_memory_limit(flags, helpfull.stdout + helpfull.stderr,
                            res["limits"]["memory"], gpus)
@@ -363,11 +388,13 @@ def check_rendered(repo, sortd, objs, expect):
                                                              []),
                   "the kernel cache claim is not ReadWriteMany (replicas "
                   "on several nodes share it)")
-    # The Prometheus Operator's PodMonitor.
+    # The Prometheus Operator's PodMonitor, sortd's rules as a
+    # PrometheusRule, the dashboards for Grafana's sidecar.
     pms = by_kind.get("PodMonitor", [])
-    check(bool(pms) == expect["podmonitor"],
-          "PodMonitor expected: %s, rendered: %d" % (expect["podmonitor"],
+    check(bool(pms) == expect["monitoring"],
+          "PodMonitor expected: %s, rendered: %d" % (expect["monitoring"],
                                                      len(pms)))
+    check_monitoring(repo, by_kind, expect["monitoring"])
     for pm in pms:
         spec = pm["spec"]
         check(spec.get("selector", {}).get("matchLabels") and
@@ -400,6 +427,65 @@ def check_rendered(repo, sortd, objs, expect):
               "pods metric")
 
 
+def check_monitoring(repo, by_kind, expected):
+    prs = by_kind.get("PrometheusRule", [])
+    boards = [m for m in by_kind.get("ConfigMap", [])
+              if m["metadata"].get("labels", {}).get("grafana_dashboard")]
+    check(bool(prs) == expected and bool(boards) == expected,
+          "PrometheusRule and dashboards expected: %s, rendered: %d and %d"
+          % (expected, len(prs), len(boards)))
+    if not expected:
+        return
+    # The rules: deploy/prometheus/sortd-rules.yml's groups, unchanged.
+    with open(os.path.join(repo, "deploy", "prometheus",
+                           "sortd-rules.yml")) as f:
+        groups = yaml.safe_load(f)["groups"]
+    check(len(prs) == 1 and prs[0]["spec"].get("groups") == groups,
+          "the PrometheusRule's groups are not sortd-rules.yml's: run "
+          "deploy/k8s/components/prometheus-operator/update-prometheusrule.sh")
+    # The dashboards: every file of deploy/grafana/dashboards, as it is, in
+    # one ConfigMap labelled for the sidecar.
+    d = os.path.join(repo, "deploy", "grafana", "dashboards")
+    want = {}
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".json"):
+            with open(os.path.join(d, name)) as f:
+                want[name] = f.read()
+    check(len(boards) == 1 and boards[0].get("data") == want and
+          boards[0]["metadata"]["labels"]["grafana_dashboard"] == "1",
+          "the dashboards' ConfigMap does not hold exactly %s, labelled "
+          "grafana_dashboard: \"1\"" % sorted(want))
+
+
+def check_prometheusrule_file(repo):
+    """The PrometheusRule file is what its script makes of the rules."""
+    comp = os.path.join(repo, "deploy", "k8s", "components",
+                        "prometheus-operator")
+    path = os.path.join(comp, "prometheusrule.yaml")
+    with open(path) as f:
+        have = f.read()
+    # The script, run on a copy: it reads ../../../prometheus/sortd-rules.yml
+    # and writes prometheusrule.yaml beside itself.
+    tmp = tempfile.mkdtemp()
+    try:
+        work = os.path.join(tmp, "k8s", "components", "prometheus-operator")
+        os.makedirs(work)
+        os.makedirs(os.path.join(tmp, "prometheus"))
+        shutil.copy(os.path.join(comp, "update-prometheusrule.sh"), work)
+        shutil.copy(os.path.join(repo, "deploy", "prometheus",
+                                 "sortd-rules.yml"),
+                    os.path.join(tmp, "prometheus"))
+        r = run(["sh", os.path.join(work, "update-prometheusrule.sh")])
+        if check(r.returncode == 0, "update-prometheusrule.sh: " + r.stderr):
+            with open(os.path.join(work, "prometheusrule.yaml")) as f:
+                check(f.read() == have,
+                      "prometheusrule.yaml is not what "
+                      "update-prometheusrule.sh makes of sortd-rules.yml: "
+                      "run it")
+    finally:
+        shutil.rmtree(tmp)
+
+
 def dockerfile_stages(text):
     stages = re.split(r"^FROM ", text, flags=re.M)[1:]
     return ["FROM " + s for s in stages]
@@ -413,13 +499,39 @@ def check_docker(repo):
         l for l in text.splitlines() if not l.lstrip().startswith("#")))
     stages = dockerfile_stages(text)
     # The dependencies (a stage of their own, kept as a cached image by
-    # deploy/image-test.sh), the build on them, the runtime.
-    if not check(len(stages) == 3, "Dockerfile is not deps, build, runtime"):
+    # deploy/image-test.sh), the build on them, the runtime, a stage per
+    # GPU vendor on it, and the image: GPU_VENDOR's stage, Intel's by
+    # default.
+    if not check(len(stages) == 6, "Dockerfile is not deps, build, runtime, "
+                 "runtime-intel, runtime-nvidia and the GPU_VENDOR's one"):
         return
-    deps, build, runtime = stages
+    deps, build, runtime, intel, nvidia, final = stages
     check(deps.startswith("FROM debian:bookworm AS deps"), "deps stage base")
     check(build.startswith("FROM deps AS build"), "build stage base")
-    check(runtime.startswith("FROM debian:bookworm"), "runtime stage base")
+    check(runtime.startswith("FROM debian:bookworm AS runtime\n"),
+          "runtime stage base")
+    check(intel.strip() == "FROM runtime AS runtime-intel",
+          "the Intel stage is not the runtime stage as it is")
+    check(re.match(r"^ARG GPU_VENDOR=intel$", text.split("\nFROM ", 1)[0]
+                   .strip(), re.M) and
+          final.strip() == "FROM runtime-${GPU_VENDOR:-intel}",
+          "the image is not the stage of GPU_VENDOR, intel by default")
+    # NVIDIA: no driver package; the host's libnvidia-opencl.so.1 (mounted
+    # by the NVIDIA container runtime) registered as an ICD, the runtime's
+    # variables set, the image's user restored.
+    check(nvidia.startswith("FROM runtime AS runtime-nvidia\n") and
+          re.search(r"echo libnvidia-opencl\.so\.1 > "
+                    r"/etc/OpenCL/vendors/nvidia\.icd", nvidia),
+          "the NVIDIA stage does not register libnvidia-opencl.so.1 in "
+          "/etc/OpenCL/vendors/nvidia.icd")
+    check(re.search(r"^ENV .*NVIDIA_VISIBLE_DEVICES=all", nvidia, re.M) and
+          re.search(r"^ENV .*NVIDIA_DRIVER_CAPABILITIES=compute,utility\b",
+                    nvidia, re.M),
+          "the NVIDIA stage does not set NVIDIA_VISIBLE_DEVICES=all and "
+          "NVIDIA_DRIVER_CAPABILITIES=compute,utility")
+    users = re.findall(r"^USER (\S+)", nvidia, re.M)
+    check(users and users[-1] not in ("root", "0"),
+          "the NVIDIA stage ends as root")
     check(re.search(r"^RUN bash scripts/install-deps\.sh --build-only\s",
                     deps, re.M),
           "deps stage does not run scripts/install-deps.sh --build-only")
@@ -447,15 +559,19 @@ def check_docker(repo):
         check("scripts/test.sh" in f.read(), ".ci/run does not call test.sh")
     check("ocl-icd-libopencl1" in runtime, "runtime stage lacks the ICD "
           "loader ocl-icd-libopencl1")
-    # The drivers: Intel's GPU runtime by default; PoCL only when asked for
+    # The drivers: the vendor's (Intel's GPU runtime for intel, none for
+    # nvidia) by default; PoCL only when asked for
     # (docs/decisions/013-runtime-image.md).
     m = re.search(r'^ARG OPENCL_DRIVERS="([^"]*)"', runtime, re.M)
     if check(m, "runtime stage has no ARG OPENCL_DRIVERS"):
-        check(m.group(1).split() == ["intel-opencl-icd"],
-              "OPENCL_DRIVERS defaults to %r, not intel-opencl-icd" %
-              m.group(1))
-        check("${OPENCL_DRIVERS}" in runtime,
-              "runtime stage does not install ${OPENCL_DRIVERS}")
+        check(m.group(1) == "vendor",
+              "OPENCL_DRIVERS defaults to %r, not vendor" % m.group(1))
+        check('drivers="${OPENCL_DRIVERS}"' in runtime and
+              re.search(r"\bintel\) drivers=intel-opencl-icd ;; "
+                        r"nvidia\) drivers= ;;", runtime) and
+              re.search(r"ocl-icd-libopencl1 \$drivers\b", runtime),
+              "runtime stage does not install OPENCL_DRIVERS, by default "
+              "intel-opencl-icd for intel and nothing for nvidia")
     check(re.search(r"--no-install-recommends", runtime) and
           re.search(r"rm -rf /var/lib/apt/lists", runtime),
           "runtime stage installs recommends or keeps apt lists")
@@ -584,6 +700,7 @@ def main():
     r = run(["promtool", "test", "rules", "sortd-rules.test.yml"], cwd=prom)
     check(r.returncode == 0, "promtool test rules: " + r.stdout + r.stderr)
     check_runbooks(repo)
+    check_prometheusrule_file(repo)
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
         sys.exit(1)
