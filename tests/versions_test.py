@@ -32,6 +32,12 @@ def check(repo, sortd):
                           (repo / path).read_text(), re.M)
         if tags != [version]:
             errors.append(f"{path}: image tags {tags}, expected [{version}]")
+    tags = re.findall(r"^\s*newTag:\s*\"?([^\"\s]+)\"?\s*$",
+                      (repo / "deploy/k8s/overlays/nvidia/kustomization.yaml")
+                      .read_text(), re.M)
+    if tags != [version + "-nvidia"]:
+        errors.append(f"deploy/k8s/overlays/nvidia/kustomization.yaml: image "
+                      f"tags {tags}, expected [{version}-nvidia]")
     images = re.findall(r"^\s*image:\s*sortd:(\S+)\s*$",
                         (repo / "deploy/compose.yaml").read_text(), re.M)
     if images != [version]:
