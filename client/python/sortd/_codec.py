@@ -1,6 +1,7 @@
 """What the sync and the asyncio clients share: the channel options, the
 requests they build from NumPy arrays and the results they decode from the
 answers. Nothing here makes a call."""
+import itertools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from sortd import compact
 from sortd._health import health_pb2
-from sortd.v1 import sortd_pb2
+from sortd.v1 import sortd_pb2, sortd_pb2_grpc
 
 # Key dtypes and the SortRequest field that carries each.
 KEY_FIELDS = {
@@ -149,6 +150,40 @@ def pick(count, nbytes, small_call_bytes, turn):
     if not small_call_bytes:
         return next(turn) % count
     return 1 + next(turn) % (count - 1)
+
+
+class ClientCore:
+    """What sortd.Client and sortd.aio.Client share: their settings, and
+    their channels made by `channels` (grpc, or grpc.aio), one stub each.
+    The options are sortd.Client's."""
+
+    def __init__(self, channels, target, *, connections=5, timeout=300.0,
+                 small_call_bytes=256 << 10, max_unary_bytes=256 << 20,
+                 stream_chunk_bytes=2 << 20, compact=False, tls=False,
+                 root_certificates=None, private_key=None,
+                 certificate_chain=None, server_name=None,
+                 load_balancing=None, keepalive_seconds=30.0):
+        self.timeout = timeout
+        self.small_call_bytes = small_call_bytes
+        self.max_unary_bytes = max_unary_bytes
+        self.stream_chunk_bytes = max(8, stream_chunk_bytes)
+        self.compact = compact
+        options = channel_options(server_name, load_balancing,
+                                  keepalive_seconds)
+        creds = credentials(tls, root_certificates, private_key,
+                            certificate_chain)
+        if creds is not None:
+            make = lambda: channels.secure_channel(target, creds, options)
+        else:
+            make = lambda: channels.insecure_channel(target, options)
+        self._channels = [make() for _ in range(max(1, connections))]
+        self._stubs = [sortd_pb2_grpc.SortServiceStub(c)
+                       for c in self._channels]
+        self._turn = itertools.count()
+
+    def _stub(self, nbytes):
+        return self._stubs[pick(len(self._stubs), nbytes,
+                                self.small_call_bytes, self._turn)]
 
 
 def health_request(service):

@@ -13,48 +13,26 @@ sortd.Client as coroutines, the same requests and results.
 No shared memory (shm_socket): its regions are handed over a blocking Unix
 socket; use sortd.Client for that.
 """
-import itertools
 
 import grpc
 from grpc import aio
 
 from sortd import _codec
 from sortd._codec import Error, ServedBy, SortResult
-from sortd.v1 import sortd_pb2, sortd_pb2_grpc
+from sortd.v1 import sortd_pb2
 
 __all__ = ["Client", "Error", "ServedBy", "SortResult"]
 
 
-class Client:
+class Client(_codec.ClientCore):
     """A pool of grpc.aio channels to one sortd, made in the running event
     loop and used from it. `await close()` when done, or use it with
     `async with`. The options are sortd.Client's (but shm_socket); a
     call's timeout=None takes the client's `timeout`, 0 is an immediate
     deadline."""
 
-    def __init__(self, target, *, connections=5, timeout=300.0,
-                 small_call_bytes=256 << 10, max_unary_bytes=256 << 20,
-                 stream_chunk_bytes=2 << 20, compact=False, tls=False,
-                 root_certificates=None, private_key=None,
-                 certificate_chain=None, server_name=None,
-                 load_balancing=None, keepalive_seconds=30.0):
-        self.timeout = timeout
-        self.small_call_bytes = small_call_bytes
-        self.max_unary_bytes = max_unary_bytes
-        self.stream_chunk_bytes = max(8, stream_chunk_bytes)
-        self.compact = compact
-        options = _codec.channel_options(server_name, load_balancing,
-                                         keepalive_seconds)
-        creds = _codec.credentials(tls, root_certificates, private_key,
-                                   certificate_chain)
-        if creds is not None:
-            make = lambda: aio.secure_channel(target, creds, options)
-        else:
-            make = lambda: aio.insecure_channel(target, options)
-        self._channels = [make() for _ in range(max(1, connections))]
-        self._stubs = [sortd_pb2_grpc.SortServiceStub(c)
-                       for c in self._channels]
-        self._turn = itertools.count()
+    def __init__(self, target, **options):
+        super().__init__(aio, target, **options)
 
     async def close(self):
         for c in self._channels:
@@ -65,10 +43,6 @@ class Client:
 
     async def __aexit__(self, *exc):
         await self.close()
-
-    def _stub(self, nbytes):
-        return self._stubs[_codec.pick(len(self._stubs), nbytes,
-                                       self.small_call_bytes, self._turn)]
 
     async def _call(self, method, request, nbytes, timeout):
         try:

@@ -9,7 +9,6 @@
 
 sortd.aio.Client is the same client for asyncio.
 """
-import itertools
 import os
 import threading
 
@@ -18,10 +17,10 @@ import numpy as np
 
 from sortd import _codec
 from sortd._codec import Error, ServedBy, SortResult
-from sortd.v1 import sortd_pb2, sortd_pb2_grpc
+from sortd.v1 import sortd_pb2
 
 
-class Client:
+class Client(_codec.ClientCore):
     """A pool of connections to one sortd (or, with `load_balancing`, to the
     replicas a DNS name resolves to). Thread-safe; close() when done, or use
     it as a context manager.
@@ -44,29 +43,8 @@ class Client:
       server_name: TLS, with a client certificate for mutual TLS.
     """
 
-    def __init__(self, target, *, connections=5, timeout=300.0,
-                 small_call_bytes=256 << 10, max_unary_bytes=256 << 20,
-                 stream_chunk_bytes=2 << 20, compact=False, shm_socket=None,
-                 tls=False, root_certificates=None, private_key=None,
-                 certificate_chain=None, server_name=None,
-                 load_balancing=None, keepalive_seconds=30.0):
-        self.timeout = timeout
-        self.small_call_bytes = small_call_bytes
-        self.max_unary_bytes = max_unary_bytes
-        self.stream_chunk_bytes = max(8, stream_chunk_bytes)
-        self.compact = compact
-        options = _codec.channel_options(server_name, load_balancing,
-                                         keepalive_seconds)
-        creds = _codec.credentials(tls, root_certificates, private_key,
-                                   certificate_chain)
-        if creds is not None:
-            make = lambda: grpc.secure_channel(target, creds, options)
-        else:
-            make = lambda: grpc.insecure_channel(target, options)
-        self._channels = [make() for _ in range(max(1, connections))]
-        self._stubs = [sortd_pb2_grpc.SortServiceStub(c)
-                       for c in self._channels]
-        self._turn = itertools.count()
+    def __init__(self, target, *, shm_socket=None, **options):
+        super().__init__(grpc, target, **options)
         self._shm = (_SharedMemory(self, shm_socket) if shm_socket
                      else None)
 
@@ -81,10 +59,6 @@ class Client:
 
     def __exit__(self, *exc):
         self.close()
-
-    def _stub(self, nbytes):
-        return self._stubs[_codec.pick(len(self._stubs), nbytes,
-                                       self.small_call_bytes, self._turn)]
 
     def _call(self, method, request, nbytes, timeout):
         try:
