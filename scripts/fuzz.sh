@@ -12,11 +12,12 @@ SECONDS_EACH=${FUZZ_SECONDS:-60}
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_request fuzz_sort_diff fuzz_shm_register fuzz_parts fuzz_stream)
 B=build-fuzz
-if [ ! -f "$B/CMakeCache.txt" ]; then
-  CC=clang CXX=clang++ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSORTD_FUZZ=ON -DSORTD_BUILD_TESTS=OFF -DSORTD_BUILD_BENCHMARKS=OFF
-fi
-cmake --build "$B" -j "$(nproc)" --target "${TARGETS[@]}"
+# One target over the list (SORTD_BUILD_SET), so that make builds them side
+# by side.
+CC=clang CXX=clang++ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSORTD_FUZZ=ON -DSORTD_BUILD_TESTS=OFF -DSORTD_BUILD_BENCHMARKS=OFF \
+  -DSORTD_BUILD_SET="$(IFS=';'; echo "${TARGETS[*]}")"
+cmake --build "$B" -j "$(nproc)" --target sortd_build_set
 mkdir -p "$B/findings"
 # PoCL and the OpenCL ICD loader keep state for the process's life by design.
 export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0"
