@@ -47,7 +47,7 @@ struct SortdOptions {
   // --host_pool_pinned: take the pool's memory from the first device.
   bool host_pool_pinned = true;
   // --shm_pinned: shared-memory regions adopted by every device.
-  bool shm_pinned = false;
+  bool shm_pinned = true;
   // Shared memory is on when regions.enabled (--shm_socket given).
   RegionRegistry::Options regions;
   ShmSocket::Options shm;

@@ -20,7 +20,7 @@ ABSL_FLAG(std::string, shm_socket, "",
 ABSL_FLAG(int64_t, shm_max_bytes, int64_t{16} << 30,
           "Resident bytes all registered shared-memory regions may hold "
           "together.");
-ABSL_FLAG(bool, shm_pinned, false,
+ABSL_FLAG(bool, shm_pinned, true,
           "Page-lock shared-memory regions for the transfers of every GPU "
           "whose driver page-locks adopted memory (NVIDIA's; OpenCL buffers "
           "over the region's pages), so that their arrays move between the "
@@ -28,17 +28,14 @@ ABSL_FLAG(bool, shm_pinned, false,
           "pages are the client's and stay charged against --shm_max_bytes; "
           "at most --shm_pinned_max_bytes are page-locked at once. The "
           "pinning runs on a thread of its own after registration (the "
-          "region is served through staging until then). Off by default "
-          "until measured on the host (docs/decisions/"
-          "026-page-locked-regions.md).");
-ABSL_FLAG(int64_t, shm_pinned_max_bytes, int64_t{4} << 30,
+          "region is served through staging until then) "
+          "(docs/decisions/026-page-locked-regions.md).");
+ABSL_FLAG(int64_t, shm_pinned_max_bytes, int64_t{8} << 30,
           "With --shm_pinned: bytes of shared-memory regions page-locked at "
           "once (each region counted once, whatever the number of GPUs); "
-          "regions registered past it stay pageable (staging). A starting "
-          "value: NVIDIA's transfers slowed down with several GiB "
-          "page-locked on the H200 host (docs/decisions/"
-          "010-pinned-host-buffers.md); set it from a measurement on the "
-          "host.");
+          "regions registered past it stay pageable (staging). On the H200 "
+          "host 4 GiB of pinned regions moved at the full rate (docs/"
+          "decisions/026-page-locked-regions.md).");
 ABSL_FLAG(int32_t, shm_max_connections, 256,
           "Clients connected to --shm_socket at once, at most.");
 ABSL_FLAG(absl::Duration, shm_idle_timeout, absl::Seconds(10),

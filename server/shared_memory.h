@@ -139,7 +139,7 @@ class RegionRegistry {
     // Bytes of regions adopted (page-locked) at once, all devices counting
     // a region once (--shm_pinned_max_bytes); regions past it stay
     // pageable.
-    size_t max_adopted_bytes = size_t{4} << 30;
+    size_t max_adopted_bytes = size_t{8} << 30;
   };
   struct Registered {
     std::string token;  // 128 random bits, hex
