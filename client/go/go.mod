@@ -6,3 +6,11 @@ require (
 	google.golang.org/grpc v1.33.3
 	google.golang.org/protobuf v1.28.1
 )
+
+require (
+	github.com/golang/protobuf v1.5.2 // indirect
+	golang.org/x/net v0.7.0 // indirect
+	golang.org/x/sys v0.3.0 // indirect
+	golang.org/x/text v0.7.0 // indirect
+	google.golang.org/genproto v0.0.0-20200526211855-cb27e3aa2013 // indirect
+)
