@@ -79,3 +79,6 @@ done
 out=$("$WORK/example" -target="$address" -keys=200000)
 echo "$out"
 grep -q "sorted 200000 keys, verified" <<< "$out"
+# Everything came from vendor/: the module cache is still empty.
+[ -z "$(ls -A "$GOMODCACHE" 2>/dev/null)" ] ||
+  { echo "modules were fetched into $GOMODCACHE:"; find "$GOMODCACHE" | head; exit 1; }
