@@ -10,7 +10,7 @@
 //	conn, err := sortd.Dial("127.0.0.1:50051", sortd.Options{})
 //	client := sortdv1.NewSortServiceClient(conn)
 //
-// gRPC-Go before 1.40 (Debian 12 packages 1.33.3) applies the service
+// gRPC-Go before 1.41 (Debian 12 packages 1.33.3) applies the service
 // config's retry policy only when the environment has GRPC_GO_RETRY=on;
 // later versions retry by default.
 package sortd
@@ -81,7 +81,9 @@ func ServiceConfig(policy string, maxAttempts int) (string, error) {
 
 // DialOptions are the grpc.DialOptions Dial uses, for callers that dial
 // themselves (grpc.DialContext, grpc.WithBlock, interceptors): extra ones
-// are appended after them, so they win where they conflict.
+// are appended after them, so they win where they conflict. Credentials go
+// in Options, not in extra: gRPC refuses a channel with both plaintext and
+// transport credentials.
 func DialOptions(o Options, extra ...grpc.DialOption) ([]grpc.DialOption, error) {
 	attempts := o.MaxAttempts
 	if attempts == 0 {
@@ -101,8 +103,8 @@ func DialOptions(o Options, extra ...grpc.DialOption) ([]grpc.DialOption, error)
 	if o.Credentials != nil {
 		opts = append(opts, grpc.WithTransportCredentials(o.Credentials))
 	} else {
-		// gRPC-Go 1.33 has no credentials/insecure package (it came in
-		// 1.34); WithInsecure is that version's way to dial in plaintext.
+		// gRPC-Go 1.33 has no credentials/insecure package (later versions
+		// have it); WithInsecure is that version's way to dial in plaintext.
 		opts = append(opts, grpc.WithInsecure())
 	}
 	switch {
