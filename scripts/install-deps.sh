@@ -35,9 +35,13 @@ PACKAGES=(
   # system's grpcio, protobuf and numpy (the wheel's requirements) and tested
   python3-venv python3-pip python3-setuptools python3-wheel python3-grpcio
   python3-protobuf python3-grpc-tools python3-numpy python3-pytest
-  # the Go example (client/go), generated and built offline (GOPATH mode)
+  # the Go module (client/go): its stubs checked with protoc's Go plugins,
+  # built and tested offline over these packages' sources (vendor/ from
+  # /usr/share/gocode by client/go/debian-vendor.sh)
   golang-go golang-google-grpc-dev golang-google-protobuf-dev
-  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
+  golang-github-golang-protobuf-1-5-dev golang-golang-x-net-dev
+  golang-golang-x-sys-dev golang-golang-x-text-dev golang-google-genproto-dev
+  protoc-gen-go protoc-gen-go-grpc
   # static checks of deploy/: YAML lint, YAML parsing (kubectl: below)
   yamllint python3-yaml
   # fuzzing (libFuzzer) and sanitizer runtimes: scripts/fuzz.sh builds with

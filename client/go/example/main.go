@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"log"
@@ -14,8 +13,7 @@ import (
 	"sort"
 	"time"
 
-	"google.golang.org/grpc"
-
+	"sortd.io/client/go/sortd"
 	sortdv1 "sortd.io/client/go/sortdv1"
 )
 
@@ -24,10 +22,8 @@ func main() {
 	n := flag.Int("keys", 100000, "random uint32 keys to sort")
 	flag.Parse()
 
-	conn, err := grpc.Dial(*target,
-		grpc.WithInsecure(), // plaintext; see grpc.WithTransportCredentials for TLS
-		// Answers can be twice a request (a permutation adds 4 bytes a key).
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
+	// Plaintext; sortd.Options.Credentials takes TLS credentials.
+	conn, err := sortd.Dial(*target, sortd.Options{})
 	if err != nil {
 		log.Fatalf("dial %s: %v", *target, err)
 	}
@@ -35,25 +31,29 @@ func main() {
 	client := sortdv1.NewSortServiceClient(conn)
 
 	keys := make([]uint32, *n)
-	packed := make([]byte, 4*len(keys))
 	for i := range keys {
 		keys[i] = rand.Uint32() % 1000 // repeats, so that stability shows
-		binary.LittleEndian.PutUint32(packed[4*i:], keys[i])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resp, err := client.Sort(ctx, &sortdv1.SortRequest{
-		Keys:              &sortdv1.SortRequest_U32Keys{U32Keys: packed},
+		Keys:              &sortdv1.SortRequest_U32Keys{U32Keys: sortd.PackU32(keys)},
 		ReturnPermutation: true,
 	})
 	if err != nil {
 		log.Fatalf("Sort: %v", err)
 	}
 
-	sorted := resp.GetU32Keys()
-	perm := resp.GetPermutation()
-	if len(sorted) != len(packed) || len(perm) != len(packed) {
-		log.Fatalf("answer of %d key bytes and %d permutation bytes for %d keys",
+	sorted, err := sortd.UnpackU32(resp.GetU32Keys())
+	if err != nil {
+		log.Fatalf("keys: %v", err)
+	}
+	perm, err := sortd.UnpackU32(resp.GetPermutation())
+	if err != nil {
+		log.Fatalf("permutation: %v", err)
+	}
+	if len(sorted) != len(keys) || len(perm) != len(keys) {
+		log.Fatalf("%d keys and %d indices back for %d keys",
 			len(sorted), len(perm), len(keys))
 	}
 	want := make([]int, len(keys))
@@ -62,10 +62,9 @@ func main() {
 	}
 	sort.SliceStable(want, func(a, b int) bool { return keys[want[a]] < keys[want[b]] })
 	for i, w := range want {
-		k := binary.LittleEndian.Uint32(sorted[4*i:])
-		p := binary.LittleEndian.Uint32(perm[4*i:])
-		if k != keys[w] || int(p) != w {
-			log.Fatalf("position %d: key %d from %d, want %d from %d", i, k, p, keys[w], w)
+		if sorted[i] != keys[w] || int(perm[i]) != w {
+			log.Fatalf("position %d: key %d from %d, want %d from %d",
+				i, sorted[i], perm[i], keys[w], w)
 		}
 	}
 	by := resp.GetServedBy()
