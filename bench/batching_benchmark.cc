@@ -45,9 +45,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "cpu/cpu_sorter.h"
 #include "gpu/opencl_engine.h"
 #include "server/calibrate.h"
-#include "server/cpu_sorter.h"
 #include "server/scheduler.h"
 
 ABSL_FLAG(std::string, device, "gpu", "gpu or opencl-cpu");

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_sorter.h"
 #include "oneapi/tbb/info.h"
 #include "oneapi/tbb/parallel_sort.h"
-#include "server/cpu_sorter.h"
 
 namespace sortd {
 namespace {

@@ -1,5 +1,5 @@
 // The one interface behind which every sortd engine sits: the oneTBB CPU
-// path (server/cpu_sorter.h) and the OpenCL engine (gpu/). The server only
+// path (cpu/cpu_sorter.h) and the OpenCL engine (gpu/). The server only
 // talks to engines through it.
 //
 // Jobs borrow their buffers: inputs point into the request, outputs into the

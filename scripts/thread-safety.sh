@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checks sortd's locking with clang's thread-safety analysis: every product
-# source in server/, gpu/, client/ and core/ is compiled (syntax only) with
-# -Wthread-safety -Werror=thread-safety, so that a member marked
+# source in server/, cpu/, gpu/, client/ and core/ is compiled (syntax only)
+# with -Wthread-safety -Werror=thread-safety, so that a member marked
 # ABSL_GUARDED_BY(mu_) touched without mu_ held, or a *Locked helper called
-# without its lock, fails. The include paths and defines are each file's own,
+# without its lock, fails (headers with the sources that include them). The include paths and defines are each file's own,
 # from the build's compile_commands.json (the generated proto headers are in
 # the build's gen/, so the build must have run first). It also fails on a
 # bare std::mutex or std::condition_variable there, which the analysis
@@ -41,7 +41,7 @@ seen = {}
 for entry in json.load(open(db)):
     path = os.path.realpath(os.path.join(entry["directory"], entry["file"]))
     rel = os.path.relpath(path, repo)
-    if rel.split(os.sep)[0] not in ("server", "gpu", "client", "core"):
+    if rel.split(os.sep)[0] not in ("server", "cpu", "gpu", "client", "core"):
         continue
     if only and rel not in only:
         continue
@@ -88,7 +88,7 @@ status=0
 # the product's locks are sortd::Mutex and sortd::CondVar (core/mutex.h).
 if bare="$(cd "$repo" && grep -rnE \
   'std::(mutex|condition_variable|lock_guard|unique_lock|scoped_lock)\b' \
-  server gpu client core --include='*.h' --include='*.cc' |
+  server cpu gpu client core --include='*.h' --include='*.cc' |
   grep -v '^core/mutex\.h:')"; then
   echo "thread-safety: use sortd::Mutex/MutexLock/CondVar (core/mutex.h):"
   echo "$bare"

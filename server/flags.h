@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/cpu_sorter.h"
+#include "cpu/cpu_sorter.h"
 #include "server/engines.h"
 #include "server/grpc_server.h"
 #include "server/host_buffers.h"

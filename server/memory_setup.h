@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "absl/time/time.h"
-#include "server/cpu_sorter.h"
+#include "cpu/cpu_sorter.h"
 #include "server/host_buffers.h"
 #include "server/memory.h"
 #include "server/metrics.h"

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "server/cpu_sorter.h"
+#include "cpu/cpu_sorter.h"
 #include "tests/reference.h"
 
 namespace sortd {

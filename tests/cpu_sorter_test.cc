@@ -1,7 +1,7 @@
 // CpuSorter against the reference stable sort, for every key type, both
 // orders, with and without payload and permutation, over every input shape
 // and boundary length, up to millions of keys.
-#include "server/cpu_sorter.h"
+#include "cpu/cpu_sorter.h"
 
 #include <gtest/gtest.h>
 

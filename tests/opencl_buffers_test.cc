@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/transpose.h"
+#include "cpu/cpu_sorter.h"
 #include "gpu/opencl_engine.h"
-#include "server/cpu_sorter.h"
 #include "tests/opencl_test_util.h"
 #include "tests/sort_check.h"
 

@@ -25,8 +25,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/transpose.h"
+#include "cpu/cpu_sorter.h"
 #include "gpu/sort_plan.h"
-#include "server/cpu_sorter.h"
 #include "tests/opencl_test_util.h"
 #include "tests/sort_check.h"
 
@@ -966,7 +966,8 @@ TEST(Algorithms, EightBitDigits) {
 // kind of sub-group built-ins it has and sub-groups of 16 (and 8 and 32
 // once); with three-launch and one-launch passes (keys placed as ranked or
 // not), 4-bit and 8-bit digits, and sizes that end mid-warp and mid-tile
-// (the padding keys must rank last). One test per ranking and pass shape, so that they run at once.
+// (the padding keys must rank last). One test per ranking and pass shape, so
+// that they run at once.
 struct WarpRankingCase {
   std::string name;
   TileRanking ranking;

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cpu/cpu_sorter.h"
 #include "server/batch_codec.h"
 #include "server/calibrate.h"
-#include "server/cpu_sorter.h"
 #include "tests/opencl_test_util.h"
 #include "tests/reference.h"
 #include "tests/sort_check.h"

@@ -25,8 +25,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/transpose.h"
+#include "cpu/cpu_sorter.h"
 #include "reference.h"
-#include "server/cpu_sorter.h"
 #include "server/out_of_memory.h"
 #include "sort_check.h"
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/cpu_sorter.h"
+#include "cpu/cpu_sorter.h"
 #include "tests/reference.h"
 #include "tests/sort_check.h"
 

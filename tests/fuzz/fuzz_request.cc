@@ -15,7 +15,7 @@
 #include "client/raw_call.h"
 #include "client/sortctl_lib.h"
 #include "core/key_fields.h"
-#include "server/cpu_sorter.h"
+#include "cpu/cpu_sorter.h"
 #include "server/request.h"
 
 namespace {

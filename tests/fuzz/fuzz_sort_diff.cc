@@ -15,8 +15,8 @@
 
 #include "client/sortctl_lib.h"
 #include "core/key_fields.h"
+#include "cpu/cpu_sorter.h"
 #include "gpu/opencl_engine.h"
-#include "server/cpu_sorter.h"
 #include "server/request.h"
 #include "server/runs.h"
 

@@ -1,7 +1,7 @@
 // CpuScratchPool's blocks: taken by a sort (an idle one where one fits,
 // else a new one), given back when it ends, and freed beyond the idle
 // budget or on Trim.
-#include "server/cpu_scratch_pool.h"
+#include "cpu/scratch_pool.h"
 
 #include <algorithm>
 #include <bit>

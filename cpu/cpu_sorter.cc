@@ -1,9 +1,9 @@
 // CpuSorter itself: which of the radix sort's ways a sort takes (SortKeys),
 // on which thread and at which priority it runs (Sort, RunBulk), its
 // scratch pool's upkeep, and the bit-matrix transpose. The sorts
-// themselves are in cpu_serial_sort.cc, cpu_lsd_sort.cc and
-// cpu_msd_sort.cc; the scratch pool in cpu_scratch_pool.cc.
-#include "server/cpu_sorter.h"
+// themselves are in serial_sort.cc, lsd_sort.cc and msd_sort.cc; the
+// scratch pool in scratch_pool.cc.
+#include "cpu/cpu_sorter.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -22,9 +22,9 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/transpose.h"
+#include "cpu/scratch_pool.h"
+#include "cpu/sort_internal.h"
 #include "oneapi/tbb/info.h"
-#include "server/cpu_scratch_pool.h"
-#include "server/cpu_sort_internal.h"
 
 namespace sortd {
 

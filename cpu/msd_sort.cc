@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "core/keys.h"
+#include "cpu/sort_internal.h"
 #include "oneapi/tbb/parallel_for.h"
-#include "server/cpu_sort_internal.h"
 
 namespace sortd::cpu_sort {
 namespace {

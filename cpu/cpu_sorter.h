@@ -29,8 +29,8 @@
 //
 //   CpuSorter cpu(CpuSorter::Options{.threads = 8});
 //   absl::Status s = cpu.Sort(job);
-#ifndef SORTD_SERVER_CPU_SORTER_H_
-#define SORTD_SERVER_CPU_SORTER_H_
+#ifndef SORTD_CPU_CPU_SORTER_H_
+#define SORTD_CPU_CPU_SORTER_H_
 
 #include <atomic>
 #include <cstddef>
@@ -43,7 +43,7 @@
 
 namespace sortd {
 
-class CpuScratchPool;  // server/cpu_scratch_pool.h
+class CpuScratchPool;  // cpu/scratch_pool.h
 
 class CpuSorter final : public Sorter {
  public:
@@ -109,4 +109,4 @@ class CpuSorter final : public Sorter {
 
 }  // namespace sortd
 
-#endif  // SORTD_SERVER_CPU_SORTER_H_
+#endif  // SORTD_CPU_CPU_SORTER_H_

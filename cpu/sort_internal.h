@@ -3,10 +3,9 @@
 // caller's thread where there is one chunk, else oneTBB's), the insertion
 // sort of short runs, the layout of a sort's scratch, the gather of the
 // payload, and the three ways a sort runs, which Sort picks from
-// (cpu_serial_sort.cc, cpu_lsd_sort.cc, cpu_msd_sort.cc). Internal to the
-// CPU path.
-#ifndef SORTD_SERVER_CPU_SORT_INTERNAL_H_
-#define SORTD_SERVER_CPU_SORT_INTERNAL_H_
+// (serial_sort.cc, lsd_sort.cc, msd_sort.cc). Internal to the CPU path.
+#ifndef SORTD_CPU_SORT_INTERNAL_H_
+#define SORTD_CPU_SORT_INTERNAL_H_
 
 #include <algorithm>
 #include <cstddef>
@@ -14,9 +13,9 @@
 #include <cstring>
 
 #include "core/sorter.h"
+#include "cpu/scratch_pool.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
-#include "server/cpu_scratch_pool.h"
 
 namespace sortd::cpu_sort {
 
@@ -132,17 +131,17 @@ struct Split {
 // The three ways a sort runs; SortKeys in cpu_sorter.cc picks one.
 //
 // On the calling thread alone, for sorts CpuSorter::SortsWhole runs whole
-// (cpu_serial_sort.cc).
+// (serial_sort.cc).
 void SortSerial(const SortJob& job, CpuScratchPool& pool);
 // LSD passes over the whole array in blocks, on up to `threads` threads
-// (cpu_lsd_sort.cc); sorts of up to kInsertionUpTo keys too, by insertion.
+// (lsd_sort.cc); sorts of up to kInsertionUpTo keys too, by insertion.
 void SortLsdInBlocks(const SortJob& job, int threads, CpuScratchPool& pool);
 // Arrays of split.msd_from_bytes or more: passes over their highest digits
 // until each bucket holds at most split.bucket_keys keys, then each bucket
-// in cache (cpu_msd_sort.cc).
+// in cache (msd_sort.cc).
 void SortMsdThenLsd(const SortJob& job, const Split& split,
                     CpuScratchPool& pool);
 
 }  // namespace sortd::cpu_sort
 
-#endif  // SORTD_SERVER_CPU_SORT_INTERNAL_H_
+#endif  // SORTD_CPU_SORT_INTERNAL_H_

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/keys.h"
-#include "server/cpu_sort_internal.h"
+#include "cpu/sort_internal.h"
 
 namespace sortd::cpu_sort {
 namespace {

@@ -1,10 +1,10 @@
 // CpuScratchPool: the scratch blocks of CpuSorter's sorts, each handed to
 // one sort at a time and kept, within a byte budget, for the next (the
-// comment on CpuSorter in server/cpu_sorter.h says why), and Scratch, the
+// comment on CpuSorter in cpu/cpu_sorter.h says why), and Scratch, the
 // uninitialised scratch of one sort: a block of the pool from its
 // min_bytes(), smaller from the allocator. Internal to the CPU path.
-#ifndef SORTD_SERVER_CPU_SCRATCH_POOL_H_
-#define SORTD_SERVER_CPU_SCRATCH_POOL_H_
+#ifndef SORTD_CPU_SCRATCH_POOL_H_
+#define SORTD_CPU_SCRATCH_POOL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/mutex.h"
-#include "server/cpu_sorter.h"
+#include "cpu/cpu_sorter.h"
 
 namespace sortd {
 
@@ -101,4 +101,4 @@ class Scratch {
 
 }  // namespace sortd
 
-#endif  // SORTD_SERVER_CPU_SCRATCH_POOL_H_
+#endif  // SORTD_CPU_SCRATCH_POOL_H_
