@@ -38,6 +38,7 @@
 #include <memory>
 #include <string>
 
+#include "core/idle_pool.h"
 #include "core/sorter.h"
 #include "oneapi/tbb/task_arena.h"
 
@@ -66,10 +67,7 @@ class CpuSorter final : public Sorter {
     // are freed. A 2^24-key u64 sort with a permutation takes 384 MiB.
     size_t scratch_max_idle_bytes = size_t{1} << 30;
   };
-  struct ScratchStats {
-    size_t idle_bytes = 0, in_use_bytes = 0;
-    uint64_t reused = 0, allocated = 0;
-  };
+  using ScratchStats = IdlePoolStats;
 
   explicit CpuSorter(const Options& options);
   ~CpuSorter() override;

@@ -10,15 +10,15 @@
 #include <cstdint>
 #include <memory>
 #include <new>
-#include <vector>
 
-#include "core/mutex.h"
+#include "core/idle_pool.h"
 #include "cpu/cpu_sorter.h"
 
 namespace sortd {
 
 // Scratch blocks handed to one sort at a time and kept, within a byte
-// budget, for the next (CpuSorter's comment says why).
+// budget, for the next (CpuSorter's comment says why). The keeping is
+// IdlePool's (core/idle_pool.h); this class is where blocks come from.
 class CpuScratchPool {
  public:
   struct Block {
@@ -27,9 +27,8 @@ class CpuScratchPool {
   };
 
   CpuScratchPool(size_t min_bytes, size_t max_idle_bytes)
-      : min_bytes_(min_bytes), max_idle_bytes_(max_idle_bytes) {}
-  // Every block is idle by now: sorts hold the sorter while they run.
-  ~CpuScratchPool() { Trim(); }
+      : min_bytes_(min_bytes),
+        idle_({.max_idle_bytes = max_idle_bytes, .reuse_quarters = 8}) {}
 
   CpuScratchPool(const CpuScratchPool&) = delete;
   CpuScratchPool& operator=(const CpuScratchPool&) = delete;
@@ -37,36 +36,34 @@ class CpuScratchPool {
   size_t min_bytes() const { return min_bytes_; }
 
   // A block of at least `bytes` uninitialised bytes, the caller's alone
-  // until it gives it back with Return. Throws std::bad_alloc.
+  // until it gives it back with Return: an idle one at most twice as large
+  // as a new one would be, else a new one. Throws std::bad_alloc.
   Block Take(size_t bytes);
   // Takes back a block from Take; it waits for the next sort, or is freed
   // if it does not fit the budget (the blocks idle longest make room).
-  void Return(const Block& block);
-  void Trim();
-  CpuSorter::ScratchStats stats() const;
+  void Return(const Block& block) { idle_.Return(block); }
+  void Trim() { idle_.Trim(); }
+  CpuSorter::ScratchStats stats() const { return idle_.stats(); }
 
  private:
   // Cache-line aligned, so that the scratch's halves start on lines.
   static constexpr std::align_val_t kAlignment{64};
 
-  // New blocks are whole megabytes from 1 MiB, powers of two below (at
-  // least 4 KiB), so that sorts of nearby sizes share them.
-  static size_t Capacity(size_t bytes);
   // The unsized form: clang builds (the fuzzers) have no sized
   // deallocation unless asked for it.
-  static void Free(const Block& block) {
-    ::operator delete(block.data, kAlignment);
-  }
+  struct FreeBlock {
+    void operator()(const Block& block) const {
+      ::operator delete(block.data, kAlignment);
+    }
+  };
+
+  // A new block of `capacity` bytes. Throws std::bad_alloc.
+  Block Allocate(size_t capacity);
 
   const size_t min_bytes_;
-  const size_t max_idle_bytes_;
-  mutable Mutex mu_;
-  // The longest idle first.
-  std::vector<Block> idle_ ABSL_GUARDED_BY(mu_);
-  size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t in_use_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t reused_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t allocated_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every block is idle when the pool goes: sorts hold the sorter while
+  // they run.
+  IdlePool<Block, FreeBlock> idle_;
 };
 
 // The uninitialised scratch of one sort: a block of `pool` from

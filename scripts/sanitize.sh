@@ -35,7 +35,7 @@ case "$MODE" in
       wire_test request_test parts_test stream_assembler_test admission_test
       raw_call_test sortctl_lib_test batch_codec_test compact_keys_test
       host_buffers_test memory_test shared_memory_test cpu_sorter_test
-      opencl_faults_test
+      idle_pool_test opencl_faults_test
       opencl_buffers_test opencl_parts_test runs_test split_sort_test
       fuzz_request fuzz_sort_diff
       fuzz_shm_register fuzz_parts fuzz_stream)
@@ -69,13 +69,15 @@ case "$MODE" in
     TESTS+="|HeldBytes\.(Streams|AnIdle|Padded|APart|AStalled|ASort)"
     # Shared-memory regions: registration against the adoption worker.
     TESTS+="|RegionRegistryTest\."
+    # The idle-block pool under the host buffers and the CPU scratch.
+    TESTS+="|IdlePoolTest\.Concurrent"
     # The programs that hold those tests, and what they start: only these
     # are built.
     TARGETS=(sortd sortctl scheduler_test admission_test runs_test split_sort_test
       memory_test handler_pool_test e2e_test batching_e2e_test device_e2e_test
       stream_e2e_test tls_e2e_test
       integrity_e2e_test parts_test parts_e2e_test held_bytes_e2e_test
-      shared_memory_test)
+      shared_memory_test idle_pool_test)
     ;;
   *) echo "sanitize.sh: unknown mode $MODE" >&2; exit 2 ;;
 esac

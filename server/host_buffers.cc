@@ -1,238 +1,140 @@
+// HostBufferPool's blocks: where new ones come from (the engine's host
+// memory, the C allocator where it has none left), and which are kept
+// (IdlePool, core/idle_pool.h, does the keeping).
 #include "server/host_buffers.h"
 
-#include <algorithm>
-#include <bit>
-#include <cassert>
 #include <cstdlib>
-#include <iterator>
-#include <list>
-#include <map>
+#include <memory>
 #include <new>
-#include <vector>
+#include <utility>
 
+#include "core/idle_pool.h"
 #include "core/mutex.h"
 #include "grpc/slice.h"
 
 namespace sortd {
+namespace {
 
-struct HostBufferPool::Shared {
-  struct Block {
-    std::shared_ptr<Shared> owner;  // keeps the pool's state while out
-    void* data = nullptr;
-    size_t capacity = 0;
-    std::shared_ptr<HostMemory> memory;  // where it came from; null: malloc
-  };
+struct Block {
+  void* data = nullptr;
+  size_t capacity = 0;
+  std::shared_ptr<HostMemory> memory;  // where it came from; null: malloc
+};
 
-  explicit Shared(const Options& o) : options(o) {}
-  ~Shared() {
-    for (Block& block : idle) Free(block);
-  }
-
-  static void Free(const Block& block) {
+struct FreeBlock {
+  void operator()(const Block& block) const {
     if (block.memory != nullptr) {
       block.memory->Free(block.data, block.capacity);
     } else {
       std::free(block.data);
     }
   }
+};
 
-  // A new block of `capacity` bytes from `memory` (not null), if it has
-  // some.
-  static bool NewFrom(const std::shared_ptr<HostMemory>& memory,
-                      size_t capacity, Block* out) {
-    out->capacity = capacity;
-    out->data = memory->Allocate(capacity);
-    out->memory = out->data != nullptr ? memory : nullptr;
-    return out->data != nullptr;
-  }
+}  // namespace
 
-  // A new block of `capacity` bytes from the C allocator.
-  static bool NewFromHeap(size_t capacity, Block* out) {
-    out->capacity = capacity;
-    out->memory = nullptr;
-    out->data = std::malloc(capacity);
-    return out->data != nullptr;
-  }
+struct HostBufferPool::Shared {
+  // A slice's block while it is out; `owner` keeps the pool's state alive
+  // until it comes back, even after the pool object itself is gone.
+  struct Lent {
+    std::shared_ptr<Shared> owner;
+    Block block;
+  };
 
-  // New blocks are whole megabytes from 1 MiB, powers of two below (at
-  // least 4 KiB), so that nearby sizes share them.
-  static size_t Capacity(size_t bytes) {
-    constexpr size_t kMiB = size_t{1} << 20;
-    if (bytes >= kMiB) return (bytes + kMiB - 1) / kMiB * kMiB;
-    return std::max<size_t>(std::bit_ceil(bytes), 4096);
-  }
+  // An idle block serves a request at most a quarter larger than a new one
+  // would be, so that the block a request of this size allocated fits the
+  // next one (1 MiB and a few bytes take 2 MiB).
+  explicit Shared(const Options& o)
+      : options(o),
+        idle({.max_idle_bytes = o.max_idle_bytes, .reuse_quarters = 5}) {}
 
-  // An idle block of a fitting size into `out`; false if there is none.
-  bool TakeIdle(size_t bytes, Block* out) {
-    MutexLock lock(&mu);
-    // The smallest idle block that holds `bytes` and is at most a quarter
-    // larger than a new one would be (so that the block a request of this
-    // size allocated fits the next one: 1 MiB and a few bytes take 2 MiB).
-    const size_t most = Capacity(bytes) + Capacity(bytes) / 4;
-    auto found = by_capacity.lower_bound(bytes);
-    if (found == by_capacity.end() || found->first > most) return false;
-    const auto best = found->second;
-    by_capacity.erase(found);
-    out->data = best->data;
-    out->capacity = best->capacity;
-    out->memory = std::move(best->memory);
-    idle_bytes -= best->capacity;
-    in_use_bytes += best->capacity;
-    idle.erase(best);
-    ++reused;
-    return true;
-  }
-
-  // Takes an idle block out of `idle` and its index. Entries of one
-  // capacity keep the order they were returned in, so the oldest block's
-  // entry is the first of its capacity.
-  Block TakeOut(std::list<Block>::iterator it)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    auto entry = by_capacity.find(it->capacity);
-    while (entry != by_capacity.end() && entry->second != it) ++entry;
-    assert(entry != by_capacity.end());
-    by_capacity.erase(entry);
-    Block block = std::move(*it);
-    idle.erase(it);
-    idle_bytes -= block.capacity;
+  // A new block of `capacity` bytes: from `memory` where it is set and has
+  // room, else from the C allocator. Throws std::bad_alloc.
+  Block New(size_t capacity) ABSL_LOCKS_EXCLUDED(mu) {
+    std::shared_ptr<HostMemory> from;
+    {
+      MutexLock lock(&mu);
+      from = memory;
+    }
+    Block block{nullptr, capacity, nullptr};
+    if (from != nullptr) {
+      block.data = from->Allocate(capacity);
+      // Page-locked memory is capped (gpu/pinned_memory.h): where idle
+      // blocks of it (of other sizes, or Take would have reused one) can
+      // make room for this one, the longest idle go.
+      if (block.data == nullptr) {
+        const size_t available = from->Available();
+        if (available < capacity &&
+            idle.FreeIdle(capacity - available,
+                          [&](const Block& b) { return b.memory == from; })) {
+          block.data = from->Allocate(capacity);
+        }
+      }
+      if (block.data != nullptr) block.memory = std::move(from);
+    }
+    if (block.data == nullptr) block.data = std::malloc(capacity);
+    if (block.data == nullptr) throw std::bad_alloc();
     return block;
   }
 
-  void Return(const Block& block) {
-    std::vector<Block> to_free;
-    {
+  // Takes back a block. One from other memory than the pool's now (set
+  // after it was handed out) is not kept; one from the heap is (taken
+  // where the memory had none left: page-locked memory is capped).
+  void Return(Block block) ABSL_LOCKS_EXCLUDED(mu) {
+    idle.Return(std::move(block), [this](const Block& b) {
+      if (b.memory == nullptr) return true;
       MutexLock lock(&mu);
-      in_use_bytes -= block.capacity;
-      // A block from other memory than the pool's now (set after it was
-      // handed out) is not kept; one from the heap is (taken where the
-      // memory had none left: page-locked memory is capped).
-      if (block.capacity > options.max_idle_bytes ||
-          (block.memory != nullptr && block.memory != memory)) {
-        to_free.push_back(block);
-      } else {
-        // Make room: the blocks idle longest go first.
-        while (idle_bytes + block.capacity > options.max_idle_bytes) {
-          to_free.push_back(TakeOut(idle.begin()));
-        }
-        idle.push_back({nullptr, block.data, block.capacity, block.memory});
-        by_capacity.emplace(block.capacity, std::prev(idle.end()));
-        idle_bytes += block.capacity;
-      }
-    }
-    for (const Block& b : to_free) Free(b);
-  }
-
-  // Frees idle blocks from `memory`, the longest idle first, until at
-  // least `bytes` of them are freed; nothing if they hold fewer. Whether
-  // it freed them.
-  bool FreeIdleFrom(const std::shared_ptr<HostMemory>& memory, size_t bytes) {
-    std::vector<Block> to_free;
-    {
-      MutexLock lock(&mu);
-      size_t held = 0;
-      for (const Block& b : idle) {
-        if (b.memory == memory) held += b.capacity;
-      }
-      if (held < bytes) return false;
-      size_t freed = 0;
-      for (auto it = idle.begin(); it != idle.end() && freed < bytes;) {
-        if (it->memory != memory) {
-          ++it;
-          continue;
-        }
-        freed += it->capacity;
-        to_free.push_back(TakeOut(it++));
-      }
-    }
-    for (const Block& b : to_free) Free(b);
-    return true;
-  }
-
-  void Trim() {
-    std::list<Block> freed;
-    {
-      MutexLock lock(&mu);
-      freed.swap(idle);
-      by_capacity.clear();
-      idle_bytes = 0;
-    }
-    for (Block& block : freed) Free(block);
+      return b.memory == memory;
+    });
   }
 
   const Options options;
-  mutable Mutex mu;
+  IdlePool<Block, FreeBlock> idle;
+  // Taken inside the pool's lock (Return's check), never around a call to
+  // the pool.
+  Mutex mu;
   std::shared_ptr<HostMemory> memory ABSL_GUARDED_BY(mu);
-  std::list<Block> idle ABSL_GUARDED_BY(mu);  // the longest idle first
-  // `idle` by capacity: with small blocks pooled there may be thousands.
-  std::multimap<size_t, std::list<Block>::iterator> by_capacity
-      ABSL_GUARDED_BY(mu);
-  size_t idle_bytes ABSL_GUARDED_BY(mu) = 0;
-  size_t in_use_bytes ABSL_GUARDED_BY(mu) = 0;
-  uint64_t reused ABSL_GUARDED_BY(mu) = 0;
-  uint64_t allocated ABSL_GUARDED_BY(mu) = 0;
 };
 
 HostBufferPool::HostBufferPool(const Options& options)
     : shared_(std::make_shared<Shared>(options)) {}
 
-HostBufferPool::~HostBufferPool() { shared_->Trim(); }
+HostBufferPool::~HostBufferPool() { shared_->idle.Trim(); }
 
 grpc::Slice HostBufferPool::Allocate(size_t bytes) {
   if (bytes < shared_->options.min_bytes) {
     return grpc::Slice(grpc_slice_malloc_large(bytes), grpc::Slice::STEAL_REF);
   }
-  auto* block = new Shared::Block;
-  if (!shared_->TakeIdle(bytes, block)) {
-    const size_t capacity = Shared::Capacity(bytes);
-    std::shared_ptr<HostMemory> memory;
-    {
-      MutexLock lock(&shared_->mu);
-      memory = shared_->memory;
-    }
-    // Page-locked memory is capped (gpu/pinned_memory.h): where idle
-    // blocks of it (of other sizes, or TakeIdle would have found one) can
-    // make room for this one, the longest idle go.
-    if (memory != nullptr && !Shared::NewFrom(memory, capacity, block)) {
-      const size_t available = memory->Available();
-      if (available < capacity &&
-          shared_->FreeIdleFrom(memory, capacity - available)) {
-        Shared::NewFrom(memory, capacity, block);
-      }
-    }
-    if (block->data == nullptr && !Shared::NewFromHeap(capacity, block)) {
-      delete block;
-      throw std::bad_alloc();
-    }
-    MutexLock lock(&shared_->mu);
-    shared_->in_use_bytes += capacity;
-    ++shared_->allocated;
-  }
-  block->owner = shared_;
+  auto lent = std::make_unique<Shared::Lent>();
+  lent->block = shared_->idle.Take(
+      bytes, [this](size_t capacity) { return shared_->New(capacity); });
+  lent->owner = shared_;
+  void* const data = lent->block.data;
   return grpc::Slice(
-      block->data, bytes,
+      data, bytes,
       [](void* user_data) {
-        auto* b = static_cast<Shared::Block*>(user_data);
-        std::shared_ptr<Shared> owner = std::move(b->owner);
-        owner->Return(*b);
-        delete b;
+        std::unique_ptr<Shared::Lent> out(
+            static_cast<Shared::Lent*>(user_data));
+        std::shared_ptr<Shared> owner = std::move(out->owner);
+        owner->Return(std::move(out->block));
       },
-      block);
+      lent.release());
 }
 
-void HostBufferPool::Trim() { shared_->Trim(); }
+void HostBufferPool::Trim() { shared_->idle.Trim(); }
 
 void HostBufferPool::SetMemory(std::shared_ptr<HostMemory> memory) {
   {
     MutexLock lock(&shared_->mu);
     shared_->memory = std::move(memory);
   }
-  shared_->Trim();  // idle blocks from the memory before
+  // Idle blocks from the memory before. A block given back meanwhile was
+  // either checked against the new memory or is idle before this runs.
+  shared_->idle.Trim();
 }
 
 HostBufferPool::Stats HostBufferPool::stats() const {
-  MutexLock lock(&shared_->mu);
-  return {shared_->idle_bytes, shared_->in_use_bytes, shared_->reused,
-          shared_->allocated};
+  return shared_->idle.stats();
 }
 
 }  // namespace sortd

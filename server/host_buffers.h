@@ -5,8 +5,8 @@
 // on the 2-core VM that is about as long as copying it twice, and the
 // allocator hands large blocks back to the system as soon as they are freed,
 // so every request paid it again. Buffers from this pool stay mapped while
-// idle, within a byte budget; the idle trimmer (server/memory.h) empties the
-// pool when sortd goes quiet.
+// idle, within a byte budget (the keeping is IdlePool's, core/idle_pool.h);
+// the idle trimmer (server/memory.h) empties the pool when sortd goes quiet.
 //
 // Buffers are handed out as gRPC slices: an answer is sent from the slice
 // the engine wrote, and its memory comes back to the pool when gRPC (and
@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "core/host_memory.h"
+#include "core/idle_pool.h"
 #include "grpcpp/support/slice.h"
 
 namespace sortd {
@@ -37,10 +38,7 @@ class HostBufferPool {
     // Idle bytes kept for reuse; beyond, the buffers idle longest are freed.
     size_t max_idle_bytes = size_t{1} << 30;
   };
-  struct Stats {
-    size_t idle_bytes = 0, in_use_bytes = 0;
-    uint64_t reused = 0, allocated = 0;
-  };
+  using Stats = IdlePoolStats;
 
   explicit HostBufferPool(const Options& options);
   ~HostBufferPool();
