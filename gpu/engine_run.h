@@ -1,5 +1,5 @@
 // The pieces an OpenClEngine call is made of, shared by its passes
-// (radix_passes.h, bitonic_network.h): kernels with typed arguments, a
+// (passes/radix_passes.h, passes/bitonic.h): kernels with typed arguments, a
 // lane (command queues, staging ring, kernel objects), the device arrays of
 // one sort, and Run, one call's enqueues on its lane with the buffers and
 // events they use. Internal to gpu/.

@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/transpose.h"
-#include "gpu/bitonic_network.h"
 #include "gpu/kernels/sort_constants.h"
-#include "gpu/radix_passes.h"
+#include "gpu/passes/bitonic.h"
+#include "gpu/passes/radix_passes.h"
 
 namespace sortd::gpu {
 

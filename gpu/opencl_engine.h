@@ -10,7 +10,7 @@
 //
 // The layers below it: a SortPlan (sort_plan.h) chooses the algorithm and
 // sizes every device array; a Run (engine_run.h) enqueues one call's work
-// on a lane; the passes (radix_passes.h, bitonic_network.h) enqueue the
+// on a lane; the passes (passes/radix_passes.h, passes/bitonic.h) enqueue the
 // kernels of a named, per-device policy (policy.h). Fault injection, for
 // tests, comes in Options::faults (faults.h).
 //

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/opencl_engine.h"
-#include "gpu/radix_passes.h"
+#include "gpu/passes/radix_passes.h"
 
 namespace sortd::gpu {
 

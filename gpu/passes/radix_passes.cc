@@ -1,4 +1,4 @@
-#include "gpu/radix_passes.h"
+#include "gpu/passes/radix_passes.h"
 
 #include <algorithm>
 #include <utility>

@@ -4,8 +4,8 @@
 // the rest in local memory (bitonic_sort.cl).
 //
 //   status = BitonicSort(run, policy, plan, arrays);
-#ifndef SORTD_GPU_BITONIC_NETWORK_H_
-#define SORTD_GPU_BITONIC_NETWORK_H_
+#ifndef SORTD_GPU_PASSES_BITONIC_H_
+#define SORTD_GPU_PASSES_BITONIC_H_
 
 #include "absl/status/status.h"
 #include "gpu/engine_run.h"
@@ -21,4 +21,4 @@ absl::Status BitonicSort(Run& run, const BitonicPolicy& policy,
 
 }  // namespace sortd::gpu
 
-#endif  // SORTD_GPU_BITONIC_NETWORK_H_
+#endif  // SORTD_GPU_PASSES_BITONIC_H_

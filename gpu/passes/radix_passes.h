@@ -5,8 +5,8 @@
 //
 //   RadixPassPlan plan = PlanRadixPasses(policy, 32, false, n, true);
 //   status = RadixPasses(run, policy, plan, arrays, skip, &totals, &raw_ends);
-#ifndef SORTD_GPU_RADIX_PASSES_H_
-#define SORTD_GPU_RADIX_PASSES_H_
+#ifndef SORTD_GPU_PASSES_RADIX_PASSES_H_
+#define SORTD_GPU_PASSES_RADIX_PASSES_H_
 
 #include <functional>
 #include <vector>
@@ -74,4 +74,4 @@ absl::Status RadixPasses(Run& run, const RadixSortPolicy& policy,
 
 }  // namespace sortd::gpu
 
-#endif  // SORTD_GPU_RADIX_PASSES_H_
+#endif  // SORTD_GPU_PASSES_RADIX_PASSES_H_

@@ -1,4 +1,4 @@
-#include "gpu/bitonic_network.h"
+#include "gpu/passes/bitonic.h"
 
 #include <algorithm>
 
