@@ -39,32 +39,33 @@ absl::Status MakeKernels(const cl::Program& program,
 absl::Status RadixKernelsOf(const cl::Program& program, RadixKernels& k,
                             bool warp_level, bool unordered_pass,
                             bool late_ranked) {
-  SORTD_RETURN_IF_ERROR(
-      MakeKernels(program, std::pair{&k.encode, "radix_encode"},
-                  std::pair{&k.histogram, "radix_histogram"},
-                  std::pair{&k.scan_blocks, "scan_blocks"},
-                  std::pair{&k.scan_add, "scan_add"},
-                  std::pair{&k.scatter, "radix_scatter"},
-                  std::pair{&k.onesweep, "radix_onesweep"},
-                  std::pair{&k.digit_starts, "radix_digit_starts"},
-                  std::pair{&k.settle, "radix_settle"},
-                  std::pair{&k.decode, "radix_decode"},
-                  std::pair{&k.segment_ids, "radix_segment_ids"},
-                  std::pair{&k.segment_gather, "radix_segment_gather"},
-                  std::pair{&k.segment_groups, "radix_segment_groups"}));
+  SORTD_RETURN_IF_ERROR(MakeKernels(
+      program, std::pair{&k.code.encode, "radix_encode"},
+      std::pair{&k.three_launch.histogram, "radix_histogram"},
+      std::pair{&k.three_launch.scan_blocks, "scan_blocks"},
+      std::pair{&k.three_launch.scan_add, "scan_add"},
+      std::pair{&k.three_launch.scatter, "radix_scatter"},
+      std::pair{&k.onesweep.ranked, "radix_onesweep"},
+      std::pair{&k.settling.digit_starts, "radix_digit_starts"},
+      std::pair{&k.settling.settle, "radix_settle"},
+      std::pair{&k.code.decode, "radix_decode"},
+      std::pair{&k.segments.segment_ids, "radix_segment_ids"},
+      std::pair{&k.segments.segment_gather, "radix_segment_gather"},
+      std::pair{&k.segments.segment_groups, "radix_segment_groups"}));
   // Only keys-only builds with early counts have it; it is taken where the
   // policy's knob is on (RadixSortPolicy::UnorderedFirst).
   if (unordered_pass) {
     SORTD_RETURN_IF_ERROR(MakeKernels(
-        program, std::pair{&k.onesweep_unordered, "radix_unordered_onesweep"}));
+        program, std::pair{&k.onesweep.unordered, "radix_unordered_onesweep"}));
   }
   if (late_ranked) {
     SORTD_RETURN_IF_ERROR(MakeKernels(
-        program, std::pair{&k.onesweep_late, "radix_late_onesweep"}));
+        program, std::pair{&k.onesweep.late_ranked, "radix_late_onesweep"}));
   }
   // Only warp-level builds have it.
   if (!warp_level) return absl::OkStatus();
-  return MakeKernels(program, std::pair{&k.segments, "radix_segments"});
+  return MakeKernels(program,
+                     std::pair{&k.segments.segments, "radix_segments"});
 }
 
 absl::Status BitonicKernelsOf(const cl::Program& program, BitonicKernels& k) {

@@ -1,14 +1,14 @@
 // The pieces an OpenClEngine call is made of, shared by its passes
-// (radix_passes.h, bitonic_network.h): kernels with typed arguments, a
-// lane (command queues, staging ring, kernel objects), the device arrays of
-// one sort, and Run, one call's enqueues on its lane with the buffers and
-// events they use. Internal to gpu/.
+// (gpu/passes/): a lane (command queues, staging ring, each pass's kernel
+// objects), the device arrays of one sort, and Run, one call's enqueues on
+// its lane with the buffers and events they use. Internal to gpu/.
 //
 //   Run run(core, lane, EngineCore::kSort, &stages, nullptr);
 //   absl::StatusOr<cl::Buffer> keys = run.Allocate(bytes, "keys");
 //   if (keys.ok()) status = run.Write(*keys, bytes, host);
-//   lane.radix[0][0].scan_blocks.Bind(*keys, n, *sums);
-//   status = run.Launch(lane.radix[0][0].scan_blocks, groups, wg, "scan");
+//   ThreeLaunchKernels& k = lane.radix[0][0].three_launch;
+//   k.scan_blocks.Bind({.data = *keys, .n = n, .block_sums = *sums});
+//   status = run.Launch(k.scan_blocks, groups, wg, "scan");
 //   status = run.Finish(&stages);  // waits; stage times
 #ifndef SORTD_GPU_ENGINE_RUN_H_
 #define SORTD_GPU_ENGINE_RUN_H_
@@ -30,78 +30,24 @@
 #include "gpu/cl.h"
 #include "gpu/device.h"
 #include "gpu/faults.h"
+#include "gpu/passes/bitonic.h"
+#include "gpu/passes/encode.h"
+#include "gpu/passes/onesweep.h"
+#include "gpu/passes/segments.h"
+#include "gpu/passes/settle.h"
+#include "gpu/passes/three_launch.h"
+#include "gpu/passes/transpose.h"
 #include "gpu/pinned_memory.h"
 
 namespace sortd::gpu {
 
-// A kernel whose argument list is part of its type: Bind() sets every
-// argument in order, and a call with the wrong number or types of
-// arguments does not compile.
-template <typename... Args>
-class TypedKernel {
- public:
-  TypedKernel() = default;
-  explicit TypedKernel(cl::Kernel kernel) : kernel_(std::move(kernel)) {}
-  TypedKernel& Bind(const Args&... args) {
-    cl_uint i = 0;
-    (kernel_.setArg(i++, args), ...);
-    return *this;
-  }
-  cl::Kernel& kernel() { return kernel_; }
-
- private:
-  cl::Kernel kernel_;
-};
-
-using Buf = cl::Buffer;
-using U32 = cl_uint;
-
-// radix_sort.cl's kernels, one build (key width, index, tile).
+// radix_sort.cl's kernels, one build (key width, index, tile), by pass.
 struct RadixKernels {
-  // raw, keys, index, n, kind, descending, digit totals, count, write keys
-  TypedKernel<Buf, Buf, Buf, U32, U32, U32, Buf, U32, U32> encode;
-  // keys, n, shift, counts, tiles, mode, picks
-  TypedKernel<Buf, U32, U32, Buf, U32, U32, Buf> histogram;
-  // data, n, block sums
-  TypedKernel<Buf, U32, Buf> scan_blocks, scan_add;
-  // keys in/out, index in/out, n, shift, tile offsets, tiles, mode, picks
-  TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, U32, Buf> scatter;
-  // keys in/out, index in/out, n, shift, digit starts, starts at, status,
-  // tiles, mode, status at, next at, zero next, counter at, mark, value
-  // mask, picks
-  TypedKernel<Buf, Buf, Buf, Buf, U32, U32, Buf, U32, Buf, U32, U32, U32, U32,
-              U32, U32, U32, U32, Buf>
-      onesweep;
-  // The same arguments: the first pass of a keys-only sort from scratch
-  // (keys-only builds with early counts only).
-  decltype(onesweep) onesweep_unordered;
-  // The same arguments: the ranked pass walking back after ranking
-  // (builds for which RadixSortPolicy::LateRanked holds).
-  decltype(onesweep) onesweep_late;
-  // digit totals, digit starts, n, slots, picks, keys, kind | order
-  TypedKernel<Buf, Buf, U32, U32, Buf, Buf, U32> digit_starts;
-  // keys, n, kind | order, picks
-  TypedKernel<Buf, U32, U32, Buf> settle;
-  // keys, index, offsets, segment list (warp-level builds only)
-  TypedKernel<Buf, Buf, Buf, Buf> segments;
-  // keys, index, their scratch twins, offsets, segment list
-  TypedKernel<Buf, Buf, Buf, Buf, Buf, Buf> segment_groups;
-  // keys, raw out, index, values in/out, n, kind, descending, value words,
-  // decode keys
-  TypedKernel<Buf, Buf, Buf, Buf, Buf, U32, U32, U32, U32, U32> decode;
-  // index, offsets, segments, ids out, places out, n
-  TypedKernel<Buf, Buf, U32, Buf, Buf, U32> segment_ids;
-  // keys in, index in, places, keys out, index out, n
-  TypedKernel<Buf, Buf, Buf, Buf, Buf, U32> segment_gather;
-};
-
-// bitonic_sort.cl's kernels, one build (key width, index).
-struct BitonicKernels {
-  TypedKernel<Buf, Buf, U32, U32> pad;           // keys, index, n, padded
-  TypedKernel<Buf, Buf> sort_blocks;             // keys, index
-  TypedKernel<Buf, Buf, U32, U32> merge_global;  // keys, index, j, stage
-  TypedKernel<Buf, Buf, U32> merge_local;        // keys, index, stage
-  TypedKernel<Buf, Buf, Buf, Buf> segmented;     // keys, index, offsets, list
+  EncodeKernels code;               // encode, decode (passes/encode.h)
+  ThreeLaunchKernels three_launch;  // histogram, scans, scatter
+  OnesweepKernels onesweep;         // the one-launch pass and its twins
+  SettleKernels settling;           // digit starts, settle
+  SegmentKernels segments;          // segmented sort (passes/segments.h)
 };
 
 // A command queue with its own staging ring and kernel objects (kernels
@@ -125,7 +71,7 @@ struct Lane {
   // an index (RadixSortPolicy::stream_keys_32_min).
   RadixKernels radix_stream;
   BitonicKernels bitonic[2][2];
-  TypedKernel<Buf, Buf, U32> transpose;  // in, out, matrices
+  ArgsKernel<TransposeArgs> transpose;  // transpose32 or its sub-group twin
 };
 
 // The device arrays of one sort: ordered keys and indices in two ping-pong
@@ -206,8 +152,8 @@ class Run {
   // budget; `what` names it in errors.
   absl::StatusOr<cl::Buffer> Allocate(size_t bytes, const char* what);
   // `groups` work-groups of `group_size` (none if groups is 0).
-  template <typename... Args>
-  absl::Status Launch(TypedKernel<Args...>& kernel, size_t groups,
+  template <typename Args>
+  absl::Status Launch(ArgsKernel<Args>& kernel, size_t groups,
                       size_t group_size, const char* stage) {
     return LaunchKernel(kernel.kernel(), groups, group_size, stage);
   }

@@ -12,9 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/transpose.h"
-#include "gpu/bitonic_network.h"
 #include "gpu/kernels/sort_constants.h"
-#include "gpu/radix_passes.h"
+#include "gpu/passes/bitonic.h"
+#include "gpu/passes/encode.h"
+#include "gpu/passes/radix_passes.h"
+#include "gpu/passes/settle.h"
+#include "gpu/passes/transpose.h"
 
 namespace sortd::gpu {
 
@@ -75,14 +78,13 @@ absl::Status OpenClEngine::Upload(
   a.keys_raw = false;
   RadixKernels& k =
       run.lane().radix[plan.key_bits == 64 ? 1 : 0][plan.with_index ? 1 : 0];
-  return EncodeKeys(run, policy_.radix, k, job, a, *totals, count_digits,
+  return EncodeKeys(run, policy_.radix, k.code, job, a, *totals, count_digits,
                     encode);
 }
 
 absl::Status OpenClEngine::Download(Run& run, const SortJob& job,
                                     SortArrays& a) {
   const int bits = KeyBits(job);
-  const size_t n = job.count;
   RadixKernels& k = run.lane().radix[bits == 64][WithIndex(job)];
   const cl_uint value_words =
       static_cast<cl_uint>(ValueSize(job.value_type) / 4);
@@ -90,12 +92,8 @@ absl::Status OpenClEngine::Download(Run& run, const SortJob& job,
   // a kernel runs only for what is left (ordering back, payload gather).
   cl::Buffer& keys_out = a.keys_raw ? a.keys[a.cur] : a.raw;
   if (!a.keys_raw || value_words != 0) {
-    k.decode.Bind(a.keys[a.cur], a.raw, a.index[a.cur], a.values, a.values_out,
-                  static_cast<cl_uint>(n), KindCode(job.key_type),
-                  cl_uint{job.order == Order::kDescending}, value_words,
-                  cl_uint{!a.keys_raw});
-    const size_t wg = policy_.radix.work_group;
-    SORTD_RETURN_IF_ERROR(run.Launch(k.decode, DivUp(n, wg), wg, "transform"));
+    SORTD_RETURN_IF_ERROR(
+        DecodeKeys(run, policy_.radix, k.code, job, a, value_words));
   }
   return ReadOutputs(run, job, keys_out, a.values_out, a.index[a.cur]);
 }
@@ -319,12 +317,9 @@ absl::Status OpenClEngine::PickedRadixSort(Run& run, const SortJob& job,
                                     std::vector<bool>(plan.picked_slots, false),
                                     &totals, &raw_ends, nullptr, &picked));
   RadixKernels& k = run.lane().radix[plan.key_bits == 64 ? 1 : 0][0];
-  const size_t wg = policy_.radix.work_group;
-  k.settle.Bind(a.keys[a.cur], static_cast<cl_uint>(job.count),
-                raw_ends.kind_order, *picks);
-  SORTD_RETURN_IF_ERROR(
-      run.Launch(k.settle, DivUp(job.count, policy_.radix.SettleTileKeys()), wg,
-                 "settle"));
+  SORTD_RETURN_IF_ERROR(gpu::Settle(run, policy_.radix, k.settling,
+                                    a.keys[a.cur], job.count,
+                                    raw_ends.kind_order, *picks));
   settle->totals = totals;
   settle->kind_order = raw_ends.kind_order;
   return run.ReadLater(*picks, plan.picks_bytes, settle->words.data(),
@@ -383,14 +378,9 @@ absl::Status OpenClEngine::Transpose(const TransposeJob& job) {
     absl::StatusOr<cl::Buffer> out = run.Allocate(bytes, "transposed");
     if (!out.ok()) return out.status();
     SORTD_RETURN_IF_ERROR(run.Write(*in, bytes, job.in));
-    const size_t per_group = policy_.transpose.matrices_per_group;
-    Lane& lane = run.lane();
-    lane.transpose.Bind(*in, *out, static_cast<cl_uint>(job.count));
-    // The sub-group kernel runs one work-item per row, the portable one
-    // one per matrix.
-    const size_t group_size = transpose_subgroup_ ? per_group * 32 : per_group;
-    SORTD_RETURN_IF_ERROR(run.Launch(
-        lane.transpose, DivUp(job.count, per_group), group_size, "transpose"));
+    SORTD_RETURN_IF_ERROR(gpu::Transpose(
+        run, run.lane().transpose, transpose_subgroup_,
+        policy_.transpose.matrices_per_group, *in, *out, job.count));
     return run.Read(*out, bytes, job.out);
   }();
   absl::Status finished =

@@ -10,8 +10,9 @@
 //
 // The layers below it: a SortPlan (sort_plan.h) chooses the algorithm and
 // sizes every device array; a Run (engine_run.h) enqueues one call's work
-// on a lane; the passes (radix_passes.h, bitonic_network.h) enqueue the
-// kernels of a named, per-device policy (policy.h). Fault injection, for
+// on a lane; the passes (passes/, one unit a pass, dispatched by
+// passes/radix_passes.h) enqueue the kernels of a named, per-device policy
+// (policy.h). Fault injection, for
 // tests, comes in Options::faults (faults.h).
 //
 // Create() verifies every warm-up answer against a reference (keys,
@@ -46,7 +47,7 @@
 
 namespace sortd::gpu {
 
-struct RawEnds;  // radix_passes.h
+struct RawEnds;  // passes/pass_order.h
 
 class OpenClEngine final : public Sorter {
  public:

@@ -11,7 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/opencl_engine.h"
-#include "gpu/radix_passes.h"
+#include "gpu/passes/bitonic.h"
+#include "gpu/passes/radix_passes.h"
+#include "gpu/passes/segments.h"
 
 namespace sortd::gpu {
 
@@ -138,32 +140,23 @@ absl::Status WriteLists(Run& run, const std::vector<ListWrite>& writes) {
 absl::Status SortListedSegments(Run& run, const EnginePolicy& policy,
                                 const SortJob& job, SegmentLists& s,
                                 SortArrays& a) {
-  const int bits = KeyBits(job);
+  const int wide = KeyBits(job) == 64;
   const bool with_index = WithIndex(job);
-  const RadixSortPolicy& rp = policy.radix;
-  auto per_segment = [&](int l, auto& kernel, size_t group_size,
-                         auto bind) -> absl::Status {
-    if (s.lists[l].empty()) return absl::OkStatus();
-    bind(kernel, s.d_lists[l]);
-    return run.Launch(kernel, s.lists[l].size(), group_size, "local_sort");
-  };
-  auto in_place = [&](auto& kernel, cl::Buffer& list) {
-    kernel.Bind(a.keys[0], a.index[0], s.d_offsets, list);
-  };
   Lane& lane = run.lane();
-  RadixKernels& radix = lane.radix[bits == 64][with_index];
-  SORTD_RETURN_IF_ERROR(per_segment(
-      kBitonicSegments, lane.bitonic[bits == 64][with_index].segmented,
-      policy.bitonic.work_group, in_place));
-  SORTD_RETURN_IF_ERROR(
-      per_segment(kRadixSegments, radix.segments, rp.work_group, in_place));
-  // Through the scratch halves of the arrays; every pass ends where it
-  // began (radix_segment_groups).
-  return per_segment(kGroupSegments, radix.segment_groups, rp.work_group,
-                     [&](auto& kernel, cl::Buffer& list) {
-                       kernel.Bind(a.keys[0], a.index[0], a.keys[1], a.index[1],
-                                   s.d_offsets, list);
-                     });
+  SegmentKernels& radix = lane.radix[wide][with_index].segments;
+  for (int l = 0; l < kSegmentKernels; ++l) {
+    if (s.lists[l].empty()) continue;
+    const size_t count = s.lists[l].size();
+    SORTD_RETURN_IF_ERROR(
+        l == kBitonicSegments
+            ? BitonicSegments(run, policy.bitonic,
+                              lane.bitonic[wide][with_index], a, s.d_offsets,
+                              s.d_lists[l], count)
+            // radix_segment_groups through the scratch halves of the arrays.
+            : RadixSegments(run, policy.radix, radix, l == kGroupSegments, a,
+                            s.d_offsets, s.d_lists[l], count));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -242,30 +235,19 @@ absl::Status OrderBySegment(Run& run, const RadixSortPolicy& rp,
   // Each key's segment, from its place before the sort (a.index).
   Lane& lane = run.lane();
   const size_t n = job.count;
-  const size_t wg = rp.work_group;
-  const cl_uint count = static_cast<cl_uint>(n);
   const int wide = KeyBits(job) == 64;
   SortArrays& b = s.ids;
-  RadixKernels& ids = lane.radix[0][1];
-  ids.segment_ids.Bind(a.index[a.cur], s.offsets,
-                       static_cast<cl_uint>(segments), b.keys[0], b.index[0],
-                       count);
-  SORTD_RETURN_IF_ERROR(
-      run.Launch(ids.segment_ids, DivUp(n, wg), wg, "transform"));
+  SORTD_RETURN_IF_ERROR(SegmentIds(run, rp, lane.radix[0][1].segments,
+                                   a.index[a.cur], s.offsets, segments,
+                                   b.keys[0], b.index[0], n));
   // Stable by segment: the passes the number of segments needs.
   std::vector<bool> skip(plan.ids.passes);
   for (size_t p = plan.id_passes; p < skip.size(); ++p) skip[p] = true;
   SORTD_RETURN_IF_ERROR(
       RadixPasses(run, rp, plan.ids, b, skip, &s.totals, nullptr));
   // Keys and indices in segment order.
-  const int to = 1 - a.cur;
-  RadixKernels& gather = lane.radix[wide][1];
-  gather.segment_gather.Bind(a.keys[a.cur], a.index[a.cur], b.index[b.cur],
-                             a.keys[to], a.index[to], count);
-  SORTD_RETURN_IF_ERROR(
-      run.Launch(gather.segment_gather, DivUp(n, wg), wg, "transform"));
-  a.cur = to;
-  return absl::OkStatus();
+  return SegmentGather(run, rp, lane.radix[wide][1].segments, a, b.index[b.cur],
+                       n);
 }
 
 }  // namespace

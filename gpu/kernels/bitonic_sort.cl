@@ -12,6 +12,9 @@
 //   BLOCK      elements one work-group sorts in local memory (power of two)
 //   BWG        work-group size (power of two, at most BLOCK / 2)
 
+#include "kernel_args.clh"
+#include "bitonic_args.h"
+
 #if KEY_BITS == 64
 typedef ulong key_t;
 #define KEY_MAX ((ulong)-1)
@@ -90,8 +93,7 @@ inline void store_block(__global key_t* keys, __global uint* index,
 }
 
 // Fills [n, padded) with sentinels that sort after every real key.
-__kernel void bitonic_pad(__global key_t* keys, __global uint* index, uint n,
-                          uint padded) {
+__kernel void bitonic_pad(KERNEL_PARAMS(SORTD_BITONIC_PAD_ARGS)) {
   const uint i = n + (uint)get_global_id(0);
   if (i >= padded) return;
   keys[i] = KEY_MAX;
@@ -103,7 +105,7 @@ __kernel void bitonic_pad(__global key_t* keys, __global uint* index, uint n,
 // Sorts each BLOCK of a padded power-of-two array in local memory, in the
 // direction the global network needs.
 __kernel __attribute__((reqd_work_group_size(BWG, 1, 1)))
-void bitonic_sort_blocks(__global key_t* keys, __global uint* index) {
+void bitonic_sort_blocks(KERNEL_PARAMS(SORTD_BITONIC_SORT_BLOCKS_ARGS)) {
   __local key_t k[BLOCK];
   __local uint x[HAS_INDEX ? BLOCK : 1];
   const size_t base = get_group_id(0) * (size_t)BLOCK;
@@ -113,8 +115,8 @@ void bitonic_sort_blocks(__global key_t* keys, __global uint* index) {
 }
 
 // One global step (distance j >= BLOCK) of stage `stage`.
-__kernel void bitonic_merge_global(__global key_t* keys, __global uint* index,
-                                   uint j, uint stage) {
+__kernel void bitonic_merge_global(
+    KERNEL_PARAMS(SORTD_BITONIC_MERGE_GLOBAL_ARGS)) {
   const uint p = (uint)get_global_id(0);
   const uint a = pair_low(p, j), b = a + j;
   const key_t ka = keys[a], kb = keys[b];
@@ -136,8 +138,7 @@ __kernel void bitonic_merge_global(__global key_t* keys, __global uint* index,
 // The steps of stage `stage` below BLOCK, all in local memory: the strides
 // below the block stay local.
 __kernel __attribute__((reqd_work_group_size(BWG, 1, 1)))
-void bitonic_merge_local(__global key_t* keys, __global uint* index,
-                         uint stage) {
+void bitonic_merge_local(KERNEL_PARAMS(SORTD_BITONIC_MERGE_LOCAL_ARGS)) {
   __local key_t k[BLOCK];
   __local uint x[HAS_INDEX ? BLOCK : 1];
   const uint lid = get_local_id(0);
@@ -158,9 +159,7 @@ void bitonic_merge_local(__global key_t* keys, __global uint* index,
 // padding to the next power of two in local memory only. Lengths 0 and 1
 // return at once.
 __kernel __attribute__((reqd_work_group_size(BWG, 1, 1)))
-void segmented_local_sort(__global key_t* keys, __global uint* index,
-                          __global const uint* offsets,
-                          __global const uint* segments) {
+void segmented_local_sort(KERNEL_PARAMS(SORTD_BITONIC_SEGMENTS_ARGS)) {
   __local key_t k[BLOCK];
   __local uint x[HAS_INDEX ? BLOCK : 1];
   const uint lid = get_local_id(0);

@@ -53,6 +53,12 @@
 // unsigned, stable, ascending digit sort.
 
 #include "sort_constants.h"
+#include "kernel_args.clh"
+#include "encode_args.h"
+#include "three_launch_args.h"
+#include "onesweep_args.h"
+#include "settle_args.h"
+#include "segments_args.h"
 #include "radix_common.clh"
 #include "radix_block.clh"
 #include "radix_warp.clh"
@@ -61,11 +67,9 @@
 // every pass over the whole array so the host can skip passes in which all
 // keys share a digit. With write_keys 0 it only counts: the first pass then
 // reads the raw keys itself (SORTD_MODE_FIRST).
+// digit_totals: PASSES * RADIX words.
 RADIX_KERNEL
-void radix_encode(__global const key_t* raw, __global key_t* keys,
-                  __global uint* index, uint n, uint kind, uint descending,
-                  __global uint* digit_totals /* PASSES * RADIX */,
-                  uint count_digits, uint write_keys) {
+void radix_encode(KERNEL_PARAMS(SORTD_ENCODE_ARGS)) {
   __local uint hist[PASSES * RADIX];
   const uint lid = get_local_id(0);
   for (uint i = lid; i < PASSES * RADIX; i += WG) hist[i] = 0;
@@ -123,9 +127,7 @@ void radix_encode(__global const key_t* raw, __global key_t* keys,
 // so that one exclusive scan over the array yields every tile's offsets.
 // `shift` may name a picked slot (pass_shift).
 RADIX_KERNEL
-void radix_histogram(__global const key_t* keys, uint n, uint shift,
-                     __global uint* counts, uint tiles, uint mode,
-                     __global const uint* picks) {
+void radix_histogram(KERNEL_PARAMS(SORTD_HISTOGRAM_ARGS)) {
   __local uint hist[RADIX];
   const uint lid = get_local_id(0);
   shift = pass_shift(shift, picks);
@@ -163,9 +165,7 @@ void radix_histogram(__global const key_t* keys, uint n, uint shift,
 // of samples with equal digits stands for about n^2 / samples^2 pairs of
 // keys in one run.
 RADIX_KERNEL
-void radix_digit_starts(__global const uint* totals, __global uint* starts,
-                        uint n, uint slots, __global uint* picks,
-                        __global const key_t* keys, uint kind_order) {
+void radix_digit_starts(KERNEL_PARAMS(SORTD_DIGIT_STARTS_ARGS)) {
   __local uint digits[RADIX];
   __local uint tmp[WG];
   __local key_t samples[SORTD_PICK_SAMPLES];
@@ -264,8 +264,7 @@ void radix_digit_starts(__global const uint* totals, __global uint* starts,
 #define SETTLE_WINDOW (SETTLE_TILE + 2 * SETTLE_HALO)
 #define SETTLE_CHUNK ((SETTLE_WINDOW + WG - 1) / WG)
 RADIX_KERNEL
-void radix_settle(__global key_t* keys, uint n, uint kind_order,
-                  __global uint* picks) {
+void radix_settle(KERNEL_PARAMS(SORTD_SETTLE_ARGS)) {
   __local key_t win[SETTLE_WINDOW];
   // Where the group of each window place starts, and where the group
   // starting at a place ends (window places).
@@ -342,7 +341,7 @@ void radix_settle(__global key_t* keys, uint n, uint kind_order,
 // One block of WG * ITEMS values scanned in place (exclusive); the block's
 // total goes to block_sums[group] for the next level.
 RADIX_KERNEL
-void scan_blocks(__global uint* data, uint n, __global uint* block_sums) {
+void scan_blocks(KERNEL_PARAMS(SORTD_SCAN_BLOCKS_ARGS)) {
   __local uint tmp[WG];
   const uint lid = get_local_id(0);
   const size_t base = get_group_id(0) * (size_t)TILE + lid * ITEMS;
@@ -363,7 +362,7 @@ void scan_blocks(__global uint* data, uint n, __global uint* block_sums) {
 
 // Adds the scanned block sums to their blocks.
 RADIX_KERNEL
-void scan_add(__global uint* data, uint n, __global const uint* block_sums) {
+void scan_add(KERNEL_PARAMS(SORTD_SCAN_ADD_ARGS)) {
   const uint add = block_sums[get_group_id(0)];
   const size_t base = get_group_id(0) * (size_t)TILE;
   for (uint j = 0; j < ITEMS; ++j) {
@@ -377,10 +376,7 @@ void scan_add(__global uint* data, uint n, __global const uint* block_sums) {
 // global addresses. offsets[d * tiles + tile]: where the tile's digit d
 // goes (the scanned histogram).
 RADIX_KERNEL
-void radix_scatter(__global const key_t* keys_in, __global key_t* keys_out,
-                   __global const uint* index_in, __global uint* index_out,
-                   uint n, uint shift, __global const uint* offsets,
-                   uint tiles, uint mode, __global const uint* picks) {
+void radix_scatter(KERNEL_PARAMS(SORTD_SCATTER_ARGS)) {
   TILE_STORAGE;
   __local rank_counter_t counts[RANK_COUNTERS];
   __local uint digit_start[RADIX];
@@ -456,10 +452,7 @@ void radix_sub_group_probe(__global uint* out) {
 // 0 for none). The permutation needs no
 // kernel: it is the final index array itself.
 RADIX_KERNEL
-void radix_decode(__global const key_t* keys, __global key_t* raw_out,
-                  __global const uint* index, __global const uint* values_in,
-                  __global uint* values_out, uint n, uint kind,
-                  uint descending, uint value_words, uint decode_keys) {
+void radix_decode(KERNEL_PARAMS(SORTD_DECODE_ARGS)) {
   const size_t i = get_global_id(0);
   if (i >= n) return;
   if (decode_keys) raw_out[i] = from_ordered(keys[i], kind, descending);

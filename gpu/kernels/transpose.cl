@@ -11,6 +11,9 @@
 // sub-group kernel below, SUBGROUP_KHR or SUBGROUP_INTEL and optionally
 // SUB_GROUP_SIZE.
 
+#include "kernel_args.clh"
+#include "transpose_args.h"
+
 #define STRIDE 33
 
 #define SWAP_ROUND(w, m)                              \
@@ -23,7 +26,7 @@
   }
 
 __kernel __attribute__((reqd_work_group_size(MATRICES_PER_WG, 1, 1)))
-void transpose32(__global const uint* in, __global uint* out, uint count) {
+void transpose32(KERNEL_PARAMS(SORTD_TRANSPOSE_ARGS)) {
   __local uint tile[MATRICES_PER_WG * STRIDE];
   const uint lid = get_local_id(0);
   const size_t first = get_group_id(0) * (size_t)MATRICES_PER_WG;
@@ -86,8 +89,7 @@ void transpose32(__global const uint* in, __global uint* out, uint count) {
 
 __kernel __attribute__((reqd_work_group_size(MATRICES_PER_WG * 32, 1, 1)))
 SUB_GROUP_SIZE_ATTR
-void transpose32_subgroup(__global const uint* in, __global uint* out,
-                          uint count) {
+void transpose32_subgroup(KERNEL_PARAMS(SORTD_TRANSPOSE_ARGS)) {
   const size_t word = get_global_id(0);
   const uint lane = get_local_id(0) & 31;
   const bool live = word < (size_t)count * 32;
