@@ -215,6 +215,8 @@ class SortServiceImpl final : public RawSortService {
   // Points a parsed sort at its arrays: into the request's bytes and freshly
   // allocated outputs, or into a shared-memory region.
   absl::Status PlaceSort(UnaryCall& call, SortJob& job);
+  // Echo's answer to an admitted, parsed call: its arrays as they came.
+  absl::StatusOr<grpc::ByteBuffer> EchoAnswer(UnaryCall& call, v1::ServedBy by);
   // The answer's bytes for a placed sort.
   grpc::ByteBuffer EncodeSort(UnaryCall& call, const SortJob& job,
                               v1::ServedBy by);

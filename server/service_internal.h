@@ -33,6 +33,31 @@ v1::ServedBy ServedBy(const TaskResult& result);
 // The answer while the engine is not ready.
 absl::Status Starting();
 
+// Resolves SortRequest.shared: the region it names, held by the call. The
+// client needs the shared_memory method group (--authz_policy) first.
+template <typename Call>
+absl::Status FindRegion(const SortServiceImpl& service, RegionRegistry* regions,
+                        Call& call) {
+  if (!call.sort.shared.has_value()) return absl::OkStatus();
+  if (absl::Status s = service.Authorize(call.peer, MethodGroup::kSharedMemory);
+      !s.ok()) {
+    return s;
+  }
+  if (regions == nullptr || !regions->enabled()) {
+    return absl::FailedPreconditionError(
+        "shared memory is off on this server (start sortd with "
+        "--shm_socket)");
+  }
+  call.shared = *call.sort.shared;
+  call.region = regions->Find(call.shared.region());
+  if (call.region == nullptr) {
+    return absl::NotFoundError(
+        "shared.region names no registered region (never registered, or the "
+        "connection that registered it has closed)");
+  }
+  return absl::OkStatus();
+}
+
 // What one unary call holds while it runs: the request's bytes, what was
 // parsed from them (pointing into them) and the arrays of the answer.
 struct SortServiceImpl::UnaryCall {

@@ -404,6 +404,13 @@ absl::StatusOr<Received> Received::From(const grpc::ByteBuffer& buffer,
   return r;
 }
 
+grpc::Slice Received::Sub(std::string_view part) const {
+  if (part.empty()) return grpc::Slice();
+  const size_t offset = static_cast<size_t>(
+      reinterpret_cast<const uint8_t*>(part.data()) - slice_.begin());
+  return slice_.sub(offset, offset + part.size());
+}
+
 Received Received::Copy(std::string_view bytes) {
   Received r;
   r.slice_ = grpc::Slice(bytes.data(), bytes.size());

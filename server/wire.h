@@ -52,6 +52,8 @@ class Received {
   std::string_view data() const {
     return {reinterpret_cast<const char*>(slice_.begin()), slice_.size()};
   }
+  // `part` (a view into data()) as a slice sharing these bytes.
+  grpc::Slice Sub(std::string_view part) const;
 
  private:
   grpc::Slice slice_;

@@ -369,6 +369,36 @@ TEST_F(E2ETest, EchoReturnsTheRequestUnsortedThroughTheSamePath) {
   EXPECT_THAT(refused.status().message(), HasSubstr("not a multiple"));
 }
 
+// Arrays of most of a MiB arrive in many slices and are answered from the
+// buffer they were joined into: the same bytes back, with values, the
+// identity permutation, and in compact coding.
+TEST_F(E2ETest, EchoReturnsLargeArraysAsTheyCame) {
+  const std::vector<uint32_t> keys =
+      testing::Generate<uint32_t>(testing::Shape::kRandom, 60000, 9);
+  std::vector<uint64_t> values(keys.size());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = keys[i] * 3ull + i;
+  v1::SortRequest request;
+  request.set_u32_keys(PackArray<uint32_t>(keys));
+  request.set_u64_values(PackArray<uint64_t>(values));
+  request.set_return_permutation(true);
+  absl::StatusOr<v1::SortResponse> echo = client_->Echo(request);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(echo->u32_keys(), request.u32_keys());
+  EXPECT_EQ(echo->u64_values(), request.u64_values());
+  const std::vector<uint32_t> permutation =
+      UnpackArray<uint32_t>(echo->permutation());
+  ASSERT_EQ(permutation.size(), keys.size());
+  for (uint32_t i = 0; i < permutation.size(); ++i) {
+    ASSERT_EQ(permutation[i], i) << "at " << i;
+  }
+  request.clear_u64_values();
+  request.set_return_permutation(false);
+  request.set_response_key_coding(v1::KEY_CODING_COMPACT);
+  echo = client_->Echo(request);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(echo->u32_keys(), request.u32_keys());
+}
+
 // With every request handled on sortd's own threads (one of them), not
 // gRPC's: sorts, echoes and transposes are answered right, side by side
 // from many callers; bad requests get their status.
