@@ -32,12 +32,17 @@ absl::Status RadixPasses(Run& run, const RadixSortPolicy& policy,
     return absl::InternalError("radix passes without the digit totals");
   }
   RadixKernels& k = KernelsFor(run, plan);
-  SORTD_RETURN_IF_ERROR(
-      plan.one_launch
-          ? OneLaunchPasses(run, policy, plan, k.onesweep, k.settling, a, skip,
-                            *totals, order, picked)
-          : ThreeLaunchPasses(run, policy, plan, k.three_launch, k.settling, a,
-                              skip, totals, order, picked));
+  const RadixPassJob job{.run = run,
+                         .policy = policy,
+                         .plan = plan,
+                         .settle = k.settling,
+                         .arrays = a,
+                         .skip = skip,
+                         .order = order,
+                         .picked = picked};
+  SORTD_RETURN_IF_ERROR(plan.one_launch
+                            ? OneLaunchPasses(job, k.onesweep, *totals)
+                            : ThreeLaunchPasses(job, k.three_launch, totals));
   // Raw keys stored, unless the first pass, run as not the last, was the
   // only one.
   if (raw_ends != nullptr) a.keys_raw = order.last != order.first || !later;

@@ -1,6 +1,7 @@
 #include "gpu/passes/three_launch.h"
 
 #include <utility>
+#include <vector>
 
 #include "gpu/engine_run.h"
 
@@ -39,47 +40,49 @@ absl::StatusOr<std::vector<cl::Buffer>> AllocateSums(
 
 }  // namespace
 
-absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& p,
-                               const RadixPassPlan& plan, ThreeLaunchKernels& k,
-                               SettleKernels& settle_k, SortArrays& a,
-                               std::vector<bool>& skip,
-                               const cl::Buffer* totals, PassOrder& order,
-                               const PickedDigits* picked) {
+absl::Status ThreeLaunchPasses(const RadixPassJob& job, ThreeLaunchKernels& k,
+                               const cl::Buffer* totals) {
+  const RadixPassPlan& plan = job.plan;
+  SortArrays& a = job.arrays;
   absl::StatusOr<cl::Buffer> offsets =
-      run.Allocate(plan.offsets_bytes, "tile offsets");
+      job.run.Allocate(plan.offsets_bytes, "tile offsets");
   if (!offsets.ok()) return offsets.status();
-  absl::StatusOr<std::vector<cl::Buffer>> sums = AllocateSums(run, plan);
+  absl::StatusOr<std::vector<cl::Buffer>> sums = AllocateSums(job.run, plan);
   if (!sums.ok()) return sums.status();
   const cl_uint n = static_cast<cl_uint>(plan.count);
   const cl_uint tiles = static_cast<cl_uint>(plan.tiles);
   // Picked digits: picked by radix_digit_starts, whose digit starts these
   // passes do not use.
-  const cl::Buffer& picks = picked != nullptr ? picked->buffer : *offsets;
-  if (picked != nullptr) {
+  const cl::Buffer& picks =
+      job.picked != nullptr ? job.picked->buffer : *offsets;
+  if (job.picked != nullptr) {
     absl::StatusOr<cl::Buffer> starts =
-        run.Allocate(plan.starts_bytes, "digit starts");
+        job.run.Allocate(plan.starts_bytes, "digit starts");
     if (!starts.ok()) return starts.status();
-    SORTD_RETURN_IF_ERROR(DigitStarts(run, p, plan, settle_k, *totals, *starts,
-                                      picked, order, a));
+    SORTD_RETURN_IF_ERROR(DigitStarts(job.run, job.policy, plan, job.settle,
+                                      *totals, *starts, job.picked, job.order,
+                                      a));
   }
-  for (size_t pass = 0; pass < skip.size(); ++pass) {
-    if (skip[pass]) continue;
-    const cl_uint shift = PassOrder::Shift(pass, p, picked);
+  for (size_t pass = 0; pass < job.skip.size(); ++pass) {
+    if (job.skip[pass]) continue;
+    const cl_uint shift = PassOrder::Shift(pass, job.policy, job.picked);
     k.histogram.Bind({
-        .keys = order.KeysIn(pass, a),
+        .keys = job.order.KeysIn(pass, a),
         .n = n,
         .shift = shift,
         .counts = *offsets,
         .tiles = tiles,
-        .mode = order.Mode(pass),
+        .mode = job.order.Mode(pass),
         .picks = picks,
     });
-    SORTD_RETURN_IF_ERROR(run.Launch(k.histogram, plan.tiles, p.work_group,
-                                     plan.Stage("histogram")));
-    SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, plan, p.work_group, *offsets,
-                                      plan.tiles * plan.radix, *sums, 0));
+    SORTD_RETURN_IF_ERROR(job.run.Launch(k.histogram, plan.tiles,
+                                         job.policy.work_group,
+                                         plan.Stage("histogram")));
+    SORTD_RETURN_IF_ERROR(ScanInPlace(job.run, k, plan, job.policy.work_group,
+                                      *offsets, plan.tiles * plan.radix, *sums,
+                                      0));
     k.scatter.Bind({
-        .keys_in = order.KeysIn(pass, a),
+        .keys_in = job.order.KeysIn(pass, a),
         .keys_out = a.keys[1 - a.cur],
         .index_in = a.index[a.cur],
         .index_out = a.index[1 - a.cur],
@@ -87,13 +90,13 @@ absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& p,
         .shift = shift,
         .offsets = *offsets,
         .tiles = tiles,
-        .mode = order.Mode(pass),
+        .mode = job.order.Mode(pass),
         .picks = picks,
     });
-    SORTD_RETURN_IF_ERROR(
-        run.Launch(k.scatter, plan.tiles, p.work_group, plan.Stage("scatter")));
+    SORTD_RETURN_IF_ERROR(job.run.Launch(
+        k.scatter, plan.tiles, job.policy.work_group, plan.Stage("scatter")));
     a.cur = 1 - a.cur;
-    SORTD_RETURN_IF_ERROR(order.Enqueued(run, pass, skip));
+    SORTD_RETURN_IF_ERROR(job.order.Enqueued(job.run, pass, job.skip));
   }
   return absl::OkStatus();
 }

@@ -5,21 +5,15 @@
 // not (RadixPassPlan::one_launch false): no digit totals, or a device that
 // may not keep started work-groups running.
 //
-//   status = ThreeLaunchPasses(run, policy, plan, k, settle_k, arrays,
-//                              skip, totals, order, picked);
+//   status = ThreeLaunchPasses(job, k, totals);  // job: pass_job.h
 #ifndef SORTD_GPU_PASSES_THREE_LAUNCH_H_
 #define SORTD_GPU_PASSES_THREE_LAUNCH_H_
-
-#include <vector>
 
 #include "absl/status/status.h"
 #include "gpu/cl.h"
 #include "gpu/kernel_args.h"
 #include "gpu/kernels/three_launch_args.h"
-#include "gpu/passes/pass_order.h"
-#include "gpu/passes/settle.h"
-#include "gpu/policy.h"
-#include "gpu/sort_plan.h"
+#include "gpu/passes/pass_job.h"
 
 namespace sortd::gpu {
 
@@ -36,15 +30,11 @@ struct ThreeLaunchKernels {
   ArgsKernel<ScatterArgs> scatter;  // radix_scatter
 };
 
-// The passes of `plan` not marked in `skip`, three launches each (the scan
-// one or more), over a.keys[a.cur] (and indices). With `picked` (which
-// needs `totals`), radix_digit_starts (`settle_k`) first picks the digits.
-absl::Status ThreeLaunchPasses(Run& run, const RadixSortPolicy& policy,
-                               const RadixPassPlan& plan, ThreeLaunchKernels& k,
-                               SettleKernels& settle_k, SortArrays& a,
-                               std::vector<bool>& skip,
-                               const cl::Buffer* totals, PassOrder& order,
-                               const PickedDigits* picked);
+// The passes of `job`, three launches each (the scan one or more). With
+// `job.picked` (which needs `totals`), radix_digit_starts (`job.settle`)
+// first picks the digits.
+absl::Status ThreeLaunchPasses(const RadixPassJob& job, ThreeLaunchKernels& k,
+                               const cl::Buffer* totals);
 
 }  // namespace sortd::gpu
 
