@@ -64,13 +64,9 @@ TaskResult EchoResult(absl::Time received) {
 
 grpc::ServerUnaryReactor* SortServiceImpl::EchoCall(
     std::shared_ptr<UnaryCall> call, const grpc::ByteBuffer* request) {
-  if (absl::Status read = ReadRequest(*call, request); !read.ok()) {
+  if (absl::Status read = ReadSortRequest(*call, request); !read.ok()) {
     return Refuse(*call, read);
   }
-  absl::StatusOr<wire::SortRequest> parsed =
-      wire::ParseSortRequest(call->bytes.data());
-  if (!parsed.ok()) return Refuse(*call, parsed.status());
-  call->sort = *parsed;
   if (call->sort.part.has_value()) {
     return Refuse(*call, absl::InvalidArgumentError(
                              "`part` is for Sort: Echo answers each call "

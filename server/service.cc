@@ -297,6 +297,16 @@ absl::Status SortServiceImpl::ReadRequest(UnaryCall& call,
   return absl::OkStatus();
 }
 
+absl::Status SortServiceImpl::ReadSortRequest(UnaryCall& call,
+                                              const grpc::ByteBuffer* request) {
+  if (absl::Status read = ReadRequest(call, request); !read.ok()) return read;
+  absl::StatusOr<wire::SortRequest> parsed =
+      wire::ParseSortRequest(call.bytes.data());
+  if (!parsed.ok()) return parsed.status();
+  call.sort = *parsed;
+  return absl::OkStatus();
+}
+
 size_t SortServiceImpl::SortWorkBytes(const UnaryCall& call, size_t keys) {
   if (!call.sort.key_type.has_value()) return 0;  // refused once validated
   return sortd::SortWorkBytes(*call.sort.key_type, call.sort.value_type,
@@ -364,14 +374,9 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(
 
 grpc::ServerUnaryReactor* SortServiceImpl::SortCall(
     std::shared_ptr<UnaryCall> call, const grpc::ByteBuffer* request) {
-  if (absl::Status read = ReadRequest(*call, request); !read.ok()) {
+  if (absl::Status read = ReadSortRequest(*call, request); !read.ok()) {
     return Refuse(*call, read);
   }
-  absl::StatusOr<wire::SortRequest> parsed =
-      wire::ParseSortRequest(call->bytes.data());
-  if (!parsed.ok()) return Refuse(*call, parsed.status());
-  call->sort = *parsed;
-
   if (absl::Status s = FindRegion(*this, options_.regions, *call); !s.ok()) {
     return Refuse(*call, s);
   }

@@ -201,6 +201,9 @@ class SortServiceImpl final : public RawSortService {
   // Joins an admitted call's request from gRPC's slices into call.bytes and
   // frees gRPC's copy.
   absl::Status ReadRequest(UnaryCall& call, const grpc::ByteBuffer* request);
+  // ReadRequest, then the SortRequest parsed from the bytes into call.sort.
+  absl::Status ReadSortRequest(UnaryCall& call,
+                               const grpc::ByteBuffer* request);
   // Submits a parsed call's task and answers the call when it is done:
   // `finish` turns a successful result into the response's bytes.
   grpc::ServerUnaryReactor* Submit(
