@@ -21,8 +21,7 @@ absl::Status OneLaunchPasses(const RadixPassJob& job, OnesweepKernels& k,
   }
   // Where each digit starts in each pass's output, from the totals (and
   // which digits the passes sort, if picked).
-  SORTD_RETURN_IF_ERROR(DigitStarts(job.run, job.policy, plan, job.settle,
-                                    totals, *starts, job.picked, job.order, a));
+  SORTD_RETURN_IF_ERROR(DigitStarts(job, totals, *starts));
   const cl::Buffer& picks =
       job.picked != nullptr ? job.picked->buffer : *starts;
   const cl_uint words = static_cast<cl_uint>(plan.tiles * plan.radix);

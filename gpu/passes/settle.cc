@@ -1,27 +1,27 @@
 #include "gpu/passes/settle.h"
 
 #include "gpu/engine_run.h"
+#include "gpu/passes/pass_job.h"
 
 namespace sortd::gpu {
 
-absl::Status DigitStarts(Run& run, const RadixSortPolicy& policy,
-                         const RadixPassPlan& plan, SettleKernels& k,
-                         const cl::Buffer& totals, const cl::Buffer& starts,
-                         const PickedDigits* picked, const PassOrder& order,
-                         const SortArrays& a) {
+absl::Status DigitStarts(const RadixPassJob& job, const cl::Buffer& totals,
+                         const cl::Buffer& starts) {
+  const RadixPassPlan& plan = job.plan;
+  const PickedDigits* picked = job.picked;
   // Without picked digits the kernel only writes the starts; `picks` then
   // names a buffer it does not touch.
-  k.digit_starts.Bind({
+  job.settle.digit_starts.Bind({
       .totals = totals,
       .starts = starts,
       .n = static_cast<cl_uint>(plan.count),
       .slots = static_cast<cl_uint>(picked != nullptr ? picked->slots : 0),
       .picks = picked != nullptr ? picked->buffer : starts,
-      .keys = order.Sampled(a),
-      .kind_order = order.SampledKindOrder(),
+      .keys = job.order.Sampled(job.arrays),
+      .kind_order = job.order.SampledKindOrder(),
   });
-  return run.Launch(k.digit_starts, plan.passes, policy.work_group,
-                    plan.Stage("scan"));
+  return job.run.Launch(job.settle.digit_starts, plan.passes,
+                        job.policy.work_group, plan.Stage("scan"));
 }
 
 absl::Status Settle(Run& run, const RadixSortPolicy& policy, SettleKernels& k,

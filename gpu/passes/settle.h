@@ -4,8 +4,7 @@
 // picked digits), and radix_settle, which sorts the runs such passes leave
 // below the picked digits.
 //
-//   status = DigitStarts(run, policy, plan, k, totals, starts, picked,
-//                        order, arrays);
+//   status = DigitStarts(job, totals, starts);
 #ifndef SORTD_GPU_PASSES_SETTLE_H_
 #define SORTD_GPU_PASSES_SETTLE_H_
 
@@ -19,6 +18,8 @@
 
 namespace sortd::gpu {
 
+struct RadixPassJob;
+
 SORTD_KERNEL_ARGS(DigitStartsArgs, SORTD_DIGIT_STARTS_ARGS);
 SORTD_KERNEL_ARGS(SettleArgs, SORTD_SETTLE_ARGS);
 
@@ -29,14 +30,11 @@ struct SettleKernels {
   ArgsKernel<SettleArgs> settle;             // radix_settle
 };
 
-// Every pass's digit starts into `starts` from the digit totals, and, with
-// `picked`, the digits its passes sort, picked from the keys the first
-// pass of `order` reads.
-absl::Status DigitStarts(Run& run, const RadixSortPolicy& policy,
-                         const RadixPassPlan& plan, SettleKernels& k,
-                         const cl::Buffer& totals, const cl::Buffer& starts,
-                         const PickedDigits* picked, const PassOrder& order,
-                         const SortArrays& a);
+// Every pass's digit starts of `job` into `starts` from the digit
+// `totals`, and, with `job.picked`, the digits its passes sort, picked
+// from the keys the first pass of `job.order` reads (`job.settle`).
+absl::Status DigitStarts(const RadixPassJob& job, const cl::Buffer& totals,
+                         const cl::Buffer& starts);
 
 // The `count` keys of `keys` (raw, of kind and order `kind_order`) that
 // passes over picked digits left in runs, sorted in place or flagged in

@@ -59,9 +59,7 @@ absl::Status ThreeLaunchPasses(const RadixPassJob& job, ThreeLaunchKernels& k,
     absl::StatusOr<cl::Buffer> starts =
         job.run.Allocate(plan.starts_bytes, "digit starts");
     if (!starts.ok()) return starts.status();
-    SORTD_RETURN_IF_ERROR(DigitStarts(job.run, job.policy, plan, job.settle,
-                                      *totals, *starts, job.picked, job.order,
-                                      a));
+    SORTD_RETURN_IF_ERROR(DigitStarts(job, *totals, *starts));
   }
   for (size_t pass = 0; pass < job.skip.size(); ++pass) {
     if (job.skip[pass]) continue;
