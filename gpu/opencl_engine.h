@@ -93,7 +93,7 @@ class OpenClEngine final : public Sorter {
     // Page-locked memory the engine hands out for callers' arrays
     // (host_memory()) at most at once; beyond, callers use pageable memory
     // (gpu/pinned_memory.h says why).
-    size_t pinned_host_max_bytes = size_t{1} << 30;
+    size_t pinned_host_max_bytes = size_t{4} << 30;
     // Command queues, each with its own staging ring and kernel objects:
     // this many runs proceed at once (the scheduler keeps as many batches
     // in flight per device), overlapping transfers with kernels.

@@ -12,10 +12,12 @@
 // way against 7-14 GB/s from the same pages unadopted; decision 026). The
 // object keeps its context alive, so blocks may be freed after the engine is
 // gone. It gives out at most `max_bytes` at once; beyond, Allocate returns null
-// and the caller takes pageable memory: on the H200 host NVIDIA's transfers
-// slowed down as more memory was page-locked (4M-key sorts from closed-loop
-// clients' page-locked arrays: 16 clients, 1 GiB, p99 6.1-7.1 ms; 32, 2
-// GiB, 119-155 ms; 64, 4 GiB, none answered in 1.5 s; docs/decisions/
+// and the caller takes pageable memory, which the engine copies through its
+// staging ring. The cap trades that copy against what NVIDIA's driver does
+// with much memory locked: in one process, 4M-key sorts from 48-64
+// closed-loop clients' page-locked arrays (3-4 GiB) slowed down many times
+// over, while through the service a 4 GiB cap costs nothing at 4M keys and
+// saves 16M-key Sorts a staging copy each (docs/decisions/
 // 010-pinned-host-buffers.md).
 //
 //   auto pinned = PinnedHostMemory::Create(context, device, size_t{1} << 30);
