@@ -146,6 +146,14 @@ class Sorter {
   virtual std::vector<std::pair<std::string, double>> memory_bytes() const {
     return {};
   }
+  // Host bytes this engine's transfers have moved since it was created:
+  // copied through its staging buffers, or read and written by the device
+  // where they lie (page-locked memory from host_memory(), or an engine
+  // without staging). Zero for engines without a device.
+  struct TransferBytes {
+    uint64_t staged = 0, direct = 0;
+  };
+  virtual TransferBytes transfer_bytes() const { return {}; }
   // Host memory this engine's transfers read and write without a copy of
   // their own (core/host_memory.h); null: any memory serves as well.
   virtual std::shared_ptr<HostMemory> host_memory() const { return nullptr; }

@@ -158,12 +158,7 @@ class OpenClEngine final : public Sorter {
   int radix_sub_group_size() const { return radix_sub_group_size_; }
   ProgramCache::Stats cache_stats() const { return cache_->stats(); }
   BufferPool::Stats pool_stats() const { return core_.pool->stats(); }
-  // Host bytes moved to and from the device: through the staging ring, or
-  // straight (pinned memory from host_memory(), or no staging at all).
-  struct TransferStats {
-    uint64_t staged_bytes = 0, direct_bytes = 0;
-  };
-  TransferStats transfer_stats() const {
+  TransferBytes transfer_bytes() const override {
     return {core_.staged_bytes.load(), core_.direct_bytes.load()};
   }
   // Frees the pool's idle device buffers.

@@ -142,6 +142,13 @@ constexpr Doc kDeviceMemory = {
     "sortd_device_memory_bytes",
     "Device memory by kind: total (the device's), in_use (buffers of running "
     "work), pooled (idle, kept for reuse), pinned_staging (host staging)"};
+constexpr Doc kDeviceTransfers = {
+    "sortd_device_transfer_bytes_total",
+    "Host bytes moved to and from each device, by path: direct (the device "
+    "read or wrote them where they lie: page-locked request and answer "
+    "buffers, adopted shared-memory regions) or staged (copied through the "
+    "engine's page-locked staging buffers first, one more host copy; "
+    "--host_pinned_max_bytes bounds the page-locked buffers)"};
 constexpr Doc kDeviceLateness = {
     "sortd_router_device_lateness",
     "How much later than the router estimated the devices have lately "
@@ -251,6 +258,7 @@ Metrics::Metrics()
       device_info_(Gauges(*registry_, kDeviceInfo)),
       device_memory_(Gauges(*registry_, kDeviceMemory)),
       device_lateness_(Gauges(*registry_, kDeviceLateness)),
+      device_transfers_(Counters(*registry_, kDeviceTransfers)),
       late_sort_(device_lateness_.Add({{"op", "sort"}})),
       late_transpose_(device_lateness_.Add({{"op", "transpose"}})),
       queued_keys_(Gauges(*registry_, kQueuedKeys).Add({})),
@@ -509,6 +517,25 @@ void Metrics::OnDeviceMemory(
   for (const auto& [kind, value] : bytes) {
     device_memory_.Add({{"device", device}, {"kind", kind}}).Set(value);
   }
+}
+
+void Metrics::OnDeviceTransfers(const std::string& device,
+                                const Sorter::TransferBytes& bytes) {
+  Sorter::TransferBytes added;
+  {
+    MutexLock lock(&transfers_mu_);
+    Sorter::TransferBytes& seen = transfers_seen_[device];
+    auto since = [](uint64_t now, uint64_t before) {
+      return now >= before ? now - before : now;
+    };
+    added = {since(bytes.staged, seen.staged),
+             since(bytes.direct, seen.direct)};
+    seen = bytes;
+  }
+  device_transfers_.Add({{"device", device}, {"path", "staged"}})
+      .Increment(static_cast<double>(added.staged));
+  device_transfers_.Add({{"device", device}, {"path", "direct"}})
+      .Increment(static_cast<double>(added.direct));
 }
 
 void Metrics::AddRequestBytes(std::string_view method, double bytes) {

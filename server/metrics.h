@@ -11,6 +11,7 @@
 #define SORTD_SERVER_METRICS_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -100,6 +101,12 @@ class Metrics final : public SchedulerListener {
   // sortd_device_failovers_total{device}: counted against the device that
   // failed the requests (the series every device has from its start, so
   // that a dashboard repeated by device finds it).
+  // Adds what the device's transfers moved since the last call to
+  // sortd_device_transfer_bytes_total; a total below the last one is an
+  // engine created again, counted from zero.
+  void OnDeviceTransfers(const std::string& device,
+                         const Sorter::TransferBytes& bytes) override
+      ABSL_LOCKS_EXCLUDED(transfers_mu_);
   void OnDeviceFailover(const std::string& from, const std::string& to,
                         size_t requests) override;
 
@@ -134,6 +141,10 @@ class Metrics final : public SchedulerListener {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> scraped_;  // Collect(), served
+  Mutex transfers_mu_;
+  // The totals each device's engine last reported.
+  std::map<std::string, Sorter::TransferBytes> transfers_seen_
+      ABSL_GUARDED_BY(transfers_mu_);
   mutable Mutex lateness_mu_;
   std::function<double(Op)> lateness_source_ ABSL_GUARDED_BY(lateness_mu_);
   std::function<SharedMemoryCounts()> shm_source_ ABSL_GUARDED_BY(lateness_mu_);
@@ -159,6 +170,7 @@ class Metrics final : public SchedulerListener {
   prometheus::Family<prometheus::Gauge>& device_info_;
   prometheus::Family<prometheus::Gauge>& device_memory_;
   prometheus::Family<prometheus::Gauge>& device_lateness_;
+  prometheus::Family<prometheus::Counter>& device_transfers_;
   prometheus::Gauge& late_sort_;
   prometheus::Gauge& late_transpose_;
   prometheus::Gauge& queued_keys_;

@@ -91,6 +91,7 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
     const auto [vendor, driver] = dev.engine->vendor_driver();
     listener_->OnDeviceInfo(dev.name, vendor, driver);
     listener_->OnDeviceMemory(dev.name, dev.engine->memory_bytes());
+    listener_->OnDeviceTransfers(dev.name, dev.engine->transfer_bytes());
     listener_->OnDeviceState(dev.name, true);
     // A runner per batch it may hold at once.
     const int runners = pool_.Depth(d, options_.full_pipeline_depth);

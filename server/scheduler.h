@@ -126,6 +126,10 @@ class SchedulerListener {
   virtual void OnDeviceMemory(
       const std::string& /*device*/,
       const std::vector<std::pair<std::string, double>>& /*bytes*/) {}
+  // After each device run: its engine's Sorter::transfer_bytes(), totals
+  // since the engine was (re-)created.
+  virtual void OnDeviceTransfers(const std::string& /*device*/,
+                                 const Sorter::TransferBytes& /*bytes*/) {}
   // Device `to` took `requests` that device `from` failed (a handover; the
   // CPU path's takeovers are OnCpuFallback).
   virtual void OnDeviceFailover(const std::string& /*from*/,

@@ -236,6 +236,7 @@ bool Scheduler::RunBatch(size_t device_index, Batch& batch,
                       stages);
   listener_->OnBatch(op, dev.name, live.size(), units);
   listener_->OnDeviceMemory(dev.name, dev.engine->memory_bytes());
+  listener_->OnDeviceTransfers(dev.name, dev.engine->transfer_bytes());
   {
     MutexLock lock(&mu_);
     ++stats_.gpu_runs;

@@ -177,6 +177,30 @@ std::pair<double, int> SumSeries(const std::string& exposition,
   return {sum, series};
 }
 
+// Every byte a sort moves between host and device is counted, once, under
+// the path it took (staged through the engine's buffers, or direct): the
+// operator's view of whether page-locked memory ran short.
+TEST(E2EOpenCl, TransferBytesAreCountedByPath) {
+  ServerProcess server(OpenClArgs({"--metrics_listen=127.0.0.1:0"}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  const std::string before = HttpGet(server.metrics_address(), "/metrics");
+  constexpr size_t kKeys = size_t{1} << 20;  // from the host buffer pool
+  ExpectSorted<uint32_t>(*client, kKeys, false, v1::EXECUTION_PATH_OPENCL_CPU);
+  ExpectSorted<uint32_t>(*client, 100, false, v1::EXECUTION_PATH_OPENCL_CPU);
+  const std::string after = HttpGet(server.metrics_address(), "/metrics");
+  const auto [was, was_series] =
+      SumSeries(before, "sortd_device_transfer_bytes_total");
+  const auto [now, series] =
+      SumSeries(after, "sortd_device_transfer_bytes_total");
+  EXPECT_EQ(series, 2) << after;  // staged and direct, for the one device
+  EXPECT_THAT(after, HasSubstr("path=\"staged\"")) << after;
+  EXPECT_THAT(after, HasSubstr("path=\"direct\"")) << after;
+  // Each array up and down at least once.
+  EXPECT_GE(now - was, 2.0 * (kKeys + 100) * sizeof(uint32_t)) << after;
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
 // Two engines on the one OpenCL CPU device (as --device=gpu opens every
 // GPU), each failing every run: each request's batch fails on one, goes to
 // the other (once, not back), fails there and is answered by the CPU path;

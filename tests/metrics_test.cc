@@ -40,6 +40,30 @@ TEST(Metrics, DeviceLatenessIsAGaugeByOperation) {
                         "sortd_router_device_lateness{op=\"transpose\"} 1\n"));
 }
 
+// The engine reports totals; the counter grows by what moved since, and an
+// engine created again (its totals back at zero) adds what it moved since.
+TEST(Metrics, DeviceTransfersAreCountedFromTheEnginesTotals) {
+  auto m = Metrics::Create("");
+  ASSERT_TRUE(m.ok()) << m.status();
+  (*m)->OnDeviceTransfers("gpu0", {.staged = 10, .direct = 100});
+  (*m)->OnDeviceTransfers("gpu0", {.staged = 30, .direct = 150});
+  (*m)->OnDeviceTransfers("gpu1", {.staged = 0, .direct = 7});
+  (*m)->OnDeviceTransfers("gpu0", {.staged = 5, .direct = 8});
+  const std::string text =
+      prometheus::TextSerializer().Serialize((*m)->registry().Collect());
+  for (const char* line :
+       {"sortd_device_transfer_bytes_total{device=\"gpu0\",path=\"staged\"} "
+        "35\n",
+        "sortd_device_transfer_bytes_total{device=\"gpu0\",path=\"direct\"} "
+        "158\n",
+        "sortd_device_transfer_bytes_total{device=\"gpu1\",path=\"staged\"} "
+        "0\n",
+        "sortd_device_transfer_bytes_total{device=\"gpu1\",path=\"direct\"} "
+        "7\n"}) {
+    EXPECT_THAT(text, testing::HasSubstr(line));
+  }
+}
+
 TEST(Metrics, DeviceLatenessIsReadFromItsSourceAtEachScrape) {
   auto m = Metrics::Create("");
   ASSERT_TRUE(m.ok()) << m.status();

@@ -163,7 +163,7 @@ TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
     std::byte* base = in_pinned ? block : pageable.data();
     std::memcpy(base, keys.data(), bytes);
     std::memcpy(base + bytes, values.data(), bytes);
-    const OpenClEngine::TransferStats before = e.engine->transfer_stats();
+    const Sorter::TransferBytes before = e.engine->transfer_bytes();
     SortJob job{.key_type = KeyType::kU32,
                 .count = n,
                 .keys = base,
@@ -172,14 +172,14 @@ TEST(Buffers, PinnedHostArraysSkipTheStagingRing) {
                 .keys_out = base + 2 * bytes,
                 .values_out = base + 3 * bytes};
     ASSERT_TRUE(e.engine->Sort(job).ok());
-    const OpenClEngine::TransferStats after = e.engine->transfer_stats();
+    const Sorter::TransferBytes after = e.engine->transfer_bytes();
     // Two arrays up, two down.
     if (in_pinned) {
-      EXPECT_EQ(after.direct_bytes - before.direct_bytes, 4 * bytes);
-      EXPECT_EQ(after.staged_bytes, before.staged_bytes);
+      EXPECT_EQ(after.direct - before.direct, 4 * bytes);
+      EXPECT_EQ(after.staged, before.staged);
     } else {
-      EXPECT_EQ(after.staged_bytes - before.staged_bytes, 4 * bytes);
-      EXPECT_EQ(after.direct_bytes, before.direct_bytes);
+      EXPECT_EQ(after.staged - before.staged, 4 * bytes);
+      EXPECT_EQ(after.direct, before.direct);
     }
     for (size_t i = 0; i < n; ++i) {
       uint32_t k, v;
@@ -230,19 +230,19 @@ TEST(Buffers, AdoptedMemorySkipsTheStagingRing) {
     if (!held) adopted.reset();
     EXPECT_EQ(e.pinned->Holds(base, bytes), held);
     std::memcpy(base, keys.data(), bytes);
-    const OpenClEngine::TransferStats before = e.engine->transfer_stats();
+    const Sorter::TransferBytes before = e.engine->transfer_bytes();
     SortJob job{.key_type = KeyType::kU32,
                 .count = n,
                 .keys = base,
                 .keys_out = base + bytes};
     ASSERT_TRUE(e.engine->Sort(job).ok());
-    const OpenClEngine::TransferStats after = e.engine->transfer_stats();
+    const Sorter::TransferBytes after = e.engine->transfer_bytes();
     if (held) {
-      EXPECT_EQ(after.direct_bytes - before.direct_bytes, 2 * bytes);
-      EXPECT_EQ(after.staged_bytes, before.staged_bytes);
+      EXPECT_EQ(after.direct - before.direct, 2 * bytes);
+      EXPECT_EQ(after.staged, before.staged);
     } else {
-      EXPECT_EQ(after.staged_bytes - before.staged_bytes, 2 * bytes);
-      EXPECT_EQ(after.direct_bytes, before.direct_bytes);
+      EXPECT_EQ(after.staged - before.staged, 2 * bytes);
+      EXPECT_EQ(after.direct, before.direct);
     }
     std::vector<uint32_t> got(n);
     std::memcpy(got.data(), base + bytes, bytes);
@@ -316,16 +316,16 @@ TEST(Buffers, PinnedOutputOfASortByPickedDigitsIsDownloadedAgain) {
   ASSERT_NE(block, nullptr);
   std::memcpy(block, keys.data(), bytes);
   std::memset(block + bytes, 0, bytes);
-  const OpenClEngine::TransferStats before = e.engine->transfer_stats();
+  const Sorter::TransferBytes before = e.engine->transfer_bytes();
   SortJob job{.key_type = KeyType::kU64,
               .count = n,
               .keys = block,
               .keys_out = block + bytes};
   ASSERT_TRUE(e.engine->Sort(job).ok());
-  const OpenClEngine::TransferStats after = e.engine->transfer_stats();
+  const Sorter::TransferBytes after = e.engine->transfer_bytes();
   // Up once, down twice.
-  EXPECT_EQ(after.direct_bytes - before.direct_bytes, 3 * bytes);
-  EXPECT_EQ(after.staged_bytes, before.staged_bytes);
+  EXPECT_EQ(after.direct - before.direct, 3 * bytes);
+  EXPECT_EQ(after.staged, before.staged);
   std::vector<uint64_t> out(n);
   std::memcpy(out.data(), block + bytes, bytes);
   EXPECT_EQ(out, want);

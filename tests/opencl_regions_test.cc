@@ -115,15 +115,15 @@ TEST_F(RegionsOnAnEngine, AnAdoptedRegionIsSortedWithoutStaging) {
   std::vector<uint32_t> want = keys;
   std::sort(want.begin(), want.end());
   std::memcpy(region->base(), keys.data(), bytes);
-  const OpenClEngine::TransferStats start = engine_->transfer_stats();
+  const Sorter::TransferBytes start = engine_->transfer_bytes();
   SortJob job{.key_type = KeyType::kU32,
               .count = n,
               .keys = region->base(),
               .keys_out = region->base() + bytes};
   ASSERT_TRUE(engine_->Sort(job).ok());
-  const OpenClEngine::TransferStats end = engine_->transfer_stats();
-  EXPECT_EQ(end.direct_bytes - start.direct_bytes, 2 * bytes);
-  EXPECT_EQ(end.staged_bytes, start.staged_bytes);
+  const Sorter::TransferBytes end = engine_->transfer_bytes();
+  EXPECT_EQ(end.direct - start.direct, 2 * bytes);
+  EXPECT_EQ(end.staged, start.staged);
   std::vector<uint32_t> got(n);
   std::memcpy(got.data(), region->base() + bytes, bytes);
   EXPECT_EQ(got, want);
