@@ -21,6 +21,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "core/parallel.h"
 #include "core/transpose.h"
 #include "cpu/scratch_pool.h"
 #include "cpu/sort_internal.h"
@@ -161,7 +162,7 @@ absl::Status CpuSorter::Sort(const SortJob& job) {
     if (serial) {
       sort();
     } else if (job.count < kBulkFrom) {
-      arena_.execute(sort);
+      parallel::Execute(arena_, sort);
     } else {
       RunBulk(sort);
     }
@@ -183,14 +184,14 @@ void CpuSorter::RunBulk(F& sort) {
     bulk.emplace([&] {
       try {
         LowerPriority();
-        arena_.execute(sort);
+        parallel::Execute(arena_, sort);
       } catch (...) {
         failed = std::current_exception();
       }
     });
   } catch (const std::system_error&) {
     // No thread to be had: the sort runs on the caller, at its priority.
-    arena_.execute(sort);
+    parallel::Execute(arena_, sort);
     return;
   }
   bulk->join();
@@ -223,7 +224,7 @@ absl::Status CpuSorter::Transpose(const TransposeJob& job) {
   if (job.count <= kGrain) {  // one chunk: on the calling thread
     transpose();
   } else {
-    arena_.execute(transpose);
+    parallel::Execute(arena_, transpose);
   }
   return absl::OkStatus();
 }

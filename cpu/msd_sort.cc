@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "core/keys.h"
+#include "core/parallel.h"
 #include "cpu/sort_internal.h"
-#include "oneapi/tbb/parallel_for.h"
 
 namespace sortd::cpu_sort {
 namespace {
@@ -192,7 +192,7 @@ void SortRange(const SortJob& job, const Split& split, size_t lo, size_t m,
       if constexpr (kWithIndex) dst.idx[at] = src.idx[i];
     }
   });
-  tbb::parallel_for(size_t{0}, kBuckets, [&](size_t d) {
+  parallel::For(size_t{0}, kBuckets, [&](size_t d) {
     SortRange<T, kWithIndex>(job, split, starts[d], starts[d + 1] - starts[d],
                              shift, dst, src);
   });

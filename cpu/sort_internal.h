@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/parallel.h"
 #include "core/sorter.h"
 #include "cpu/scratch_pool.h"
 #include "oneapi/tbb/blocked_range.h"
-#include "oneapi/tbb/parallel_for.h"
 
 namespace sortd::cpu_sort {
 
@@ -52,7 +52,7 @@ void ParallelFor(size_t n, size_t grain, F&& f) {
     f(size_t{0}, n);
     return;
   }
-  tbb::parallel_for(
+  parallel::ForRange(
       tbb::blocked_range<size_t>(0, n, grain),
       [&](const tbb::blocked_range<size_t>& r) { f(r.begin(), r.end()); });
 }
@@ -64,7 +64,7 @@ void ForEachBlock(size_t blocks, F&& f) {
     f(size_t{0});
     return;
   }
-  tbb::parallel_for(size_t{0}, blocks, f);
+  parallel::For(size_t{0}, blocks, f);
 }
 
 // Sorts (key, index) pairs by key; stable. `idx` may be null (keys only).

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "oneapi/tbb/parallel_for.h"
+#include "core/parallel.h"
 
 namespace sortd::gpu {
 namespace {
@@ -17,7 +17,7 @@ void ParallelCopy(void* dst, const void* src, size_t bytes) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  tbb::parallel_for(size_t{0}, (bytes + kPiece - 1) / kPiece, [&](size_t i) {
+  parallel::For(size_t{0}, (bytes + kPiece - 1) / kPiece, [&](size_t i) {
     const size_t off = i * kPiece;
     std::memcpy(static_cast<char*>(dst) + off,
                 static_cast<const char*>(src) + off,

@@ -7,7 +7,8 @@
 # from the build's compile_commands.json (the generated proto headers are in
 # the build's gen/, so the build must have run first). It also fails on a
 # bare std::mutex or std::condition_variable there, which the analysis
-# would not see: core/mutex.h has the annotated ones.
+# would not see: core/mutex.h has the annotated ones; nor a oneTBB loop or
+# arena called other than through core/parallel.h.
 #
 #   scripts/thread-safety.sh [BUILD_DIR [SOURCE...]]
 #
@@ -91,6 +92,16 @@ if bare="$(cd "$repo" && grep -rnE \
   server cpu gpu client core --include='*.h' --include='*.cc' |
   grep -v '^core/mutex\.h:')"; then
   echo "thread-safety: use sortd::Mutex/MutexLock/CondVar (core/mutex.h):"
+  echo "$bare"
+  status=1
+fi
+# oneTBB's loops and arenas hand work to threads that ThreadSanitizer
+# cannot see: the product goes through core/parallel.h, which says so.
+if bare="$(cd "$repo" && grep -rnE \
+  'tbb::parallel_(for|invoke|reduce)\b|\.execute\(' \
+  server cpu gpu client core --include='*.h' --include='*.cc' |
+  grep -v '^core/parallel\.h:')"; then
+  echo "thread-safety: use parallel::For/ForRange/Execute (core/parallel.h):"
   echo "$bare"
   status=1
 fi

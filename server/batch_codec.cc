@@ -5,8 +5,8 @@
 
 #include "absl/time/clock.h"
 #include "core/keys.h"
+#include "core/parallel.h"
 #include "oneapi/tbb/blocked_range.h"
-#include "oneapi/tbb/parallel_for.h"
 
 namespace sortd::batch {
 namespace {
@@ -28,7 +28,7 @@ void EachJob(size_t jobs, size_t bytes, Body body) {
   if (jobs < 2 || bytes < kParallelJobsBytes) {
     for (size_t i = 0; i < jobs; ++i) body(i);
   } else {
-    tbb::parallel_for(size_t{0}, jobs, body);
+    parallel::For(size_t{0}, jobs, body);
   }
 }
 
@@ -39,7 +39,7 @@ void Copy(std::byte* dst, const std::byte* src, size_t bytes) {
     return;
   }
   constexpr size_t kChunk = size_t{256} << 10;
-  tbb::parallel_for(size_t{0}, (bytes + kChunk - 1) / kChunk, [&](size_t c) {
+  parallel::For(size_t{0}, (bytes + kChunk - 1) / kChunk, [&](size_t c) {
     const size_t off = c * kChunk;
     std::memcpy(dst + off, src + off, std::min(kChunk, bytes - off));
   });
@@ -62,10 +62,10 @@ void ToOrderedBits(KeyType t, bool descending, bool encode,
     if (n * sizeof(U) < kParallelCopyBytes) {
       body(0, n);
     } else {
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
-                        [&](const tbb::blocked_range<size_t>& r) {
-                          body(r.begin(), r.end());
-                        });
+      parallel::ForRange(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
+                         [&](const tbb::blocked_range<size_t>& r) {
+                           body(r.begin(), r.end());
+                         });
     }
   });
 }

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/compact_keys.h"
+#include "core/parallel.h"
 #include "server/no_retry.h"
-#include "tbb/parallel_for.h"
 
 namespace sortd {
 namespace {
@@ -179,7 +179,7 @@ wire::SortArrays SortOutputs::CompactSlices(const SortJob& job, size_t first,
   if (tasks <= 1) {
     if (tasks == 1) encode(0);
   } else {
-    tbb::parallel_for(size_t{0}, tasks, encode);
+    parallel::For(size_t{0}, tasks, encode);
   }
   for (size_t t = 0; t < tasks; ++t) {
     const size_t at = (first + t * kTaskBlocks * compact::kBlockKeys) * 4;

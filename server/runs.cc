@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "core/keys.h"
 #include "core/mutex.h"
-#include "oneapi/tbb/parallel_for.h"
+#include "core/parallel.h"
 #include "server/out_of_memory.h"
 
 namespace sortd {
@@ -75,13 +75,13 @@ class Merger {
     // Where each piece starts in every run; piece p covers output
     // positions [p * kPiece, (p + 1) * kPiece).
     std::vector<std::vector<size_t>> splits(pieces + 1);
-    tbb::parallel_for(size_t{0}, pieces + 1, [&](size_t p) {
+    parallel::For(size_t{0}, pieces + 1, [&](size_t p) {
       splits[p] = Split(std::min(p * kPiece, n_));
     });
     for (size_t p = 0; p < pieces; ++p) {
       if (!Consistent(splits[p], splits[p + 1], p * kPiece)) return false;
     }
-    tbb::parallel_for(size_t{0}, pieces, [&](size_t p) {
+    parallel::For(size_t{0}, pieces, [&](size_t p) {
       Merge(splits[p], splits[p + 1], p * kPiece);
     });
     return true;
@@ -333,7 +333,7 @@ absl::Status SortRunInto(Sorter& engine, const SortJob& job, size_t b, size_t e,
   absl::Status s = engine.Sort(rj);
   if (s.ok() && with_perm) {
     // The run's indices are into the run; the answer's into the array.
-    tbb::parallel_for(size_t{0}, m, [&](size_t i) {
+    parallel::For(size_t{0}, m, [&](size_t i) {
       uint32_t index;
       std::memcpy(&index, rj.permutation_out + i * 4, 4);
       index += static_cast<uint32_t>(b);

@@ -8,12 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/compact_keys.h"
+#include "core/parallel.h"
 #include "server/out_of_memory.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 #include "server/status.h"
 #include "server/wire.h"
-#include "tbb/parallel_for.h"
 
 namespace sortd {
 
@@ -122,7 +122,7 @@ absl::Status SortServiceImpl::JoinParts(PartGroup& g, SortJob& job) {
   if (vs > 0) g.values = wire::OutputArray(g.count * vs, options_.buffers);
   // One copy per part, side by side; the parts' own bytes go as soon as
   // they are joined.
-  tbb::parallel_for(size_t{0}, g.parts.size(), [&](size_t i) {
+  parallel::For(size_t{0}, g.parts.size(), [&](size_t i) {
     const SortJob& p = g.parts[i].job;
     if (p.count > 0) {
       std::memcpy(g.keys.data() + g.first[i] * ks, p.keys, p.count * ks);

@@ -14,8 +14,7 @@
 #include "absl/time/clock.h"
 #include "core/keys.h"
 #include "core/mutex.h"
-#include "oneapi/tbb/parallel_for.h"
-#include "oneapi/tbb/task_arena.h"
+#include "core/parallel.h"
 #include "server/out_of_memory.h"
 #include "server/runs.h"
 
@@ -120,8 +119,8 @@ class Scratch {
     // A few threads: the devices' transfers copy through their staging on
     // the same cores meanwhile, and must not wait behind this.
     tbb::task_arena arena(kPopulateThreads);
-    arena.execute([&] {
-      tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
+    parallel::Execute(arena, [&] {
+      parallel::For(size_t{0}, chunks, [&](size_t c) {
         if (stop_.load(std::memory_order_relaxed)) return;
         const size_t begin = c * kChunk;
         const size_t len = std::min(kChunk, size_ - begin);

@@ -7,9 +7,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/parallel.h"
 #include "server/held_bytes.h"
 #include "server/out_of_memory.h"
-#include "tbb/parallel_for.h"
 
 namespace sortd {
 
@@ -183,7 +183,7 @@ void StreamAssembler::Join(SortJob& job) {
   for (size_t i = 1; i < pieces_.size(); ++i) {
     first[i] = first[i - 1] + pieces_[i - 1].count;
   }
-  tbb::parallel_for(size_t{0}, pieces_.size(), [&](size_t i) {
+  parallel::For(size_t{0}, pieces_.size(), [&](size_t i) {
     const Piece& p = pieces_[i];
     std::memcpy(joined_keys_.data() + first[i] * ks, p.keys, p.count * ks);
     if (vs > 0) {
