@@ -33,6 +33,12 @@ grpc::ServerUnaryReactor* SortServiceImpl::Echo(
 
 namespace {
 
+// 0, 1, ..., count - 1 as 4-byte indices: the permutation of an array that
+// is not sorted.
+void FillIdentity(std::byte* out, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) std::memcpy(out + size_t{i} * 4, &i, 4);
+}
+
 // Echo's answer where its outputs are placed apart from the request (a
 // shared-memory region, compact keys): the job's arrays copied to its
 // outputs as they came, with the identity permutation.
@@ -43,9 +49,7 @@ void CopyUnsorted(const SortJob& job) {
     if (vs > 0) std::memcpy(job.values_out, job.values, job.count * vs);
   }
   if (job.permutation_out != nullptr) {
-    for (uint32_t i = 0; i < job.count; ++i) {
-      std::memcpy(job.permutation_out + size_t{i} * 4, &i, 4);
-    }
+    FillIdentity(job.permutation_out, job.count);
   }
 }
 
@@ -80,7 +84,15 @@ grpc::ServerUnaryReactor* SortServiceImpl::EchoCall(
           ? SharedRequestUnits(call->sort, call->shared.count(),
                                call->region->size())
           : SortRequestUnits(call->sort);
-  if (absl::Status s = call->hold->Grow(SortWorkBytes(*call, units)); !s.ok()) {
+  // (No key type: refused once validated, in EchoAnswer.)
+  const size_t work =
+      call->sort.key_type.has_value()
+          ? EchoWorkBytes(*call->sort.key_type, call->sort.value_type,
+                          call->sort.return_permutation,
+                          call->sort.key_coding == v1::KEY_CODING_COMPACT,
+                          units, call->region != nullptr)
+          : 0;
+  if (absl::Status s = call->hold->Grow(work); !s.ok()) {
     return Refuse(*call, s);
   }
   TaskResult result = EchoResult(call->received);
@@ -115,14 +127,10 @@ absl::StatusOr<grpc::ByteBuffer> SortServiceImpl::EchoAnswer(UnaryCall& call,
                           .keys = call.bytes.Sub(call.sort.keys),
                           .value_type = parsed->value_type,
                           .values = call.bytes.Sub(call.sort.values)};
-  if (call.sort.return_permutation && parsed->count > 0) {
+  if (call.sort.return_permutation) {
     wire::OutputArray permutation(size_t{parsed->count} * 4, options_.buffers);
-    for (uint32_t i = 0; i < parsed->count; ++i) {
-      std::memcpy(permutation.data() + size_t{i} * 4, &i, 4);
-    }
+    FillIdentity(permutation.data(), parsed->count);
     arrays.permutation = permutation.Share();
-  } else if (call.sort.return_permutation) {
-    arrays.permutation = grpc::Slice();
   }
   return wire::EncodeSortResponse(arrays, &by);
 }

@@ -41,6 +41,20 @@ inline size_t SortWorkBytes(KeyType key_type, ValueType value_type,
   return out + coded + scratch;
 }
 
+// Bytes an Echo of `n` keys holds beyond its request: no scratch (nothing
+// is sorted). Answered from the request's own buffer, the permutation
+// alone; into a shared-memory region, nothing; with compact keys, the
+// arrays copied out and the keys coded from them.
+inline size_t EchoWorkBytes(KeyType key_type, ValueType value_type,
+                            bool permutation, bool compact, size_t n,
+                            bool in_region = false) {
+  const size_t ps = permutation ? 4 : 0;
+  if (in_region) return 0;
+  if (!compact) return n * ps;
+  const size_t ks = KeySize(key_type), vs = ValueSize(value_type);
+  return n * (ks + vs + ps) + n * ks;
+}
+
 }  // namespace sortd
 
 #endif  // SORTD_SERVER_HELD_BYTES_H_

@@ -310,5 +310,21 @@ TEST(HeldBytes, ASortIsChargedItsAnswerAndScratch) {
             16 * n);
 }
 
+TEST(HeldBytes, AnEchoIsChargedWhatItsAnswerAddsAndNoScratch) {
+  const size_t n = 1000;
+  // Answered from the request's buffer: the permutation alone.
+  EXPECT_EQ(EchoWorkBytes(KeyType::kU64, ValueType::kU64, true, false, n),
+            4 * n);
+  EXPECT_EQ(EchoWorkBytes(KeyType::kU32, ValueType::kNone, false, false, n),
+            0u);
+  // Compact: the arrays copied out (8 + 8 + 4 B) and the keys coded (8).
+  EXPECT_EQ(EchoWorkBytes(KeyType::kU64, ValueType::kU64, true, true, n),
+            28 * n);
+  // Into a shared-memory region: nothing.
+  EXPECT_EQ(EchoWorkBytes(KeyType::kU32, ValueType::kNone, true, true, n,
+                          /*in_region=*/true),
+            0u);
+}
+
 }  // namespace
 }  // namespace sortd

@@ -201,6 +201,35 @@ size_t StreamCharge(size_t messages) {
   return messages * (message + kMiB + kMiB + 2 * kMiB) + 2 * kMiB;
 }
 
+// Echo sorts nothing and answers from the buffer its request was read
+// into: it is charged its request alone, not a sort's answer and scratch.
+// An array whose Sort would pass the budget (here the share of one call)
+// is echoed back whole, and what it held is released.
+TEST(HeldBytes, AnEchoIsChargedItsRequestNotASortsWork) {
+  ServerProcess server(
+      {"--device=cpu", "--cpu_threads=2", "--metrics_listen=127.0.0.1:0",
+       "--max_request_bytes=8388608", "--max_held_bytes=16777216",
+       "--max_call_bytes=16777216", "--max_client_held_bytes=16777216"});
+  ASSERT_TRUE(server.Start()) << server.Output();
+  grpc::GenericStub stub(OwnChannel(server.address()));
+  // 1M u32 keys: a Sort holds the 4 MiB message, 4 MiB of answer and 8 of
+  // scratch (server/held_bytes.h), past 16 MiB; an Echo the message alone.
+  const std::string request = KeysMessage(kMiB, 3);
+  const UnaryResult refused = Unary(stub, "Sort", request);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("--max_call_bytes"));
+  const UnaryResult echoed = Unary(stub, "Echo", request);
+  ASSERT_TRUE(echoed.status.ok()) << echoed.status.error_message();
+  v1::SortResponse answer;
+  ASSERT_TRUE(answer.ParseFromString(echoed.response));
+  v1::SortRequest sent;
+  ASSERT_TRUE(sent.ParseFromString(request));
+  EXPECT_EQ(answer.u32_keys(), sent.u32_keys());
+  EXPECT_EQ(WaitForMetricValue(server, "sortd_held_bytes", 0, 16.0 * kMiB), 0)
+      << server.Output();
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
 // Four streams that never half-close, each of 27 MiB of charge: once two
 // hold theirs, a third's next message passes --max_held_bytes=64 MiB and
 // it is ended RESOURCE_EXHAUSTED, releasing what it held; so is a unary
