@@ -45,13 +45,13 @@ ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(30),
           "sortd waits for one, is ended DEADLINE_EXCEEDED (within a "
           "quarter more) and what it held released; so is one whose client "
           "takes no answer chunk for this long (cancelled). 0: never.");
-ABSL_FLAG(int64_t, large_request_bytes, 0,
+ABSL_FLAG(int64_t, large_request_bytes, int64_t{1} << 20,
           "Sort, Echo and Transpose requests of at least this many bytes "
           "are joined, parsed and placed on --large_request_threads of "
           "sortd's own rather than on gRPC's few polling threads, which stay "
-          "free to read and answer small calls meanwhile (1048576 on the "
-          "two-GPU host's figures, docs/PERFORMANCE.md). 0: every request "
-          "on gRPC's threads.");
+          "free to read and answer small calls meanwhile (docs/decisions/"
+          "018-small-calls-beside-large.md). 0: every request on gRPC's "
+          "threads.");
 ABSL_FLAG(int, large_request_threads, 0,
           "Threads handling requests of at least --large_request_bytes (0: a "
           "quarter of the cores sortd may use, at least 2).");
