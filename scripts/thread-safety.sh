@@ -85,26 +85,25 @@ if [[ "$count" -eq 0 ]]; then
 fi
 start="$(date +%s)"
 status=0
+# forbid PATTERN HOME USE: product code matching PATTERN (grep -E) outside
+# the header HOME fails the check, saying to use USE.
+forbid() {
+  local found
+  if found="$(cd "$repo" && grep -rnE "$1" server cpu gpu client core \
+    --include='*.h' --include='*.cc' | grep -v "^$2:")"; then
+    echo "thread-safety: use $3 ($2):"
+    echo "$found"
+    status=1
+  fi
+}
 # A bare std::mutex or std::condition_variable would escape the analysis:
-# the product's locks are sortd::Mutex and sortd::CondVar (core/mutex.h).
-if bare="$(cd "$repo" && grep -rnE \
-  'std::(mutex|condition_variable|lock_guard|unique_lock|scoped_lock)\b' \
-  server cpu gpu client core --include='*.h' --include='*.cc' |
-  grep -v '^core/mutex\.h:')"; then
-  echo "thread-safety: use sortd::Mutex/MutexLock/CondVar (core/mutex.h):"
-  echo "$bare"
-  status=1
-fi
+# the product's locks are sortd::Mutex and sortd::CondVar.
+forbid 'std::(mutex|condition_variable|lock_guard|unique_lock|scoped_lock)\b' \
+  core/mutex.h "sortd::Mutex/MutexLock/CondVar"
 # oneTBB's loops and arenas hand work to threads that ThreadSanitizer
 # cannot see: the product goes through core/parallel.h, which says so.
-if bare="$(cd "$repo" && grep -rnE \
-  'tbb::parallel_(for|invoke|reduce)\b|\.execute\(' \
-  server cpu gpu client core --include='*.h' --include='*.cc' |
-  grep -v '^core/parallel\.h:')"; then
-  echo "thread-safety: use parallel::For/ForRange/Execute (core/parallel.h):"
-  echo "$bare"
-  status=1
-fi
+forbid 'tbb::parallel_(for|invoke|reduce)\b|\.execute\(' \
+  core/parallel.h "parallel::For/ForRange/Execute"
 # Each line: the source, then its flags; a failing compile fails xargs.
 xargs -P "$(nproc)" -L 1 "$clang" -fsyntax-only -Wthread-safety \
   -Werror=thread-safety -Wno-unknown-warning-option <"$jobs" || status=1
