@@ -22,9 +22,19 @@
 
 namespace sortd {
 
-// Bytes a sort of `n` keys holds beyond its request: its answer's arrays
-// (none when they are written into a shared-memory region), compact keys
-// coded from them, and the CPU path's radix scratch (the keys as ordered
+// Bytes an answer of `n` keys holds beyond its request when placed apart
+// from it: its arrays (none when they are written into a shared-memory
+// region) and compact keys coded from them.
+inline size_t AnswerBytes(KeyType key_type, ValueType value_type,
+                          bool permutation, bool compact, size_t n,
+                          bool in_region) {
+  if (in_region) return 0;
+  const size_t ks = KeySize(key_type), vs = ValueSize(value_type);
+  return n * (ks + vs + (permutation ? 4 : 0)) + (compact ? n * ks : 0);
+}
+
+// Bytes a sort of `n` keys holds beyond its request: its answer
+// (AnswerBytes) and the CPU path's radix scratch (the keys as ordered
 // bits, twice, and their indices, twice, when values or a permutation
 // follow them). The scratch is charged whatever the route: which path
 // sorts a request is decided after it is admitted. A sort cut across the
@@ -34,25 +44,19 @@ inline size_t SortWorkBytes(KeyType key_type, ValueType value_type,
                             bool permutation, bool compact, size_t n,
                             bool in_region = false) {
   const size_t ks = KeySize(key_type), vs = ValueSize(value_type);
-  const size_t ps = permutation ? 4 : 0;
-  const size_t out = in_region ? 0 : n * (ks + vs + ps);
-  const size_t coded = compact && !in_region ? n * ks : 0;
   const size_t scratch = n * (2 * ks + (vs > 0 || permutation ? 8 : 0));
-  return out + coded + scratch;
+  return AnswerBytes(key_type, value_type, permutation, compact, n, in_region) +
+         scratch;
 }
 
 // Bytes an Echo of `n` keys holds beyond its request: no scratch (nothing
-// is sorted). Answered from the request's own buffer, the permutation
-// alone; into a shared-memory region, nothing; with compact keys, the
-// arrays copied out and the keys coded from them.
+// is sorted). Answered from the request's own buffer (neither compact nor
+// in a region), the permutation alone; else its answer (AnswerBytes).
 inline size_t EchoWorkBytes(KeyType key_type, ValueType value_type,
                             bool permutation, bool compact, size_t n,
                             bool in_region = false) {
-  const size_t ps = permutation ? 4 : 0;
-  if (in_region) return 0;
-  if (!compact) return n * ps;
-  const size_t ks = KeySize(key_type), vs = ValueSize(value_type);
-  return n * (ks + vs + ps) + n * ks;
+  if (!compact && !in_region) return permutation ? 4 * n : 0;
+  return AnswerBytes(key_type, value_type, permutation, compact, n, in_region);
 }
 
 }  // namespace sortd
