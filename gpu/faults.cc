@@ -18,7 +18,7 @@ absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec) {
         "--inject_faults: '", item, "' ", why,
         "; expected a comma-separated list of enqueue=N, sticky, "
         "stage=upload|download|copy|kernel|<stage>, device_lost=N, oom=N, "
-        "host_oom=N, build=1"));
+        "host_oom=N, build=1, device=N"));
   };
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     item = absl::StripAsciiWhitespace(item);
@@ -41,6 +41,13 @@ absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec) {
       continue;
     }
     long n = 0;
+    if (name == "device") {
+      if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1023) {
+        return bad(item, "needs a device index from 0");
+      }
+      parsed.device = static_cast<int>(n);
+      continue;
+    }
     if (!absl::SimpleAtoi(value, &n) || n < 1) {
       return bad(item, "needs a positive count");
     }
@@ -63,6 +70,11 @@ absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--inject_faults=", text,
         ": sticky and stage= qualify enqueue=N, which is missing"));
+  }
+  if (parsed.device >= 0 && !parsed.any()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--inject_faults=", text,
+                     ": device= names where faults go; none given"));
   }
   *spec = std::move(parsed);
   return absl::OkStatus();

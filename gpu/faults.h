@@ -37,6 +37,10 @@ struct FaultSpec {
   long host_oom = 0;
   // Creating the engine fails as a program build failure.
   bool build = false;
+  // Only the engine of this device has the faults above: the N-th engine
+  // sortd brings up, from 0, in the order of its "OpenCL device" log lines
+  // (-1: every engine).
+  int device = -1;
 
   bool any() const {
     return enqueue > 0 || device_lost > 0 || oom > 0 || host_oom > 0 || build;
@@ -44,9 +48,9 @@ struct FaultSpec {
 };
 
 // Parses sortd's --inject_faults spec: a comma-separated list of enqueue=N,
-// sticky, stage=NAME, device_lost=N, oom=N, host_oom=N, build=1 (e.g.
-// "enqueue=2,stage=upload,sticky"). Empty: no faults. INVALID_ARGUMENT names
-// the bad item; `spec` is replaced only on success.
+// sticky, stage=NAME, device_lost=N, oom=N, host_oom=N, build=1, device=N
+// (e.g. "enqueue=2,stage=upload,sticky,device=1"). Empty: no faults.
+// INVALID_ARGUMENT names the bad item; `spec` is replaced only on success.
 absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec);
 
 // Counts the engine's operations against a FaultSpec. Nothing fails until

@@ -131,8 +131,13 @@ absl::StatusOr<std::vector<Part>> FindParts(const DeviceList& list,
 }
 
 // Brings up one part's engine: a slot, or the reason it cannot serve.
-absl::StatusOr<DeviceSlot> BringUp(const Part& part, const EngineSetup& setup) {
+absl::StatusOr<DeviceSlot> BringUp(const Part& part, int index,
+                                   const EngineSetup& setup) {
   OpenClEngine::Options options = setup.base;
+  // Faults aimed at another device's engine (--inject_faults=...,device=N).
+  if (options.faults.device >= 0 && options.faults.device != index) {
+    options.faults = {};
+  }
   options.kind = part.kind;
   options.device = part.device;
   options.cache_dir = setup.cache_dir;
@@ -187,7 +192,8 @@ absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(
   if (!parts.ok()) return parts.status();
   std::vector<DeviceSlot> slots;
   for (const Part& part : *parts) {
-    absl::StatusOr<DeviceSlot> slot = BringUp(part, setup);
+    absl::StatusOr<DeviceSlot> slot =
+        BringUp(part, static_cast<int>(&part - parts->data()), setup);
     if (slot.ok()) {
       slots.push_back(*std::move(slot));
       continue;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -241,6 +242,42 @@ TEST(E2EOpenCl, FailedBatchTriesTheOtherDeviceBeforeTheCpuPath) {
       body,
       HasSubstr("sortd_cpu_fallbacks_total{reason=\"RESOURCE_EXHAUSTED\"} 3"));
   // Failed runs that do not lose the device leave both up.
+  EXPECT_EQ(SumSeries(body, "sortd_device_up"), std::make_pair(2.0, 2)) << body;
+  EXPECT_EQ(server.Terminate(), 0) << server.Output();
+}
+
+// Two engines, the first failing every run (--inject_faults=...,device=0):
+// each request it takes is handed to the second, which answers them all;
+// none reaches the CPU path.
+TEST(E2EOpenCl, OneFailingDeviceHandsItsWorkToTheOther) {
+  ServerProcess server(OpenClArgs(
+      {"--device=opencl-cpu,opencl-cpu", "--metrics_listen=127.0.0.1:0",
+       "--max_batch_requests=1", "--inject_faults=enqueue=1,sticky,device=0"}));
+  ASSERT_TRUE(server.Start()) << server.Output();
+  auto client = Connect(server);
+  std::set<std::string> devices;
+  constexpr int kCalls = 8;
+  for (int i = 0; i < kCalls; ++i) {
+    const std::vector<uint32_t> keys =
+        testing::Generate<uint32_t>(testing::Shape::kRandom, 3000 + i, i);
+    auto r = client->Sort<uint32_t>(keys);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<uint32_t> want = keys;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(r->keys, want) << i;
+    EXPECT_NE(r->served_by.path(), v1::EXECUTION_PATH_CPU) << i;
+    EXPECT_NE(r->served_by.route(), "failover") << i;
+    devices.insert(r->served_by.device());
+  }
+  // The second device answers everything, the first nothing.
+  EXPECT_EQ(devices.size(), 1u);
+  const std::string body = HttpGet(server.metrics_address(), "/metrics");
+  const auto [failovers, series] =
+      SumSeries(body, "sortd_device_failovers_total");
+  EXPECT_EQ(series, 2) << body;
+  EXPECT_GE(failovers, 1) << body;  // idle devices are tried first to last
+  EXPECT_LE(failovers, kCalls) << body;
+  EXPECT_THAT(body, Not(HasSubstr("sortd_cpu_fallbacks_total{")));
   EXPECT_EQ(SumSeries(body, "sortd_device_up"), std::make_pair(2.0, 2)) << body;
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
 }

@@ -133,10 +133,17 @@ TEST(FaultInjection, SpecParsesIntoOptions) {
   ASSERT_TRUE(ParseFaultSpec("host_oom=2", &o).ok());
   EXPECT_EQ(o.host_oom, 2);
   EXPECT_EQ(o.oom, 0);
+  EXPECT_EQ(o.device, -1);  // every engine
   EXPECT_TRUE(o.any());
-  for (const char* bad : {"enqueue", "enqueue=0", "enqueue=x", "enqueue=-1",
-                          "sticky=1", "stage=", "build=2", "lost=1", "sticky",
-                          "stage=upload", "host_oom=0"}) {
+  ASSERT_TRUE(ParseFaultSpec("enqueue=1,sticky,device=1", &o).ok());
+  EXPECT_EQ(o.device, 1);
+  ASSERT_TRUE(ParseFaultSpec("device=0,device_lost=2", &o).ok());
+  EXPECT_EQ(o.device, 0);
+  EXPECT_EQ(o.device_lost, 2);
+  for (const char* bad :
+       {"enqueue", "enqueue=0", "enqueue=x", "enqueue=-1", "sticky=1",
+        "stage=", "build=2", "lost=1", "sticky", "stage=upload", "host_oom=0",
+        "device=1", "oom=1,device=-1", "oom=1,device=x", "oom=1,device="}) {
     FaultSpec b;
     const absl::Status s = ParseFaultSpec(bad, &b);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
