@@ -157,6 +157,11 @@ class Sorter {
   // Host memory this engine's transfers read and write without a copy of
   // their own (core/host_memory.h); null: any memory serves as well.
   virtual std::shared_ptr<HostMemory> host_memory() const { return nullptr; }
+  // Another engine's host_memory() (the one request and answer arrays are
+  // taken from), which this engine's transfers may read and write where
+  // it lies too: given to engines whose driver page-locks host memory for
+  // all of its devices. Engines without staging ignore it.
+  virtual void ShareHostMemory(std::shared_ptr<HostMemory> /*memory*/) {}
   // Vendor and driver version, for the device_info metric.
   virtual std::pair<std::string, std::string> vendor_driver() const {
     return {"", ""};

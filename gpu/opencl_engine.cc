@@ -36,6 +36,13 @@ OpenClEngine::LaneLease::~LaneLease() {
   engine_->lanes_cv_.NotifyOne();
 }
 
+void OpenClEngine::ShareHostMemory(std::shared_ptr<HostMemory> memory) {
+  if (core_.pinned == nullptr) return;
+  if (auto pinned = std::dynamic_pointer_cast<PinnedHostMemory>(memory)) {
+    core_.pinned->ShareFrom(std::move(pinned));
+  }
+}
+
 std::vector<std::pair<std::string, double>> OpenClEngine::memory_bytes() const {
   const BufferPool::Stats pool = core_.pool->stats();
   double staging = 0;

@@ -174,6 +174,9 @@ class OpenClEngine final : public Sorter {
   std::shared_ptr<HostMemory> host_memory() const override {
     return core_.pinned;
   }
+  // Another engine's PinnedHostMemory, counted as this one's for its
+  // transfers (PinnedHostMemory::ShareFrom); other memory is ignored.
+  void ShareHostMemory(std::shared_ptr<HostMemory> memory) override;
   std::pair<std::string, std::string> vendor_driver() const override {
     return {device_.info.vendor, device_.info.driver};
   }

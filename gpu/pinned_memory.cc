@@ -149,8 +149,21 @@ bool PinnedHostMemory::Holds(const void* data, size_t bytes) const {
     return it->second.buffer() != nullptr &&  // not still being adopted
            address + bytes <= it->first + it->second.bytes;
   };
+  std::shared_ptr<const PinnedHostMemory> shared;
+  {
+    MutexLock lock(&mu_);
+    if (within(blocks_) || within(adopted_)) return true;
+    shared = shared_;
+  }
+  // Outside this lock: the other memory takes its own.
+  return shared != nullptr && shared->Holds(data, bytes);
+}
+
+void PinnedHostMemory::ShareFrom(
+    std::shared_ptr<const PinnedHostMemory> other) {
+  if (other.get() == this) return;
   MutexLock lock(&mu_);
-  return within(blocks_) || within(adopted_);
+  shared_ = std::move(other);
 }
 
 size_t PinnedHostMemory::Available() const {

@@ -55,8 +55,16 @@ class PinnedHostMemory final
   std::shared_ptr<void> Adopt(void* data, size_t bytes) override;
 
   // Whether [data, data + bytes) lies inside one block given out or
-  // adopted here.
+  // adopted here, or by the memory shared with ShareFrom.
   bool Holds(const void* data, size_t bytes) const;
+
+  // Counts `other`'s blocks as this context's own in Holds, so that
+  // transfers from and to them skip the staging copy: for another context
+  // of a driver that page-locks host memory for all of its contexts
+  // (NVIDIA's, under unified addressing), whose requests' arrays live in
+  // one device's memory and are served by any device. One at a time (the
+  // last call's); `other` must not share back (Holds would ask in a loop).
+  void ShareFrom(std::shared_ptr<const PinnedHostMemory> other);
 
   struct Stats {
     size_t blocks = 0, bytes = 0;
@@ -83,6 +91,7 @@ class PinnedHostMemory final
   std::map<uintptr_t, Block> adopted_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;     // in blocks given out
   size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;  // bytes_ and blocks being made
+  std::shared_ptr<const PinnedHostMemory> shared_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sortd::gpu

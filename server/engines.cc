@@ -228,14 +228,45 @@ absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(
   return slots;
 }
 
-void UsePinnedMemory(const std::vector<DeviceSlot>& engines, bool pinned,
-                     HostBufferPool& host_buffers) {
+void UsePinnedMemory(std::vector<DeviceSlot>& engines, bool pinned,
+                     HostBufferPool& host_buffers, bool any_vendor) {
   if (engines.empty() || !pinned) return;
-  if (auto memory = engines.front().engine->host_memory()) {
-    host_buffers.SetMemory(std::move(memory));
-    LogLine("host buffers: page-locked for %s\n",
-            engines.front().engine->device_name().c_str());
+  std::shared_ptr<HostMemory> memory = engines.front().engine->host_memory();
+  if (memory == nullptr) return;
+  host_buffers.SetMemory(memory);
+  auto shares = [any_vendor](const Sorter& engine) {
+    return any_vendor || SharesPageLockedMemory(engine);
+  };
+  int others = 0;
+  if (shares(*engines.front().engine)) {
+    for (size_t i = 0; i < engines.size(); ++i) {
+      DeviceSlot& slot = engines[i];
+      if (!shares(*slot.engine)) continue;
+      if (i > 0) {
+        slot.engine->ShareHostMemory(memory);
+        ++others;
+      }
+      if (!slot.factory) continue;
+      // The first device re-created has memory of its own; the arrays
+      // stay in the first one's, which outlives it.
+      slot.factory = [inner = std::move(slot.factory), memory,
+                      shares]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+        absl::StatusOr<std::unique_ptr<Sorter>> engine = inner();
+        if (engine.ok() && *engine != nullptr && shares(**engine)) {
+          (*engine)->ShareHostMemory(memory);
+        }
+        return engine;
+      };
+    }
   }
+  LogLine("host buffers: page-locked for %s%s\n",
+          engines.front().engine->device_name().c_str(),
+          others > 0 ? absl::StrCat(" and ", others, " more device(s)").c_str()
+                     : "");
+}
+
+bool SharesPageLockedMemory(const Sorter& engine) {
+  return absl::StrContains(engine.vendor_driver().first, "NVIDIA");
 }
 
 bool AdoptionPageLocks(const Sorter& engine) {

@@ -52,9 +52,19 @@ absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(const std::string& flag,
 
 // Large request and answer arrays in page-locked memory of the first of
 // `engines`, whose transfers then skip their staging copy, when `pinned`
-// (--host_pool_pinned) and its engine has such memory.
-void UsePinnedMemory(const std::vector<DeviceSlot>& engines, bool pinned,
-                     HostBufferPool& host_buffers);
+// (--host_pool_pinned) and its engine has such memory. Where the first
+// device's driver page-locks host memory for all of its devices
+// (SharesPageLockedMemory), every other device of that driver skips the
+// copy too (Sorter::ShareHostMemory), and so does each device re-created
+// after a failure (its factory is wrapped). `any_vendor`: every device's,
+// for tests on PoCL.
+void UsePinnedMemory(std::vector<DeviceSlot>& engines, bool pinned,
+                     HostBufferPool& host_buffers, bool any_vendor = false);
+
+// Whether host memory `engine`'s driver page-locks is page-locked for
+// every device of that driver: NVIDIA's, under unified addressing (every
+// 64-bit Linux host), treats it so in every context.
+bool SharesPageLockedMemory(const Sorter& engine);
 
 // Whether adopting memory (HostMemory::Adopt) page-locks it on `engine`'s
 // device: NVIDIA's driver does for CL_MEM_USE_HOST_PTR buffers; others

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -249,6 +250,56 @@ TEST(Buffers, AdoptedMemorySkipsTheStagingRing) {
     ASSERT_EQ(got, want) << (held ? "adopted" : "let go");
   }
   munmap(mapped, size);
+}
+
+// A second engine given the first one's page-locked memory
+// (ShareHostMemory, as sortd does where a driver page-locks memory for all
+// its devices) transfers arrays from it straight, sorts them right, and
+// still stages memory of neither; memory not page-locked is ignored.
+TEST(Buffers, SharedPageLockedMemorySkipsTheOtherEnginesStagingRing) {
+  OpenClEngine::Options options = CpuDevice();
+  options.staging.chunk_bytes = 4096;
+  PinnedEngine first, second;
+  ASSERT_NO_FATAL_FAILURE(MakePinnedEngine(options, &first));
+  ASSERT_NO_FATAL_FAILURE(MakePinnedEngine(options, &second));
+  const size_t n = 60'000, bytes = n * 4;
+  auto* block = static_cast<std::byte*>(first.memory->Allocate(2 * bytes));
+  ASSERT_NE(block, nullptr);
+  EXPECT_FALSE(second.pinned->Holds(block, bytes));
+  // Memory of another kind is no page-locked memory of any engine's.
+  class Plain final : public HostMemory {
+   public:
+    void* Allocate(size_t bytes) override { return std::malloc(bytes); }
+    void Free(void* data, size_t) override { std::free(data); }
+  };
+  second.engine->ShareHostMemory(std::make_shared<Plain>());
+  EXPECT_FALSE(second.pinned->Holds(block, bytes));
+  second.engine->ShareHostMemory(first.memory);
+  EXPECT_TRUE(second.pinned->Holds(block, 2 * bytes));
+  EXPECT_FALSE(second.pinned->Holds(block, 3 * bytes)) << "runs past it";
+  const auto keys = sortd::testing::Generate<uint32_t>(Shape::kRandom, n, 21);
+  std::vector<uint32_t> want = keys;
+  std::sort(want.begin(), want.end());
+  std::vector<uint32_t> pageable(2 * n);
+  for (std::byte* base :
+       {block, reinterpret_cast<std::byte*>(pageable.data())}) {
+    const bool shared = base == block;
+    std::memcpy(base, keys.data(), bytes);
+    const Sorter::TransferBytes before = second.engine->transfer_bytes();
+    SortJob job{.key_type = KeyType::kU32,
+                .count = n,
+                .keys = base,
+                .keys_out = base + bytes};
+    ASSERT_TRUE(second.engine->Sort(job).ok());
+    const Sorter::TransferBytes after = second.engine->transfer_bytes();
+    EXPECT_EQ(after.direct - before.direct, shared ? 2 * bytes : 0) << shared;
+    EXPECT_EQ(after.staged - before.staged, shared ? 0 : 2 * bytes) << shared;
+    std::vector<uint32_t> got(n);
+    std::memcpy(got.data(), base + bytes, bytes);
+    ASSERT_EQ(got, want) << (shared ? "shared" : "pageable");
+  }
+  first.memory->Free(block, 2 * bytes);
+  EXPECT_FALSE(second.pinned->Holds(block, 1)) << "given back";
 }
 
 // Adopt takes a range before the driver sees it: a range overlapping one

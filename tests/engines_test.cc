@@ -1,8 +1,14 @@
-// Shared-memory regions adopted by a real engine's page-locked host memory
-// through PinRegions and RegionRegistry (the OpenCL CPU device in CI; a GPU
-// with SORTD_TEST_DEVICE=gpu): only devices whose driver page-locks
-// adopted memory are asked; with the test seam, a region adopted on the
-// registry's worker is then sorted without staging, and let go again.
+// server/engines.cc on real engines (the OpenCL CPU device in CI; a GPU
+// with SORTD_TEST_DEVICE=gpu). The request pool's page-locked memory,
+// taken from the first device, shared with the others (UsePinnedMemory):
+// only where the driver page-locks memory for all its devices; with the
+// test seam, another device and a re-created one sort arrays from it
+// without staging. Shared-memory regions adopted through PinRegions and
+// RegionRegistry: only devices whose driver page-locks adopted memory are
+// asked; with the test seam, a region adopted on the registry's worker is
+// then sorted without staging, and let go again.
+#include "server/engines.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -18,7 +24,7 @@
 
 #include "gpu/opencl_engine.h"
 #include "gpu/pinned_memory.h"
-#include "server/engines.h"
+#include "server/host_buffers.h"
 #include "server/shared_memory.h"
 #include "tests/opencl_test_util.h"
 #include "tests/sealed_memfd.h"
@@ -43,6 +49,90 @@ bool Eventually(F done) {
     std::this_thread::yield();
   }
   return true;
+}
+
+// Two engines on the OpenCL CPU device, made as CreateEngines makes them,
+// with the factories that re-create them.
+std::vector<DeviceSlot> TwoEngines() {
+  OpenClEngine::Options options = gpu::CpuDevice();
+  options.staging.chunk_bytes = 4096;
+  std::vector<DeviceSlot> slots;
+  for (int i = 0; i < 2; ++i) {
+    EngineFactory factory =
+        [options]() -> absl::StatusOr<std::unique_ptr<Sorter>> {
+      auto made = OpenClEngine::Create(options);
+      if (!made.ok()) return made.status();
+      return std::unique_ptr<Sorter>(std::move(*made));
+    };
+    auto engine = factory();
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return {};
+    slots.push_back(DeviceSlot{.engine = *std::move(engine),
+                               .factory = std::move(factory)});
+  }
+  return slots;
+}
+
+// Sorts n u32 keys laid out as [keys | keys out] in `base` on `engine`;
+// returns the bytes it moved straight (not staged).
+uint64_t DirectBytesOfASort(Sorter& engine, std::byte* base, size_t n) {
+  const auto keys = testing::Generate<uint32_t>(Shape::kRandom, n, 31);
+  std::memcpy(base, keys.data(), n * 4);
+  const Sorter::TransferBytes before = engine.transfer_bytes();
+  EXPECT_TRUE(engine
+                  .Sort(SortJob{.key_type = KeyType::kU32,
+                                .count = n,
+                                .keys = base,
+                                .keys_out = base + n * 4})
+                  .ok());
+  std::vector<uint32_t> want = keys, got(n);
+  std::sort(want.begin(), want.end());
+  std::memcpy(got.data(), base + n * 4, n * 4);
+  EXPECT_EQ(got, want);
+  return engine.transfer_bytes().direct - before.direct;
+}
+
+TEST(PoolMemoryOnEngines, OnlyDriversThatPageLockForAllDevicesShareIt) {
+  std::vector<DeviceSlot> slots = TwoEngines();
+  ASSERT_EQ(slots.size(), 2u);
+  const bool nvidia = SharesPageLockedMemory(*slots[0].engine);
+  EXPECT_EQ(nvidia, slots[0].engine->vendor_driver().first.find("NVIDIA") !=
+                        std::string::npos);
+  if (nvidia) GTEST_SKIP() << "a driver that page-locks for all devices";
+  HostBufferPool pool({.min_bytes = 4096});
+  UsePinnedMemory(slots, /*pinned=*/true, pool);
+  const size_t n = 40'000;
+  grpc::Slice array = pool.Allocate(2 * n * 4);
+  auto* base =
+      const_cast<std::byte*>(reinterpret_cast<const std::byte*>(array.begin()));
+  // The first device's own memory; the second stages it.
+  EXPECT_EQ(DirectBytesOfASort(*slots[0].engine, base, n), 2 * n * 4);
+  EXPECT_EQ(DirectBytesOfASort(*slots[1].engine, base, n), 0u);
+}
+
+TEST(PoolMemoryOnEngines, EveryDeviceAndARecreatedOneSortItWithoutStaging) {
+  std::vector<DeviceSlot> slots = TwoEngines();
+  ASSERT_EQ(slots.size(), 2u);
+  HostBufferPool pool({.min_bytes = 4096});
+  UsePinnedMemory(slots, /*pinned=*/true, pool, /*any_vendor=*/true);
+  const size_t n = 40'000;
+  grpc::Slice array = pool.Allocate(2 * n * 4);
+  auto* base =
+      const_cast<std::byte*>(reinterpret_cast<const std::byte*>(array.begin()));
+  for (DeviceSlot& slot : slots) {
+    EXPECT_EQ(DirectBytesOfASort(*slot.engine, base, n), 2 * n * 4);
+  }
+  // Each device re-created after a failure (its wrapped factory): the
+  // arrays stay in the first device's memory, moved straight still.
+  for (DeviceSlot& slot : slots) {
+    absl::StatusOr<std::unique_ptr<Sorter>> fresh = slot.factory();
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    EXPECT_NE((*fresh)->host_memory(), slots[0].engine->host_memory());
+    EXPECT_EQ(DirectBytesOfASort(**fresh, base, n), 2 * n * 4);
+  }
+  // Memory from elsewhere is still staged.
+  std::vector<std::byte> pageable(2 * n * 4);
+  EXPECT_EQ(DirectBytesOfASort(*slots[1].engine, pageable.data(), n), 0u);
 }
 
 class RegionsOnAnEngine : public ::testing::Test {
