@@ -74,15 +74,16 @@ done
 
 S=
 # Every client process here is on one host, which sortd counts as one
-# client; the per-client queue share is lifted to the whole queue so that
-# the figures are the node's capacity, not one host's share of it.
+# client; the per-client queue and memory shares are lifted to the whole
+# queue and budget, so that the figures are the node's capacity, not one
+# host's share of it.
 start_sortd() {  # start_sortd DEVICE [FLAGS...]
   rm -rf /tmp/sortd-node && mkdir -p /tmp/sortd-node
   sortd --device="$1" --listen=127.0.0.1:50051 \
     --metrics_listen=127.0.0.1:9464 --kernel_cache_dir=/tmp/sortd-kernels \
     --shm_socket=/tmp/sortd-node/shm.sock \
-    --max_client_queued_keys=268435456 --max_client_queued_requests=4096 \
-    --max_queued_keys=1073741824 --large_request_bytes=1048576 \
+    --max_client_queued_keys=1073741824 --max_client_queued_requests=4096 \
+    --max_queued_keys=1073741824 --max_client_held_bytes=17179869184 \
     --shm_pinned=true \
     "${@:2}" > "/tmp/sortd-${1/:/-}.log" 2>&1 &
   S=$!

@@ -1,6 +1,7 @@
 #include "gpu/faults.h"
 
 #include <new>
+#include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -10,6 +11,40 @@
 #include "gpu/cl.h"
 
 namespace sortd::gpu {
+
+namespace {
+
+// Sets the fault `name`=`value` (a number) in `spec`; the reason it cannot
+// as text, or empty.
+std::string SetCountedFault(absl::string_view name, absl::string_view value,
+                            FaultSpec* spec) {
+  long n = 0;
+  if (name == "device") {
+    if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1023) {
+      return "needs a device index from 0";
+    }
+    spec->device = static_cast<int>(n);
+    return "";
+  }
+  if (!absl::SimpleAtoi(value, &n) || n < 1) return "needs a positive count";
+  if (name == "enqueue") {
+    spec->enqueue = n;
+  } else if (name == "device_lost") {
+    spec->device_lost = n;
+  } else if (name == "oom") {
+    spec->oom = n;
+  } else if (name == "host_oom") {
+    spec->host_oom = n;
+  } else if (name == "build") {
+    if (n != 1) return "takes only 1";
+    spec->build = true;
+  } else {
+    return "is not a fault";
+  }
+  return "";
+}
+
+}  // namespace
 
 absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec) {
   FaultSpec parsed;
@@ -31,39 +66,13 @@ absl::Status ParseFaultSpec(absl::string_view text, FaultSpec* spec) {
     if (name == "sticky") {
       if (eq != absl::string_view::npos) return bad(item, "takes no value");
       parsed.sticky = true;
-      continue;
-    }
-    if (eq == absl::string_view::npos || value.empty()) {
+    } else if (eq == absl::string_view::npos || value.empty()) {
       return bad(item, "needs a value");
-    }
-    if (name == "stage") {
+    } else if (name == "stage") {
       parsed.stage = std::string(value);
-      continue;
-    }
-    long n = 0;
-    if (name == "device") {
-      if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1023) {
-        return bad(item, "needs a device index from 0");
-      }
-      parsed.device = static_cast<int>(n);
-      continue;
-    }
-    if (!absl::SimpleAtoi(value, &n) || n < 1) {
-      return bad(item, "needs a positive count");
-    }
-    if (name == "enqueue") {
-      parsed.enqueue = n;
-    } else if (name == "device_lost") {
-      parsed.device_lost = n;
-    } else if (name == "oom") {
-      parsed.oom = n;
-    } else if (name == "host_oom") {
-      parsed.host_oom = n;
-    } else if (name == "build") {
-      if (n != 1) return bad(item, "takes only 1");
-      parsed.build = true;
-    } else {
-      return bad(item, "is not a fault");
+    } else if (std::string why = SetCountedFault(name, value, &parsed);
+               !why.empty()) {
+      return bad(item, why);
     }
   }
   if ((parsed.sticky || !parsed.stage.empty()) && parsed.enqueue == 0) {

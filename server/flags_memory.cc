@@ -60,10 +60,13 @@ ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{2} << 20,
           "SortStream response message; the default stays under gRPC's "
           "default 4 MiB receive limit of other clients "
           "(docs/PERFORMANCE.md: chunk size measured).");
-ABSL_FLAG(int64_t, host_pool_bytes, int64_t{1} << 30,
+ABSL_FLAG(int64_t, host_pool_bytes, int64_t{4} << 30,
           "Idle host memory kept for the arrays of large requests and "
           "answers, in bytes: a reused buffer costs no page faults, a fresh "
-          "64 MiB one 16384 of them. Emptied when sortd goes quiet "
+          "64 MiB one 16384 of them. Keep it at least "
+          "--host_pinned_max_bytes: page-locked buffers freed and taken "
+          "again under load stall the GPUs (NVIDIA: 4x fewer 16M-key sorts "
+          "with 1 GiB beside a 4 GiB cap). Emptied when sortd goes quiet "
           "(--idle_trim_interval); 0 turns the pool off.");
 ABSL_FLAG(int64_t, cpu_scratch_bytes, int64_t{1} << 30,
           "Idle scratch memory the CPU path keeps for its sorts whose "
