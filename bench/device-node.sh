@@ -9,8 +9,8 @@
 #      a client each: `-P` runs its streams on one thread)
 #   2. Echo of 16M u32 keys, P x C: bytes/s against the 8 iperf3 processes
 #   3. Sort of 16M u32 keys, same load, on the first GPU and on every GPU:
-#      bytes/s against Echo's; on every GPU with the first one lost at each
-#      of its runs (--inject_faults): who answered
+#      bytes/s against Echo's; on every GPU with every run of the first
+#      one failing (--inject_faults): who answered
 #   4. Sort of 16M keys through shared memory, 16 calls, first GPU and every
 #      GPU, against the pinned duplex copy bandwidth (bench/pcie-anchor.py,
 #      CuPy) of one GPU and of every GPU at once; the engine's host-to-host
@@ -162,17 +162,17 @@ if [ "$GPUS" -gt 1 ]; then
     --shm_socket=/tmp/sortd-node/shm.sock
   stop_sortd all
   if full; then
-    # The first GPU lost at its first run, and at the first run after each
-    # re-creation: its work goes to the others, not to the CPU path.
+    # Every enqueue of the first GPU fails (its calibration too): each run
+    # it takes goes to another GPU, not to the CPU path.
     section "3. Sort, 16M keys, $P x $C, every GPU, the first one failing"
-    start_sortd gpu --inject_faults=device_lost=1,device=0
+    start_sortd gpu --inject_faults=enqueue=1,sticky,device=0
     load sort16m-failing "$P" --op=sort --sizes=16m --concurrency="$C" \
       --duration=${SECS}s
     stop_sortd failing
   fi
 fi
 
-python3 - "$J" <<'PY' | tee -a "$OUT/node-summary.txt"
+python3 - "$J" "$OUT/metrics-failing.txt" <<'PY' | tee -a "$OUT/node-summary.txt"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 def load(tag):
@@ -203,12 +203,22 @@ line("first GPU", load("sort16m-gpu0"), echo and echo["bytes_per_s"], "Echo")
 line("every GPU", load("sort16m-all"), echo and echo["bytes_per_s"], "Echo")
 f = load("sort16m-failing")
 if f:
-    line("every GPU, the first lost at each run", f, echo and echo["bytes_per_s"], "Echo")
+    line("every GPU, the first one failing", f, echo and echo["bytes_per_s"], "Echo")
     paths = {}
     for r in f["rows"]:
         for k, v in r.get("paths", {}).items():
             paths[k] = paths.get(k, 0) + v
-    print(f"   answered by: {paths}")
+    counts = {}
+    try:
+        for l in open(sys.argv[2]):
+            for name in ("sortd_device_failovers_total", "sortd_cpu_fallbacks_total"):
+                if l.startswith(name + "{"):
+                    counts[name] = counts.get(name, 0) + float(l.split()[-1])
+    except OSError:
+        pass
+    print(f"   answered by: {paths}; handed to another GPU: "
+          f"{counts.get('sortd_device_failovers_total', 0):.0f}, to the CPU path: "
+          f"{counts.get('sortd_cpu_fallbacks_total', 0):.0f}")
 print("4. shared memory, 16M u32, 16 calls:")
 engines = [r for r in rows if r["tag"].startswith("engine-gpu")]
 for e in engines:
