@@ -14,14 +14,14 @@ namespace sortd::gpu {
 
 namespace {
 
-// Sets the fault `name`=`value` (a number) in `spec`; the reason it cannot
-// as text, or empty.
+// Sets the fault `name`=`value` (a number) in `spec`; returns why it
+// cannot, or empty.
 std::string SetCountedFault(absl::string_view name, absl::string_view value,
                             FaultSpec* spec) {
   long n = 0;
   if (name == "device") {
     if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1023) {
-      return "needs a device index from 0";
+      return "needs a device index from 0 to 1023";
     }
     spec->device = static_cast<int>(n);
     return "";

@@ -37,9 +37,10 @@ struct FaultSpec {
   long host_oom = 0;
   // Creating the engine fails as a program build failure.
   bool build = false;
-  // Only the engine of this device has the faults above: the N-th engine
-  // sortd brings up, from 0, in the order of its "OpenCL device" log lines
-  // (-1: every engine).
+  // Only the N-th device of sortd's --device list (from 0, each sub-device
+  // counted, whether or not it comes up) has the faults above; -1: every
+  // device. Applied by CreateEngines (server/engines.cc): an engine given
+  // a FaultSpec ignores it.
   int device = -1;
 
   bool any() const {

@@ -190,6 +190,15 @@ absl::StatusOr<std::vector<DeviceSlot>> CreateEngines(
   if (list->cpu_only) return std::vector<DeviceSlot>{};
   absl::StatusOr<std::vector<Part>> parts = FindParts(*list, setup);
   if (!parts.ok()) return parts.status();
+  if (const int aimed = setup.base.faults.device; aimed >= 0) {
+    if (static_cast<size_t>(aimed) >= parts->size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--inject_faults: device=", aimed, ", but --device=", flag, " has ",
+          parts->size(), " device(s)"));
+    }
+    LogAt(LogLevel::kWarning, "--inject_faults: on device %d (%s) only\n",
+          aimed, (*parts)[aimed].device.info.name.c_str());
+  }
   std::vector<DeviceSlot> slots;
   for (const Part& part : *parts) {
     absl::StatusOr<DeviceSlot> slot =
@@ -242,7 +251,7 @@ void UsePinnedMemory(std::vector<DeviceSlot>& engines, bool pinned,
     for (size_t i = 0; i < engines.size(); ++i) {
       DeviceSlot& slot = engines[i];
       if (!shares(*slot.engine)) continue;
-      if (i > 0) {
+      if (i > 0 && slot.engine->host_memory() != nullptr) {
         slot.engine->ShareHostMemory(memory);
         ++others;
       }

@@ -107,8 +107,8 @@ ABSL_FLAG(std::string, inject_faults, "",
           "lost), oom=N (the N-th device allocation fails), host_oom=N (the "
           "N-th device allocation throws std::bad_alloc, as host memory "
           "running out in a run would), build=1 (the "
-          "programs fail to build), device=N (only the N-th engine brought "
-          "up, from 0, has them). Failed device work goes to another device, "
+          "programs fail to build), device=N (only the N-th device of "
+          "--device, from 0, has them). Failed device work goes to another device, "
           "then the CPU path. Logged loudly at startup and exported as "
           "sortd_fault_injection_enabled 1. Never in production.");
 

@@ -81,9 +81,9 @@ ABSL_FLAG(int64_t, host_pool_min_bytes, int64_t{256} << 10,
           "them are sorted where they lie); smaller ones from the heap.");
 ABSL_FLAG(bool, host_pool_pinned, true,
           "Take the pool's buffers from page-locked memory of the first "
-          "OpenCL device, which its transfers read and write in place; "
-          "false: pageable memory, copied through the engine's staging "
-          "buffers.");
+          "OpenCL device, which its transfers read and write in place (and, "
+          "with NVIDIA's driver, every other GPU's); false: pageable memory, "
+          "copied through the engine's staging buffers.");
 
 namespace sortd {
 

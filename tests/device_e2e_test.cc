@@ -279,7 +279,14 @@ TEST(E2EOpenCl, OneFailingDeviceHandsItsWorkToTheOther) {
   EXPECT_LE(failovers, kCalls) << body;
   EXPECT_THAT(body, Not(HasSubstr("sortd_cpu_fallbacks_total{")));
   EXPECT_EQ(SumSeries(body, "sortd_device_up"), std::make_pair(2.0, 2)) << body;
+  EXPECT_THAT(server.Output(), HasSubstr("--inject_faults: on device 0"));
   EXPECT_EQ(server.Terminate(), 0) << server.Output();
+  // Faults aimed at a device --device does not name stop startup.
+  ServerProcess beyond(OpenClArgs({"--device=opencl-cpu,opencl-cpu",
+                                   "--inject_faults=enqueue=1,device=2"}));
+  EXPECT_FALSE(beyond.Start());
+  EXPECT_THAT(beyond.Output(), HasSubstr("device=2, but --device="));
+  EXPECT_EQ(beyond.Terminate(), 1) << beyond.Output();
 }
 
 // The environment variables that once injected faults do nothing: every
