@@ -64,8 +64,9 @@ absl::StatusOr<cl::Buffer> Run::Allocate(size_t bytes, const char* what) {
   return buffers_.back().buffer();
 }
 
-absl::Status Run::LaunchKernel(cl::Kernel& kernel, size_t groups,
-                               size_t group_size, const char* stage) {
+absl::Status Run::LaunchKernel(cl::Kernel& kernel, LaunchGrid grid,
+                               const char* stage) {
+  const auto [groups, group_size] = grid;
   if (groups == 0) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(core_.faults.OnEnqueue(stage, /*kernel=*/true));
   cl::Event event;

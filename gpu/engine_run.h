@@ -8,7 +8,7 @@
 //   if (keys.ok()) status = run.Write(*keys, bytes, host);
 //   ThreeLaunchKernels& k = lane.radix[0][0].three_launch;
 //   k.scan_blocks.Bind({.data = *keys, .n = n, .block_sums = *sums});
-//   status = run.Launch(k.scan_blocks, groups, wg, "scan");
+//   status = run.Launch(k.scan_blocks, LaunchGrid::Covering(n, wg), "scan");
 //   status = run.Finish(&stages);  // waits; stage times
 #ifndef SORTD_GPU_ENGINE_RUN_H_
 #define SORTD_GPU_ENGINE_RUN_H_
@@ -153,9 +153,9 @@ class Run {
   absl::StatusOr<cl::Buffer> Allocate(size_t bytes, const char* what);
   // `groups` work-groups of `group_size` (none if groups is 0).
   template <typename Args>
-  absl::Status Launch(ArgsKernel<Args>& kernel, size_t groups,
-                      size_t group_size, const char* stage) {
-    return LaunchKernel(kernel.kernel(), groups, group_size, stage);
+  absl::Status Launch(ArgsKernel<Args>& kernel, LaunchGrid grid,
+                      const char* stage) {
+    return LaunchKernel(kernel.kernel(), grid, stage);
   }
   // Host to device and back without waiting, at byte `offset` of the
   // buffer: pinned memory (from the engine's host_memory()) straight,
@@ -194,8 +194,8 @@ class Run {
   absl::Status Finish(StageTimes* stages, double* kernel_span = nullptr);
 
  private:
-  absl::Status LaunchKernel(cl::Kernel& kernel, size_t groups,
-                            size_t group_size, const char* stage);
+  absl::Status LaunchKernel(cl::Kernel& kernel, LaunchGrid grid,
+                            const char* stage);
 
   // The profiled commands' times, per stage, and the run's device spans.
   void DeviceTimes(StageTimes* stages, double* kernel_span);

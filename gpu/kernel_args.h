@@ -8,15 +8,28 @@
 //   SORTD_KERNEL_ARGS(ScatterArgs, SORTD_SCATTER_ARGS);
 //   ArgsKernel<ScatterArgs> scatter;
 //   scatter.Bind({.keys_in = in, .keys_out = out, ..., .picks = picks});
-//   status = run.Launch(scatter, tiles, work_group, "scatter");
+//   status = run.Launch(scatter, {.groups = tiles, .group_size = wg},
+//                       "scatter");
 #ifndef SORTD_GPU_KERNEL_ARGS_H_
 #define SORTD_GPU_KERNEL_ARGS_H_
 
+#include <cstddef>
 #include <utility>
 
 #include "gpu/cl.h"
 
 namespace sortd::gpu {
+
+// Where a kernel runs: `groups` work-groups of `group_size` work-items.
+struct LaunchGrid {
+  size_t groups = 0;
+  size_t group_size = 0;
+  // Enough groups of `group_size` for one work-item per item.
+  static LaunchGrid Covering(size_t items, size_t group_size) {
+    return {.groups = (items + group_size - 1) / group_size,
+            .group_size = group_size};
+  }
+};
 
 // A kernel whose arguments are the members of `Args` (a struct that
 // SORTD_KERNEL_ARGS defines): Bind() sets them all, in order.

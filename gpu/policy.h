@@ -74,8 +74,9 @@ struct RadixSortPolicy {
   // one step.
   int radix_bits = 4;
   int work_group = 256;  // work-items per group
-  int items_32 = 16;     // keys per work-item, 32-bit keys
-  int items_64 = 8;      // keys per work-item, 64-bit keys
+  size_t WorkGroupSize() const { return static_cast<size_t>(work_group); }
+  int items_32 = 16;  // keys per work-item, 32-bit keys
+  int items_64 = 8;   // keys per work-item, 64-bit keys
   // Keys per work-item of sorts without an index (keys only): with no
   // index array in local memory a tile can hold more keys. 0: as above.
   int items_32_keys = 0;
@@ -253,6 +254,7 @@ struct BitonicPolicy {
   int block_32 = 4096;  // keys one work-group sorts in local memory
   int block_64 = 2048;
   int work_group = 256;
+  size_t WorkGroupSize() const { return static_cast<size_t>(work_group); }
   // Single arrays of at most this many keys are sorted by the bitonic
   // network instead of radix: its few launches beat radix's passes there.
   // max_keys_64 for 64-bit keys, max_keys_32_keys for 32-bit keys sorted

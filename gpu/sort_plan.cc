@@ -25,6 +25,7 @@ RadixPassPlan PlanRadixPasses(const RadixSortPolicy& p, int key_bits,
   plan.stream = p.StreamKeys(key_bits, with_index, count);
   plan.tile = static_cast<size_t>(p.Tile(key_bits, with_index, count));
   plan.tiles = DivUp(count, plan.tile);
+  plan.tile_grid = {.groups = plan.tiles, .group_size = p.WorkGroupSize()};
   plan.radix = size_t{1} << p.radix_bits;
   plan.passes = DivUp(static_cast<size_t>(key_bits), p.radix_bits);
   // The look-back's counts are status_count_bits wide (RadixSortPolicy).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/sorter.h"
+#include "gpu/kernel_args.h"
 #include "gpu/policy.h"
 
 namespace sortd::gpu {
@@ -43,6 +44,7 @@ struct RadixPassPlan {
   // (radix_late_onesweep; RadixSortPolicy::late_lookback_tiles_32).
   bool late_ranked = false;
   size_t tile = 0, tiles = 0, passes = 0, radix = 0;
+  LaunchGrid tile_grid;  // a work-group per tile
   // One-launch: every pass's digit starts, and the look-back status words
   // with the passes' tile counters.
   size_t starts_bytes = 0, status_bytes = 0;

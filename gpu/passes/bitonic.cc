@@ -18,12 +18,13 @@ absl::Status BitonicSort(Run& run, const BitonicPolicy& p, const SortPlan& plan,
               .index = index,
               .n = static_cast<cl_uint>(plan.count),
               .padded = static_cast<cl_uint>(plan.padded)});
-  SORTD_RETURN_IF_ERROR(
-      run.Launch(k.pad, DivUp(plan.padded - plan.count, wg), wg, "local_sort"));
+  SORTD_RETURN_IF_ERROR(run.Launch(
+      k.pad, LaunchGrid::Covering(plan.padded - plan.count, wg), "local_sort"));
   const size_t total = std::max(block, plan.padded);
   k.sort_blocks.Bind({.keys = keys, .index = index});
-  SORTD_RETURN_IF_ERROR(
-      run.Launch(k.sort_blocks, total / block, wg, "local_sort"));
+  SORTD_RETURN_IF_ERROR(run.Launch(k.sort_blocks,
+                                   {.groups = total / block, .group_size = wg},
+                                   "local_sort"));
   for (size_t stage = 2 * block; stage <= total; stage <<= 1) {
     for (size_t j = stage / 2; j >= block; j >>= 1) {
       k.merge_global.Bind({.keys = keys,
@@ -31,12 +32,13 @@ absl::Status BitonicSort(Run& run, const BitonicPolicy& p, const SortPlan& plan,
                            .j = static_cast<cl_uint>(j),
                            .stage = static_cast<cl_uint>(stage)});
       SORTD_RETURN_IF_ERROR(
-          run.Launch(k.merge_global, total / 2 / wg, wg, "merge"));
+          run.Launch(k.merge_global,
+                     {.groups = total / 2 / wg, .group_size = wg}, "merge"));
     }
     k.merge_local.Bind(
         {.keys = keys, .index = index, .stage = static_cast<cl_uint>(stage)});
-    SORTD_RETURN_IF_ERROR(
-        run.Launch(k.merge_local, total / block, wg, "merge"));
+    SORTD_RETURN_IF_ERROR(run.Launch(
+        k.merge_local, {.groups = total / block, .group_size = wg}, "merge"));
   }
   return absl::OkStatus();
 }
@@ -49,7 +51,9 @@ absl::Status BitonicSegments(Run& run, const BitonicPolicy& policy,
                     .index = a.index[0],
                     .offsets = offsets,
                     .segments = list});
-  return run.Launch(k.segmented, count, policy.work_group, "local_sort");
+  return run.Launch(k.segmented,
+                    {.groups = count, .group_size = policy.WorkGroupSize()},
+                    "local_sort");
 }
 
 }  // namespace sortd::gpu

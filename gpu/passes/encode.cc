@@ -48,7 +48,8 @@ absl::Status EncodeKeys(Run& run, const RadixSortPolicy& policy,
       std::min<size_t>(DivUp(job.count, policy.Tile(bits, WithIndex(job))),
                        std::max<size_t>(1, size_t{run.info().compute_units} *
                                                kCountGroupsPerCu));
-  return run.Launch(k.encode, groups, policy.work_group,
+  return run.Launch(k.encode,
+                    {.groups = groups, .group_size = policy.WorkGroupSize()},
                     count_digits ? "histogram" : "transform");
 }
 
@@ -69,7 +70,7 @@ absl::Status DecodeKeys(Run& run, const RadixSortPolicy& policy,
       .decode_keys = cl_uint{!a.keys_raw},
   });
   const size_t wg = policy.work_group;
-  return run.Launch(k.decode, DivUp(n, wg), wg, "transform");
+  return run.Launch(k.decode, LaunchGrid::Covering(n, wg), "transform");
 }
 
 }  // namespace sortd::gpu

@@ -57,8 +57,8 @@ absl::Status OneLaunchPasses(const RadixPassJob& job, OnesweepKernels& k,
         .picks = picks,
     });
     ++run_pass;
-    SORTD_RETURN_IF_ERROR(job.run.Launch(
-        kernel, plan.tiles, job.policy.work_group, plan.Stage("scatter")));
+    SORTD_RETURN_IF_ERROR(
+        job.run.Launch(kernel, plan.tile_grid, plan.Stage("scatter")));
     a.cur = 1 - a.cur;
     SORTD_RETURN_IF_ERROR(job.order.Enqueued(job.run, pass, job.skip));
   }

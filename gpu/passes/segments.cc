@@ -14,7 +14,9 @@ absl::Status RadixSegments(Run& run, const RadixSortPolicy& policy,
                      .index = a.index[0],
                      .offsets = offsets,
                      .list = list});
-    return run.Launch(k.segments, count, policy.work_group, "local_sort");
+    return run.Launch(k.segments,
+                      {.groups = count, .group_size = policy.WorkGroupSize()},
+                      "local_sort");
   }
   // Every pass ends where it began (radix_segment_groups).
   k.segment_groups.Bind({.keys = a.keys[0],
@@ -23,7 +25,9 @@ absl::Status RadixSegments(Run& run, const RadixSortPolicy& policy,
                          .index_tmp = a.index[1],
                          .offsets = offsets,
                          .list = list});
-  return run.Launch(k.segment_groups, count, policy.work_group, "local_sort");
+  return run.Launch(k.segment_groups,
+                    {.groups = count, .group_size = policy.WorkGroupSize()},
+                    "local_sort");
 }
 
 absl::Status SegmentIds(Run& run, const RadixSortPolicy& policy,
@@ -38,7 +42,7 @@ absl::Status SegmentIds(Run& run, const RadixSortPolicy& policy,
                       .places = places,
                       .n = static_cast<cl_uint>(n)});
   const size_t wg = policy.work_group;
-  return run.Launch(k.segment_ids, DivUp(n, wg), wg, "transform");
+  return run.Launch(k.segment_ids, LaunchGrid::Covering(n, wg), "transform");
 }
 
 absl::Status SegmentGather(Run& run, const RadixSortPolicy& policy,
@@ -53,7 +57,7 @@ absl::Status SegmentGather(Run& run, const RadixSortPolicy& policy,
                          .n = static_cast<cl_uint>(n)});
   const size_t wg = policy.work_group;
   SORTD_RETURN_IF_ERROR(
-      run.Launch(k.segment_gather, DivUp(n, wg), wg, "transform"));
+      run.Launch(k.segment_gather, LaunchGrid::Covering(n, wg), "transform"));
   from.cur = to;
   return absl::OkStatus();
 }

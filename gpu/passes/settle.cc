@@ -20,8 +20,10 @@ absl::Status DigitStarts(const RadixPassJob& job, const cl::Buffer& totals,
       .keys = job.order.Sampled(job.arrays),
       .kind_order = job.order.SampledKindOrder(),
   });
-  return job.run.Launch(job.settle.digit_starts, plan.passes,
-                        job.policy.work_group, plan.Stage("scan"));
+  return job.run.Launch(
+      job.settle.digit_starts,
+      {.groups = plan.passes, .group_size = job.policy.WorkGroupSize()},
+      plan.Stage("scan"));
 }
 
 absl::Status Settle(Run& run, const RadixSortPolicy& policy, SettleKernels& k,
@@ -33,8 +35,10 @@ absl::Status Settle(Run& run, const RadixSortPolicy& policy, SettleKernels& k,
       .kind_order = kind_order,
       .picks = picks,
   });
-  return run.Launch(k.settle, DivUp(count, policy.SettleTileKeys()),
-                    policy.work_group, "settle");
+  return run.Launch(k.settle,
+                    {.groups = DivUp(count, policy.SettleTileKeys()),
+                     .group_size = policy.WorkGroupSize()},
+                    "settle");
 }
 
 }  // namespace sortd::gpu

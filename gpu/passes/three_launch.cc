@@ -17,13 +17,15 @@ absl::Status ScanInPlace(Run& run, ThreeLaunchKernels& k,
   const size_t blocks = DivUp(count, plan.tile);
   const cl_uint n = static_cast<cl_uint>(count);
   k.scan_blocks.Bind({.data = data, .n = n, .block_sums = sums[level]});
-  SORTD_RETURN_IF_ERROR(
-      run.Launch(k.scan_blocks, blocks, work_group, plan.Stage("scan")));
+  SORTD_RETURN_IF_ERROR(run.Launch(k.scan_blocks,
+                                   {.groups = blocks, .group_size = work_group},
+                                   plan.Stage("scan")));
   if (blocks == 1) return absl::OkStatus();
   SORTD_RETURN_IF_ERROR(ScanInPlace(run, k, plan, work_group, sums[level],
                                     blocks, sums, level + 1));
   k.scan_add.Bind({.data = data, .n = n, .block_sums = sums[level]});
-  return run.Launch(k.scan_add, blocks, work_group, plan.Stage("scan"));
+  return run.Launch(k.scan_add, {.groups = blocks, .group_size = work_group},
+                    plan.Stage("scan"));
 }
 
 // The block sums of every level of the scan.
@@ -73,9 +75,8 @@ absl::Status ThreeLaunchPasses(const RadixPassJob& job, ThreeLaunchKernels& k,
         .mode = job.order.Mode(pass),
         .picks = picks,
     });
-    SORTD_RETURN_IF_ERROR(job.run.Launch(k.histogram, plan.tiles,
-                                         job.policy.work_group,
-                                         plan.Stage("histogram")));
+    SORTD_RETURN_IF_ERROR(
+        job.run.Launch(k.histogram, plan.tile_grid, plan.Stage("histogram")));
     SORTD_RETURN_IF_ERROR(ScanInPlace(job.run, k, plan, job.policy.work_group,
                                       *offsets, plan.tiles * plan.radix, *sums,
                                       0));
@@ -91,8 +92,8 @@ absl::Status ThreeLaunchPasses(const RadixPassJob& job, ThreeLaunchKernels& k,
         .mode = job.order.Mode(pass),
         .picks = picks,
     });
-    SORTD_RETURN_IF_ERROR(job.run.Launch(
-        k.scatter, plan.tiles, job.policy.work_group, plan.Stage("scatter")));
+    SORTD_RETURN_IF_ERROR(
+        job.run.Launch(k.scatter, plan.tile_grid, plan.Stage("scatter")));
     a.cur = 1 - a.cur;
     SORTD_RETURN_IF_ERROR(job.order.Enqueued(job.run, pass, job.skip));
   }

@@ -12,7 +12,9 @@ absl::Status Transpose(Run& run, ArgsKernel<TransposeArgs>& kernel,
   // The sub-group kernel runs one work-item per row, the portable one
   // one per matrix.
   const size_t group_size = subgroup ? per_group * 32 : per_group;
-  return run.Launch(kernel, DivUp(count, per_group), group_size, "transpose");
+  return run.Launch(
+      kernel, {.groups = DivUp(count, per_group), .group_size = group_size},
+      "transpose");
 }
 
 }  // namespace sortd::gpu
