@@ -98,19 +98,20 @@ ABSL_FLAG(std::string, kernel_cache_dir, DefaultKernelCacheDir(),
           "Folder for compiled OpenCL program binaries, so that restarts "
           "skip kernel compilation; a stale or corrupt entry is rebuilt. "
           "Empty disables the disk cache.");
-ABSL_FLAG(std::string, inject_faults, "",
-          "TESTS ONLY: make the OpenCL engines fail on purpose, a "
-          "comma-separated list of enqueue=N (the N-th device enqueue after "
-          "start-up fails), sticky (and every later one), "
-          "stage=upload|download|copy|kernel|<stage> (count only those "
-          "enqueues), device_lost=N (the N-th device run finds the device "
-          "lost), oom=N (the N-th device allocation fails), host_oom=N (the "
-          "N-th device allocation throws std::bad_alloc, as host memory "
-          "running out in a run would), build=1 (the "
-          "programs fail to build), device=N (only the N-th device of "
-          "--device, from 0, has them). Failed device work goes to another device, "
-          "then the CPU path. Logged loudly at startup and exported as "
-          "sortd_fault_injection_enabled 1. Never in production.");
+ABSL_FLAG(
+    std::string, inject_faults, "",
+    "TESTS ONLY: make the OpenCL engines fail on purpose, a "
+    "comma-separated list of enqueue=N (the N-th device enqueue after "
+    "start-up fails), sticky (and every later one), "
+    "stage=upload|download|copy|kernel|<stage> (count only those "
+    "enqueues), device_lost=N (the N-th device run finds the device "
+    "lost), oom=N (the N-th device allocation fails), host_oom=N (the "
+    "N-th device allocation throws std::bad_alloc, as host memory "
+    "running out in a run would), build=1 (the "
+    "programs fail to build), device=N (only the N-th device of "
+    "--device, from 0, has them). Failed device work goes to another device, "
+    "then the CPU path. Logged loudly at startup and exported as "
+    "sortd_fault_injection_enabled 1. Never in production.");
 
 namespace sortd {
 
