@@ -130,6 +130,12 @@ absl::StatusOr<std::vector<Part>> FindParts(const DeviceList& list,
   return parts;
 }
 
+// NVIDIA's driver: it page-locks memory adopted under CL_MEM_USE_HOST_PTR,
+// and page-locked memory of one of its contexts counts in all of them.
+bool NvidiaDriver(const Sorter& engine) {
+  return absl::StrContains(engine.vendor_driver().first, "NVIDIA");
+}
+
 // Brings up one part's engine: a slot, or the reason it cannot serve.
 absl::StatusOr<DeviceSlot> BringUp(const Part& part, int index,
                                    const EngineSetup& setup) {
@@ -275,12 +281,10 @@ void UsePinnedMemory(std::vector<DeviceSlot>& engines, bool pinned,
 }
 
 bool SharesPageLockedMemory(const Sorter& engine) {
-  return absl::StrContains(engine.vendor_driver().first, "NVIDIA");
+  return NvidiaDriver(engine);
 }
 
-bool AdoptionPageLocks(const Sorter& engine) {
-  return absl::StrContains(engine.vendor_driver().first, "NVIDIA");
-}
+bool AdoptionPageLocks(const Sorter& engine) { return NvidiaDriver(engine); }
 
 void PinRegions(std::vector<DeviceSlot>& engines, bool pinned,
                 RegionRegistry& regions, bool any_vendor) {

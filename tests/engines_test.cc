@@ -73,23 +73,12 @@ std::vector<DeviceSlot> TwoEngines() {
   return slots;
 }
 
-// Sorts n u32 keys laid out as [keys | keys out] in `base` on `engine`;
-// returns the bytes it moved straight (not staged).
+// The bytes a sort of n u32 keys laid out as [keys | keys out] in `base`
+// moved straight (not staged) on `engine`; the answer is checked.
 uint64_t DirectBytesOfASort(Sorter& engine, std::byte* base, size_t n) {
-  const auto keys = testing::Generate<uint32_t>(Shape::kRandom, n, 31);
-  std::memcpy(base, keys.data(), n * 4);
-  const Sorter::TransferBytes before = engine.transfer_bytes();
-  EXPECT_TRUE(engine
-                  .Sort(SortJob{.key_type = KeyType::kU32,
-                                .count = n,
-                                .keys = base,
-                                .keys_out = base + n * 4})
-                  .ok());
-  std::vector<uint32_t> want = keys, got(n);
-  std::sort(want.begin(), want.end());
-  std::memcpy(got.data(), base + n * 4, n * 4);
-  EXPECT_EQ(got, want);
-  return engine.transfer_bytes().direct - before.direct;
+  return gpu::SortU32AndCountTransfers(
+             engine, base, testing::Generate<uint32_t>(Shape::kRandom, n, 31))
+      .direct;
 }
 
 // Without the test seam: the second device moves the first one's arrays

@@ -1,21 +1,49 @@
 // What the OpenCL engine's test suites share: the test device (PoCL's CPU
 // device in CI; a GPU with SORTD_TEST_DEVICE=gpu) and its policy (the
 // device's own, or a named one with SORTD_TEST_POLICY), one engine per test
-// process, a policy of tiny tiles, and a fresh temporary folder.
+// process, a policy of tiny tiles, a fresh temporary folder, and a u32
+// sort in place that counts how its bytes moved.
 #ifndef SORTD_TESTS_OPENCL_TEST_UTIL_H_
 #define SORTD_TESTS_OPENCL_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gpu/opencl_engine.h"
 
 namespace sortd::gpu {
+
+// Sorts `keys` laid out at `base` as [keys | keys out] on `engine`, checks
+// the keys out against std::sort, and returns the bytes the sort moved
+// each way: straight (direct) or through the staging ring (staged).
+inline Sorter::TransferBytes SortU32AndCountTransfers(
+    Sorter& engine, std::byte* base, const std::vector<uint32_t>& keys) {
+  const size_t n = keys.size(), bytes = n * sizeof(uint32_t);
+  std::memcpy(base, keys.data(), bytes);
+  const Sorter::TransferBytes before = engine.transfer_bytes();
+  EXPECT_TRUE(engine
+                  .Sort(SortJob{.key_type = KeyType::kU32,
+                                .count = n,
+                                .keys = base,
+                                .keys_out = base + bytes})
+                  .ok());
+  const Sorter::TransferBytes after = engine.transfer_bytes();
+  std::vector<uint32_t> want = keys, got(n);
+  std::sort(want.begin(), want.end());
+  std::memcpy(got.data(), base + bytes, bytes);
+  EXPECT_EQ(got, want);
+  return {.staged = after.staged - before.staged,
+          .direct = after.direct - before.direct};
+}
 
 inline std::string TempDir(const std::string& name) {
   std::string dir =
