@@ -160,7 +160,8 @@ absl::Status StagingRing::Upload(cl::Buffer& dst, size_t offset,
   for (size_t off = 0; off < bytes; off += options_.chunk_bytes, ++chunk) {
     const size_t slot = chunk % buffers_.size();
     const size_t len = std::min(options_.chunk_bytes, bytes - off);
-    if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
+    if (busy_[slot]())
+      SORTD_CL_RETURN_IF(AwaitEvent(busy_[slot]), "staging wait");
     ParallelCopy(mapped_[slot], from + off, len);
     cl::Event e;
     SORTD_CL_RETURN_IF(q.enqueueWriteBuffer(dst, CL_FALSE, offset + off, len,
@@ -181,7 +182,7 @@ absl::Status StagingRing::Download(cl::Buffer& src, size_t offset, void* dst,
   std::vector<std::pair<size_t, size_t>> pending(slots, {0, 0});  // off, len
   auto drain = [&](size_t slot) -> absl::Status {
     if (pending[slot].second == 0) return absl::OkStatus();
-    SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
+    SORTD_CL_RETURN_IF(AwaitEvent(busy_[slot]), "staging wait");
     ParallelCopy(to + pending[slot].first, mapped_[slot], pending[slot].second);
     pending[slot].second = 0;
     return absl::OkStatus();
@@ -190,7 +191,8 @@ absl::Status StagingRing::Download(cl::Buffer& src, size_t offset, void* dst,
   for (size_t off = 0; off < bytes; off += options_.chunk_bytes, ++chunk) {
     const size_t slot = chunk % slots;
     SORTD_RETURN_IF_ERROR(drain(slot));
-    if (busy_[slot]()) SORTD_CL_RETURN_IF(busy_[slot].wait(), "staging wait");
+    if (busy_[slot]())
+      SORTD_CL_RETURN_IF(AwaitEvent(busy_[slot]), "staging wait");
     const size_t len = std::min(options_.chunk_bytes, bytes - off);
     cl::Event e;
     SORTD_CL_RETURN_IF(q.enqueueReadBuffer(src, CL_FALSE, offset + off, len,

@@ -1,5 +1,11 @@
 #include "gpu/cl.h"
 
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 
 namespace sortd::gpu {
@@ -67,6 +73,45 @@ absl::Status ClStatus(cl_int err, const std::string& what) {
     default:
       return absl::InternalError(msg);
   }
+}
+
+cl_int AwaitEvent(const cl::Event& event) {
+  using std::chrono::microseconds;
+  cl_command_queue queue = nullptr;
+  if (clGetEventInfo(event(), CL_EVENT_COMMAND_QUEUE, sizeof queue, &queue,
+                     nullptr) == CL_SUCCESS &&
+      queue != nullptr) {
+    (void)clFlush(queue);
+  }
+  // The sleeps are short: the kernel's default slack (50 us) would add
+  // more than they last. Set once for each thread that waits.
+  thread_local const bool fine_timer =
+      prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;
+  (void)fine_timer;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    cl_int status = CL_QUEUED;
+    const cl_int err =
+        clGetEventInfo(event(), CL_EVENT_COMMAND_EXECUTION_STATUS,
+                       sizeof status, &status, nullptr);
+    if (err != CL_SUCCESS) return err;
+    if (status == CL_COMPLETE) return CL_SUCCESS;
+    if (status < 0) return status;  // the command failed: its error code
+    const auto waited = std::chrono::duration_cast<microseconds>(
+        std::chrono::steady_clock::now() - start);
+    std::this_thread::sleep_for(
+        std::clamp(waited / 64, microseconds(5), microseconds(200)));
+  }
+}
+
+cl_int AwaitQueue(const cl::CommandQueue& queue) {
+  cl::Event marker;
+  cl_int err = queue.enqueueMarkerWithWaitList(nullptr, &marker);
+  if (err == CL_SUCCESS) err = AwaitEvent(marker);
+  // Returns at once now; it reports an error of a command before the
+  // marker that the marker's status does not carry.
+  const cl_int finished = queue.finish();
+  return err != CL_SUCCESS ? err : finished;
 }
 
 }  // namespace sortd::gpu

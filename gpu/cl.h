@@ -24,6 +24,20 @@ const char* ClErrorName(cl_int err);
 // device UNAVAILABLE, anything else INTERNAL; the message names `what`.
 absl::Status ClStatus(cl_int err, const std::string& what);
 
+// Waits until `event` has run (CL_SUCCESS) or failed (its error), polling
+// its status between short sleeps. clWaitForEvents and clFinish busy-wait
+// on NVIDIA's OpenCL: each thread waiting on a queue holds a core for as
+// long as the GPU works, and on a loaded node those are the cores the
+// transport needs. The sleeps grow with the wait (a 64th of it, from 5 us
+// to 0.2 ms, with the calling thread's timer slack set to 1 us), so that a
+// wait ends at most about 2% late. Flushes the event's queue first, so
+// that what the event waits for is submitted.
+cl_int AwaitEvent(const cl::Event& event);
+
+// Every command enqueued on `queue` so far has run, waited for as
+// AwaitEvent waits; the first error of the queue otherwise.
+cl_int AwaitQueue(const cl::CommandQueue& queue);
+
 }  // namespace sortd::gpu
 
 #define SORTD_CL_RETURN_IF(err, what)                              \

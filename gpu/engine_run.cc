@@ -211,9 +211,9 @@ void Run::DeviceTimes(StageTimes* stages, double* kernel_span) {
 absl::Status Run::Finish(StageTimes* stages, double* kernel_span) {
   const absl::Time finishing = absl::Now();
   finished_ = true;
-  cl_int err = queue_.finish();
+  cl_int err = AwaitQueue(queue_);
   if (side_used_) {
-    if (const cl_int side = lane_.side_queue.finish(); err == CL_SUCCESS) {
+    if (const cl_int side = AwaitQueue(lane_.side_queue); err == CL_SUCCESS) {
       err = side;
     }
   }

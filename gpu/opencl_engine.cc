@@ -174,7 +174,7 @@ struct OpenClEngine::Settle {
   std::vector<cl_uint> counts;
   ~Settle() {
     for (cl::Event* e : {&picks_read, &totals_read}) {
-      if ((*e)() != nullptr) e->wait();
+      if ((*e)() != nullptr) (void)AwaitEvent(*e);
     }
   }
 };
@@ -225,7 +225,8 @@ absl::StatusOr<bool> OpenClEngine::SettleOrSortEveryDigit(Run& run,
                                                           const SortPlan& plan,
                                                           SortArrays& a,
                                                           Settle& settle) {
-  SORTD_CL_RETURN_IF(settle.picks_read.wait(), "waiting for the settle check");
+  SORTD_CL_RETURN_IF(AwaitEvent(settle.picks_read),
+                     "waiting for the settle check");
   const cl_uint unsettled = settle.words[SORTD_PICKS_UNSETTLED];
   if (unsettled == 0) return false;
   // The passes picked the lowest digits that vary: the digits above the
@@ -242,7 +243,8 @@ absl::StatusOr<bool> OpenClEngine::SettleOrSortEveryDigit(Run& run,
   SORTD_RETURN_IF_ERROR(run.ReadLater(settle.totals, settle.counts.size() * 4,
                                       settle.counts.data(),
                                       &settle.totals_read));
-  SORTD_CL_RETURN_IF(settle.totals_read.wait(), "waiting for the digit totals");
+  SORTD_CL_RETURN_IF(AwaitEvent(settle.totals_read),
+                     "waiting for the digit totals");
   std::vector<bool> skip(plan.passes.passes, false);
   for (size_t p = 0; p < skip.size(); ++p) {
     skip[p] = p < done_below ||
@@ -290,13 +292,13 @@ absl::Status OpenClEngine::UploadAndRadixSort(
   struct WaitOnExit {  // the read lands in `counts` before it goes
     cl::Event done;
     ~WaitOnExit() {
-      if (done() != nullptr) done.wait();
+      if (done() != nullptr) (void)AwaitEvent(done);
     }
   } read;
   SORTD_RETURN_IF_ERROR(
       run.ReadLater(totals, counts.size() * 4, counts.data(), &read.done));
   auto skip_later = [&](std::vector<bool>& skip) -> absl::Status {
-    SORTD_CL_RETURN_IF(read.done.wait(), "waiting for the digit totals");
+    SORTD_CL_RETURN_IF(AwaitEvent(read.done), "waiting for the digit totals");
     for (size_t p = 1; p < skip.size(); ++p) {
       skip[p] = DigitShared(counts.data(), p, radix, job.count);
     }

@@ -71,7 +71,7 @@ void PinnedHostMemory::Free(void* data, size_t /*bytes*/) {
   cl::Event unmapped;
   if (queue_.enqueueUnmapMemObject(block.buffer, data, nullptr, &unmapped) ==
       CL_SUCCESS) {
-    unmapped.wait();
+    (void)AwaitEvent(unmapped);
   }
 }
 
