@@ -34,6 +34,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/sortctl_help.h"
@@ -216,6 +217,9 @@ std::string CheckInputFlags(const char* command) {
 }  // namespace sortctl
 
 int main(int argc, char** argv) {
+  // As sortd does (docs/decisions/029): no process-wide lock-order graph
+  // behind every absl::Mutex lock of sortctl's gRPC threads.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #if defined(__GLIBC__)
   // Keep blocks of up to 32 MiB (glibc's largest setting) in the heap and
   // freed memory there, so that gRPC's buffers of large calls are reused

@@ -28,6 +28,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/version.h"
 #include "cpu/cpu_sorter.h"
@@ -225,6 +226,12 @@ int Serve() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's Abseil is built without NDEBUG: every absl::Mutex lock in the
+  // process, gRPC's included, would record lock order in one process-wide
+  // graph under one global spin lock, where a loaded node's gRPC threads
+  // queue (docs/decisions/029). Lock order is checked by the tests, which
+  // keep the check, and by the ThreadSanitizer build.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   sortd::KeepLargeBlocksInHeap();
   sortd::BlockStopSignals();
   signal(SIGPIPE, SIG_IGN);
