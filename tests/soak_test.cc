@@ -6,7 +6,7 @@
 // reference. Then SIGTERM arrives during load and must drain cleanly.
 //
 // Figures (requests, keys, outcomes by code, peak and late RSS of sortd) are
-// printed as one JSON line. SORTD_SOAK_SECONDS sets the length (default 90;
+// printed as one JSON line. SORTD_SOAK_SECONDS sets the length (default 60;
 // README says how to run it longer).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -176,7 +176,7 @@ double Trims(const ServerProcess& server) {
 
 TEST(Soak, MixedVerifiedLoadWithCancelsDeadlinesAndDrain) {
   const char* env = std::getenv("SORTD_SOAK_SECONDS");
-  const int seconds = env != nullptr ? std::max(4, std::atoi(env)) : 90;
+  const int seconds = env != nullptr ? std::max(4, std::atoi(env)) : 60;
   ServerProcess server(
       {"--device=opencl-cpu", "--kernel_cache_dir=", "--warm_up_keys=0",
        "--cpu_max_keys=512", "--solo_min_keys=65536",
