@@ -12,6 +12,14 @@
 //
 // Targets follow gRPC's naming: "host:port", or "dns:///name:port" to reach
 // every address behind a name (round_robin by default: ClientOptions).
+//
+// A program that keeps dozens of large calls in flight should turn off
+// Abseil's lock-order check where its Abseil is built without NDEBUG
+// (Debian's is), as sortctl does:
+// absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore) at the
+// start of main. The check takes one process-wide lock on every gRPC lock;
+// a library does not change that switch for the program that links it
+// (docs/decisions/029-no-lock-order-graph.md).
 #ifndef SORTD_CLIENT_CLIENT_H_
 #define SORTD_CLIENT_CLIENT_H_
 
