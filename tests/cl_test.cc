@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -42,6 +43,21 @@ class Await : public ::testing::Test {
     return copy;
   }
 
+  // Opens `gate` while another thread runs `wait`; the status `watched` had
+  // when the wait returned (CL_COMPLETE unless the wait returned early).
+  cl_int StatusWhenTheWaitReturns(const std::function<cl_int()>& wait,
+                                  cl::UserEvent& gate,
+                                  const cl::Event& watched) {
+    cl_int seen = CL_QUEUED;
+    std::thread waiter([&] {
+      EXPECT_EQ(wait(), CL_SUCCESS);
+      seen = watched.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
+    });
+    EXPECT_EQ(gate.setStatus(CL_COMPLETE), CL_SUCCESS);
+    waiter.join();
+    return seen;
+  }
+
   cl::Device device_;
   cl::Context context_;
   cl::CommandQueue queue_;
@@ -61,14 +77,9 @@ TEST_F(Await, ReturnsOnceTheCommandHasRunAndItsResultIsThere) {
   ASSERT_EQ(queue_.enqueueReadBuffer(to, CL_FALSE, 0, kWords * 4, out.data(),
                                      nullptr, &read),
             CL_SUCCESS);
-  cl_int seen_at_return = CL_QUEUED;
-  std::thread waiter([&] {
-    EXPECT_EQ(AwaitEvent(read), CL_SUCCESS);
-    seen_at_return = read.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
-  });
-  ASSERT_EQ(gate.setStatus(CL_COMPLETE), CL_SUCCESS);
-  waiter.join();
-  EXPECT_EQ(seen_at_return, CL_COMPLETE);
+  EXPECT_EQ(
+      StatusWhenTheWaitReturns([&] { return AwaitEvent(read); }, gate, read),
+      CL_COMPLETE);
   EXPECT_EQ(out, in);
 }
 
@@ -92,14 +103,9 @@ TEST_F(Await, TheQueuesWaitReturnsOnceEveryCommandHasRun) {
   cl::Buffer to(context_, CL_MEM_READ_WRITE, 4096);
   cl::UserEvent gate(context_);
   cl::Event copy = GatedCopy(gate, from, to, 1024);
-  cl_int seen_at_return = CL_QUEUED;
-  std::thread waiter([&] {
-    EXPECT_EQ(AwaitQueue(queue_), CL_SUCCESS);
-    seen_at_return = copy.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
-  });
-  ASSERT_EQ(gate.setStatus(CL_COMPLETE), CL_SUCCESS);
-  waiter.join();
-  EXPECT_EQ(seen_at_return, CL_COMPLETE);
+  EXPECT_EQ(
+      StatusWhenTheWaitReturns([&] { return AwaitQueue(queue_); }, gate, copy),
+      CL_COMPLETE);
 }
 
 // The wait polls between sleeps: for the 100 ms the gate stays shut, the
