@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Checks sortd's locking with clang's thread-safety analysis: every product
-# source in server/, cpu/, gpu/, client/ and core/ is compiled (syntax only)
-# with -Wthread-safety -Werror=thread-safety, so that a member marked
-# ABSL_GUARDED_BY(mu_) touched without mu_ held, or a *Locked helper called
-# without its lock, fails (headers with the sources that include them).
-# The include paths and defines are each file's own,
-# from the build's compile_commands.json (the generated proto headers are in
-# the build's gen/, so the build must have run first). It also fails on a
+# source in server/, cpu/, gpu/, client/ and core/ that can break a locking
+# rule (see below) is compiled (syntax only) with -Wthread-safety
+# -Werror=thread-safety, so that a member marked ABSL_GUARDED_BY(mu_)
+# touched without mu_ held, or a *Locked helper called without its lock,
+# fails (headers with the sources that include them). The include paths and
+# defines are each file's own, from the build's compile_commands.json (the
+# generated proto headers are in the build's gen/, so the build must have
+# run first). It also fails on a
 # bare std::mutex or std::condition_variable there, which the analysis
 # would not see: core/mutex.h has the annotated ones; nor a oneTBB loop or
 # arena called other than through core/parallel.h.
