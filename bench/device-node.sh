@@ -15,6 +15,8 @@
 #      GPU, against the pinned duplex copy bandwidth (bench/pcie-anchor.py,
 #      CuPy) of one GPU and of every GPU at once; the engine's host-to-host
 #      time on each GPU alone beside it
+#   (2, 3 on the first GPU and 5 from one process run ROUNDS times,
+#   alternating; the summary shows the median round and every round's figure)
 #   5. the mixed load 1k:70,64k:25,16m:5 at 64 calls on the first GPU:
 #      the 1k sorts' p99, and bytes/s; the same 1k sorts alone, open loop;
 #      the small and the large sorts from two processes at once
@@ -34,6 +36,7 @@ SECS=${SECS:-6}
 # sortctl's default 1 s they fell inside the window and cost Sort more than
 # Echo (one run: Sort 0.90x Echo with 1 s, 0.98x with 5 s).
 WARMUP=${WARMUP:-5s}
+ROUNDS=${ROUNDS:-3}
 P=${P:-4}
 C=${C:-8}
 # SECTIONS=shm: only the PCIe anchor, the engine alone and the
@@ -125,11 +128,16 @@ load() {
 
 start_sortd gpu:0
 if full; then
-section "2. Echo, 16M keys, $P x $C"
-load echo16m "$P" --op=echo --sizes=16m --concurrency="$C" --duration=${SECS}s
-section "3. Sort, 16M keys, $P x $C, first GPU"
-load sort16m-gpu0 "$P" --op=sort --sizes=16m --concurrency="$C" \
-  --duration=${SECS}s
+# Echo and Sort on the first GPU alternate, ROUNDS times each: the summary
+# takes the median round of each.
+for r in $(seq 1 "$ROUNDS"); do
+  section "2. Echo, 16M keys, $P x $C, round $r"
+  load echo16m-r$r "$P" --op=echo --sizes=16m --concurrency="$C" \
+    --duration=${SECS}s
+  section "3. Sort, 16M keys, $P x $C, first GPU, round $r"
+  load sort16m-gpu0-r$r "$P" --op=sort --sizes=16m --concurrency="$C" \
+    --duration=${SECS}s
+done
 fi
 section "4. shared memory, first GPU"
 load shm-gpu0 1 --op=sort --sizes=16m --concurrency=16 --duration=${SECS}s \
@@ -138,8 +146,10 @@ if full; then
 section "5. mixed load, first GPU"
 load small-alone 1 --op=sort --sizes=1k --rate=800 --concurrency=64 \
   --duration=${SECS}s
-load mixed-gpu0 1 --op=sort --sizes=1k:70,64k:25,16m:5 --concurrency=64 \
-  --duration=${SECS}s
+for r in $(seq 1 "$ROUNDS"); do
+  load mixed-gpu0-r$r 1 --op=sort --sizes=1k:70,64k:25,16m:5 \
+    --concurrency=64 --duration=${SECS}s
+done
 # The same calls from two processes: the small ones at the rate they had in
 # the mixed load, the large ones at their share of the 64 calls.
 load large-apart 1 --op=sort --sizes=64k:25,16m:5 --concurrency=19 \
@@ -191,21 +201,43 @@ def load(tag):
             "requests_per_s": sum(r["requests_per_s"] for r in rs),
             "errors": sum(r["errors"] for r in rs), "requests": req,
             "cpu_ms_per_request": cpu * 1e3 / max(req, 1), "rows": rs}
+def rounds(tag, key):
+    """The median of the rounds TAG-r1, TAG-r2, ... by KEY(load), and every
+    round's KEY."""
+    ls = []
+    for i in range(1, 100):
+        l = load(f"{tag}-r{i}")
+        if l is None:
+            break
+        ls.append(l)
+    if not ls:
+        return None, []
+    ranked = sorted(ls, key=key)
+    return ranked[(len(ranked) - 1) // 2], [key(l) for l in ls]
+def gbs(l):
+    return l["bytes_per_s"] / 1e9
 ip = next((r for r in rows if r["tag"] == "iperf"), None)
 eight = ip["eight_processes_bytes_per_s"] if ip else None
 if ip:
     print(f"1. loopback: iperf3 one process {ip['one_process_bytes_per_s']/1e9:.1f} GB/s, "
           f"eight {eight/1e9:.1f} GB/s")
-echo = load("echo16m")
+echo, echo_rounds = rounds("echo16m", gbs)
+sort0, sort0_rounds = rounds("sort16m-gpu0", gbs)
 def line(name, l, anchor=None, anchor_name=""):
     if l is None:
         return
     ratio = f" = {l['bytes_per_s']/anchor:.2f}x {anchor_name}" if anchor else ""
     print(f"   {name}: {l['bytes_per_s']/1e9:.2f} GB/s, {l['requests_per_s']:.1f} req/s, "
           f"{l['errors']} errors, sortd {l['cpu_ms_per_request']:.1f} CPU-ms a request{ratio}")
-print("2. Echo 16M:"); line("echo", echo, eight, "eight iperf3 processes")
+def each(values):
+    return "(rounds: " + ", ".join(f"{v:.2f}" for v in values) + " GB/s)"
+print("2. Echo 16M, the median round:"); line("echo", echo, eight, "eight iperf3 processes")
+if echo_rounds:
+    print(f"   {each(echo_rounds)}")
 print("3. Sort 16M:")
-line("first GPU", load("sort16m-gpu0"), echo and echo["bytes_per_s"], "Echo")
+line("first GPU, the median round", sort0, echo and echo["bytes_per_s"], "Echo")
+if sort0_rounds:
+    print(f"   {each(sort0_rounds)}")
 line("every GPU", load("sort16m-all"), echo and echo["bytes_per_s"], "Echo")
 f = load("sort16m-failing")
 if f:
@@ -256,13 +288,18 @@ if sa and together:
     print(f"   every GPU: {shm_bytes(sa)/together:.2f}x their duplex together")
 if s0 and sa:
     print(f"   every GPU / first GPU: {sa['requests_per_s']/s0['requests_per_s']:.2f}x")
-m, a = load("mixed-gpu0"), load("small-alone")
+def small(l):
+    return next(b for b in l["rows"][0]["by_size"] if b["size"] == 1024)
+m, m_rounds = rounds("mixed-gpu0", lambda l: small(l)["p99_ms"])
+a = load("small-alone")
 if m and a:
-    k = next(b for b in m["rows"][0]["by_size"] if b["size"] == 1024)
-    print(f"5. mixed 1k:70,64k:25,16m:5 at 64 calls, first GPU: 1k p50 {k['p50_ms']:.2f} ms, "
+    k = small(m)
+    print(f"5. mixed 1k:70,64k:25,16m:5 at 64 calls, first GPU, the median round: "
+          f"1k p50 {k['p50_ms']:.2f} ms, "
           f"p99 {k['p99_ms']:.2f} ms (alone, open loop at 800/s: p50 "
           f"{a['rows'][0]['latency_ms']['p50']:.2f}, p99 {a['rows'][0]['latency_ms']['p99']:.2f} ms); "
           f"{m['bytes_per_s']/1e9:.2f} GB/s")
+    print("   (rounds: 1k p99 " + ", ".join(f"{v:.2f}" for v in m_rounds) + " ms)")
 sa, la = load("small-apart"), load("large-apart")
 if sa and la:
     print(f"   from two processes: 1k at 800/s p50 {sa['rows'][0]['latency_ms']['p50']:.2f}, "

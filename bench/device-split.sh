@@ -20,7 +20,14 @@
 #   4. sortd --device=gpu --split_min_keys=1: split across two GPUs (each
 #      call maps fresh scratch)
 #   5. the same with --split_scratch_bytes: the scratch kept between calls
-# and the ratio of 2's median latency to 4's and 5's. The stages of the split runs
+# and the ratio of 2's median latency to 4's and 5's. Beside them, the
+# pinned copy bandwidth of each GPU alone and of both at once
+# (bench/pcie-anchor.py, CuPy) and the bound it sets on any split whose
+# GPUs exchange keys through host memory (no peer-to-peer in OpenCL): with
+# keys spread evenly, each GPU uploads its half, sorts it, and then moves
+# a quarter of the array out and its half of the answer back down one link
+# (or a quarter more up before its sort), at the rates of both GPUs
+# copying at once, with nothing else in the way. The stages of the split runs
 # (each GPU's upload, passes and download, the host merge) come from
 # sortd's stage histogram. Results: $OUT/split.jsonl (one JSON object per
 # line, tagged) and $OUT/split-summary.txt.
@@ -50,6 +57,9 @@ if [ "${ENGINE:-0}" = 1 ]; then  # minutes at these sizes: every type and op
   gpu_sort_benchmark --device=gpu:0 --sizes=29,30 --reps=5 2>/dev/null \
     | grep '"u32"' | tag engine-gpu0
 fi
+
+section "0. PCIe: pinned copies on each GPU, then every GPU at once"
+python3 bench/pcie-anchor.py --mib=1024 --reps=7 | tag pcie
 
 S=
 # Budgets for arrays of 2^30 keys: a region of 8 GiB (input and answer), a
@@ -146,6 +156,49 @@ for size in sorted({s for _, s in by}):
         if a and s and s["latency_ms"]["p50"] > 0:
             print(f"   {tag} / one GPU: "
                   f"{a['latency_ms']['p50'] / s['latency_ms']['p50']:.2f}x faster")
+def keys(size):
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(size[:-1]) * scale[size[-1]] if size[-1] in scale else int(size)
+# Stages that are not one kernel's: copies, the merge, and the run's span,
+# enqueue and wait.
+AGGREGATES = ("upload", "download", "host_merge", "device_span",
+              "host_enqueue", "host_wait")
+pcie = [r for r in rows if r["tag"] == "pcie" and not r["alone"]]
+sizes = {s for _, s in by}
+for name in ("all-split", "all-split-kept"):
+    sums, counts = collections.defaultdict(float), collections.defaultdict(float)
+    try:
+        lines = open(f"{sys.argv[2]}/stages-{name}.txt").read().splitlines()
+    except OSError:
+        continue
+    for l in lines:
+        m = re.match(r'\w+_(sum|count)\{(.*)\} (\S+)', l)
+        if m:
+            lb = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            key = (lb.get("device", ""), lb.get("kernel", ""), lb.get("stage", ""))
+            (sums if m.group(1) == "sum" else counts)[key] += float(m.group(3))
+    # One host merge a split call, warm-up calls included.
+    calls = sum(v for k, v in counts.items() if k[2] == "host_merge")
+    if not calls or len(pcie) < 2 or len(sizes) != 1:
+        continue
+    size = next(iter(sizes))
+    a = by.get(("gpu0", size))
+    part_sort = max(sum(v for (d, k, s), v in sums.items()
+                        if d == dev and k == "split_sort"
+                        and s not in AGGREGATES)
+                    for dev in {d for d, _, _ in sums}) / calls
+    n = keys(size) * 4
+    up = min(r["h2d_bytes_per_s"] for r in pcie)
+    down = min(r["d2h_bytes_per_s"] for r in pcie)
+    exchange_down = n / 2 / up + part_sort + 0.75 * n / down
+    exchange_up = 0.75 * n / up + part_sort + n / 2 / down
+    t = min(exchange_down, exchange_up)
+    if a:
+        print(f"bound on a split exchanging through host memory ({size} u32): "
+              f"{t * 1e3:.1f} ms (both GPUs at once: h2d {up / 1e9:.1f}, "
+              f"d2h {down / 1e9:.1f} GB/s each; part sort {part_sort * 1e3:.1f} ms): "
+              f"{a['latency_ms']['p50'] / 1e3 / t:.2f}x one GPU")
+    break
 for name in ("gpu0", "all-split", "all-split-kept"):
     st = stages(name)
     if st:

@@ -66,21 +66,22 @@ def main():
         row["duplex_bytes_per_s"] = measure(g, True, True, args.reps)
         print(json.dumps(row), flush=True)
     if len(gpus) > 1:
-        results = {}
+        # Every GPU at once: uploads only, downloads only, then both ways.
+        row = {g.index: {"gpu": g.index, "alone": False, "mib": args.mib}
+               for g in gpus}
+        for name, up, down in (("h2d", True, False), ("d2h", False, True),
+                               ("duplex", True, True)):
+            def run(g, name=name, up=up, down=down):
+                row[g.index][name + "_bytes_per_s"] = measure(
+                    g, up, down, args.reps)
 
-        def run(g):
-            results[g.index] = measure(g, True, True, args.reps)
-
-        threads = [threading.Thread(target=run, args=(g,)) for g in gpus]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+            threads = [threading.Thread(target=run, args=(g,)) for g in gpus]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         for g in gpus:
-            print(json.dumps({"gpu": g.index, "alone": False, "mib": args.mib,
-                              "duplex_bytes_per_s": results[g.index]}),
-                  flush=True)
-
+            print(json.dumps(row[g.index]), flush=True)
 
 if __name__ == "__main__":
     main()
