@@ -23,11 +23,13 @@
 // sortctl_commands.cc (sort, transpose, health), sortctl_bench_command.cc
 // (bench); sortctl_help.cc has the help and usage texts.
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,7 @@
 #include "client/client.h"
 #include "client/sortctl_help.h"
 #include "client/sortctl_internal.h"
+#include "client/sortctl_lib.h"
 
 namespace cli = sortd::cli;
 
@@ -217,6 +220,17 @@ std::string CheckInputFlags(const char* command) {
 }  // namespace sortctl
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+  // glibc reads its tunables at start only: sortctl starts itself again
+  // once, with malloc on transparent huge pages, unless the caller chose
+  // (docs/decisions/031). Where that cannot be done it runs on as it is.
+  if (std::optional<std::string> tunables =
+          cli::TunablesWithHugePages(std::getenv("GLIBC_TUNABLES"));
+      tunables.has_value() &&
+      setenv("GLIBC_TUNABLES", tunables->c_str(), 1) == 0) {
+    execv("/proc/self/exe", argv);
+  }
+#endif
   // As sortd does (docs/decisions/029): no process-wide lock-order graph
   // behind every absl::Mutex lock of sortctl's gRPC threads.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -9,8 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "core/key_fields.h"
 #include "core/reference_sort.h"
 
@@ -334,6 +336,18 @@ std::string JsonString(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+std::optional<std::string> TunablesWithHugePages(const char* current) {
+  constexpr char kHugePages[] = "glibc.malloc.hugetlb=";
+  if (current == nullptr || *current == '\0') {
+    return absl::StrCat(kHugePages, "1");
+  }
+  // Tunables are name=value pairs joined by ':'.
+  for (absl::string_view pair : absl::StrSplit(current, ':')) {
+    if (absl::StartsWith(pair, kHugePages)) return std::nullopt;
+  }
+  return absl::StrCat(current, ":", kHugePages, "1");
 }
 
 }  // namespace sortd::cli

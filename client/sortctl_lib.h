@@ -58,6 +58,14 @@ const char* PathText(v1::ExecutionPath path);
 // JSON string literal for `s` (quotes included).
 std::string JsonString(std::string_view s);
 
+// The GLIBC_TUNABLES value (given `current`, null when unset) that puts
+// glibc's malloc on transparent huge pages (glibc.malloc.hugetlb=1, glibc
+// 2.35 and later): a fresh process's first large calls then fault their
+// buffers in 2 MiB pages rather than 4 KiB ones
+// (docs/decisions/031-client-malloc-huge-pages.md). nullopt where
+// `current` names that tunable already: the caller's setting stands.
+std::optional<std::string> TunablesWithHugePages(const char* current);
+
 }  // namespace sortd::cli
 
 #endif  // SORTD_CLIENT_SORTCTL_LIB_H_

@@ -261,5 +261,21 @@ TEST(RunBench, BacksOffOnUnavailableAndTheRunsEndCutsTheWaitShort) {
   EXPECT_EQ(JudgeBench(*r).exit_code, 1);
 }
 
+// sortctl's restart with malloc on huge pages: added to what the caller
+// set, never over a choice of the caller's own.
+TEST(TunablesWithHugePages, AddsTheTunableUnlessTheCallerChose) {
+  EXPECT_EQ(TunablesWithHugePages(nullptr), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(TunablesWithHugePages(""), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(TunablesWithHugePages("glibc.malloc.arena_max=2"),
+            "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  EXPECT_EQ(TunablesWithHugePages("glibc.malloc.hugetlb=0"), std::nullopt);
+  EXPECT_EQ(
+      TunablesWithHugePages("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2"),
+      std::nullopt);
+  // A name that only ends like the tunable's is another tunable.
+  EXPECT_EQ(TunablesWithHugePages("x.glibc.malloc.hugetlb=0"),
+            "x.glibc.malloc.hugetlb=0:glibc.malloc.hugetlb=1");
+}
+
 }  // namespace
 }  // namespace sortd::cli
