@@ -15,8 +15,9 @@
 #      GPU, against the pinned duplex copy bandwidth (bench/pcie-anchor.py,
 #      CuPy) of one GPU and of every GPU at once; the engine's host-to-host
 #      time on each GPU alone beside it
-#   (2, 3 on the first GPU and 5 from one process run ROUNDS times,
-#   alternating; the summary shows the median round and every round's figure)
+#   (2 and 3 on the first GPU run ROUNDS times, alternating, and 5 from one
+#   process ROUNDS times in a row; the summary shows the median round, every
+#   round's figure, and Sort against Echo as the median of the rounds' ratios)
 #   5. the mixed load 1k:70,64k:25,16m:5 at 64 calls on the first GPU:
 #      the 1k sorts' p99, and bytes/s; the same 1k sorts alone, open loop;
 #      the small and the large sorts from two processes at once
@@ -235,9 +236,13 @@ print("2. Echo 16M, the median round:"); line("echo", echo, eight, "eight iperf3
 if echo_rounds:
     print(f"   {each(echo_rounds)}")
 print("3. Sort 16M:")
-line("first GPU, the median round", sort0, echo and echo["bytes_per_s"], "Echo")
+line("first GPU, the median round", sort0)
 if sort0_rounds:
     print(f"   {each(sort0_rounds)}")
+if sort0_rounds and len(sort0_rounds) == len(echo_rounds):
+    ratios = [s / e for s, e in zip(sort0_rounds, echo_rounds)]
+    print(f"   = {statistics.median(ratios):.2f}x Echo, the median of the rounds' "
+          "ratios (" + ", ".join(f"{r:.2f}" for r in ratios) + ")")
 line("every GPU", load("sort16m-all"), echo and echo["bytes_per_s"], "Echo")
 f = load("sort16m-failing")
 if f:

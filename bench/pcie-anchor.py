@@ -83,5 +83,6 @@ def main():
         for g in gpus:
             print(json.dumps(row[g.index]), flush=True)
 
+
 if __name__ == "__main__":
     main()

@@ -22,8 +22,8 @@
 // (docs/decisions/029-no-lock-order-graph.md). A short-lived program whose
 // first calls are large should start with glibc's malloc on transparent
 // huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, glibc 2.35 and
-// later), as sortctl does: its first 16M-key call then takes a quarter of
-// the time (docs/decisions/031-client-malloc-huge-pages.md).
+// later), as sortctl does: its first 16M-key call then takes under a
+// third of the time (docs/decisions/031-client-malloc-huge-pages.md).
 #ifndef SORTD_CLIENT_CLIENT_H_
 #define SORTD_CLIENT_CLIENT_H_
 

@@ -23,6 +23,7 @@
 // sortctl_commands.cc (sort, transpose, health), sortctl_bench_command.cc
 // (bench); sortctl_help.cc has the help and usage texts.
 #include <malloc.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -223,10 +224,12 @@ int main(int argc, char** argv) {
 #if defined(__GLIBC__)
   // glibc reads its tunables at start only: sortctl starts itself again
   // once, with malloc on transparent huge pages, unless the caller chose
-  // (docs/decisions/031). Where that cannot be done it runs on as it is.
+  // (docs/decisions/031). Where that cannot be done it runs on as it is;
+  // so it does in secure execution (setuid, file capabilities), where
+  // glibc drops GLIBC_TUNABLES and every restart would find it unset.
   if (std::optional<std::string> tunables =
           cli::TunablesWithHugePages(std::getenv("GLIBC_TUNABLES"));
-      tunables.has_value() &&
+      tunables.has_value() && getauxval(AT_SECURE) == 0 &&
       setenv("GLIBC_TUNABLES", tunables->c_str(), 1) == 0) {
     execv("/proc/self/exe", argv);
   }
