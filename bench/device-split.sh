@@ -120,12 +120,14 @@ import json, re, sys, collections
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 for e in (r for r in rows if r["tag"] == "engine-gpu0"):
     print(f"engine alone, gpu:0: {json.dumps(e)}")
-def stages(name):
+def stage_totals(name):
+    """Seconds and counts of each (device, kernel, stage) in NAME's
+    histogram, summed over its buckets' labels."""
     sums, counts = collections.defaultdict(float), collections.defaultdict(float)
     try:
         lines = open(f"{sys.argv[2]}/stages-{name}.txt").read().splitlines()
     except OSError:
-        return {}
+        return sums, counts
     for l in lines:
         m = re.match(r'(\w+)_(sum|count)\{(.*)\} (\S+)', l)
         if not m:
@@ -133,6 +135,9 @@ def stages(name):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(3)))
         key = (labels.get("device", ""), labels.get("kernel", ""), labels.get("stage", ""))
         (sums if m.group(2) == "sum" else counts)[key] += float(m.group(4))
+    return sums, counts
+def stages(name):
+    sums, counts = stage_totals(name)
     return {k: sums[k] / counts[k] for k in sums if counts[k] > 0}
 by = {}
 for r in rows:
@@ -166,17 +171,7 @@ AGGREGATES = ("upload", "download", "host_merge", "device_span",
 pcie = [r for r in rows if r["tag"] == "pcie" and not r["alone"]]
 sizes = {s for _, s in by}
 for name in ("all-split", "all-split-kept"):
-    sums, counts = collections.defaultdict(float), collections.defaultdict(float)
-    try:
-        lines = open(f"{sys.argv[2]}/stages-{name}.txt").read().splitlines()
-    except OSError:
-        continue
-    for l in lines:
-        m = re.match(r'\w+_(sum|count)\{(.*)\} (\S+)', l)
-        if m:
-            lb = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
-            key = (lb.get("device", ""), lb.get("kernel", ""), lb.get("stage", ""))
-            (sums if m.group(1) == "sum" else counts)[key] += float(m.group(3))
+    sums, counts = stage_totals(name)
     # One host merge a split call, warm-up calls included.
     calls = sum(v for k, v in counts.items() if k[2] == "host_merge")
     if not calls or len(pcie) < 2 or len(sizes) != 1:
