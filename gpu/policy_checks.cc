@@ -82,6 +82,10 @@ void CheckRanking(const RadixSortPolicy& r, const DeviceInfo& device,
            (r.warp_size > 0 && r.work_group % r.warp_size == 0),
        absl::StrCat("warp-level ranking needs radix.work_group % ", r.warp_size,
                     " == 0 (radix.warp_size)"));
+  // Every shipped policy that ranks by warps uses 8-bit digits; 4-bit
+  // digits with warp ranking are a build no device is tuned for.
+  need(rank == TileRanking::kWorkItemCounters || r.radix_bits == 8,
+       "warp-level ranking needs radix.radix_bits=8");
   need(rank != TileRanking::kWarpBallots || ptx,
        "warp-ballots ranking needs an NVIDIA GPU that runs PTX");
   need(rank != TileRanking::kWarpBallots || r.warp_size == 32,

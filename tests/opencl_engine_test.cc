@@ -394,7 +394,9 @@ OpenClEngine& EarlyCountsEngine() {
     OpenClEngine::Options options = CpuDevice();
     EnginePolicy p = EnginePolicy::For(Engine().info());
     const absl::Status s = ApplyPolicyOverrides(
-        "radix.pass=one-launch-early-counts,radix.ranking=warp-emulated", &p);
+        "radix.pass=one-launch-early-counts,radix.ranking=warp-emulated,"
+        "radix.radix_bits=8",
+        &p);
     EXPECT_TRUE(s.ok()) << s;
     options.policy = p;
     auto e = OpenClEngine::Create(options);
@@ -445,7 +447,8 @@ TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
   // Warp-level ranking where the device's policy ranks by work-item (its
   // portable form, warp-emulated, on the CPU device).
   if (base.radix.ranking == TileRanking::kWorkItemCounters) {
-    absl::StrAppend(&overrides, ",radix.ranking=warp-emulated");
+    absl::StrAppend(&overrides,
+                    ",radix.ranking=warp-emulated,radix.radix_bits=8");
   }
   for (auto [picked, marked] : {std::pair{"1", "0"}, std::pair{"0", "0"},
                                 std::pair{"1", "536870912"}}) {
@@ -965,9 +968,9 @@ TEST(Algorithms, EightBitDigits) {
 // version where the device has sub-group ranking's extensions, with each
 // kind of sub-group built-ins it has and sub-groups of 16 (and 8 and 32
 // once); with three-launch and one-launch passes (keys placed as ranked or
-// not), 4-bit and 8-bit digits, and sizes that end mid-warp and mid-tile
-// (the padding keys must rank last). One test per ranking and pass shape, so
-// that they run at once.
+// not), 8-bit digits (the only width warp ranking builds with), and sizes
+// that end mid-warp and mid-tile (the padding keys must rank last). One test
+// per ranking and pass shape, so that they run at once.
 struct WarpRankingCase {
   std::string name;
   TileRanking ranking;
@@ -989,12 +992,11 @@ std::vector<WarpRankingCase> WarpRankingCases() {
   };
   constexpr RadixPass kThree = RadixPass::kThreeLaunch;
   constexpr RadixPass kEarly = RadixPass::kOneLaunchEarlyCounts;
-  const std::vector<PassShape> all = {{8, kThree, false}, {8, kEarly, false},
-                                      {8, kEarly, true},  {4, kThree, false},
-                                      {4, kEarly, false}, {4, kEarly, true}};
-  // The Intel policy's form (8-bit digits, early counts, keys placed as
-  // ranked) and the three-launch pass.
-  const std::vector<PassShape> some = {{8, kEarly, true}, {4, kThree, false}};
+  const std::vector<PassShape> all = {
+      {8, kThree, false}, {8, kEarly, false}, {8, kEarly, true}};
+  // The Intel policy's form (early counts, keys placed as ranked) and the
+  // three-launch pass.
+  const std::vector<PassShape> some = {{8, kEarly, true}, {8, kThree, false}};
   const std::vector<PassShape> intel = {some[0]};
   struct Ranking {
     const char* name;
@@ -1353,6 +1355,7 @@ TEST(Algorithms, MarkedLookBackStatuses) {
   EXPECT_TRUE(portable.CheckFits(other).ok()) << portable.ToString();
   portable.radix.pass = RadixPass::kOneLaunchEarlyCounts;
   portable.radix.ranking = TileRanking::kWarpEmulated;
+  portable.radix.radix_bits = 8;
   portable.radix.status_prefetch = true;
   EXPECT_THAT(portable.CheckFits(other).message(),
               HasSubstr("status_prefetch needs an NVIDIA GPU"));

@@ -67,6 +67,10 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   EXPECT_THAT(p.CheckFits(other).message(),
               HasSubstr("warp-ballots ranking needs an NVIDIA"));
   p.radix.ranking = TileRanking::kWarpEmulated;
+  p.radix.radix_bits = 4;
+  EXPECT_THAT(p.CheckFits(other).message(),
+              HasSubstr("warp-level ranking needs radix.radix_bits=8"));
+  p.radix.radix_bits = 8;
   p.radix.work_group = 48;
   EXPECT_THAT(p.CheckFits(other).message(), HasSubstr("% 32 == 0"));
   p.radix.work_group = 64;
@@ -392,6 +396,7 @@ TEST(Policy, IdleKnobsAreNamed) {
   EnginePolicy prefetch = portable;
   ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=one-launch-early-counts,"
                                    "radix.ranking=warp-emulated,"
+                                   "radix.radix_bits=8,"
                                    "radix.status_prefetch=1",
                                    &prefetch)
                   .ok());
