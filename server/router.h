@@ -96,7 +96,7 @@ struct RouteLoad {
   // calibration times a device's runs with the host's cores idle; with the
   // CPU path busy, a batch's host stages (packing, copies) run several
   // times slower, and requests sent there on the idle-host estimate wait
-  // for them (server/scheduler.h, DeviceLateness).
+  // for them (server/placement.h, Placement::Lateness).
   double device_late = 1;
 };
 

@@ -7,7 +7,6 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -72,17 +71,19 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
              .reinit_backoff = options_.reinit_backoff,
              .max_reinit_backoff = options_.max_reinit_backoff}),
       batchers_(BatchLimits(options_, pool_)),
+      placement_({.router = {.sort = options_.sort,
+                             .transpose = options_.transpose,
+                             .cpu_sort = options_.cpu_sort,
+                             .gpu_sort = options_.gpu_sort,
+                             .cpu_transpose = options_.cpu_transpose,
+                             .gpu_transpose = options_.gpu_transpose,
+                             .spill = options_.spill,
+                             .max_batch_delay = options_.max_batch_delay},
+                  .pipeline_depth = options_.pipeline_depth,
+                  .full_pipeline_depth = options_.full_pipeline_depth}),
       cpu_queue_({.threads = std::max(1, options_.cpu_workers),
                   .shares = {.bulk_units = options_.cpu_bulk_units}}),
       split_scratch_(options_.split_scratch_bytes) {
-  router_ = {.sort = options_.sort,
-             .transpose = options_.transpose,
-             .cpu_sort = options_.cpu_sort,
-             .gpu_sort = options_.gpu_sort,
-             .cpu_transpose = options_.cpu_transpose,
-             .gpu_transpose = options_.gpu_transpose,
-             .spill = options_.spill,
-             .max_batch_delay = options_.max_batch_delay};
   listener_->OnDeviceLateness(Op::kSort, 1);
   listener_->OnDeviceLateness(Op::kTranspose, 1);
   runners_.resize(pool_.size());
@@ -94,7 +95,7 @@ Scheduler::Scheduler(const Options& options, Sorter* cpu,
     listener_->OnDeviceTransfers(dev.name, dev.engine->transfer_bytes());
     listener_->OnDeviceState(dev.name, true);
     // A runner per batch it may hold at once.
-    const int runners = pool_.Depth(d, options_.full_pipeline_depth);
+    const int runners = placement_.Runners(pool_, d);
     for (int r = 0; r < runners; ++r) {
       runners_[d].emplace_back([this, d] { RunnerLoop(d); });
     }
@@ -136,9 +137,10 @@ absl::Status Scheduler::Expired(const Task& task, absl::Time now) {
 
 Scheduler::QueueSnapshot Scheduler::QueueLocked() {
   return {.seq = ++queue_seq_,
-          .units = batchers_.units() + handover_units_ + cpu_queued_units_,
-          .requests =
-              batchers_.requests() + handover_requests_ + cpu_queued_requests_,
+          .units = batchers_.units() + handover_units_ +
+                   placement_.cpu_queued_units(),
+          .requests = batchers_.requests() + handover_requests_ +
+                      placement_.cpu_queued_requests(),
           .inflight = inflight_};
 }
 
@@ -190,7 +192,9 @@ void Scheduler::SubmitAdmitted(const std::shared_ptr<Task>& task) {
   {
     MutexLock lock(&mu_);
     RouteEstimate estimate;
-    route = RouteLocked(*task, &estimate);
+    route = placement_.Choose({.op = task->op, .units = task->units}, pool_,
+                              batchers_.units() + handover_units_, Now(),
+                              &estimate);
     task->route = route;
     device = route == Route::kSolo || route == Route::kBatch;
     // Overflowed: a size of the CPU path's sent to a device by estimate.
@@ -222,38 +226,9 @@ void Scheduler::Unhold(Task& task) {
   }
 }
 
-Route Scheduler::RouteLocked(const Task& task, RouteEstimate* estimate) const {
-  const RouteLoad load{
-      .devices = static_cast<int>(pool_.size()),
-      .devices_up = pool_.devices_up(),
-      .device_backlog_units =
-          batchers_.units() + handover_units_ + pool_.inflight_units(),
-      .cpu_queued_units = cpu_queued_units_,
-      .cpu_queued_requests = cpu_queued_requests_,
-      .device_late = late_[static_cast<int>(task.op)].At(Now())};
-  return ChooseRoute(router_, {.op = task.op, .units = task.units}, load,
-                     estimate);
-}
-
-double Scheduler::DeviceLateness::At(absl::Time now) const {
-  if (at_ == absl::InfinitePast()) return 1;
-  const double halves = std::max(0.0, absl::FDivDuration(now - at_, kHalfLife));
-  return std::exp(log_ * std::exp2(-halves));
-}
-
-double Scheduler::DeviceLateness::Add(double answered_s, double estimated_s,
-                                      absl::Time now) {
-  if (!(estimated_s > 0)) return At(now);
-  const double ratio = std::clamp(answered_s / estimated_s, kMin, kMax);
-  const double current = std::log(At(now));
-  log_ = current + kWeight * (std::log(ratio) - current);
-  at_ = std::max(at_, now);
-  return At(now);
-}
-
 double Scheduler::device_late(Op op) const {
   MutexLock lock(&mu_);
-  return late_[static_cast<int>(op)].At(Now());
+  return placement_.late(op, Now());
 }
 
 void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
@@ -261,8 +236,7 @@ void Scheduler::EnqueueCpu(std::shared_ptr<Task> task, Route route) {
   QueueSnapshot queue;
   {
     MutexLock lock(&mu_);
-    cpu_queued_units_ += task->units;
-    ++cpu_queued_requests_;
+    placement_.CpuQueued(task->units);
     queue = QueueLocked();
   }
   Publish(queue);
@@ -275,8 +249,7 @@ void Scheduler::RunCpu(const std::shared_ptr<Task>& task) {
   bool abandon;
   {
     MutexLock lock(&mu_);
-    cpu_queued_units_ -= task->units;
-    --cpu_queued_requests_;
+    placement_.CpuStarted(task->units);
     abandon = abandoning_;
     if (!abandon) ++(expired.ok() ? stats_.cpu_runs : stats_.dropped);
   }
@@ -316,9 +289,9 @@ void Scheduler::Answer(const std::shared_ptr<Task>& task, TaskResult result) {
     double late;
     {
       MutexLock lock(&mu_);
-      late = late_[static_cast<int>(task->op)].Add(
-          absl::ToDoubleSeconds(now - task->enqueued), task->device_estimate,
-          now);
+      late = placement_.Answered(task->op,
+                                 absl::ToDoubleSeconds(now - task->enqueued),
+                                 task->device_estimate, now);
     }
     listener_->OnDeviceLateness(task->op, late);
   }

@@ -53,13 +53,15 @@
 //
 // Spill and overflow weigh the devices by their calibrated costs scaled by
 // how late the answers to overflowed requests have lately come against
-// them (DeviceLateness): the calibration times runs on an idle host, and
+// them (Placement::Lateness): the calibration times runs on an idle host, and
 // with the CPU path saturated a batch's host stages take several times
 // longer, so that overflowed requests' answers came at p99 10-11 ms where
 // well under one was estimated.
 //
-// The parts, each with its own tests: Admission (the budget), the router
-// (server/router.h, a pure function of a request and the load), Batchers
+// The parts, each with its own tests: Admission (the budget), Placement
+// (server/placement.h: routes, the CPU backlog, lateness and pipeline
+// depth; the router in it, server/router.h, a pure function of a request
+// and the load), Batchers
 // (per-class queues), DevicePool (leases, health, re-creation), the batch
 // codec (server/batch_codec.h) and sorts in runs (server/runs.h). The
 // scheduler holds one lock over its queues and devices and calls the
@@ -94,6 +96,7 @@
 #include "server/batcher.h"
 #include "server/device_pool.h"
 #include "server/fair_queue.h"
+#include "server/placement.h"
 #include "server/router.h"
 #include "server/split_sort.h"
 #include "server/task.h"
@@ -114,7 +117,7 @@ class SchedulerListener {
   virtual void OnCpuFallback(std::string_view /*reason*/) {}
   virtual void OnQueue(size_t /*queued_units*/, size_t /*queued_requests*/,
                        size_t /*inflight_requests*/) {}
-  // The router's device lateness for `op` (Scheduler::DeviceLateness):
+  // The router's device lateness for `op` (Placement::Lateness):
   // 1 at the start, then after each answer to an overflowed request.
   virtual void OnDeviceLateness(Op /*op*/, double /*factor*/) {}
   virtual void OnDeviceState(const std::string& /*device*/, bool /*up*/) {}
@@ -197,30 +200,6 @@ class Scheduler {
     std::function<absl::Time()> clock;
   };
 
-  // How late the devices' answers to overflowed requests (small ones sent
-  // to a batch by estimate) come against the router's estimates, for one
-  // operation, over all devices: a moving geometric mean of answered /
-  // estimated seconds, each answer weighing kWeight (so a batch of ten
-  // moves it most of the way: weighed by batch instead, it rose too slowly
-  // to stop overflow), its logarithm fading towards 0 (on time) by half
-  // every kHalfLife, so that devices judged late under one load are tried
-  // again under another.
-  class DeviceLateness {
-   public:
-    static constexpr double kWeight = 0.1;
-    static constexpr absl::Duration kHalfLife = absl::Seconds(30);
-    // A ratio beyond these bounds counts as the bound.
-    static constexpr double kMin = 1.0 / 16;
-    static constexpr double kMax = 16;
-    double At(absl::Time now) const;
-    // Weighs one answer in; the factor now.
-    double Add(double answered_s, double estimated_s, absl::Time now);
-
-   private:
-    double log_ = 0;  // of the ratio, as of at_
-    absl::Time at_ = absl::InfinitePast();
-  };
-
   struct Stats {
     uint64_t submitted = 0, rejected = 0, answered = 0;
     uint64_t cpu_runs = 0;   // tasks the CPU path ran
@@ -286,8 +265,6 @@ class Scheduler {
   absl::Time Now() const;
   QueueSnapshot QueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(const QueueSnapshot& queue) ABSL_LOCKS_EXCLUDED(publish_mu_);
-  Route RouteLocked(const Task& task, RouteEstimate* estimate) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnqueueCpu(std::shared_ptr<Task> task, Route route);
   void RunCpu(const std::shared_ptr<Task>& task);
   // Submit after admission: prepare, route, queue or answer.
@@ -418,8 +395,8 @@ class Scheduler {
   CondVar cv_;  // runners: work, state changes
   DevicePool pool_ ABSL_GUARDED_BY(mu_);
   Batchers batchers_ ABSL_GUARDED_BY(mu_);
-  size_t cpu_queued_units_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t cpu_queued_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  // Routes, the CPU path's backlog, lateness and pipeline depth.
+  Placement placement_ ABSL_GUARDED_BY(mu_);
   // Failed batches waiting for another device, oldest first, and their
   // units and requests.
   std::deque<Handover> handovers_ ABSL_GUARDED_BY(mu_);
@@ -432,10 +409,8 @@ class Scheduler {
   Stats stats_ ABSL_GUARDED_BY(mu_);
   // Admitted and not yet answered.
   size_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
-  DeviceLateness late_[2] ABSL_GUARDED_BY(mu_);  // by Op
   uint64_t queue_seq_ ABSL_GUARDED_BY(mu_) = 0;
 
-  RouterConfig router_;  // from options_ and the devices
   std::vector<std::vector<std::thread>> runners_;  // by device
   Mutex publish_mu_;
   uint64_t published_seq_ ABSL_GUARDED_BY(publish_mu_) = 0;

@@ -82,8 +82,7 @@ bool Scheduler::RunHandover(size_t device_index, batch::PackBuffer* pack) {
   // device that will never run it). Room counts up to
   // full_pipeline_depth, as for a full batch: otherwise a device kept
   // beyond pipeline_depth by full batches would never take it.
-  if (handovers_.empty() ||
-      !pool_.HasRoom(device_index, options_.full_pipeline_depth)) {
+  if (handovers_.empty() || !placement_.MayTakeHandover(pool_, device_index)) {
     return false;
   }
   auto it = handovers_.begin();
@@ -112,14 +111,13 @@ bool Scheduler::TakeBatchOrWait(size_t device_index, batch::PackBuffer* pack,
                                 Batch* batch) {
   // Beyond pipeline_depth batches in flight, only a full batch or a solo
   // task no longer than one goes.
-  const bool within_depth = pool_.MayLease(device_index);
-  if (!within_depth &&
-      !pool_.MayLease(device_index, options_.full_pipeline_depth)) {
+  const Placement::Take take = placement_.MayTake(pool_, device_index);
+  if (take == Placement::Take::kNothing) {
     cv_.Wait(&mu_);
     return false;
   }
   absl::Time wake = absl::InfiniteFuture();
-  if (!within_depth) {
+  if (take == Placement::Take::kFullBatch) {
     if (batchers_.TakeFull(Now(), draining_, batch)) return true;
     cv_.Wait(&mu_);
     return false;

@@ -1356,7 +1356,7 @@ TEST_F(SchedulerTest, OverflowStopsWhileDeviceAnswersComeLate) {
   EXPECT_GT(sched.device_late(Op::kSort), 2.0);
   // Twenty half-lives without device answers: on time again, and overflow
   // resumes.
-  now_ns += absl::ToInt64Nanoseconds(20 * Scheduler::DeviceLateness::kHalfLife);
+  now_ns += absl::ToInt64Nanoseconds(20 * Placement::Lateness::kHalfLife);
   EXPECT_LT(sched.device_late(Op::kSort), 1.01);
   auto again = small();
   again->Wait();
