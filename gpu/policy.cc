@@ -168,8 +168,6 @@ std::vector<std::string> RadixSortPolicy::IdleKnobs() const {
   auto note = [&](bool set, bool acts, const std::string& knob) {
     if (set && !acts) idle.push_back(absl::StrCat("radix.", knob));
   };
-  note(direct_place_32, DirectPlace(32), "direct_place_32=1");
-  note(direct_place_64, DirectPlace(64), "direct_place_64=1");
   note(status_prefetch, StatusPrefetch(), "status_prefetch=1");
   note(marked_status_max > 0, OneLaunch(),
        absl::StrCat("marked_status_max=", marked_status_max));
@@ -193,7 +191,6 @@ std::string RadixBuildOptions(const RadixSortPolicy& r, int key_bits,
   if (r.pass == RadixPass::kOneLaunchEarlyCounts) {
     absl::StrAppend(&out, " -DEARLY_COUNTS=1");
   }
-  if (r.DirectPlace(key_bits)) absl::StrAppend(&out, " -DDIRECT_PLACE=1");
   if (r.count_unroll > 1) {
     absl::StrAppend(&out, " -DCOUNT_UNROLL=", r.count_unroll);
   }

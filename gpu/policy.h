@@ -91,15 +91,6 @@ struct RadixSortPolicy {
   int warp_size = 32;
   // kSubgroup ranking's built-ins.
   SubgroupOps subgroup_ops = SubgroupOps::kKhrBallot;
-  // With kOneLaunchEarlyCounts and kWarpBallots, kWarpEmulated or
-  // kSubgroup ranking: keys are written to their places in local memory as
-  // they are ranked (the early counts kept per warp give each warp's start
-  // within each digit before the ranking), which holds no ranks in
-  // registers. Per key width. With other passes or rankings the knob does
-  // nothing (DirectPlace), so that overriding those, e.g. radix.pass=
-  // three-launch alone, leaves a policy that still fits.
-  bool direct_place_32 = false;
-  bool direct_place_64 = false;
   // 16-byte vectors each work-item of the digit count loads at once (1-4).
   int count_unroll = 1;
   // Radix passes over at most small_max keys use tiles of small_items keys
@@ -159,7 +150,7 @@ struct RadixSortPolicy {
   // ranked pass with the late walk (radix_late_onesweep).
   bool LateRanked(int key_bits, bool with_index) const {
     return late_lookback_tiles_32 > 0 && key_bits == 32 && !with_index &&
-           DirectPlace(32);
+           pass == RadixPass::kOneLaunchEarlyCounts;
   }
   // Sorts of 32-bit keys without an index of at least this many keys (and
   // above small_max) run a third build of the kernels, whose passes read
@@ -221,15 +212,6 @@ struct RadixSortPolicy {
     return Small(count) ? work_group * small_items : Tile(key_bits, with_index);
   }
   bool WarpLevel() const { return ranking != TileRanking::kWorkItemCounters; }
-  // Whether the builds for `key_bits`-wide keys place keys as they rank
-  // them: the knob, where the passes and the ranking have that form.
-  bool DirectPlace(int key_bits) const {
-    return (key_bits == 64 ? direct_place_64 : direct_place_32) &&
-           pass == RadixPass::kOneLaunchEarlyCounts &&
-           (ranking == TileRanking::kWarpBallots ||
-            ranking == TileRanking::kWarpEmulated ||
-            ranking == TileRanking::kSubgroup);
-  }
   bool OneLaunch() const { return pass != RadixPass::kThreeLaunch; }
   // Whether the passes prefetch their status lines: the knob, where the
   // passes have statuses (one launch).

@@ -137,8 +137,6 @@ std::vector<Knob> RadixRankingKnobs() {
       Enum("radix.ranking", &R::ranking, kRankingNames),
       Number("radix.warp_size", &E::radix, &R::warp_size),
       Enum("radix.subgroup_ops", &R::subgroup_ops, kSubgroupOpsNames),
-      Flag("radix.direct_place_32", &R::direct_place_32),
-      Flag("radix.direct_place_64", &R::direct_place_64),
   };
 }
 

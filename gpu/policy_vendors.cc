@@ -111,8 +111,6 @@ void SetNvidiaRanking(RadixSortPolicy& r) {
   // 22.30 -> 1.208 / 5.200 / 22.02. Without direct placement
   // masks had been 3% (u32) and 5% (u64) faster than ballots.
   r.ranking = TileRanking::kWarpBallots;
-  r.direct_place_32 = true;
-  r.direct_place_64 = true;
   // Two vectors per load round: the count kernel is bound by
   // its local atomics (about 2.2 TB/s of keys at every size);
   // 2 against 1: u64 2^24 0.0706 -> 0.068 ms, 2^26 0.245 ->
@@ -237,7 +235,7 @@ EnginePolicy CpuPolicy() {
 // - One launch per pass with early counts (decoupled look-back): Intel
 //   GPUs keep a started work-group resident until it ends, which the
 //   look-back's spin needs (tiles take their numbers in the order they
-//   start); keys placed as ranked (direct_place), so no ranks are held in
+//   start); keys placed as ranked, so no ranks are held in
 //   registers; marked look-back statuses (plain atomics, no fill between
 //   passes). radix.pass=three-launch is the fallback that needs no such
 //   guarantee.
@@ -262,8 +260,6 @@ EnginePolicy IntelSubgroupPolicy(const DeviceInfo& device) {
       .ranking = TileRanking::kSubgroup,
       .warp_size = 16,
       .subgroup_ops = BestSubgroupOps(device).value_or(SubgroupOps::kKhrBallot),
-      .direct_place_32 = true,
-      .direct_place_64 = true,
       .small_items = 4,
       .small_max = size_t{1} << 18,
       .segment_radix_above = 1024,

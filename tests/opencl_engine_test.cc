@@ -441,7 +441,7 @@ TEST(OpenClEngine, PickedDigitsSettleShortRunsAndSortLongOnesByEveryDigit) {
 TEST(OpenClEngine, LateLookbackPassesSortLikeTheEarlyOnes) {
   EnginePolicy base = Engine().policy();
   std::string overrides =
-      "radix.pass=one-launch-early-counts,radix.direct_place_32=1,"
+      "radix.pass=one-launch-early-counts,"
       "radix.late_lookback_unordered_32=1,radix.late_lookback_tiles_32=1,"
       "bitonic.max_keys=0,bitonic.max_keys_64=0,bitonic.max_keys_32_keys=0";
   // Warp-level ranking where the device's policy ranks by work-item (its
@@ -967,10 +967,10 @@ TEST(Algorithms, EightBitDigits) {
 // policy's); NVIDIA's PTX version where the device is one; the sub-group
 // version where the device has sub-group ranking's extensions, with each
 // kind of sub-group built-ins it has and sub-groups of 16 (and 8 and 32
-// once); with three-launch and one-launch passes (keys placed as ranked or
-// not), 8-bit digits (the only width warp ranking builds with), and sizes
-// that end mid-warp and mid-tile (the padding keys must rank last). One test
-// per ranking and pass shape, so that they run at once.
+// once); with three-launch passes and one-launch passes with early counts
+// (keys placed as ranked), 8-bit digits (the only width warp ranking builds
+// with), and sizes that end mid-warp and mid-tile (the padding keys must
+// rank last). One test per ranking and pass, so that they run at once.
 struct WarpRankingCase {
   std::string name;
   TileRanking ranking;
@@ -979,37 +979,27 @@ struct WarpRankingCase {
   // (BestSubgroupOps); set, these where the device has them and they are
   // not its best. Other rankings take none (the policy's default).
   std::optional<SubgroupOps> ops;
-  int radix_bits;
   RadixPass pass;
-  bool direct_place;
 };
 
 std::vector<WarpRankingCase> WarpRankingCases() {
-  struct PassShape {
-    int radix_bits;
-    RadixPass pass;
-    bool direct_place;
-  };
   constexpr RadixPass kThree = RadixPass::kThreeLaunch;
   constexpr RadixPass kEarly = RadixPass::kOneLaunchEarlyCounts;
-  const std::vector<PassShape> all = {
-      {8, kThree, false}, {8, kEarly, false}, {8, kEarly, true}};
-  // The Intel policy's form (early counts, keys placed as ranked) and the
-  // three-launch pass.
-  const std::vector<PassShape> some = {{8, kEarly, true}, {8, kThree, false}};
-  const std::vector<PassShape> intel = {some[0]};
+  const std::vector<RadixPass> both = {kThree, kEarly};
+  // The Intel policy's form.
+  const std::vector<RadixPass> intel = {kEarly};
   struct Ranking {
     const char* name;
     TileRanking ranking;
     int warp_size;
     std::optional<SubgroupOps> ops;
-    const std::vector<PassShape>& shapes;
+    const std::vector<RadixPass>& passes;
   };
   const Ranking rankings[] = {
-      {"Emulated32", TileRanking::kWarpEmulated, 32, std::nullopt, all},
-      {"Emulated16", TileRanking::kWarpEmulated, 16, std::nullopt, some},
-      {"PtxBallots", TileRanking::kWarpBallots, 32, std::nullopt, all},
-      {"Subgroup16", TileRanking::kSubgroup, 16, std::nullopt, all},
+      {"Emulated32", TileRanking::kWarpEmulated, 32, std::nullopt, both},
+      {"Emulated16", TileRanking::kWarpEmulated, 16, std::nullopt, both},
+      {"PtxBallots", TileRanking::kWarpBallots, 32, std::nullopt, both},
+      {"Subgroup16", TileRanking::kSubgroup, 16, std::nullopt, both},
       {"Subgroup16KhrBallot", TileRanking::kSubgroup, 16,
        SubgroupOps::kKhrBallot, intel},
       {"Subgroup16Khr", TileRanking::kSubgroup, 16, SubgroupOps::kKhr, intel},
@@ -1019,12 +1009,11 @@ std::vector<WarpRankingCase> WarpRankingCases() {
       {"Subgroup8", TileRanking::kSubgroup, 8, std::nullopt, intel}};
   std::vector<WarpRankingCase> cases;
   for (const Ranking& r : rankings) {
-    for (const PassShape& s : r.shapes) {
-      const char* pass = s.pass == kThree ? "ThreeLaunch" : "EarlyCounts";
-      cases.push_back({absl::StrCat(r.name, "_", s.radix_bits, "bit_", pass,
-                                    s.direct_place ? "_DirectPlace" : ""),
-                       r.ranking, r.warp_size, r.ops, s.radix_bits, s.pass,
-                       s.direct_place});
+    for (RadixPass pass : r.passes) {
+      cases.push_back(
+          {absl::StrCat(r.name, "_",
+                        pass == kThree ? "ThreeLaunch" : "EarlyCounts"),
+           r.ranking, r.warp_size, r.ops, pass});
     }
   }
   return cases;
@@ -1058,7 +1047,7 @@ TEST_P(WarpRanking, SortsEveryShape) {
   }
   OpenClEngine::Options options = CpuDevice();
   EnginePolicy p = EnginePolicy::For(info);
-  p.radix = {.radix_bits = c.radix_bits,
+  p.radix = {.radix_bits = 8,
              .work_group = 64,
              .items_32 = 8,
              .items_64 = 4,
@@ -1068,8 +1057,6 @@ TEST_P(WarpRanking, SortsEveryShape) {
              .ranking = c.ranking,
              .warp_size = c.warp_size,
              .subgroup_ops = ops,
-             .direct_place_32 = c.direct_place,
-             .direct_place_64 = c.direct_place,
              // Up to 512 keys: tiles of 2 keys per work-item.
              .small_items = 2,
              .small_max = 512,
@@ -1284,32 +1271,30 @@ RadixSortPolicy SmallOneLaunchTiles(RadixPass pass, TileRanking ranking) {
 }
 
 // Marked look-back statuses (one area zeroed once per sort, each pass's
-// words marked with its parity), keys placed as ranked or not, and the
-// digit count's unrolled loads (3: a remainder loop too). Keys whose odd
-// digits are all equal skip those passes, so a pass's parity must follow
-// the passes that ran, not the pass number; each engine sorts several sizes
-// in turn, so status areas come back from the pool holding another sort's
-// words. On NVIDIA the status lines' L2 prefetch (PTX) runs too.
+// words marked with its parity) and the digit count's unrolled loads (3: a
+// remainder loop too). Keys whose odd digits are all equal skip those passes,
+// so a pass's parity must follow the passes that ran, not the pass number; each
+// engine sorts several sizes in turn, so status areas come back from the pool
+// holding another sort's words. On NVIDIA the status lines' L2 prefetch (PTX)
+// runs too.
 TEST(Algorithms, MarkedLookBackStatuses) {
   const bool nvidia = absl::StrContains(Engine().info().vendor, "NVIDIA");
   struct Config {
     RadixPass pass;
     TileRanking ranking;
-    bool direct_place;
     int count_unroll;
     bool prefetch;
   };
-  for (auto [pass, ranking, direct_place, count_unroll, prefetch] :
-       {Config{RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated,
-               false, 3, false},
-        {RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated, true, 2,
+  for (auto [pass, ranking, count_unroll, prefetch] :
+       {Config{RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated, 3,
+               false},
+        {RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated, 2,
          nvidia},
-        {RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated, false, 4,
+        {RadixPass::kOneLaunchEarlyCounts, TileRanking::kWarpEmulated, 4,
          false}}) {
     OpenClEngine::Options options = CpuDevice();
     EnginePolicy p = EnginePolicy::For(Engine().info());
     p.radix = SmallOneLaunchTiles(pass, ranking);
-    p.radix.direct_place_32 = p.radix.direct_place_64 = direct_place;
     p.radix.count_unroll = count_unroll;
     p.radix.marked_status_max = size_t{1} << 28;
     p.radix.status_prefetch = prefetch;

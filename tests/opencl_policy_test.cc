@@ -75,22 +75,16 @@ TEST(Policy, ViolationsNameEachBrokenConstraint) {
   EXPECT_THAT(p.CheckFits(other).message(), HasSubstr("% 32 == 0"));
   p.radix.work_group = 64;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
-  // Direct placement takes early counts and ballots, sub-groups or their
-  // twin; elsewhere the knob does nothing, and the policy still fits.
+  // Early counts build with warp ranking; three launches without them.
   p.radix.pass = RadixPass::kOneLaunchEarlyCounts;
-  p.radix.direct_place_32 = p.radix.direct_place_64 = true;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
-  EXPECT_TRUE(p.radix.DirectPlace(32));
   EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
-              HasSubstr("-DDIRECT_PLACE=1"));
+              HasSubstr("-DEARLY_COUNTS=1"));
   p.radix.pass = RadixPass::kThreeLaunch;
   EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
-  EXPECT_FALSE(p.radix.DirectPlace(32));
-  EXPECT_FALSE(p.radix.DirectPlace(64));
   EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
-              ::testing::Not(HasSubstr("-DDIRECT_PLACE")));
+              ::testing::Not(HasSubstr("-DEARLY_COUNTS")));
   // Early counts need warp-level ranking.
-  p.radix.direct_place_32 = p.radix.direct_place_64 = false;
   p.radix.pass = RadixPass::kOneLaunchEarlyCounts;
   p.radix.ranking = TileRanking::kWorkItemCounters;
   EXPECT_THAT(p.CheckFits(other).message(),
@@ -168,11 +162,10 @@ TEST(Policy, OverridesReadWhatToStringPrints) {
   // The build options are made from the policy alone.
   EXPECT_THAT(RadixBuildOptions(base.radix, 32, false, 32),
               HasSubstr("-DITEMS=32 -DHAS_INDEX=0"));
-  EXPECT_THAT(
-      RadixBuildOptions(base.radix, 32, false, 32),
-      HasSubstr("-DRANKING=2 -DEARLY_COUNTS=1 -DDIRECT_PLACE=1"));  // ballots
+  EXPECT_THAT(RadixBuildOptions(base.radix, 32, false, 32),
+              HasSubstr("-DRANKING=2 -DEARLY_COUNTS=1"));  // ballots
   EXPECT_THAT(RadixBuildOptions(base.radix, 64, true, 8),
-              HasSubstr("-DRANKING=2 -DEARLY_COUNTS=1 -DDIRECT_PLACE=1"));
+              HasSubstr("-DRANKING=2 -DEARLY_COUNTS=1"));
   EXPECT_THAT(RadixBuildOptions(base.radix, 64, true, 8),
               HasSubstr("-DSTATUS_PREFETCH=1"));
 }
@@ -193,10 +186,10 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy np = EnginePolicy::For(nvidia);
   EXPECT_EQ(np.radix.radix_bits, 8);
   EXPECT_EQ(np.name, "nvidia-ptx");
-  // Ballots, keys placed as ranked, for either key width.
+  // Ballots with early counts (keys placed as ranked), for either key
+  // width.
   EXPECT_EQ(np.radix.ranking, TileRanking::kWarpBallots);
-  EXPECT_TRUE(np.radix.DirectPlace(32));
-  EXPECT_TRUE(np.radix.DirectPlace(64));
+  EXPECT_EQ(np.radix.pass, RadixPass::kOneLaunchEarlyCounts);
   // Marked look-back statuses up to their limit, status lines prefetched.
   EXPECT_TRUE(np.radix.MarkedStatus((size_t{1} << 29) - 1));
   EXPECT_TRUE(np.radix.status_prefetch);
@@ -339,8 +332,8 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
   EXPECT_FALSE(PlanRadixPasses(r, 32, true, 8192 * tile, true).late_ranked);
   EXPECT_FALSE(PlanRadixPasses(r, 64, false, 8192 * tile, true).late_ranked);
   // Where the passes have no late form the knobs do nothing: a policy
-  // of three-launch passes still fits, and builds no late walk, no direct
-  // placement and no status prefetch.
+  // of three-launch passes still fits, and builds no late walk, no early
+  // counts and no status prefetch.
   EnginePolicy q = np;
   ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &q).ok());
   EXPECT_EQ(q.radix.late_lookback_tiles_32, 8192u);
@@ -348,10 +341,8 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
   EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
               ::testing::Not(HasSubstr("-DLATE_")));
   EXPECT_TRUE(q.CheckFits(nvidia).ok()) << q.CheckFits(nvidia);
-  EXPECT_FALSE(q.radix.DirectPlace(32));
-  EXPECT_FALSE(q.radix.DirectPlace(64));
   EXPECT_THAT(RadixBuildOptions(q.radix, 32, false, 32),
-              ::testing::Not(HasSubstr("-DDIRECT_PLACE")));
+              ::testing::Not(HasSubstr("-DEARLY_COUNTS")));
   EXPECT_THAT(RadixBuildOptions(q.radix, 64, true, 8),
               ::testing::Not(HasSubstr("-DSTATUS_PREFETCH")));
 }
@@ -372,7 +363,6 @@ TEST(Policy, IdleKnobsAreNamed) {
   ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &three).ok());
   EXPECT_THAT(three.radix.IdleKnobs(),
               ::testing::UnorderedElementsAre(
-                  "radix.direct_place_32=1", "radix.direct_place_64=1",
                   "radix.status_prefetch=1",
                   absl::StrCat("radix.marked_status_max=",
                                RadixSortPolicy::kMarkedStatusLimit),
@@ -417,7 +407,6 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
   EXPECT_EQ(p.name, "intel-subgroups");
   EXPECT_TRUE(p.CheckFits(IntelGpu()).ok()) << p.CheckFits(IntelGpu());
   EXPECT_EQ(p.radix.ranking, TileRanking::kSubgroup);
-  for (int bits : {32, 64}) EXPECT_TRUE(p.radix.DirectPlace(bits));
   EXPECT_EQ(p.radix.warp_size, 16);
   EXPECT_EQ(p.radix.radix_bits, 8);
   EXPECT_EQ(p.radix.pass, RadixPass::kOneLaunchEarlyCounts);
@@ -429,10 +418,8 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
   EnginePolicy three = p;
   ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &three).ok());
   EXPECT_TRUE(three.CheckFits(IntelGpu()).ok()) << three.CheckFits(IntelGpu());
-  EXPECT_FALSE(three.radix.DirectPlace(32));
-  EXPECT_FALSE(three.radix.DirectPlace(64));
   EXPECT_THAT(RadixBuildOptions(three.radix, 64, false, 16),
-              ::testing::Not(HasSubstr("-DDIRECT_PLACE")));
+              ::testing::Not(HasSubstr("-DEARLY_COUNTS")));
   // Which built-ins follow the extensions.
   DeviceInfo intel_only = IntelGpu();
   intel_only.extensions = "cl_intel_subgroups cl_intel_required_subgroup_size";
@@ -606,8 +593,9 @@ TEST(IntelPolicy, AChosenPolicyThatDoesNotRunGivesWayToItsPortableTwin) {
 TEST(IntelPolicy, BuildOptionsAndConstraints) {
   const EnginePolicy p = EnginePolicy::For(IntelGpu());
   const std::string options = RadixBuildOptions(p.radix, 32, true, 16);
-  EXPECT_THAT(options, HasSubstr("-DRANKING=4 -DEARLY_COUNTS=1 "
-                                 "-DDIRECT_PLACE=1"));  // SORTD_RANK_SUBGROUP
+  EXPECT_THAT(
+      options,
+      HasSubstr("-DRANKING=4 -DEARLY_COUNTS=1"));  // SORTD_RANK_SUBGROUP
   EXPECT_THAT(options, HasSubstr("-DWARP_SIZE=16"));
   EXPECT_THAT(options, HasSubstr("-DSUBGROUP_OPS=1"));  // khr-ballot
   EXPECT_THAT(TransposeBuildOptions(p.transpose, "SUBGROUP_INTEL"),

@@ -28,14 +28,12 @@
 //                the emulated one
 //   SUBGROUP_OPS with SORTD_RANK_SUBGROUP: which sub-group built-ins
 //                (SORTD_SUBGROUP_*, sort_constants.h)
-//   EARLY_COUNTS (default 0) one-launch passes count a tile's digits,
-//                publish them and look back before ranking, not after
-//                (needs warp-level ranking)
-//   DIRECT_PLACE (default 0) with EARLY_COUNTS and the ballot or emulated
-//                ranking (ignored otherwise): early counts are kept per warp,
-//                so each warp's start within each digit is known before the
-//                ranking, and every key is written to its place in local
-//                memory as soon as it is ranked (no ranks held in registers)
+//   EARLY_COUNTS (default 0) one-launch passes count a tile's digits per
+//                warp, publish them and look back before ranking, not
+//                after; each warp's start within each digit is then known
+//                before the ranking, and every key is written to its place
+//                in local memory as soon as it is ranked (no ranks held in
+//                registers). Needs warp-level ranking.
 //   LOOKBACK     (default 8) predecessor tiles the look-back reads at once
 //   COUNT_UNROLL (default 1) 16-byte vectors each work-item loads at once
 //                when only counting digits
