@@ -36,8 +36,8 @@ case "$MODE" in
       wire_test request_test parts_test stream_assembler_test admission_test
       raw_call_test sortctl_lib_test batch_codec_test compact_keys_test
       host_buffers_test memory_test shared_memory_test cpu_sorter_test
-      idle_pool_test opencl_faults_test
-      opencl_buffers_test opencl_parts_test runs_test split_sort_test
+      idle_pool_test faults_test
+      buffers_test opencl_parts_test runs_test split_sort_test
       fuzz_request fuzz_sort_diff
       fuzz_shm_register fuzz_parts fuzz_stream)
     ;;
