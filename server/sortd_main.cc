@@ -8,11 +8,10 @@
 // NOT_SERVING, new calls are refused, calls in flight finish (up to
 // --drain_timeout), and the process exits 0.
 //
-// This file only wires the pieces together: the flags are read and
-// checked in server/flags.cc (and the flags_*.cc beside it), the gRPC server is
-// built in server/grpc_server.cc, the engines in server/engines.cc, the
-// router's thresholds in server/router_setup.cc, and the stop signals and
-// the drain are in server/shutdown.cc.
+// This file only wires: the flags are read and checked in server/flags*.cc,
+// the gRPC server is built in server/grpc_server.cc, the engines in
+// server/engines.cc, the router's thresholds in server/router_setup.cc, the
+// stop signals and the drain are in server/shutdown.cc.
 #include <signal.h>
 
 #include <algorithm>
@@ -226,11 +225,9 @@ int Serve() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Debian's Abseil is built without NDEBUG: every absl::Mutex lock in the
-  // process, gRPC's included, would record lock order in one process-wide
-  // graph under one global spin lock, where a loaded node's gRPC threads
-  // queue (docs/decisions/029). Lock order is checked by the tests, which
-  // keep the check, and by the ThreadSanitizer build.
+  // Debian's Abseil (no NDEBUG) records every absl::Mutex lock's order, in
+  // one graph under one global spin lock where a loaded node's gRPC threads
+  // queue (decision 029); the tests and the TSan build keep checking it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   sortd::KeepLargeBlocksInHeap();
   sortd::BlockStopSignals();
