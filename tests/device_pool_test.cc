@@ -8,29 +8,14 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "tests/stub_engine.h"
 
 namespace sortd {
 namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
-class StubEngine : public Sorter {
- public:
-  explicit StubEngine(size_t max_keys = 0, int runs = 0)
-      : max_keys_(max_keys), runs_(runs) {}
-  int concurrent_runs() const override { return runs_; }
-  ExecutionPath path() const override { return ExecutionPath::kGpu; }
-  std::string device_name() const override { return "stub"; }
-  absl::Status Sort(const SortJob&) override { return absl::OkStatus(); }
-  absl::Status Transpose(const TransposeJob&) override {
-    return absl::OkStatus();
-  }
-  size_t max_sort_keys(const SortJob&) const override { return max_keys_; }
-
- private:
-  size_t max_keys_;
-  int runs_;
-};
+using testing::StubEngine;
 
 std::vector<DeviceSlot> Slots(int n, EngineFactory factory = nullptr) {
   std::vector<DeviceSlot> slots;

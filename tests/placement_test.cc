@@ -11,32 +11,19 @@
 #include <memory>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "tests/stub_engine.h"
 
 namespace sortd {
 namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
-class StubEngine : public Sorter {
- public:
-  explicit StubEngine(int runs) : runs_(runs) {}
-  int concurrent_runs() const override { return runs_; }
-  ExecutionPath path() const override { return ExecutionPath::kGpu; }
-  std::string device_name() const override { return "stub"; }
-  absl::Status Sort(const SortJob&) override { return absl::OkStatus(); }
-  absl::Status Transpose(const TransposeJob&) override {
-    return absl::OkStatus();
-  }
-
- private:
-  int runs_;
-};
+using testing::StubEngine;
 
 DevicePool Pool(int devices, int runs, int pipeline_depth = 2) {
   std::vector<DeviceSlot> slots;
   for (int i = 0; i < devices; ++i) {
-    slots.push_back({std::make_unique<StubEngine>(runs), nullptr});
+    slots.push_back({std::make_unique<StubEngine>(0, runs), nullptr});
   }
   return DevicePool(std::move(slots), {.pipeline_depth = pipeline_depth});
 }
