@@ -19,8 +19,8 @@
 // fifth of --seconds of warm-up before it is left out).
 // device_share: the fraction of the window's answers that a device gave.
 // p99_cpu_ms, p99_device_ms: p99 of the answers each path gave; device_late:
-// the router's device lateness at the end of the window (Scheduler::
-// DeviceLateness; 1: devices answer as estimated); refused: submissions
+// the router's device lateness at the end of the window
+// (Placement::Lateness; 1: devices answer as estimated); refused: submissions
 // over the admission budget, which a client retries after 100 us.
 //
 // queue_ms and run_ms: a request's mean wait for its run and the run's

@@ -10,7 +10,7 @@ SIZES=${SIZES:-24,26}
 # POLICIES: ';'-separated policy overrides (gpu_sort_benchmark --policy,
 # the keys its "policy" line prints), each a comma-separated key=value
 # list; FULL=1 then runs every row of the default policy at FULL_SIZES.
-POLICIES=${POLICIES:-"radix.radix_bits=4;radix.radix_bits=8;radix.work_group=128;radix.items_32=8,radix.items_64=4;radix.lookback=8"}
+POLICIES=${POLICIES:-"radix.radix_bits=8;radix.work_group=128;radix.items_32=8,radix.items_64=4;radix.lookback=8"}
 if [ "${TESTS:-0}" = 1 ]; then
   SORTD_TEST_DEVICE=gpu timeout 240 opencl_engine_test --gtest_brief=1 \
     --gtest_filter='Algorithms.*:Algorithms/WarpRanking.*:*OpenClSortTest*:SegmentedSort.*' > /tmp/kt.log 2>&1

@@ -139,11 +139,11 @@ struct RadixSortPolicy {
   // walks back over earlier tiles' statuses only once its keys are in place
   // in local memory, just before it stores them, so that the walk finds
   // more of those tiles done. The unranked first pass does so where
-  // late_lookback_unordered_32 is on, the ranked passes (with direct
-  // placement) of at least late_lookback_tiles_32 tiles (0: never). Where
-  // the passes have no such form (other pass forms, no unranked first
-  // pass, no direct placement) the knobs do nothing,
-  // so that overriding those leaves a policy that still fits.
+  // late_lookback_unordered_32 is on, the ranked passes (with early
+  // counts) of at least late_lookback_tiles_32 tiles (0: never). Where the
+  // passes have no such form (three-launch passes, no unranked first pass)
+  // the knobs do nothing, so that overriding those leaves a policy that
+  // still fits.
   bool late_lookback_unordered_32 = false;
   size_t late_lookback_tiles_32 = 0;
   // Whether a build (of this key width, with or without an index) has the

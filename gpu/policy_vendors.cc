@@ -71,7 +71,7 @@ RadixSortPolicy NvidiaRadixShape() {
           .work_group = 256,
           .items_32 = 16,
           .items_64 = 8,
-          // The longest that fits 48 KiB of local memory.
+          // The longest tried (36 does not fit 48 KiB of local memory).
           .items_32_keys = 32,
           .items_64_keys = 16,
           .pass = RadixPass::kOneLaunchEarlyCounts,
@@ -88,7 +88,8 @@ void SetNvidiaRanking(RadixSortPolicy& r) {
 
 // Where nvidia-ptx sorts short arrays and segments its own way.
 void SetNvidiaShortArrays(RadixSortPolicy& r) {
-  // Up to 2^18 keys: tiles of 1024 (decision 033, "Short arrays").
+  // Up to 2^18 keys: tiles of 1024 (decision 033, "Short arrays and
+  // segments").
   r.small_items = 4;
   r.small_max = size_t{1} << 18;
   // Segments above 2048 keys by radix_segments (same section).
@@ -124,7 +125,7 @@ EnginePolicy NvidiaPtxPolicy(const DeviceInfo& device) {
   SetNvidiaShortArrays(p.radix);
   SetNvidiaLookBack(p.radix);
   // Bitonic up to 2^12 keys, 2^14 for 32-bit keys without an index
-  // (decision 033, "Short arrays").
+  // (decision 033, "Short arrays and segments").
   p.bitonic.max_keys = size_t{1} << 12;
   p.bitonic.max_keys_64 = size_t{1} << 12;
   p.bitonic.max_keys_32_keys = size_t{1} << 14;

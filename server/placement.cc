@@ -48,8 +48,8 @@ void Placement::CpuQueued(size_t units) {
 }
 
 void Placement::CpuStarted(size_t units) {
-  cpu_units_ -= std::min(units, cpu_units_);
-  if (cpu_requests_ > 0) --cpu_requests_;
+  cpu_units_ -= units;
+  --cpu_requests_;
 }
 
 Placement::Take Placement::MayTake(const DevicePool& pool, size_t d) const {

@@ -84,7 +84,8 @@ class Placement {
                size_t device_queued_units, absl::Time now,
                RouteEstimate* estimate) const;
 
-  // A task of `units` joined the CPU path's queue / left it to run.
+  // A task of `units` joined the CPU path's queue / left it to run (each
+  // CpuStarted follows its CpuQueued).
   void CpuQueued(size_t units);
   void CpuStarted(size_t units);
   size_t cpu_queued_units() const { return cpu_units_; }
@@ -104,6 +105,8 @@ class Placement {
   // pipeline_depth, any, when no device up holds fewer; beyond it, up to
   // the full depth, a full one.
   Take MayTake(const DevicePool& pool, size_t d) const;
+  // The next two read the pool's own pipeline_depth as the floor of every
+  // depth: the scheduler builds both from the same options.
   // Whether device `d` may take a batch another device failed: up, with
   // fewer than the full depth in flight, whatever the others hold (only
   // some devices may take it: waiting to be the least loaded of all could

@@ -1,4 +1,4 @@
-// Placement on a fake clock: the route follows the CPU path's backlog, the
+// Placement at given times: the route follows the CPU path's backlog, the
 // devices' queued and leased units and how late the devices have lately
 // answered; that lateness weighs answers in and fades; a runner takes any
 // batch within the pipeline depth, only a full one beyond it, and a
@@ -57,10 +57,6 @@ TEST(Placement, TheCpuBacklogSendsTinySortsToADeviceUntilItRuns) {
   EXPECT_EQ(p.cpu_queued_units(), 0u);
   EXPECT_EQ(p.cpu_queued_requests(), 0u);
   EXPECT_EQ(p.Choose(tiny, pool, 0, kT0, nullptr), Route::kCpu);
-  // More started than queued never wraps around.
-  p.CpuStarted(1);
-  EXPECT_EQ(p.cpu_queued_units(), 0u);
-  EXPECT_EQ(p.cpu_queued_requests(), 0u);
 }
 
 TEST(Placement, TheDeviceBacklogIsQueuedAndLeasedUnits) {
@@ -95,7 +91,11 @@ TEST(Placement, LateAnswersStopOverflowByOperationAndFade) {
   EXPECT_LT(late, 8.0);
   EXPECT_DOUBLE_EQ(p.late(Op::kSort, kT0), late);
   EXPECT_EQ(p.Choose(tiny, pool, 0, kT0, nullptr), Route::kCpu);
+  // Each operation's own: transposes answered on time stay at 1 and leave
+  // the sorts' factor as it was.
   EXPECT_DOUBLE_EQ(p.late(Op::kTranspose, kT0), 1.0);
+  EXPECT_DOUBLE_EQ(p.Answered(Op::kTranspose, 1e-3, 1e-3, kT0), 1.0);
+  EXPECT_DOUBLE_EQ(p.late(Op::kSort, kT0), late);
   // Half the logarithm a half-life later; on time again after twenty.
   const absl::Time later = kT0 + Placement::Lateness::kHalfLife;
   EXPECT_NEAR(p.late(Op::kSort, later), std::sqrt(late), 1e-9);
@@ -149,9 +149,15 @@ TEST(Placement, DepthsAreRaisedToOneAndToThePipelineDepth) {
   EXPECT_EQ(q.options().full_pipeline_depth, 3);
   // An engine serving one run at a time still gets pipeline_depth runners;
   // beyond it, no more than its runs.
-  Placement deep({.pipeline_depth = 2, .full_pipeline_depth = 4});
-  EXPECT_EQ(deep.Runners(Pool(1, 1), 0), 2);
-  EXPECT_EQ(deep.Runners(Pool(1, 3), 0), 3);
+  Placement deep({.pipeline_depth = 3, .full_pipeline_depth = 5});
+  EXPECT_EQ(deep.Runners(Pool(1, 1, 3), 0), 3);
+  EXPECT_EQ(deep.Runners(Pool(1, 4, 3), 0), 4);
+  EXPECT_EQ(deep.Runners(Pool(1, 9, 3), 0), 5);
+  // A depth raised to 1 takes a batch with none in flight, none beyond.
+  DevicePool one = Pool(1, 1, 1);
+  EXPECT_EQ(p.MayTake(one, 0), Placement::Take::kAnyBatch);
+  one.Lease(0, 1);
+  EXPECT_EQ(p.MayTake(one, 0), Placement::Take::kNothing);
 }
 
 }  // namespace

@@ -41,7 +41,7 @@
 //                lines in L2 as it starts (PTX; NVIDIA only)
 //   LATE_UNORDERED (default 0) 1: radix_unordered_onesweep's tiles walk
 //                back over earlier tiles only once their keys are placed
-//   LATE_RANKED  (default 0) 1: keys-only builds with direct placement
+//   LATE_RANKED  (default 0) 1: keys-only builds with EARLY_COUNTS
 //                also build radix_late_onesweep, radix_onesweep with its
 //                walk back after the ranking
 //   STREAM_KEYS  (default 0) 1: 32-bit keys are read with a streaming cache
