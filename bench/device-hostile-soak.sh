@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hostile-neighbour soak (tests/hostile_soak_test.cc) on a GPU host's
+# The hostile-neighbour soak (tests/e2e/hostile_soak_test.cc) on a GPU host's
 # CPUs, in two placements: everything on two cores (sortd, the well-behaved
 # clients and the hostile ones: the 2-core machine CI runs on), and sortd on
 # two cores with the clients on the others (hostile clients on hosts of

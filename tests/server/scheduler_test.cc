@@ -26,9 +26,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/transpose.h"
 #include "cpu/cpu_sorter.h"
-#include "reference.h"
 #include "server/out_of_memory.h"
-#include "sort_check.h"
+#include "tests/reference.h"
+#include "tests/sort_check.h"
 
 namespace sortd {
 namespace {
