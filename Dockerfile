@@ -49,10 +49,18 @@ FROM deps AS build
 # build time; the prefix on cmake makes that explicit.
 ARG SORTD_REVISION=unknown
 COPY . .
-RUN SORTD_REVISION=${SORTD_REVISION} cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
+# A compiler cache where the builder lends one at /ccache
+# (deploy/image-test.sh lends the host build's, `buildah bud -v`): sources
+# the host has compiled come from it. Without one, ccache is off. The tree
+# is built in /src/build, as the host's is in build/ of its checkout: the
+# cache's entries name paths relative to the tree.
+RUN if [ -d /ccache ]; then export CCACHE_DIR=/ccache; \
+    else export CCACHE_DISABLE=1; fi \
+ && SORTD_REVISION=${SORTD_REVISION} cmake -S . -B build \
+      -DCMAKE_BUILD_TYPE=Release -DSORTD_CCACHE=ON \
       -DSORTD_BUILD_TESTS=OFF -DSORTD_BUILD_BENCHMARKS=OFF \
- && cmake --build /build -j"$(nproc)" \
- && strip /build/sortd /build/sortctl
+ && cmake --build build -j"$(nproc)" \
+ && strip build/sortd build/sortctl
 
 # Runtime stage: the shared libraries sortd and sortctl link, the OpenCL ICD
 # loader and the drivers of OPENCL_DRIVERS. No documentation, manual pages
@@ -85,7 +93,7 @@ RUN drivers="${OPENCL_DRIVERS}" \
 # id is the host's. Pass it with `docker run --group-add <gid>` or, on
 # Kubernetes, the pod's securityContext.supplementalGroups (deploy/k8s). The
 # image's own video/render groups cover hosts whose ids match Debian's.
-COPY --from=build /build/sortd /build/sortctl /usr/local/bin/
+COPY --from=build /src/build/sortd /src/build/sortctl /usr/local/bin/
 USER sortd
 # Compiled OpenCL programs: a volume, so that restarts start warm (PoCL,
 # where it is installed, keeps its own cache beside sortd's).

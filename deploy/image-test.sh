@@ -20,6 +20,10 @@
 #     programs there on the first start, and the second start loads every
 #     one of them from there (none rebuilt or rewritten).
 #
+# The image's build compiles through the host build's ccache, lent with
+# `buildah bud -v` (decision 034): the sources scripts/build.sh compiled
+# here come from it, and the log says how many did.
+#
 # Engine: `docker build`/`docker run --network host` where a Docker daemon
 # answers, otherwise buildah (installed with mmdebstrap if missing): a
 # minbase Debian 12 root file system from mmdebstrap becomes the local
@@ -251,6 +255,17 @@ base_image() {
   log "base image docker.io/library/debian:bookworm: committed"
 }
 
+# The host build's compiler cache, lent to the image's build (the
+# Dockerfile's build stage compiles through it where it is mounted): the
+# sources scripts/build.sh compiled here are not compiled again. buildah
+# only: `docker build` mounts nothing.
+CCACHE_VOLUME=()
+if [ "$ENGINE" = buildah ] && command -v ccache >/dev/null 2>&1; then
+  ccache_dir=$(ccache -k cache_dir)
+  mkdir -p "$ccache_dir"
+  CCACHE_VOLUME=(-v "$ccache_dir:/ccache")
+fi
+
 build_image() {  # NAME [docker build arguments...]
   local name=$1
   shift
@@ -259,7 +274,7 @@ build_image() {  # NAME [docker build arguments...]
     docker build -q -t "$name" "$@" . >/dev/null
   else
     "${B[@]}" bud --quiet --isolation chroot --layers --format docker \
-      -t "$name" "$@" . >"$WORK/build.log" 2>&1 ||
+      "${CCACHE_VOLUME[@]}" -t "$name" "$@" . >"$WORK/build.log" 2>&1 ||
       { tail -n 40 "$WORK/build.log" >&2; fail "building $name failed"; }
   fi
   log "built $name"
@@ -460,7 +475,18 @@ if image_present "$IMAGE_DEPS"; then need_mb=$((MIN_FREE_MB / 2)); fi
 if [ "$ENGINE" = buildah ]; then base_image; fi
 build_image "$IMAGE_DEPS" --target deps
 REVISION=$(git describe --always --dirty=+dirty --abbrev=12 2>/dev/null || echo unknown)
+ccache_counts() {  # hits and misses so far in the lent cache
+  [ ${#CCACHE_VOLUME[@]} -gt 0 ] || return 0
+  ccache --print-stats | awk '$1 ~ /_cache_hit$/ {h += $2}
+    $1 == "cache_miss" {m = $2} END {print h + 0, m + 0}'
+}
+read -r hits0 misses0 <<<"$(ccache_counts)" || true
 build_image "$IMAGE" --build-arg SORTD_REVISION="$REVISION"
+if [ ${#CCACHE_VOLUME[@]} -gt 0 ]; then
+  read -r hits1 misses1 <<<"$(ccache_counts)"
+  log "compiler cache: $((hits1 - hits0)) objects from the host build's," \
+    "$((misses1 - misses0)) compiled"
+fi
 bytes=$(image_bytes "$IMAGE")
 mb=$((bytes / 1000000))
 echo "image size: $mb MB"

@@ -10,8 +10,9 @@
 set -euo pipefail
 
 BUILD_PACKAGES=(
-  # toolchain
-  build-essential cmake pkg-config
+  # toolchain; ccache: the image's build takes the objects of the same
+  # sources from the host's build (SORTD_CCACHE in CMakeLists.txt)
+  build-essential cmake pkg-config ccache
   # RPC stack
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   # OpenCL: ICD loader and Khronos C++ bindings

@@ -535,8 +535,8 @@ def check_docker(repo):
     check(re.search(r"^RUN bash scripts/install-deps\.sh --build-only\s",
                     deps, re.M),
           "deps stage does not run scripts/install-deps.sh --build-only")
-    check(re.search(r"^RUN .*cmake -S \. -B /build .*"
-                    r"-DSORTD_BUILD_TESTS=OFF.*cmake --build /build", build,
+    check(re.search(r"^RUN .*cmake -S \. -B build .*"
+                    r"-DSORTD_BUILD_TESTS=OFF.*cmake --build build", build,
                     re.M),
           "build stage does not configure and build sortd without its tests")
     check(re.search(r"^ARG SORTD_REVISION", build, re.M) and
