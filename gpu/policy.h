@@ -108,14 +108,8 @@ struct RadixSortPolicy {
   // radix_segment_groups: one work-group each, looping over the segment's
   // tiles in every pass, all in one launch (a batch of mid-size sorts then
   // costs one launch and its transfers). A segment longer still sorts the
-  // whole array as one (by key, then by segment). 0: off. On the H100
-  // (batching_benchmark, batches of u32 sorts from 16 and 64 clients) the
-  // work-group sort of a 16K-key segment took 0.10 ms and its batches'
-  // device span fell from 0.38 to 0.27 ms (host enqueue 0.22 to 0.10 ms),
-  // while a 64K-key segment took 0.45 ms, one work-group ranking its 64
-  // tiles in turn, and batches of eight of them ran at 0.72x the rate of
-  // sorting them as one array: hence 16K for every policy until others
-  // are measured.
+  // whole array as one (by key, then by segment). 0: off. 16K: H100
+  // batches of 16K and 64K keys (decision 005, "Segment groups").
   size_t segment_group_max = size_t{1} << 14;
   // One-launch passes over at most this many keys (and fewer than 2^29)
   // take marked look-back statuses: one area for every pass, zeroed once
