@@ -34,7 +34,8 @@ case "$MODE" in
       compact_e2e_test integrity_e2e_test tls_e2e_test split_e2e_test
       sortctl_cli_test
       wire_test request_test parts_test stream_assembler_test admission_test
-      raw_call_test sortctl_lib_test batch_codec_test compact_keys_test
+      raw_call_test sortctl_lib_test metrics_scrape_test batch_codec_test
+      compact_keys_test
       host_buffers_test memory_test shared_memory_test cpu_sorter_test
       idle_pool_test faults_test
       buffers_test opencl_parts_test runs_test split_sort_test
