@@ -15,22 +15,10 @@
 #include "gpu/policy.h"
 #include "gtest/gtest.h"
 #include "tests/clang_kernels.h"
+#include "tests/fake_devices.h"
 
 namespace sortd::gpu {
 namespace {
-
-// An H100 as its OpenCL driver describes it.
-DeviceInfo H100() {
-  DeviceInfo d;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.vendor = "NVIDIA Corporation";
-  d.is_gpu = true;
-  d.compute_units = 132;
-  d.local_mem_bytes = 48 * 1024;
-  d.max_work_group = 1024;
-  d.nv_compute_major = 9;
-  return d;
-}
 
 class NvidiaKernels : public ::testing::Test {
  protected:
@@ -58,9 +46,9 @@ class NvidiaKernels : public ::testing::Test {
 };
 
 TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
-  const EnginePolicy p = EnginePolicy::For(H100());
+  const EnginePolicy p = EnginePolicy::For(H100Info());
   ASSERT_EQ(p.name, "nvidia-ptx");
-  ASSERT_TRUE(p.CheckFits(H100()).ok()) << p.CheckFits(H100());
+  ASSERT_TRUE(p.CheckFits(H100Info()).ok()) << p.CheckFits(H100Info());
   for (int bits : {32, 64}) {
     for (bool with_index : {false, true}) {
       for (int items : {p.radix.Items(bits, with_index), p.radix.small_items}) {
@@ -111,7 +99,7 @@ TEST_F(NvidiaKernels, EveryRadixBuildOfTheNvidiaPolicyCompilesToPtx) {
 }
 
 TEST_F(NvidiaKernels, BitonicAndTransposeBuildsCompileToPtx) {
-  const EnginePolicy p = EnginePolicy::For(H100());
+  const EnginePolicy p = EnginePolicy::For(H100Info());
   for (int bits : {32, 64}) {
     for (bool with_index : {false, true}) {
       const std::string ptx = CompileToPtx(

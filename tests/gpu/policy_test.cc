@@ -22,6 +22,7 @@
 #include "gpu/kernel_sources.h"
 #include "gpu/opencl_engine.h"
 #include "tests/clang_kernels.h"
+#include "tests/fake_devices.h"
 #include "tests/opencl_test_util.h"
 #include "tests/sort_check.h"
 
@@ -33,27 +34,6 @@ using sortd::testing::Extra;
 using sortd::testing::KeyOf;
 using sortd::testing::Shape;
 using ::testing::HasSubstr;
-
-constexpr char kSubgroupExtensions[] =
-    "cl_khr_fp64 cl_khr_subgroups cl_khr_subgroup_ballot "
-    "cl_khr_subgroup_shuffle cl_intel_subgroups "
-    "cl_intel_required_subgroup_size";
-
-// An Intel GPU as its OpenCL driver describes it: 64 KiB of shared local
-// memory per work-group, the sub-group extensions.
-DeviceInfo IntelGpu() {
-  DeviceInfo d;
-  d.name = "Intel(R) Arc(TM) A770 Graphics";
-  d.vendor = "Intel(R) Corporation";
-  d.is_gpu = true;
-  d.compute_units = 512;
-  d.local_mem_bytes = 64 * 1024;
-  d.global_mem_bytes = size_t{16} << 30;
-  d.max_alloc_bytes = size_t{4} << 30;
-  d.max_work_group = 1024;
-  d.extensions = kSubgroupExtensions;
-  return d;
-}
 
 // Each constraint a policy can break is refused with its own sentence.
 TEST(Policy, ViolationsNameEachBrokenConstraint) {
@@ -403,9 +383,9 @@ TEST(Policy, IdleKnobsAreNamed) {
 // vendor's GPU or to a CPU device (PoCL reports "GenuineIntel" and the
 // same extensions) that has them.
 TEST(IntelPolicy, ChosenByVendorAndExtensions) {
-  const EnginePolicy p = EnginePolicy::For(IntelGpu());
+  const EnginePolicy p = EnginePolicy::For(IntelArcInfo());
   EXPECT_EQ(p.name, "intel-subgroups");
-  EXPECT_TRUE(p.CheckFits(IntelGpu()).ok()) << p.CheckFits(IntelGpu());
+  EXPECT_TRUE(p.CheckFits(IntelArcInfo()).ok()) << p.CheckFits(IntelArcInfo());
   EXPECT_EQ(p.radix.ranking, TileRanking::kSubgroup);
   EXPECT_EQ(p.radix.warp_size, 16);
   EXPECT_EQ(p.radix.radix_bits, 8);
@@ -417,16 +397,17 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
   // started work-group resident: three launches a pass, no look-back.
   EnginePolicy three = p;
   ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &three).ok());
-  EXPECT_TRUE(three.CheckFits(IntelGpu()).ok()) << three.CheckFits(IntelGpu());
+  EXPECT_TRUE(three.CheckFits(IntelArcInfo()).ok())
+      << three.CheckFits(IntelArcInfo());
   EXPECT_THAT(RadixBuildOptions(three.radix, 64, false, 16),
               ::testing::Not(HasSubstr("-DEARLY_COUNTS")));
   // Which built-ins follow the extensions.
-  DeviceInfo intel_only = IntelGpu();
+  DeviceInfo intel_only = IntelArcInfo();
   intel_only.extensions = "cl_intel_subgroups cl_intel_required_subgroup_size";
   EXPECT_EQ(EnginePolicy::For(intel_only).name, "intel-subgroups");
   EXPECT_EQ(EnginePolicy::For(intel_only).radix.subgroup_ops,
             SubgroupOps::kIntel);
-  DeviceInfo khr = IntelGpu();
+  DeviceInfo khr = IntelArcInfo();
   khr.extensions =
       "cl_khr_subgroups cl_khr_subgroup_shuffle "
       "cl_intel_required_subgroup_size";
@@ -436,7 +417,7 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
   for (const char* extensions :
        {"cl_khr_fp64", "cl_khr_subgroups cl_intel_required_subgroup_size",
         "cl_khr_subgroups cl_khr_subgroup_shuffle cl_intel_subgroups"}) {
-    DeviceInfo bare = IntelGpu();
+    DeviceInfo bare = IntelArcInfo();
     bare.extensions = extensions;
     const EnginePolicy q = EnginePolicy::For(bare);
     EXPECT_EQ(q.name, "gpu") << extensions;
@@ -448,14 +429,14 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
                           "khr-ballot needs the device's cl_khr_subgroups"))
         << extensions;
   }
-  DeviceInfo nvidia = IntelGpu();
+  DeviceInfo nvidia = IntelArcInfo();
   nvidia.vendor = "NVIDIA Corporation";
   nvidia.nv_compute_major = 9;
   EXPECT_EQ(EnginePolicy::For(nvidia).name, "nvidia-ptx");
-  DeviceInfo other = IntelGpu();
+  DeviceInfo other = IntelArcInfo();
   other.vendor = "Advanced Micro Devices, Inc.";
   EXPECT_EQ(EnginePolicy::For(other).name, "gpu");
-  DeviceInfo cpu = IntelGpu();
+  DeviceInfo cpu = IntelArcInfo();
   cpu.vendor = "GenuineIntel";
   cpu.is_gpu = false;
   cpu.local_mem_bytes = 512 * 1024;
@@ -465,7 +446,7 @@ TEST(IntelPolicy, ChosenByVendorAndExtensions) {
 // Its tiles use most of 64 KiB of local memory (more than 48 KiB each), and
 // a device with less gets them shrunk to fit.
 TEST(IntelPolicy, FitsSixtyFourKiBAndShrinksOnLess) {
-  const EnginePolicy p = EnginePolicy::For(IntelGpu());
+  const EnginePolicy p = EnginePolicy::For(IntelArcInfo());
   for (int bits : {32, 64}) {
     for (bool with_index : {true, false}) {
       SCOPED_TRACE(absl::StrCat(bits, with_index ? " with index" : ""));
@@ -483,7 +464,7 @@ TEST(IntelPolicy, FitsSixtyFourKiBAndShrinksOnLess) {
   EXPECT_EQ(p.radix.Tile(64, true), 256 * 12);
   EXPECT_EQ(p.radix.Tile(32, false), 256 * 32);
   EXPECT_EQ(p.radix.Tile(64, false), 256 * 16);
-  DeviceInfo smaller = IntelGpu();
+  DeviceInfo smaller = IntelArcInfo();
   smaller.local_mem_bytes = 48 * 1024;
   const EnginePolicy q = EnginePolicy::For(smaller);
   EXPECT_EQ(q.name, "intel-subgroups");
@@ -506,15 +487,15 @@ TEST(IntelPolicy, NamedPoliciesAreForcedWhateverTheVendor) {
       EnginePolicy::Names(),
       ::testing::ElementsAre("nvidia-ptx", "intel-subgroups", "gpu", "cpu"));
   for (const std::string& name : EnginePolicy::Names()) {
-    absl::StatusOr<EnginePolicy> p = EnginePolicy::Named(name, IntelGpu());
+    absl::StatusOr<EnginePolicy> p = EnginePolicy::Named(name, IntelArcInfo());
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(p->name, name);
   }
-  EXPECT_EQ(EnginePolicy::Named("intel-subgroups", IntelGpu())->ToString(),
-            EnginePolicy::For(IntelGpu()).ToString());
+  EXPECT_EQ(EnginePolicy::Named("intel-subgroups", IntelArcInfo())->ToString(),
+            EnginePolicy::For(IntelArcInfo()).ToString());
   // On a CPU device with the extensions (PoCL 5): the Intel policy, fitted
   // to it, and it fits.
-  DeviceInfo pocl5 = IntelGpu();
+  DeviceInfo pocl5 = IntelArcInfo();
   pocl5.vendor = "GenuineIntel";
   pocl5.is_gpu = false;
   pocl5.local_mem_bytes = 512 * 1024;
@@ -526,7 +507,7 @@ TEST(IntelPolicy, NamedPoliciesAreForcedWhateverTheVendor) {
   EXPECT_TRUE(forced->CheckFits(pocl5).ok()) << forced->CheckFits(pocl5);
   EXPECT_EQ(forced->radix.Tile(64, true), 256 * 12);
   const absl::Status unknown =
-      EnginePolicy::Named("intel", IntelGpu()).status();
+      EnginePolicy::Named("intel", IntelArcInfo()).status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(unknown.message(), HasSubstr("intel-subgroups"));
 }
@@ -591,7 +572,7 @@ TEST(IntelPolicy, AChosenPolicyThatDoesNotRunGivesWayToItsPortableTwin) {
 // The -D options of the Intel builds, and the constraints of sub-group
 // ranking and warp sizes.
 TEST(IntelPolicy, BuildOptionsAndConstraints) {
-  const EnginePolicy p = EnginePolicy::For(IntelGpu());
+  const EnginePolicy p = EnginePolicy::For(IntelArcInfo());
   const std::string options = RadixBuildOptions(p.radix, 32, true, 16);
   EXPECT_THAT(
       options,
@@ -603,7 +584,7 @@ TEST(IntelPolicy, BuildOptionsAndConstraints) {
   EXPECT_THAT(TransposeBuildOptions(p.transpose, ""),
               ::testing::Not(HasSubstr("SUB_GROUP_SIZE")));
   // NVIDIA's builds name no warp size (32) and no sub-group built-ins.
-  DeviceInfo nvidia = IntelGpu();
+  DeviceInfo nvidia = IntelArcInfo();
   nvidia.vendor = "NVIDIA Corporation";
   nvidia.local_mem_bytes = 48 * 1024;
   nvidia.nv_compute_major = 9;
@@ -630,11 +611,11 @@ TEST(IntelPolicy, BuildOptionsAndConstraints) {
   // Constraints, each with its sentence.
   q = p;
   q.radix.warp_size = 12;
-  EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
+  EXPECT_THAT(q.CheckFits(IntelArcInfo()).message(),
               HasSubstr("radix.warp_size is 8, 16 or 32"));
   q.radix.warp_size = 32;
   q.radix.work_group = 48;
-  EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
+  EXPECT_THAT(q.CheckFits(IntelArcInfo()).message(),
               HasSubstr("radix.work_group % 32 == 0"));
   q = np;
   q.radix.warp_size = 16;
@@ -647,16 +628,16 @@ TEST(IntelPolicy, BuildOptionsAndConstraints) {
                         "needs the device's"));
   q = p;
   q.radix.ranking = TileRanking::kWarpBallots;
-  EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
+  EXPECT_THAT(q.CheckFits(IntelArcInfo()).message(),
               HasSubstr("ranking needs an NVIDIA GPU that runs PTX"));
   q = p;
   q.transpose.sub_group_size = 16;
-  EXPECT_THAT(q.CheckFits(IntelGpu()).message(),
+  EXPECT_THAT(q.CheckFits(IntelArcInfo()).message(),
               HasSubstr("transpose.sub_group_size is 0 or a multiple of 32"));
   // The portable twin at the same warp size fits any device.
   q = p;
   q.radix.ranking = TileRanking::kWarpEmulated;
-  DeviceInfo bare = IntelGpu();
+  DeviceInfo bare = IntelArcInfo();
   bare.extensions = "";
   EXPECT_TRUE(q.CheckFits(bare).ok()) << q.CheckFits(bare);
 }
@@ -706,7 +687,7 @@ class IntelKernels : public ::testing::Test {
 TEST_F(IntelKernels, EveryBuildOfTheIntelPolicyCompilesToSpir) {
   for (SubgroupOps ops :
        {SubgroupOps::kKhrBallot, SubgroupOps::kKhr, SubgroupOps::kIntel}) {
-    EnginePolicy p = EnginePolicy::For(IntelGpu());
+    EnginePolicy p = EnginePolicy::For(IntelArcInfo());
     ASSERT_EQ(p.name, "intel-subgroups");
     p.radix.subgroup_ops = ops;
     for (int bits : {32, 64}) {
@@ -737,7 +718,7 @@ TEST_F(IntelKernels, EveryBuildOfTheIntelPolicyCompilesToSpir) {
       }
     }
   }
-  const EnginePolicy p = EnginePolicy::For(IntelGpu());
+  const EnginePolicy p = EnginePolicy::For(IntelArcInfo());
   for (const char* subgroup : {"SUBGROUP_KHR", "SUBGROUP_INTEL"}) {
     const std::string ir = CompileToSpir(
         "transpose", TransposeBuildOptions(p.transpose, subgroup));

@@ -16,27 +16,15 @@
 #include "gpu/buffers.h"
 #include "gpu/kernels/sort_constants.h"
 #include "gpu/policy.h"
+#include "tests/fake_devices.h"
 
 namespace sortd::gpu {
 namespace {
 
-DeviceInfo NvidiaGpu() {
-  DeviceInfo d;
-  d.name = "NVIDIA H200";
-  d.vendor = "NVIDIA Corporation";
-  d.is_gpu = true;
-  d.compute_units = 132;
-  d.local_mem_bytes = 48 * 1024;
-  d.global_mem_bytes = size_t{140} << 30;
-  d.max_alloc_bytes = size_t{35} << 30;
-  d.max_work_group = 1024;
-  return d;
-}
-
 std::vector<EnginePolicy> ShippedPolicies() {
   std::vector<EnginePolicy> out;
   for (const std::string& name : EnginePolicy::Names()) {
-    absl::StatusOr<EnginePolicy> p = EnginePolicy::Named(name, NvidiaGpu());
+    absl::StatusOr<EnginePolicy> p = EnginePolicy::Named(name, H100Info());
     EXPECT_TRUE(p.ok()) << p.status();
     if (p.ok()) out.push_back(*p);
   }
