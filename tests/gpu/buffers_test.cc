@@ -212,47 +212,6 @@ TEST(Buffers, SharedPageLockedMemorySkipsTheOtherEnginesStagingRing) {
   EXPECT_FALSE(second.pinned->Holds(block, 1)) << "given back";
 }
 
-// Adopt takes a range before the driver sees it: a range overlapping one
-// adopted or given out already, or one not page-aligned, is refused, and
-// the range is free again once its handle goes.
-TEST(Buffers, AdoptRefusesOverlapsAndUnalignedRanges) {
-  PinnedEngine e;
-  ASSERT_NO_FATAL_FAILURE(MakePinnedEngine(CpuDevice(), &e));
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t size = 8 * page;
-  void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(mapped, MAP_FAILED);
-  auto* base = static_cast<std::byte*>(mapped);
-
-  EXPECT_EQ(e.memory->Adopt(base + 64, page), nullptr) << "not page-aligned";
-  std::shared_ptr<void> middle = e.memory->Adopt(base + 2 * page, 4 * page);
-  ASSERT_NE(middle, nullptr);
-  EXPECT_EQ(e.memory->Adopt(base, 3 * page), nullptr) << "overlaps its start";
-  EXPECT_EQ(e.memory->Adopt(base + 5 * page, 3 * page), nullptr)
-      << "overlaps its end";
-  EXPECT_EQ(e.memory->Adopt(base + 3 * page, page), nullptr) << "inside it";
-  EXPECT_EQ(e.memory->Adopt(base, size), nullptr) << "around it";
-  std::shared_ptr<void> before = e.memory->Adopt(base, 2 * page);
-  EXPECT_NE(before, nullptr) << "adjacent, not overlapping";
-  EXPECT_TRUE(e.pinned->Holds(base + 2 * page, 4 * page));
-  middle.reset();
-  EXPECT_FALSE(e.pinned->Holds(base + 2 * page, page));
-  std::shared_ptr<void> again = e.memory->Adopt(base + 2 * page, 6 * page);
-  EXPECT_NE(again, nullptr) << "free once let go";
-  again.reset();
-  before.reset();
-
-  // Memory given out here is not adopted over.
-  void* block = e.memory->Allocate(4 * page);
-  ASSERT_NE(block, nullptr);
-  const uintptr_t start = reinterpret_cast<uintptr_t>(block) / page * page;
-  EXPECT_EQ(e.memory->Adopt(reinterpret_cast<void*>(start), 5 * page), nullptr)
-      << "given out here";
-  e.memory->Free(block, 4 * page);
-  munmap(mapped, size);
-}
-
 // A keys-only sort by picked digits of under 1 MiB downloads its keys
 // before it learns whether a run was too long to settle; when one was, it
 // sorts by every digit and downloads again. With the arrays in page-locked
