@@ -1,5 +1,6 @@
 #include "client/cli_io.h"
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -23,11 +24,15 @@ absl::StatusOr<std::string> ReadInput(const std::string& path) {
 
 absl::Status WriteOutput(const std::string& path, const std::string& text) {
   if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() ||
+        std::fflush(stdout) != 0) {
+      return absl::UnavailableError("cannot write to stdout");
+    }
     return absl::OkStatus();
   }
   std::ofstream out(path, std::ios::binary);
   out << text;
+  out.flush();  // a full disk shows here, not at the close
   if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }

@@ -64,7 +64,8 @@ class Progress {
 
 // The whole of `path`, or of stdin for "-".
 absl::StatusOr<std::string> ReadInput(const std::string& path);
-// Writes `text` to `path`, or to stdout for "-".
+// Writes `text` to `path`, or to stdout for "-"; UNAVAILABLE when not all
+// of it could be written (a full disk, a closed pipe).
 absl::Status WriteOutput(const std::string& path, const std::string& text);
 
 }  // namespace sortd::cli

@@ -309,9 +309,10 @@ void ShmSocket::Loop() {
   std::vector<Connection> connections;
   std::vector<pollfd> polled;
   while (!stopping_.load()) {
-    open_.store(connections.size());
     const absl::Time now = absl::Now();
     const absl::Time next_deadline = DropIdle(connections, now);
+    // After the idle ones are dropped: the loop may now wait indefinitely.
+    open_.store(connections.size());
     polled.clear();
     polled.push_back({.fd = wake_fd_, .events = POLLIN, .revents = 0});
     polled.push_back({.fd = listen_fd_, .events = POLLIN, .revents = 0});
