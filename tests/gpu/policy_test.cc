@@ -35,121 +35,6 @@ using sortd::testing::KeyOf;
 using sortd::testing::Shape;
 using ::testing::HasSubstr;
 
-// Each constraint a policy can break is refused with its own sentence.
-TEST(Policy, ViolationsNameEachBrokenConstraint) {
-  // PTX needs NVIDIA: anywhere else the policy is refused, not built.
-  DeviceInfo other = Engine().info();
-  other.vendor = "Some Vendor";
-  other.nv_compute_major = 0;
-  EnginePolicy p = EnginePolicy::For(other);
-  EXPECT_TRUE(p.Violations(other).empty()) << p.ToString();
-  p.radix.ranking = TileRanking::kWarpBallots;
-  EXPECT_THAT(p.CheckFits(other).message(),
-              HasSubstr("warp-ballots ranking needs an NVIDIA"));
-  p.radix.ranking = TileRanking::kWarpEmulated;
-  p.radix.radix_bits = 4;
-  EXPECT_THAT(p.CheckFits(other).message(),
-              HasSubstr("warp-level ranking needs radix.radix_bits=8"));
-  p.radix.radix_bits = 8;
-  p.radix.work_group = 48;
-  EXPECT_THAT(p.CheckFits(other).message(), HasSubstr("% 32 == 0"));
-  p.radix.work_group = 64;
-  EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
-  // Early counts build with warp ranking; three launches without them.
-  p.radix.pass = RadixPass::kOneLaunchEarlyCounts;
-  EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
-  EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
-              HasSubstr("-DEARLY_COUNTS=1"));
-  p.radix.pass = RadixPass::kThreeLaunch;
-  EXPECT_TRUE(p.CheckFits(other).ok()) << p.CheckFits(other);
-  EXPECT_THAT(RadixBuildOptions(p.radix, 32, false, 16),
-              ::testing::Not(HasSubstr("-DEARLY_COUNTS")));
-  // Early counts need warp-level ranking.
-  p.radix.pass = RadixPass::kOneLaunchEarlyCounts;
-  p.radix.ranking = TileRanking::kWorkItemCounters;
-  EXPECT_THAT(p.CheckFits(other).message(),
-              HasSubstr("one-launch-early-counts needs warp-level ranking"));
-  // Several broken constraints: each is named.
-  EnginePolicy q = EnginePolicy::For(other);
-  q.radix.count_unroll = 5;
-  q.radix.lookback = 0;
-  q.bitonic.block_32 = 3000;
-  q.radix.segment_group_max = size_t{1} << 40;
-  const std::vector<std::string> broken = q.Violations(other);
-  EXPECT_EQ(broken.size(), 4u) << absl::StrJoin(broken, "; ");
-  EXPECT_THAT(q.CheckFits(other).message(),
-              HasSubstr("segment_group_max is at most 2^30"));
-  EXPECT_THAT(q.CheckFits(other).message(), HasSubstr("count_unroll is 1-4"));
-  EXPECT_THAT(q.CheckFits(other).message(), HasSubstr("lookback is 1-64"));
-  EXPECT_THAT(q.CheckFits(other).message(),
-              HasSubstr("bitonic.block_32 is a power of two"));
-  // An empty radix tile would divide the array into zero-key tiles.
-  EnginePolicy e = EnginePolicy::For(other);
-  ASSERT_TRUE(ApplyPolicyOverrides("radix.items_32=0", &e).ok());
-  EXPECT_THAT(e.CheckFits(other).message(),
-              HasSubstr("at least one key per work-item (32-bit keys with an "
-                        "index)"));
-}
-
-// ToString prints every knob as key=value; ApplyPolicyOverrides reads them
-// back, and refuses unknown keys and bad values.
-TEST(Policy, OverridesReadWhatToStringPrints) {
-  DeviceInfo nvidia = Engine().info();
-  nvidia.vendor = "NVIDIA Corporation";
-  nvidia.is_gpu = true;
-  nvidia.nv_compute_major = 9;
-  const EnginePolicy base = EnginePolicy::For(nvidia);
-  EXPECT_EQ(base.name, "nvidia-ptx");
-  // Every knob of one policy applied to another gives the first back.
-  EnginePolicy other = EnginePolicy::For(Engine().info());
-  const std::string text = base.ToString();
-  std::string spec = text.substr(text.find(' ') + 1);
-  std::replace(spec.begin(), spec.end(), ' ', ',');
-  ASSERT_TRUE(ApplyPolicyOverrides(spec, &other).ok());
-  EXPECT_EQ(other.ToString().substr(other.ToString().find(" radix.")),
-            text.substr(text.find(" radix.")));
-  EXPECT_THAT(other.name, HasSubstr("+ overrides"));
-  EnginePolicy p = base;
-  ASSERT_TRUE(
-      ApplyPolicyOverrides("radix.pass=three-launch, "
-                           "radix.ranking=warp-emulated,bitonic.max_keys=0",
-                           &p)
-          .ok());
-  EXPECT_EQ(p.radix.pass, RadixPass::kThreeLaunch);
-  EXPECT_EQ(p.radix.ranking, TileRanking::kWarpEmulated);
-  EXPECT_EQ(p.bitonic.max_keys, 0u);
-  for (const char* bad :
-       {"radix.nonsense=1", "radix.pass=two-launch", "radix.lookback=-1",
-        "radix.bank_pad=1", "radix.ranking_64=same", "radix.local_bits=4",
-        "radix.ranking=warp-masks", "radix.pass=one-launch",
-        "radix.lookback"}) {
-    EnginePolicy q = base;
-    const absl::Status s = ApplyPolicyOverrides(bad, &q);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_EQ(q.ToString(), base.ToString()) << bad;  // untouched
-  }
-  // Pass forms, rankings and knobs that no policy has: refused by name.
-  EnginePolicy q = base;
-  EXPECT_THAT(ApplyPolicyOverrides("radix.pass=one-launch", &q).message(),
-              HasSubstr("not a value of radix.pass"));
-  EXPECT_THAT(ApplyPolicyOverrides("radix.ranking=warp-masks", &q).message(),
-              HasSubstr("not a value of radix.ranking"));
-  for (const char* knob : {"radix.bank_pad", "radix.local_bits",
-                           "radix.ranking_64", "radix.count_groups_per_cu"}) {
-    EXPECT_THAT(ApplyPolicyOverrides(absl::StrCat(knob, "=1"), &q).message(),
-                HasSubstr(absl::StrCat("no knob named '", knob, "'")));
-  }
-  // The build options are made from the policy alone.
-  EXPECT_THAT(RadixBuildOptions(base.radix, 32, false, 32),
-              HasSubstr("-DITEMS=32 -DHAS_INDEX=0"));
-  EXPECT_THAT(RadixBuildOptions(base.radix, 32, false, 32),
-              HasSubstr("-DRANKING=2 -DEARLY_COUNTS=1"));  // ballots
-  EXPECT_THAT(RadixBuildOptions(base.radix, 64, true, 8),
-              HasSubstr("-DRANKING=2 -DEARLY_COUNTS=1"));
-  EXPECT_THAT(RadixBuildOptions(base.radix, 64, true, 8),
-              HasSubstr("-DSTATUS_PREFETCH=1"));
-}
-
 TEST(Policy, FitsTheDeviceAndPrints) {
   const EnginePolicy& p = Engine().policy();
   EXPECT_TRUE(p.CheckFits(Engine().info()).ok());
@@ -223,27 +108,6 @@ TEST(Policy, FitsTheDeviceAndPrints) {
   EnginePolicy fitted = EnginePolicy::For(small);
   EXPECT_TRUE(fitted.CheckFits(small).ok()) << fitted.ToString();
   EXPECT_FALSE(p.CheckFits(small).ok());
-}
-
-// radix_settle's window grows with the work-group: a policy whose settle
-// does not fit the device's local memory is refused, whatever its scatter
-// needs, and the device's own policy fits it.
-TEST(Policy, TheSettlesLocalMemoryIsChecked) {
-  DeviceInfo d = Engine().info();
-  d.local_mem_bytes = 48 * 1024;
-  d.max_work_group = 1024;
-  EnginePolicy p = EnginePolicy::For(d);
-  ASSERT_TRUE(p.CheckFits(d).ok()) << p.CheckFits(d);
-  EXPECT_LE(p.radix.SettleLocalBytes(64), 48u * 1024);
-  p.radix.work_group = 512;
-  p.radix.items_32 = p.radix.items_64 = 1;
-  p.radix.items_32_keys = p.radix.items_64_keys = 1;
-  p.radix.small_items = 0;
-  EXPECT_LE(p.radix.ScatterLocalBytes(64, true), 48u * 1024);
-  EXPECT_GT(p.radix.SettleLocalBytes(64), 48u * 1024);
-  const absl::Status fits = p.CheckFits(d);
-  EXPECT_FALSE(fits.ok());
-  EXPECT_THAT(fits.message(), HasSubstr("the settle of 64-bit keys needs"));
 }
 
 // The first pass of a keys-only sort from scratch places keys unranked
@@ -325,57 +189,6 @@ TEST(Policy, LateLookbackForThirtyTwoBitKeysOnlyFromItsTileCount) {
               ::testing::Not(HasSubstr("-DEARLY_COUNTS")));
   EXPECT_THAT(RadixBuildOptions(q.radix, 64, true, 8),
               ::testing::Not(HasSubstr("-DSTATUS_PREFETCH")));
-}
-
-// The knobs an override left on but idle are named (the startup log and
-// the benchmark print them); the device's own policies leave none idle.
-TEST(Policy, IdleKnobsAreNamed) {
-  const DeviceInfo nvidia = HopperInfo();
-  const EnginePolicy np = EnginePolicy::For(nvidia);
-  EXPECT_THAT(np.radix.IdleKnobs(), ::testing::IsEmpty());
-  for (const std::string& name : EnginePolicy::Names()) {
-    absl::StatusOr<EnginePolicy> named = EnginePolicy::Named(name, nvidia);
-    ASSERT_TRUE(named.ok()) << name;
-    EXPECT_THAT(named->radix.IdleKnobs(), ::testing::IsEmpty()) << name;
-  }
-
-  EnginePolicy three = np;
-  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &three).ok());
-  EXPECT_THAT(three.radix.IdleKnobs(),
-              ::testing::UnorderedElementsAre(
-                  "radix.status_prefetch=1",
-                  absl::StrCat("radix.marked_status_max=",
-                               RadixSortPolicy::kMarkedStatusLimit),
-                  "radix.late_lookback_unordered_32=1",
-                  "radix.late_lookback_tiles_32=8192"));
-  // Work-item ranking has no work-group segment sort either.
-  EnginePolicy counters = three;
-  ASSERT_TRUE(ApplyPolicyOverrides("radix.ranking=work-item", &counters).ok());
-  EXPECT_THAT(counters.radix.IdleKnobs(),
-              ::testing::Contains("radix.segment_radix_above=2048"));
-  EXPECT_THAT(three.radix.IdleKnobs(),
-              ::testing::Not(::testing::Contains(
-                  ::testing::HasSubstr("segment_radix_above"))));
-
-  // Status prefetch is PTX, refused off NVIDIA only where it would act.
-  DeviceInfo other = nvidia;
-  other.vendor = "Another Vendor";
-  other.nv_compute_major = 0;
-  EnginePolicy portable = EnginePolicy::For(other);
-  ASSERT_TRUE(portable.CheckFits(other).ok()) << portable.CheckFits(other);
-  EnginePolicy prefetch = portable;
-  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=one-launch-early-counts,"
-                                   "radix.ranking=warp-emulated,"
-                                   "radix.radix_bits=8,"
-                                   "radix.status_prefetch=1",
-                                   &prefetch)
-                  .ok());
-  EXPECT_THAT(prefetch.CheckFits(other).message(),
-              HasSubstr("radix.status_prefetch needs"));
-  ASSERT_TRUE(ApplyPolicyOverrides("radix.pass=three-launch", &prefetch).ok());
-  EXPECT_TRUE(prefetch.CheckFits(other).ok()) << prefetch.CheckFits(other);
-  EXPECT_THAT(prefetch.radix.IdleKnobs(),
-              ::testing::Contains("radix.status_prefetch=1"));
 }
 
 // The Intel policy goes to Intel GPUs with sub-group ranking's extensions,
