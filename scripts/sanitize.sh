@@ -69,8 +69,9 @@ case "$MODE" in
     TESTS+="|IntegrityTest\.|PartAssembler\.|PartsTest\.(Each|APart|Contra|PartsAre)"
     # The memory budget's attacks (not the unread answer: a 16M-key sort).
     TESTS+="|HeldBytes\.(AnIdle|Padded|APart|AStalled|ASort|Streams)"
-    # Shared-memory regions: registration against the adoption worker.
-    TESTS+="|RegionRegistryTest\."
+    # Shared-memory regions: registration against the adoption worker, the
+    # registration socket's thread against its callers.
+    TESTS+="|RegionRegistryTest\.|ShmSocketTest\.|SharedRegionTest\."
     # The idle-block pool under the host buffers and the CPU scratch.
     TESTS+="|IdlePoolTest\.Concurrent"
     # The programs that hold those tests, and what they start: only these

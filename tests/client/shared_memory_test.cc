@@ -49,13 +49,16 @@ TEST_F(SharedRegionTest, TheRegionsBytesAreTheServersAndEndWithIt) {
   std::memset((*region)->data(), 0x5a, 4096);
   std::shared_ptr<Region> server = registry_.Find((*region)->token());
   ASSERT_NE(server, nullptr);
+  EXPECT_EQ(std::to_integer<int>(server->base()[0]), 0x5a);
+  EXPECT_EQ(std::to_integer<int>(server->base()[4095]), 0x5a);
+  server.reset();
   EXPECT_EQ(registry_.mapped_bytes(), size_t{1} << 20);
   region->reset();
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (registry_.regions() != 0 &&
          std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(registry_.regions(), 0u);
 }

@@ -94,12 +94,12 @@ TEST(Flags, PinnedPoolArraysAreBatchedWhereTheyLieOnlyWithAPool) {
 }
 
 // One flag set out of range, and a flag the message must name.
-struct BadFlag {
+struct OutOfRange {
   std::string named;
   std::function<void()> set;
 };
 
-std::vector<BadFlag> BadFlags() {
+std::vector<OutOfRange> BadFlags() {
   return {
       {"--max_request_bytes",
        [] { absl::SetFlag(&FLAGS_max_request_bytes, 0); }},
@@ -152,7 +152,7 @@ std::vector<BadFlag> BadFlags() {
 }
 
 TEST(Flags, EveryFlagOutOfRangeIsRefusedNamingIt) {
-  for (const BadFlag& bad : BadFlags()) {
+  for (const OutOfRange& bad : BadFlags()) {
     SCOPED_TRACE(bad.named);
     absl::FlagSaver saver;
     bad.set();

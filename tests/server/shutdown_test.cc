@@ -9,10 +9,19 @@
 
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
+
 namespace sortd {
 namespace {
 
 TEST(Shutdown, BlockedStopSignalsAreTakenByTheWaiter) {
+  sigset_t before;
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, nullptr, &before), 0);
+  // Both signals are taken below; the tests after this one in the same
+  // process get their Ctrl-C back.
+  absl::Cleanup restore = [&] {
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  };
   BlockStopSignals();
   sigset_t blocked;
   ASSERT_EQ(pthread_sigmask(SIG_BLOCK, nullptr, &blocked), 0);
