@@ -131,7 +131,8 @@ struct Split {
 // The three ways a sort runs; SortKeys in cpu_sorter.cc picks one.
 //
 // On the calling thread alone, for sorts CpuSorter::SortsWhole runs whole
-// (serial_sort.cc).
+// (serial_sort.cc); more than kInsertionUpTo keys (the caller sorts fewer
+// by insertion).
 void SortSerial(const SortJob& job, CpuScratchPool& pool);
 // LSD passes over the whole array in blocks, on up to `threads` threads
 // (lsd_sort.cc); sorts of up to kInsertionUpTo keys too, by insertion.
