@@ -6,7 +6,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "server/shm_socket.h"
+#include "tests/temp_dir.h"
 
 namespace sortd {
 namespace {
@@ -24,22 +24,16 @@ using ::testing::HasSubstr;
 class SharedRegionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/sortd_region_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    path_ = root_ + "/shm/sortd.sock";
     auto s = ShmSocket::Start({.path = path_}, &registry_);
     ASSERT_TRUE(s.ok()) << s.status();
     socket_ = *std::move(s);
   }
-  void TearDown() override {
-    socket_.reset();
-    (void)!std::system(("rm -rf '" + root_ + "'").c_str());
-  }
 
-  std::string root_, path_;
+  testing::TempDirectory dir_;
+  const std::string root_ = dir_.path();
+  const std::string path_ = root_ + "/shm/sortd.sock";
   RegionRegistry registry_{{.enabled = true, .max_bytes = size_t{1} << 22}};
-  std::unique_ptr<ShmSocket> socket_;
+  std::unique_ptr<ShmSocket> socket_;  // stops before the rest goes
 };
 
 TEST_F(SharedRegionTest, TheRegionsBytesAreTheServersAndEndWithIt) {

@@ -3,17 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <map>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "gpu/opencl_engine.h"
-#include "gpu/sort_plan.h"
-#include "tests/engine_checks.h"
 #include "tests/opencl_test_util.h"
 #include "tests/sort_check.h"
 

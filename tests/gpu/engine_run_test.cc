@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -24,7 +23,6 @@ namespace {
 using sortd::testing::CheckSort;
 using sortd::testing::Extra;
 using sortd::testing::Shape;
-using ::testing::HasSubstr;
 
 // Sorts u32 keys on `engine` asking for its stage times (and its kernel
 // span where `span` is set), checks the answer, and returns the stages.

@@ -7,7 +7,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +20,7 @@
 
 #include "client/shared_memory.h"
 #include "tests/sealed_memfd.h"
+#include "tests/temp_dir.h"
 
 namespace sortd {
 namespace {
@@ -51,16 +51,6 @@ std::string Reply(int connection) {
 
 class ShmSocketTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sortd_shm_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    path_ = root_ + "/shm/sortd.sock";
-  }
-  void TearDown() override {
-    socket_.reset();
-    (void)!std::system(("rm -rf '" + root_ + "'").c_str());
-  }
   // The socket at path_ (whatever `options` says of the path).
   void Start(ShmSocket::Options options = {}) {
     options.path = path_;
@@ -83,9 +73,11 @@ class ShmSocketTest : public ::testing::Test {
     return registered;
   }
 
-  std::string root_, path_;
+  testing::TempDirectory dir_;
+  const std::string root_ = dir_.path();
+  const std::string path_ = root_ + "/shm/sortd.sock";
   RegionRegistry registry_{{.enabled = true, .max_bytes = size_t{1} << 24}};
-  std::unique_ptr<ShmSocket> socket_;
+  std::unique_ptr<ShmSocket> socket_;  // stops before the rest goes
 };
 
 TEST_F(ShmSocketTest, ARegionLivesAsLongAsItsConnection) {
