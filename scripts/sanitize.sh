@@ -32,7 +32,7 @@ case "$MODE" in
       hardening_e2e_test shared_memory_e2e_test parts_e2e_test authz_e2e_test
       device_e2e_test batching_e2e_test
       compact_e2e_test integrity_e2e_test tls_e2e_test split_e2e_test
-      sortctl_cli_test
+      sortctl_test
       wire_test request_test parts_test stream_assembler_test admission_test
       raw_call_test sortctl_lib_test metrics_scrape_test batch_codec_test
       compact_keys_test
@@ -64,7 +64,7 @@ case "$MODE" in
     TESTS+="|SplitSort\."
     TESTS+="|HandlerPool\.|E2EHandlers\."
     TESTS+="|E2ETest\.(HealthIsServing|KeysOnly|Transposes|BadInput|Metrics|SortctlReadsAndWritesFiles|SortctlReportsErrors|Echo|SortctlBench|Garbage|Stalled)"
-    TESTS+="|E2EBatching\.|E2EOpenCl\.(Injected|LostDevice)|E2EStream\.BadStreams|E2EEcho\.|TlsTest\."
+    TESTS+="|E2EBatching\.|E2EOpenCl\.(Injected|LostDevice)|E2EStream\.BadStreams|TlsTest\."
     # (not the split sorts of millions of keys: minutes under TSan)
     TESTS+="|IntegrityTest\.|PartAssembler\.|PartsTest\.(Each|APart|Contra|PartsAre)"
     # The memory budget's attacks (not the unread answer: a 16M-key sort).

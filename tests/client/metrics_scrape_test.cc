@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "tests/held_port.h"
 
 namespace sortd::cli {
 namespace {
@@ -165,12 +166,9 @@ TEST(HttpGetBody, BadOrUnreachableAddresses) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(HttpGetBody("[::1]:", "/").status().code(),
             absl::StatusCode::kInvalidArgument);
-  // A port nothing listens on: the one a closed server had.
-  std::string closed;
-  {
-    OneAnswerServer server("");
-    closed = server.address();
-  }
+  // A port nothing listens on.
+  const testing::HeldPort dead_port;
+  const std::string closed = dead_port.target();
   absl::StatusOr<std::string> body = HttpGetBody(closed, "/metrics");
   EXPECT_EQ(body.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(body.status().message(), HasSubstr(closed));

@@ -23,8 +23,6 @@
 #include "client/client.h"
 #include "core/transpose.h"
 #include "core/version.h"
-#include "google/protobuf/descriptor.pb.h"
-#include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "tests/e2e_util.h"
 #include "tests/http_get.h"
@@ -285,66 +283,6 @@ TEST_F(E2ETest, SortctlReportsErrorsWithTheStatusCode) {
   EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
 }
 
-// SIGTERM while a sort is running: the sort completes correctly, the
-// server exits 0, and it no longer accepts calls.
-TEST(E2EShutdown, SigtermDrainsInFlightCallsAndExitsZero) {
-  ServerProcess server({"--device=cpu", "--log_requests"});
-  ASSERT_TRUE(server.Start()) << server.Output();
-  // One call: a sort sent in parts whose later parts come after the drain
-  // began is refused (UNAVAILABLE), as any new call is.
-  ClientOptions one_call;
-  one_call.split_bytes = 0;
-  auto client = Connect(server, one_call);
-  const size_t n = size_t{6} << 20;
-  const std::vector<uint64_t> keys =
-      testing::Generate<uint64_t>(testing::Shape::kRandom, n, 5);
-  auto pending = std::async(std::launch::async, [&] {
-    return client->Sort<uint64_t>(keys, {.return_permutation = true});
-  });
-  ASSERT_TRUE(server.WaitForLine("sortd: start Sort", std::chrono::seconds(60)))
-      << server.Output();
-  EXPECT_EQ(server.Terminate(SIGTERM), 0) << server.Output();
-  auto result = pending.get();
-  ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->keys.size(), n);
-  EXPECT_TRUE(std::is_sorted(result->keys.begin(), result->keys.end()));
-  EXPECT_THAT(server.Output(), HasSubstr("draining"));
-  EXPECT_THAT(server.Output(), HasSubstr("sortd: end Sort OK"));
-  EXPECT_EQ(client->CheckHealth().code(), absl::StatusCode::kUnavailable);
-}
-
-TEST(E2EStartup, RefusesUnknownDeviceAndBadLimits) {
-  // Each flag, and what the refusal says.
-  const std::pair<const char*, const char*> cases[] = {
-      {"--device=tpu", "unknown entry 'tpu'"},
-      {"--max_concurrent_streams=0", "--max_concurrent_streams"},
-      {"--max_batch_requests=0", "--max_batch_requests"},
-      {"--max_request_bytes=0", "--max_request_bytes"},
-      {"--device_pool_bytes=-1", "--device_pool_bytes"},
-      {"--cpu_scratch_bytes=-1", "--cpu_scratch_bytes"},
-      {"--host_pool_min_bytes=0", "--host_pool_min_bytes"},
-      // Policies are checked before any device is looked at: under
-      // --device=auto a device refusing them would only be passed over.
-      {"--kernel_policy=nvidia_ptx", "--kernel_policy=nvidia_ptx names no"},
-      {"--kernel_policy_overrides=radix.pas=three-launch",
-       "--kernel_policy_overrides"},
-      {"--large_request_threads=-1", "--large_request_threads"},
-      {"--large_request_bytes=-1", "--large_request_bytes"},
-  };
-  for (const auto& [flag, says] : cases) {
-    ServerProcess bad({flag});
-    EXPECT_FALSE(bad.Start()) << flag;
-    EXPECT_THAT(bad.Output(), HasSubstr(says)) << flag;
-  }
-  for (const char* spec : {"enqueue", "enqueue=0", "explode=1", "sticky"}) {
-    ServerProcess bad_faults(
-        {"--device=cpu", absl::StrCat("--inject_faults=", spec)});
-    EXPECT_FALSE(bad_faults.Start()) << spec;
-    EXPECT_THAT(bad_faults.Output(), HasSubstr("--inject_faults")) << spec;
-    EXPECT_EQ(bad_faults.Terminate(), 1) << spec;
-  }
-}
-
 // --- Echo, sortctl bench, SortStream, sorting beyond device memory.
 
 TEST_F(E2ETest, EchoReturnsTheRequestUnsortedThroughTheSamePath) {
@@ -466,57 +404,6 @@ TEST(E2EHandlers, CallsWaitingForAHandlerWhenTheDrainBeginsAreServed) {
   }
 }
 
-// CPU-path requests run as many at a time as the CPU path has threads (the
-// concurrency the router's calibration times), unless --request_threads
-// says otherwise.
-TEST(E2EStartup, CpuPathRequestsRunAsManyAtATimeAsItHasThreads) {
-  // By default: as many as the CPU path's threads (oneTBB's default
-  // concurrency, which follows the process's CPUs), at least 2.
-  {
-    ServerProcess server({"--device=cpu"});
-    ASSERT_TRUE(server.Start()) << server.Output();
-    std::string line;
-    ASSERT_TRUE(
-        server.WaitForLine("cpu path: ", std::chrono::seconds(30), &line))
-        << server.Output();
-    int threads = 0, at_once = 0;
-    ASSERT_EQ(std::sscanf(line.substr(line.find("cpu path: ")).c_str(),
-                          "cpu path: %d threads; its requests run %d at",
-                          &threads, &at_once),
-              2)
-        << line;
-    EXPECT_GE(threads, 1);
-    EXPECT_EQ(at_once, std::max(2, threads)) << line;
-  }
-  const std::pair<std::vector<std::string>, const char*> cases[] = {
-      {{"--cpu_threads=3"}, "cpu path: 3 threads; its requests run 3 at"},
-      {{"--cpu_threads=1"}, "cpu path: 1 threads; its requests run 2 at"},
-      {{"--cpu_threads=3", "--request_threads=5"},
-       "cpu path: 3 threads; its requests run 5 at"},
-  };
-  for (const auto& [flags, says] : cases) {
-    std::vector<std::string> args = {"--device=cpu"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    ServerProcess server(args);
-    ASSERT_TRUE(server.Start()) << server.Output();
-    std::string line;
-    ASSERT_TRUE(
-        server.WaitForLine("cpu path: ", std::chrono::seconds(30), &line))
-        << server.Output();
-    EXPECT_THAT(line, HasSubstr(says)) << absl::StrJoin(flags, " ");
-  }
-}
-
-TEST(E2EEcho, DisabledEchoIsUnimplemented) {
-  ServerProcess server({"--device=cpu", "--echo=false", "--metrics_listen="});
-  ASSERT_TRUE(server.Start()) << server.Output();
-  v1::SortRequest request;
-  request.set_u32_keys(PackArray<uint32_t>(std::vector<uint32_t>{2, 1}));
-  absl::StatusOr<v1::SortResponse> echo = Connect(server)->Echo(request);
-  EXPECT_EQ(echo.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(server.Terminate(), 0) << server.Output();
-}
-
 TEST_F(E2ETest, SortctlBenchIsBoundedVerifiesAndReports) {
   auto r = RunCommand(Sortctl(*server_,
                               "bench --sizes=1k:3,16k:1 --concurrency=4 "
@@ -575,54 +462,6 @@ TEST_F(E2ETest, SortctlBenchIsBoundedVerifiesAndReports) {
   r = RunCommand(Sortctl(*server_, "bench --sizes=1q:5"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("bad size"));
-}
-
-// Reflection v1 (what grpcurl and Postman ask): the services, the file
-// that defines a symbol with its imports, and a clear error for a symbol
-// that does not exist, all on one stream.
-TEST_F(E2ETest, ReflectionV1ListsServicesAndServesTheirFiles) {
-  namespace refl = grpc::reflection::v1;
-  auto stub = refl::ServerReflection::NewStub(grpc::CreateChannel(
-      server_->address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  auto stream = stub->ServerReflectionInfo(&context);
-  refl::ServerReflectionRequest request;
-  refl::ServerReflectionResponse response;
-
-  request.set_list_services("");
-  ASSERT_TRUE(stream->Write(request));
-  ASSERT_TRUE(stream->Read(&response));
-  std::vector<std::string> names;
-  for (const auto& s : response.list_services_response().service()) {
-    names.push_back(s.name());
-  }
-  EXPECT_THAT(names, ::testing::IsSupersetOf(
-                         {"sortd.v1.SortService", "grpc.health.v1.Health",
-                          "grpc.reflection.v1.ServerReflection",
-                          "grpc.reflection.v1alpha.ServerReflection"}));
-
-  request.set_file_containing_symbol("sortd.v1.SortService.SortStream");
-  ASSERT_TRUE(stream->Write(request));
-  ASSERT_TRUE(stream->Read(&response));
-  ASSERT_GE(response.file_descriptor_response().file_descriptor_proto_size(),
-            1);
-  google::protobuf::FileDescriptorProto file;
-  ASSERT_TRUE(file.ParseFromString(
-      response.file_descriptor_response().file_descriptor_proto(0)));
-  EXPECT_EQ(file.name(), "sortd/v1/sortd.proto");
-  ASSERT_EQ(file.service_size(), 1);
-  EXPECT_EQ(file.service(0).name(), "SortService");
-
-  request.set_file_containing_symbol("sortd.v1.NoSuchThing");
-  ASSERT_TRUE(stream->Write(request));
-  ASSERT_TRUE(stream->Read(&response));
-  EXPECT_EQ(response.error_response().error_code(),
-            grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(response.error_response().error_message(),
-              HasSubstr("sortd.v1.NoSuchThing"));
-
-  stream->WritesDone();
-  EXPECT_TRUE(stream->Finish().ok());
 }
 
 // --- Hostile transport: bytes that are not a message, not HTTP/2, and
