@@ -18,12 +18,11 @@ case "$MODE" in
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     TESTS=""
     # The programs whose code handles what clients send and what the server
-    # holds for them: the server end to end, parsing, parts, streams, shared
-    # memory, admission, the client library, the CPU path, the engine's
-    # buffers, faults and parts, the host merge of runs (a device's part
-    # out of order must not take it out of bounds), the fuzz targets over
-    # their corpora. Pure
-    # logic that ThreadSanitizer or the plain build covers (the scheduler,
+    # holds for them: the server end to end and in process, parsing, parts,
+    # streams, shared memory, admission, the client library, the CPU path,
+    # the engine's buffers, faults and parts, the host merge of runs (a
+    # device's part out of order must not take it out of bounds), the fuzz
+    # targets over their corpora. Pure logic that ThreadSanitizer or the plain build covers (the scheduler,
     # router, calibration, fair queues, each client's share of the queue and
     # its fairness end to end, batcher, key tables), the soaks and
     # the engine's kernel sweeps (their work runs inside PoCL, which no
@@ -32,7 +31,7 @@ case "$MODE" in
       hardening_e2e_test shared_memory_e2e_test parts_e2e_test authz_e2e_test
       device_e2e_test batching_e2e_test
       compact_e2e_test integrity_e2e_test tls_e2e_test split_e2e_test
-      sortctl_test
+      sortctl_test service_test
       wire_test request_test parts_test stream_assembler_test admission_test
       raw_call_test sortctl_lib_test metrics_scrape_test batch_codec_test
       compact_keys_test

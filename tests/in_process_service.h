@@ -1,10 +1,12 @@
-// Test support: sortd's service served from the test's own process, wired
-// as server/sortd_main.cc wires it (the gRPC server of server/grpc_server.h,
-// the service, a scheduler over the CPU path and the devices a test gives),
-// on a free loopback port. For the tests of one unit of the service or of
-// the client library: no process to start, no kernels to build, and the
-// service's parts in reach (its metrics, its health, when it gets its
-// scheduler).
+// Test support: sortd's service served from the test's own process, on a
+// free loopback port: the gRPC server of server/grpc_server.h, the service,
+// and a scheduler over the CPU path and the devices a test gives, started
+// in sortd_main's order and stopped by its drain. Left out: the router's
+// calibration (the scheduler's thresholds are the test's), the host buffer
+// pool, shared memory and the idle trimmer, which their own tests set up.
+// For the tests of one unit of the service or of the client library: no
+// process to start, no kernels to build, and the service's parts in reach
+// (its metrics, its health, when it gets its scheduler).
 //
 //   InProcessService sortd;
 //   ASSERT_TRUE(sortd.Start().ok());
@@ -23,6 +25,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/client.h"
 #include "cpu/cpu_sorter.h"
 #include "grpc/grpc.h"
@@ -76,12 +80,27 @@ class InProcessService {
     static const bool kInitialised = (grpc_init(), true);
     (void)kInitialised;
   }
+  // sortd's drain (server/shutdown.cc): new calls refused, those in
+  // flight answered, gRPC's server stopped, the service's threads joined,
+  // then the scheduler drained.
   ~InProcessService() {
-    if (server_ != nullptr) {
-      server_->Shutdown(std::chrono::system_clock::now() +
-                        std::chrono::seconds(10));
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    if (scheduler_ != nullptr) scheduler_->StartDrain();
+    if (service_ != nullptr) {
+      service_->StartDrain();
+      if (!service_->WaitForCalls(deadline) && scheduler_ != nullptr) {
+        scheduler_->AbandonQueued();
+      }
     }
-    if (service_ != nullptr) service_->SetScheduler(nullptr);
+    if (server_ != nullptr) {
+      server_->Shutdown(absl::ToChronoTime(deadline));
+      server_->Wait();
+    }
+    if (service_ != nullptr) {
+      service_->StopHandlers();
+      service_->SetScheduler(nullptr);
+    }
+    if (scheduler_ != nullptr) scheduler_->Drain(absl::Now());
   }
   InProcessService(const InProcessService&) = delete;
   InProcessService& operator=(const InProcessService&) = delete;

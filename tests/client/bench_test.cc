@@ -98,6 +98,7 @@ TEST(Backoff, OnlyOnUnavailableAndResourceExhausted) {
 // duration, the waits cut short.
 TEST(RunBench, BacksOffOnUnavailableAndTheRunsEndCutsTheWaitShort) {
   const testing::HeldPort dead_port;
+  ASSERT_TRUE(dead_port.ok());
   auto client = Client::Create(dead_port.target(), {});
   ASSERT_TRUE(client.ok()) << client.status();
   BenchOptions o;

@@ -67,6 +67,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 TEST(ClientChannel, AnUnreachableServerFailsAtOnceOrAfterTheTimeoutIfWaiting) {
   const testing::HeldPort dead;
+  ASSERT_TRUE(dead.ok());
   auto client = Client::Create(dead.target(), testing::OneAttempt());
   ASSERT_TRUE(client.ok()) << client.status();
   auto start = std::chrono::steady_clock::now();
@@ -117,9 +118,9 @@ TEST(ClientChannel, RetryableRefusalsAreTriedMaxAttemptsTimes) {
   testing::InProcessService sortd(std::move(options));
   ASSERT_TRUE(sortd.Start().ok());
   for (int attempts : {1, 3}) {
-    ClientOptions options;
-    options.max_attempts = attempts;
-    std::unique_ptr<Client> client = sortd.Connect(options);
+    ClientOptions retrying;
+    retrying.max_attempts = attempts;
+    std::unique_ptr<Client> client = sortd.Connect(retrying);
     ASSERT_NE(client, nullptr);
     absl::StatusOr<SortResult<uint32_t>> refused =
         client->Sort<uint32_t>(std::vector<uint32_t>{2, 1});

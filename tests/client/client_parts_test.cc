@@ -20,8 +20,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// 20 MiB of keys with 4-byte values: more than twice the client's 8 MiB
-// part size, so two parts when splitting is on.
+// 20 MiB of keys and 20 MiB of values: five of the client's 8 MiB parts,
+// cut to the two connections it keeps for large calls (of three, the first
+// is kept for small ones), so two parts when splitting is on.
 constexpr size_t kKeys = size_t{5} << 20;
 
 void ExpectSortedPairs(Client& client) {

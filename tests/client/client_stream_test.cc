@@ -49,9 +49,9 @@ TEST(ClientStream, SortsOverTheUnaryLimitGoThroughSortStream) {
   ASSERT_TRUE(client->Sort<int64_t>(std::vector<int64_t>{3, -1}).ok());
   const std::string metrics = sortd.MetricsText();
   EXPECT_THAT(metrics,
-              HasSubstr("code=\"OK\",method=\"SortStream\",path=\"cpu\"} 1"));
+              HasSubstr("code=\"OK\",method=\"SortStream\",path=\"cpu\"} 1\n"));
   EXPECT_THAT(metrics,
-              HasSubstr("code=\"OK\",method=\"Sort\",path=\"cpu\"} 1"));
+              HasSubstr("code=\"OK\",method=\"Sort\",path=\"cpu\"} 1\n"));
 }
 
 TEST(ClientStream, ARefusalOnTheStreamCarriesTheServersCode) {
@@ -65,8 +65,10 @@ TEST(ClientStream, ARefusalOnTheStreamCarriesTheServersCode) {
       client->Sort<uint32_t>(std::vector<uint32_t>(100000, 5));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
       << refused.status();
-  EXPECT_THAT(sortd.MetricsText(),
-              Not(HasSubstr("code=\"OK\",method=\"SortStream\"")));
+  const std::string metrics = sortd.MetricsText();
+  EXPECT_THAT(metrics, HasSubstr("code=\"RESOURCE_EXHAUSTED\",method="
+                                 "\"SortStream\""));
+  EXPECT_THAT(metrics, Not(HasSubstr("code=\"OK\",method=\"SortStream\"")));
 }
 
 }  // namespace

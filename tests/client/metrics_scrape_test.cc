@@ -168,6 +168,7 @@ TEST(HttpGetBody, BadOrUnreachableAddresses) {
             absl::StatusCode::kInvalidArgument);
   // A port nothing listens on.
   const testing::HeldPort dead_port;
+  ASSERT_TRUE(dead_port.ok());
   const std::string closed = dead_port.target();
   absl::StatusOr<std::string> body = HttpGetBody(closed, "/metrics");
   EXPECT_EQ(body.status().code(), absl::StatusCode::kUnavailable);

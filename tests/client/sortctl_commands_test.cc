@@ -32,6 +32,7 @@ using testing::WriteTempFile;
 // whether sortd refused the request or nothing answered at all.
 TEST(SortctlCli, ServerStatusesPrintAsServerAndExitOne) {
   const HeldPort dead_port;
+  ASSERT_TRUE(dead_port.ok());
   CommandResult r = Sortctl(dead_port.target(), "--timeout=10s health");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, ::testing::StartsWith("server: UNAVAILABLE: ")) << r.err;
@@ -58,6 +59,7 @@ TEST(SortctlCli, ServerStatusesPrintAsServerAndExitOne) {
 // cannot be loaded.
 TEST(SortctlCli, LocalFailuresPrintAsSortctlAndExitFour) {
   const HeldPort dead_port;
+  ASSERT_TRUE(dead_port.ok());
   const std::string target = dead_port.target();
   const std::string bad_keys =
       WriteTempFile("sortctl_cli_bad_keys.txt", "7 1\n2 abc 5\n");

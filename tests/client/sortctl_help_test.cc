@@ -31,6 +31,7 @@ using testing::WriteTempFile;
 // defaults), then the connection flags, and no other command's flags.
 TEST(SortctlCli, EachCommandHasItsOwnHelp) {
   const HeldPort dead_port;
+  ASSERT_TRUE(dead_port.ok());
   const std::string target = dead_port.target();
   for (const std::string args :
        {"help bench", "bench --help", "--timeout=5s bench -h"}) {

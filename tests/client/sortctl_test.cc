@@ -33,6 +33,7 @@ using testing::WriteTempFile;
 // any call: the target is a dead port, so a call would have exited 1.
 TEST(SortctlCli, BadUsageExitsTwoAndNamesTheArgument) {
   const HeldPort dead_port;
+  ASSERT_TRUE(dead_port.ok());
   const std::string target = dead_port.target();
   struct Case {
     std::string args;
@@ -92,6 +93,7 @@ TEST(SortctlCli, SortdTargetIsTheDefaultTargetAndTargetWins) {
   ServerProcess server({"--device=cpu"});
   ASSERT_TRUE(server.Start()) << server.Output();
   const HeldPort dead_port;
+  ASSERT_TRUE(dead_port.ok());
   const std::string dead = dead_port.target();
 
   CommandResult r = SortctlWithEnv(server.address(), "health");

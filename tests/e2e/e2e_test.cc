@@ -1,8 +1,9 @@
 // End to end: the real sortd binary on a free loopback port, driven through
 // the C++ client library and the sortctl binary over the real gRPC stack:
-// every request kind on the CPU path, metrics, sortctl, shutdown, startup
-// flags, Echo, bench, hostile transports. The device, batching, TLS and
-// SortStream suites are beside it (*_e2e_test.cc).
+// every request kind on the CPU path, metrics, sortctl, Echo, bench,
+// hostile transports. The device, batching, TLS and SortStream suites are
+// beside it (*_e2e_test.cc); the binary's start and stop are
+// tests/server/sortd_main_test.cc's.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

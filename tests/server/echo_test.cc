@@ -114,7 +114,11 @@ TEST(Echo, RefusesWhatSortRefusesAndWhatIsOnlySorts) {
   off.service.echo = false;
   testing::InProcessService no_echo(std::move(off));
   ASSERT_TRUE(no_echo.Start().ok());
-  refused = no_echo.Connect()->Echo(bad);
+  std::unique_ptr<Client> to_no_echo = no_echo.Connect();
+  ASSERT_NE(to_no_echo, nullptr);
+  v1::SortRequest good;
+  good.set_u32_keys(PackArray<uint32_t>(std::vector<uint32_t>{2, 1}));
+  refused = to_no_echo->Echo(good);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(refused.status().message(), HasSubstr("--echo"));
 }

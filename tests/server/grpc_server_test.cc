@@ -81,6 +81,10 @@ TEST(GrpcServer, RequestsOverTheReceiveLimitAreRefused) {
   absl::StatusOr<SortResult<uint32_t>> refused = client->Sort<uint32_t>(large);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
       << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("larger than max"));
+  // The service never saw it: only the sort that fitted is counted.
+  EXPECT_THAT(sortd.MetricsText(),
+              ::testing::Not(HasSubstr("code=\"RESOURCE_EXHAUSTED\"")));
 }
 
 TEST(GrpcServer, TheServingLineNamesTheBoundAddresses) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "tests/in_process_service.h"
@@ -53,8 +54,17 @@ TEST(ReflectionV1, ListsTheServicesItWasGivenAndEchoesTheRequest) {
 TEST(ReflectionV1, ServesTheFileOfANameOrASymbol) {
   refl::ServerReflectionRequest request;
   request.set_file_by_filename("sortd/v1/sortd.proto");
-  EXPECT_THAT(FileNames(Reflection().Answer(request)),
-              ::testing::ElementsAre("sortd/v1/sortd.proto"));
+  const refl::ServerReflectionResponse r = Reflection().Answer(request);
+  EXPECT_THAT(FileNames(r), ::testing::ElementsAre("sortd/v1/sortd.proto"));
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(
+      r.file_descriptor_response().file_descriptor_proto(0)));
+  ASSERT_EQ(file.service_size(), 1);
+  EXPECT_EQ(file.service(0).name(), "SortService");
+  EXPECT_EQ(file.service(0).method_size(),
+            google::protobuf::DescriptorPool::generated_pool()
+                ->FindServiceByName("sortd.v1.SortService")
+                ->method_count());
   for (const char* symbol :
        {"sortd.v1.SortService", "sortd.v1.SortService.SortStream",
         "sortd.v1.SortRequest", "sortd.v1.SortRequest.u32_keys"}) {

@@ -31,6 +31,18 @@ using testing::SortCall;
 using testing::SubmitConcurrently;
 using testing::U32;
 
+// Each call answered once, correctly, by the CPU path in a device's place.
+void ExpectFailedOverToTheCpu(
+    const std::vector<std::shared_ptr<SortCall>>& calls) {
+  for (const auto& c : calls) {
+    c->Wait();
+    c->verify();
+    EXPECT_EQ(c->answers, 1);
+    EXPECT_EQ(c->result.route, Route::kFailover);
+    EXPECT_EQ(c->result.path, ExecutionPath::kCpu);
+  }
+}
+
 // Beyond pipeline_depth, a device takes a further batch only when it is
 // full: here a second batch runs beside a lone sort once its two requests
 // are in, and not before (it is never taken half full).

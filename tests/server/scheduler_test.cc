@@ -427,18 +427,6 @@ TEST_F(SchedulerTest, BatchDelayAndTimesFollowTheSchedulersClock) {
   EXPECT_EQ(call->result.compute, absl::ZeroDuration());
 }
 
-// Each call answered once, correctly, by the CPU path in a device's place.
-void ExpectFailedOverToTheCpu(
-    const std::vector<std::shared_ptr<SortCall>>& calls) {
-  for (const auto& c : calls) {
-    c->Wait();
-    c->verify();
-    EXPECT_EQ(c->answers, 1);
-    EXPECT_EQ(c->result.route, Route::kFailover);
-    EXPECT_EQ(c->result.path, ExecutionPath::kCpu);
-  }
-}
-
 TEST_F(SchedulerTest, NextBatchGoesToTheLeastLoadedDevice) {
   Scheduler::Options o = BatchAll();
   o.sort.solo_min = 1;

@@ -38,7 +38,7 @@ TEST(ServiceParts, PartsOfOneArrayAreSortedAsOneAndAnsweredInSlices) {
       testing::Generate<double>(testing::Shape::kSpecial, 9000, 6);
   std::vector<uint64_t> values(keys.size());
   for (size_t i = 0; i < values.size(); ++i) values[i] = i * 3 + 1;
-  // Parts of 2000, 4500 and 2500 keys, each on a connection of its own.
+  // Parts of 2000, 4500 and 2500 keys, each a call of its own, all at once.
   const std::vector<size_t> first = {0, 2000, 6500, 9000};
   std::vector<std::future<std::pair<grpc::Status, v1::SortResponse>>> calls;
   for (uint32_t p = 0; p < 3; ++p) {

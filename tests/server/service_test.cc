@@ -130,6 +130,9 @@ TEST(Service, TheDrainRefusesNewCalls) {
       client->Sort<uint32_t>(std::vector<uint32_t>{2, 1});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(refused.status().message(), HasSubstr("shutting down"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("another replica"));
+  // Health stays as it was: turning it NOT_SERVING is the drain's caller's.
+  EXPECT_TRUE(client->CheckHealth().ok());
 }
 
 }  // namespace
