@@ -1,5 +1,6 @@
 // Helpers of the end-to-end suites (*_e2e_test.cc, e2e_test.cc): connect
-// to a started sortd, sort and check against the reference, run sortctl
+// to a started sortd, sort and check against the reference
+// (tests/client_checks.h), run sortctl
 // against it, wait for a metric, start an OpenCL-device server with the
 // router pinned. Targets using Sortctl define SORTCTL_BINARY.
 #ifndef SORTD_TESTS_E2E_UTIL_H_
@@ -17,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "tests/client_checks.h"
 #include "tests/http_get.h"
 #include "tests/reference.h"
 #include "tests/server_process.h"
@@ -28,32 +30,6 @@ inline std::unique_ptr<Client> Connect(const testing::ServerProcess& server,
   auto client = Client::Create(server.address(), options);
   EXPECT_TRUE(client.ok()) << client.status();
   return std::move(*client);
-}
-
-template <typename K>
-void ExpectSorted(Client& client, size_t n, bool desc,
-                  v1::ExecutionPath path = v1::EXECUTION_PATH_CPU) {
-  SCOPED_TRACE(
-      absl::StrCat(sizeof(K), "-byte keys, n=", n, desc ? " desc" : ""));
-  const std::vector<K> keys =
-      testing::Generate<K>(testing::Shape::kSpecial, n, 4);
-  std::vector<uint64_t> values(n);
-  for (size_t i = 0; i < n; ++i) values[i] = ~uint64_t{i};
-  auto result = client.SortPairs<K, uint64_t>(
-      keys, values, {.descending = desc, .return_permutation = true});
-  ASSERT_TRUE(result.ok()) << result.status();
-  const std::vector<uint32_t> perm = testing::RefPermutation(keys, desc);
-  ASSERT_EQ(result->keys.size(), n);
-  ASSERT_EQ(result->permutation, perm);
-  for (size_t i = 0; i < n; ++i) {
-    ASSERT_EQ(0, std::memcmp(&result->keys[i], &keys[perm[i]], sizeof(K)));
-    ASSERT_EQ(result->values[i], values[perm[i]]);
-  }
-  EXPECT_EQ(result->served_by.path(), path);
-  if (path == v1::EXECUTION_PATH_CPU) {
-    EXPECT_THAT(result->served_by.device(), ::testing::HasSubstr("oneTBB"));
-  }
-  EXPECT_GE(result->served_by.compute_ns(), 0);
 }
 
 // An OpenCL-device server with the router pinned (so no calibration runs):

@@ -26,11 +26,8 @@ using testing::JsonCount;
 using testing::JsonNumber;
 using ::testing::Not;
 using testing::PortOf;
-using testing::RunCommand;
 using testing::ServerProcess;
 using testing::Sortctl;
-using testing::SortctlWithEnv;
-using testing::WriteTempFile;
 
 // A bench against a server that is down from the start stops at its first
 // check, before any measured call.

@@ -18,14 +18,9 @@ namespace {
 using testing::CommandResult;
 using ::testing::HasSubstr;
 using testing::HeldPort;
-using testing::JsonCount;
-using testing::JsonNumber;
 using ::testing::Not;
-using testing::PortOf;
-using testing::RunCommand;
 using testing::ServerProcess;
 using testing::Sortctl;
-using testing::SortctlWithEnv;
 using testing::WriteTempFile;
 
 // A call's error status is the server's: "server: CODE: message", exit 1,

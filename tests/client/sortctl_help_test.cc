@@ -17,15 +17,8 @@ namespace {
 using testing::CommandResult;
 using ::testing::HasSubstr;
 using testing::HeldPort;
-using testing::JsonCount;
-using testing::JsonNumber;
 using ::testing::Not;
-using testing::PortOf;
-using testing::RunCommand;
-using testing::ServerProcess;
 using testing::Sortctl;
-using testing::SortctlWithEnv;
-using testing::WriteTempFile;
 
 // Each command has help of its own: its usage and its flags (with their
 // defaults), then the connection flags, and no other command's flags.

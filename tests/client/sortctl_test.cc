@@ -19,15 +19,11 @@ namespace {
 using testing::CommandResult;
 using ::testing::HasSubstr;
 using testing::HeldPort;
-using testing::JsonCount;
-using testing::JsonNumber;
 using ::testing::Not;
-using testing::PortOf;
 using testing::RunCommand;
 using testing::ServerProcess;
 using testing::Sortctl;
 using testing::SortctlWithEnv;
-using testing::WriteTempFile;
 
 // Every usage error exits 2 with a message naming what was wrong, before
 // any call: the target is a dead port, so a call would have exited 1.

@@ -20,15 +20,11 @@
 namespace sortd {
 namespace {
 
-using testing::Event;
 using testing::FailoverListener;
 using testing::FakeDevice;
-using testing::Gate;
-using ::testing::HasSubstr;
 using testing::MakeSort;
 using testing::SchedulerTest;
 using testing::SortCall;
-using testing::SubmitConcurrently;
 using testing::U32;
 
 // Each call answered once, correctly, by the CPU path in a device's place.

@@ -28,7 +28,6 @@ namespace sortd {
 namespace {
 
 using testing::Event;
-using testing::FailoverListener;
 using testing::FakeDevice;
 using testing::Gate;
 using ::testing::HasSubstr;

@@ -8,13 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "client/client.h"
 #include "core/transpose.h"
+#include "tests/client_checks.h"
 #include "tests/in_process_service.h"
 #include "tests/reference.h"
 
@@ -23,30 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Keys of type K with u64 values and the permutation, against the
-// reference's stable order; served on the CPU path.
-template <typename K>
-void ExpectServiceSorts(Client& client, size_t n, bool desc) {
-  SCOPED_TRACE(::testing::Message()
-               << sizeof(K) << "-byte keys, n=" << n << (desc ? " desc" : ""));
-  const std::vector<K> keys =
-      testing::Generate<K>(testing::Shape::kSpecial, n, 4);
-  std::vector<uint64_t> values(n);
-  for (size_t i = 0; i < n; ++i) values[i] = ~uint64_t{i};
-  auto result = client.SortPairs<K, uint64_t>(
-      keys, values, {.descending = desc, .return_permutation = true});
-  ASSERT_TRUE(result.ok()) << result.status();
-  const std::vector<uint32_t> perm = testing::RefPermutation(keys, desc);
-  ASSERT_EQ(result->keys.size(), n);
-  ASSERT_EQ(result->permutation, perm);
-  for (size_t i = 0; i < n; ++i) {
-    ASSERT_EQ(0, std::memcmp(&result->keys[i], &keys[perm[i]], sizeof(K)));
-    ASSERT_EQ(result->values[i], values[perm[i]]);
-  }
-  EXPECT_EQ(result->served_by.path(), v1::EXECUTION_PATH_CPU);
-  EXPECT_THAT(result->served_by.device(), HasSubstr("oneTBB"));
-}
-
 TEST(Service, SortsEveryKeyTypeAgainstTheReference) {
   testing::InProcessService sortd;
   ASSERT_TRUE(sortd.Start().ok());
@@ -54,12 +30,12 @@ TEST(Service, SortsEveryKeyTypeAgainstTheReference) {
   ASSERT_NE(client, nullptr);
   for (size_t n : {size_t{0}, size_t{1}, size_t{777}, size_t{70000}}) {
     for (bool desc : {false, true}) {
-      ExpectServiceSorts<uint32_t>(*client, n, desc);
-      ExpectServiceSorts<int32_t>(*client, n, desc);
-      ExpectServiceSorts<float>(*client, n, desc);
-      ExpectServiceSorts<uint64_t>(*client, n, desc);
-      ExpectServiceSorts<int64_t>(*client, n, desc);
-      ExpectServiceSorts<double>(*client, n, desc);
+      ExpectSorted<uint32_t>(*client, n, desc);
+      ExpectSorted<int32_t>(*client, n, desc);
+      ExpectSorted<float>(*client, n, desc);
+      ExpectSorted<uint64_t>(*client, n, desc);
+      ExpectSorted<int64_t>(*client, n, desc);
+      ExpectSorted<double>(*client, n, desc);
     }
   }
 }
