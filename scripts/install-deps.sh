@@ -6,7 +6,7 @@
 # benchmarks needs: the container image's build stage).
 # The single source of the package list: README, .ci/run and the Dockerfile
 # all call this script. Idempotent: packages already present are skipped, so a
-# second run takes well under a second and needs no network.
+# second run takes about a second and needs no network.
 set -euo pipefail
 
 BUILD_PACKAGES=(
@@ -68,6 +68,17 @@ case "${1:-}" in
     ;;
 esac
 
+# The packages whose headers sortd's sources include (read off the build's
+# dependency files), kept at the versions the mirror has now: the container
+# image's build stage installs the mirror's current ones, and its compiler
+# cache takes the host build's objects only where every header is the same
+# (decision 034). A host with an older one (linux-libc-dev after a kernel
+# update, say) would have the image compile again every source that
+# includes it.
+HEADER_PACKAGES=(libc6-dev linux-libc-dev libstdc++-12-dev libgcc-12-dev
+  libabsl-dev libgrpc++-dev libgrpc-dev libprotobuf-dev libtbb-dev
+  prometheus-cpp-dev opencl-c-headers opencl-clhpp-headers)
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -75,7 +86,23 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
+# The header packages installed at a version other than the candidate of
+# the package lists this machine has (read locally, no network; one
+# apt-cache call for all of them).
+stale_headers() {
+  apt-cache policy "${HEADER_PACKAGES[@]}" 2>/dev/null | awk '
+    /^[^ ]/ { name = $1; sub(/:$/, "", name) }
+    /^  Installed:/ { installed[name] = $2 }
+    /^  Candidate:/ { candidate[name] = $2 }
+    END {
+      for (p in installed)
+        if (installed[p] != "(none)" && candidate[p] != "(none)" &&
+            candidate[p] != "" && installed[p] != candidate[p]) print p
+    }'
+}
+
+mapfile -t stale < <(stale_headers)
+if [ ${#missing[@]} -eq 0 ] && [ ${#stale[@]} -eq 0 ]; then
   exit 0
 fi
 
@@ -84,7 +111,15 @@ if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+mapfile -t stale < <(stale_headers)
+if [ ${#stale[@]} -gt 0 ]; then
+  echo "install-deps: upgrading ${stale[*]}" >&2
+  $SUDO apt-get install -y -qq --no-install-recommends --only-upgrade \
+    "${stale[@]}" >/dev/null
+fi
