@@ -22,9 +22,10 @@ case "$MODE" in
     # streams, shared memory, admission, the client library, the CPU path,
     # the engine's buffers, faults and parts, the host merge of runs (a
     # device's part out of order must not take it out of bounds), the fuzz
-    # targets over their corpora. Pure logic that ThreadSanitizer or the plain build covers (the scheduler,
-    # router, calibration, fair queues, each client's share of the queue and
-    # its fairness end to end, batcher, key tables), the soaks and
+    # targets over their corpora. Pure logic that ThreadSanitizer or the
+    # plain build covers (the scheduler, router, calibration, fair queues,
+    # each client's share of the queue and its fairness end to end,
+    # batcher, key tables), the soaks and
     # the engine's kernel sweeps (their work runs inside PoCL, which no
     # sanitizer sees) are not built.
     TARGETS=(sortd sortctl e2e_test stream_e2e_test held_bytes_e2e_test
