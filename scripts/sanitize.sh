@@ -32,7 +32,7 @@ case "$MODE" in
       hardening_e2e_test shared_memory_e2e_test parts_e2e_test authz_e2e_test
       device_e2e_test batching_e2e_test
       compact_e2e_test integrity_e2e_test tls_e2e_test split_e2e_test
-      sortctl_test service_test
+      sortctl_test service_test client_test
       wire_test request_test parts_test stream_assembler_test admission_test
       raw_call_test sortctl_lib_test metrics_scrape_test batch_codec_test
       compact_keys_test
