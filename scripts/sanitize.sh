@@ -25,9 +25,8 @@ case "$MODE" in
     # targets over their corpora. Pure logic that ThreadSanitizer or the
     # plain build covers (the scheduler, router, calibration, fair queues,
     # each client's share of the queue and its fairness end to end,
-    # batcher, key tables), the soaks and
-    # the engine's kernel sweeps (their work runs inside PoCL, which no
-    # sanitizer sees) are not built.
+    # batcher, key tables), the soaks and the engine's kernel sweeps (their
+    # work runs inside PoCL, which no sanitizer sees) are not built.
     TARGETS=(sortd sortctl e2e_test stream_e2e_test held_bytes_e2e_test
       hardening_e2e_test shared_memory_e2e_test parts_e2e_test authz_e2e_test
       device_e2e_test batching_e2e_test
